@@ -1,0 +1,159 @@
+/*
+ * backend.h — the one interface both backends fill: an ops table over
+ * backend-owned planes.
+ *
+ * The backend-neutral driver (pipeline.c) owns policy: the reference, the
+ * history bookkeeping (which slot holds which frame and its shift), the
+ * weights (solved on the host), failure counting. A backend owns pixel
+ * storage (host memory for "cpu", device memory for "cuda") and runs the
+ * per-pixel work of each stage on it. Every plane can be read back and
+ * written (write_plane), so that tests can feed both backends identical
+ * inputs at any stage and compare outputs stage by stage.
+ *
+ * Plane contents (w×h of the processed frame, float32 with NaN = invalid
+ * unless noted):
+ *   FRAME       the calibrated current frame (after ingest; learned bad
+ *               pixels applied)
+ *   FILTERED    its 3×3 median (registration input)
+ *   REFERENCE   the filtered reference frame
+ *   REF_S, REF_GX, REF_GY   the reference's smoothing and gradients (§2b)
+ *   PREDICTION  P, RESIDUAL r, CLEAN r' (after the guided filter; equals r
+ *               when the stage is off), SNR z
+ *   LABELS      int32 labels (ss_label's convention)
+ *   HISTORY     one history slot (slot argument), of the history dtype
+ *   BADMASK     uint8, 1 = bad (static | learned)
+ *
+ * Calls on one backend instance come from one thread. Errors: SS_ERR_BACKEND
+ * fails the frame; SS_ERR_BROKEN means the instance (and on CUDA the
+ * device context) is unusable and the daemon should exit so that systemd
+ * restarts it.
+ */
+#ifndef SS_BACKEND_H
+#define SS_BACKEND_H
+
+#include "stages.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ss_plane {
+    SS_PLANE_FRAME = 0,
+    SS_PLANE_FILTERED,
+    SS_PLANE_REFERENCE,
+    SS_PLANE_REF_S,
+    SS_PLANE_REF_GX,
+    SS_PLANE_REF_GY,
+    SS_PLANE_PREDICTION,
+    SS_PLANE_RESIDUAL,
+    SS_PLANE_CLEAN,
+    SS_PLANE_SNR,
+    SS_PLANE_LABELS,
+    SS_PLANE_HISTORY,
+    SS_PLANE_BADMASK,
+    SS_PLANE__COUNT
+} ss_plane_t;
+
+const char *ss_plane_name(ss_plane_t p);
+
+/* Geometry and storage of one feed's processing, fixed for the life of a
+ * backend instance (a change of frame size makes a new instance). */
+typedef struct ss_geometry {
+    int raw_w, raw_h;           /* frames as they arrive */
+    ss_dtype_t raw_dtype;
+    ss_roi_t roi;               /* processed region within the raw frame */
+    ss_dtype_t hist_dtype;      /* ss_history_dtype(raw_dtype, calibrated) */
+    int history;                /* N slots */
+} ss_geometry_t;
+
+/* Static calibration data, roi-sized; NULL pointers mean "none". The
+ * backend copies what it needs at create time. */
+typedef struct ss_calib_data {
+    const float *dark;
+    const float *flat;
+    const uint8_t *bad;
+} ss_calib_data_t;
+
+typedef struct ss_backend ss_backend_t;     /* private to each backend */
+
+/* Per-stage GPU/CPU time of the last frame, ms (filled by backends that
+ * measure it; -1 = not measured). */
+typedef enum ss_stage_id {
+    SS_STAGE_UPLOAD = 0, SS_STAGE_CALIBRATE, SS_STAGE_REG_COARSE, SS_STAGE_REG_FINE,
+    SS_STAGE_WHITEN, SS_STAGE_GUIDED, SS_STAGE_NOISE, SS_STAGE_MATCHED, SS_STAGE_DETECT,
+    SS_STAGE_HISTORY, SS_STAGE_DOWNLOAD, SS_STAGE__COUNT
+} ss_stage_id_t;
+const char *ss_stage_name(ss_stage_id_t s);
+
+typedef struct ss_backend_ops {
+    const char *name;           /* "cpu", "cuda" */
+
+    /* 1 when usable here (e.g. a GPU is present); otherwise 0 and a reason
+     * in why. Must not leave state behind that breaks fork(). */
+    int (*probe)(int device, char *why, size_t why_len);
+
+    ss_err_t (*create)(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *geo,
+                       const ss_calib_data_t *calib, ss_backend_t **out);
+    void (*destroy)(ss_backend_t **b);
+
+    /* Host memory for frame pools (pinned for cuda); may be used before
+     * any create. */
+    ss_host_allocator_t host_alloc;
+
+    /* §1: raw frame (geo->raw_w×raw_h of geo->raw_dtype) -> FRAME and
+     * FILTERED, including hot-pixel learning and masking. */
+    ss_err_t (*ingest)(ss_backend_t *b, const ss_frame_t *raw);
+
+    /* §2: FILTERED becomes the reference (REFERENCE, its pyramid, REF_S,
+     * REF_GX, REF_GY). */
+    ss_err_t (*set_reference)(ss_backend_t *b);
+    /* §2a: FILTERED against the reference. */
+    ss_err_t (*register_coarse)(ss_backend_t *b, ss_coarse_t *out);
+    /* §2b: from (sx0, sy0), through ss_register_fine with this backend's
+     * five-sum pass. */
+    ss_err_t (*register_fine)(ss_backend_t *b, double sx0, double sy0, ss_shift_t *out);
+
+    /* §3: lsq moments and whitening of FRAME against n history frames:
+     * frame k is history slot slots[k], read at integer offset (ix[k],
+     * iy[k]) as in ss_hist_view_t. whiten writes PREDICTION and RESIDUAL. */
+    ss_err_t (*lsq_moments)(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
+                            int n, double *R, double *p);
+    ss_err_t (*whiten)(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
+                       const double *a, int n);
+    /* §4: RESIDUAL, PREDICTION -> CLEAN (radius 0: CLEAN = RESIDUAL). */
+    ss_err_t (*guided)(ss_backend_t *b, int radius, float eps);
+    /* §5: σ of a plane (RESIDUAL or CLEAN). */
+    ss_err_t (*noise)(ss_backend_t *b, ss_plane_t which, int stride, float *sigma);
+    /* §6: CLEAN -> SNR. */
+    ss_err_t (*matched)(ss_backend_t *b, double psf_sigma, float sigma);
+    /* §7: SNR -> LABELS, then measurement into out (ordered as ss_measure). */
+    ss_err_t (*detect)(ss_backend_t *b, float sigma, ss_detlist_t *out);
+    /* Object removal and storage of FRAME into history slot `slot`
+     * (removal uses LABELS and PREDICTION when remove != 0). */
+    ss_err_t (*history_store)(ss_backend_t *b, int slot, int remove, int radius);
+
+    /* Copy a plane out of / into the backend (slot for HISTORY). dst/src
+     * are host buffers of w·h elements of the plane's type. */
+    ss_err_t (*read_plane)(ss_backend_t *b, ss_plane_t p, int slot, void *dst);
+    ss_err_t (*write_plane)(ss_backend_t *b, ss_plane_t p, int slot, const void *src);
+
+    /* Timings of the last frame's stages (ms, -1 = not measured). */
+    void (*stage_times)(ss_backend_t *b, double ms[SS_STAGE__COUNT]);
+    /* Device memory in use / total (bytes); 0/0 on the CPU. */
+    void (*memory)(ss_backend_t *b, size_t *used, size_t *total);
+} ss_backend_ops_t;
+
+extern const ss_backend_ops_t ss_backend_cpu;
+/* The CUDA backend; NULL when built without CUDA. */
+const ss_backend_ops_t *ss_backend_cuda_ops(void);
+
+/* Pick a backend by kind: AUTO takes cuda when built and probe() succeeds,
+ * else cpu (logging one line why). Returns NULL (and a reason) when CUDA
+ * was asked for explicitly and is unavailable. */
+const ss_backend_ops_t *ss_backend_select(ss_backend_kind_t kind, int device, char *why,
+                                          size_t why_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,59 @@
+/*
+ * frame_fits.h — frames to and from FITS files, through CFITSIO.
+ *
+ * Reading: the primary HDU, or the first image extension when the primary
+ * has no data; BITPIX 8/16/32/-32/-64 with BZERO/BSCALE; tile-compressed
+ * images (.fz) transparently. Pixel type mapping:
+ *   BITPIX 8 -> u8; 16 -> i16, or u16 when BZERO = 32768 and BSCALE = 1;
+ *   32 -> i32; -32 and -64 -> f32; any other BSCALE/BZERO -> f32 scaled.
+ * Metadata: DATE-OBS (+ TIME-OBS when DATE-OBS has no time), EXPTIME or
+ * EXPOSURE, TRIMSEC (else DATASEC) as 0-based trim box, and the WCS
+ * keywords (CTYPEi, CRPIXi, CRVALi, CDi_j, CDELTi, PCi_j, CROTA2, CUNITi,
+ * LONPOLE, LATPOLE, EQUINOX, RADESYS, A_/B_/AP_/BP_ SIP terms). A header
+ * value that does not parse (a non-standard DATE-OBS, say) leaves the field
+ * unknown and is logged, not fatal.
+ *
+ * All functions return SS_OK or an error with a one-line reason in err
+ * (which names the file); they never abort on a corrupt file.
+ */
+#ifndef SS_FRAME_FITS_H
+#define SS_FRAME_FITS_H
+
+#include "frame.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ss_result;
+
+/* Size and pixel type of the image a read would return. */
+ss_err_t ss_fits_probe(const char *path, int *w, int *h, ss_dtype_t *dt, char *err,
+                       size_t err_len);
+
+/* Read an image into f: pixels go to f->pixels (SS_ERR_SIZE if more than
+ * f->capacity bytes), f->width/height/dtype/meta are set (meta.source =
+ * path). */
+ss_err_t ss_fits_read_frame(const char *path, ss_frame_t *f, char *err, size_t err_len);
+
+/* Read an image as float (calibration frames, masks): *out is malloc'ed
+ * (w·h floats), the caller frees it. */
+ss_err_t ss_fits_read_float(const char *path, float **out, int *w, int *h, char *err,
+                            size_t err_len);
+
+/* Write a raw frame (its own type; u16 as BITPIX 16 + BZERO 32768) with its
+ * metadata (DATE-OBS, EXPTIME, SEQ, WCS keys). Overwrites path. */
+ss_err_t ss_fits_write_frame(const char *path, const ss_frame_t *f, char *err, size_t err_len);
+
+/* Write a residual: float32 image, NaN for invalid pixels; lossless (no
+ * quantisation; compress = 1 writes a GZIP tile-compressed image with
+ * quantisation off); header with SEQ, DATE-OBS, MJD-OBS, the shift and
+ * its errors, SIGMA, the weights (W0001..), registration status, and the
+ * input's WCS keywords; CHECKSUM/DATASUM written last. */
+ss_err_t ss_fits_write_residual(const char *path, const struct ss_result *res, int compress,
+                                char *err, size_t err_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,104 @@
+/*
+ * pipeline.h — one feed's processing chain, backend-neutral: the driver
+ * that owns the policy of ALGORITHM.md (reference, re-reference, history
+ * ring and shifts, weights, failures, slews) and calls a backend for the
+ * pixel work. It sees frames and config; nothing about sockets or files
+ * (except loading the calibration frames named in the config, at start).
+ */
+#ifndef SS_PIPELINE_H
+#define SS_PIPELINE_H
+
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ss_frame_status {
+    SS_STATUS_OK = 0,           /* residual and detections produced */
+    SS_STATUS_REFERENCE,        /* became the reference (start, reset, slew); stored */
+    SS_STATUS_WARMUP,           /* registered and stored; too little history for a residual */
+    SS_STATUS_REG_FAILED,       /* registration failed: no detection, not stored */
+    SS_STATUS_ERROR,            /* the backend failed this frame */
+    SS_STATUS__COUNT
+} ss_frame_status_t;
+
+const char *ss_status_name(ss_frame_status_t s);   /* "ok" "reference" "warmup" "regfail" "error" */
+
+/* What one frame produced. Buffers are allocated once by ss_result_init. */
+typedef struct ss_result {
+    ss_frame_meta_t meta;           /* copied from the input frame */
+    int width, height;              /* processed (roi) size */
+    ss_frame_status_t status;
+    char reason[160];               /* why, for REG_FAILED / ERROR / REFERENCE */
+    ss_coarse_t coarse;
+    ss_shift_t shift;               /* against the current reference */
+    int rereferenced;               /* 1: this frame became the new reference */
+    int history_reset;              /* 1: the history was reset at this frame */
+    int history_len;                /* frames used for the prediction */
+    float sigma;                    /* noise of the cleaned residual (NaN if none) */
+    int n_weights;
+    double weights[SS_MAX_HISTORY];
+    int has_residual;               /* residual holds width×height floats */
+    float *residual;                /* the cleaned residual r', NaN = invalid */
+    size_t residual_capacity;       /* floats */
+    ss_detlist_t dets;
+    double stage_ms[SS_STAGE__COUNT];
+    double total_ms;                /* wall time of ss_pipeline_process */
+} ss_result_t;
+
+/* Room for frames of up to max_pixels and up to max_dets detections.
+ * Returns 0, or -1 on allocation failure. */
+int ss_result_init(ss_result_t *r, size_t max_pixels, int max_dets);
+void ss_result_free(ss_result_t *r);
+
+typedef struct ss_pipeline ss_pipeline_t;
+
+/* Counters since creation (monotonic). */
+typedef struct ss_pipeline_stats {
+    uint64_t processed;             /* frames through ss_pipeline_process */
+    uint64_t status[SS_STATUS__COUNT];
+    uint64_t detections;
+    uint64_t resets;                /* history resets (slew, size change, request) */
+    uint64_t rereferences;
+    uint64_t hotpix_learned;        /* pixels currently in the learned mask */
+} ss_pipeline_stats_t;
+
+/* Create a pipeline for one feed. cfg is copied. The backend is chosen
+ * now (ss_backend_select) and instantiated on the first frame (its size
+ * fixes the geometry). Calibration files named in cfg are read now.
+ * Returns NULL with a message in err (err_len bytes) on failure. */
+ss_pipeline_t *ss_pipeline_new(const ss_pipeline_cfg_t *cfg, const char *feed, char *err,
+                               size_t err_len);
+void ss_pipeline_destroy(ss_pipeline_t **p);
+
+/* Process one raw frame into res (res->residual and res->dets are reused).
+ * Returns SS_OK when the frame was handled (see res->status, which may say
+ * it failed registration); SS_ERR_BACKEND when the backend failed this
+ * frame (res->status = ERROR, reason set); SS_ERR_BROKEN when the backend
+ * is unusable for good; SS_ERR_SIZE when the frame is larger than the
+ * result can hold. */
+ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *frame, ss_result_t *res);
+
+/* Forget the history and reference; the next good frame becomes the
+ * reference. */
+void ss_pipeline_reset(ss_pipeline_t *p, const char *why);
+
+/* Apply a new config. Keys that the backend or geometry depend on
+ * (backend, device, history, roi, calibration files) take effect through
+ * a rebuild with a history reset; others at the next frame. Returns 0, or
+ * -1 with err set (and the old config kept). */
+int ss_pipeline_reconfigure(ss_pipeline_t *p, const ss_pipeline_cfg_t *cfg, char *err,
+                            size_t err_len);
+
+void ss_pipeline_get_stats(const ss_pipeline_t *p, ss_pipeline_stats_t *out);
+const char *ss_pipeline_backend_name(const ss_pipeline_t *p);
+/* Device memory used/total of the backend (0/0 on the CPU). */
+void ss_pipeline_memory(ss_pipeline_t *p, size_t *used, size_t *total);
+/* The backend instance (tests, bench); NULL before the first frame. */
+ss_backend_t *ss_pipeline_backend(ss_pipeline_t *p, const ss_backend_ops_t **ops);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

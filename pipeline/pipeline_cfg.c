@@ -1,0 +1,37 @@
+/*
+ * pipeline_cfg.c — values derived from the pipeline config, computed in one
+ * place so that both backends and the driver agree.
+ */
+#include "pipeline_cfg.h"
+
+#include <math.h>
+
+int ss_poly_terms(int degree)
+{
+    return degree <= 0 ? 1 : degree == 1 ? 3 : 6;
+}
+
+double ss_cfg_gamma(const ss_pipeline_cfg_t *c)
+{
+    return c->gamma >= 0.0 ? c->gamma : 1e-3 * c->history;
+}
+
+double ss_cfg_mask_radius(const ss_pipeline_cfg_t *c)
+{
+    return c->mask_radius >= 0.0 ? c->mask_radius : 2.0 * c->psf_sigma + 1.0;
+}
+
+int ss_cfg_guided_radius(const ss_pipeline_cfg_t *c)
+{
+    return c->guided_radius > 0 ? c->guided_radius : (int)lround(8.0 * c->psf_sigma);
+}
+
+int ss_cfg_min_history(const ss_pipeline_cfg_t *c)
+{
+    if (c->min_history > 0)
+        return c->min_history < c->history ? c->min_history : c->history;
+    /* enough frames to satisfy the moment constraints with some margin */
+    int m = c->mode == SS_WHITEN_POLY ? ss_poly_terms(c->poly_degree) : 1;
+    int want = 2 * m + 2;
+    return want < c->history ? want : c->history;
+}

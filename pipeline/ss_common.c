@@ -1,0 +1,217 @@
+/*
+ * ss_common.c — error texts, logging, pixel types, time conversions.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ss_common.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* ---- errors ------------------------------------------------------------ */
+
+const char *ss_strerror(ss_err_t e)
+{
+    switch (e) {
+    case SS_OK: return "ok";
+    case SS_ERR_NOMEM: return "out of memory";
+    case SS_ERR_INVALID: return "invalid argument";
+    case SS_ERR_IO: return "I/O error";
+    case SS_ERR_FORMAT: return "malformed input";
+    case SS_ERR_SIZE: return "size out of bounds";
+    case SS_ERR_CONFIG: return "configuration error";
+    case SS_ERR_REGISTRATION: return "registration failed";
+    case SS_ERR_BACKEND: return "backend error";
+    case SS_ERR_BROKEN: return "backend broken";
+    case SS_ERR_UNSUPPORTED: return "not supported";
+    case SS_ERR_NODEVICE: return "no GPU device";
+    case SS_ERR_TIMEOUT: return "timed out";
+    case SS_ERR_FULL: return "full";
+    case SS_ERR_EMPTY: return "empty";
+    case SS_ERR_STOPPED: return "stopped";
+    case SS_ERR__COUNT: break;
+    }
+    return "unknown error";
+}
+
+/* ---- logging ----------------------------------------------------------- */
+
+int ss_log_max_level = SS_LOG_INFO;
+static int log_prefix;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *const level_names[8] = {
+    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug"
+};
+
+void ss_log_setup(int max_level, int priority_prefix)
+{
+    ss_log_max_level = SS_CLAMP(max_level, SS_LOG_ERR, SS_LOG_DEBUG);
+    log_prefix = priority_prefix;
+}
+
+int ss_log_level_parse(const char *s)
+{
+    for (int i = SS_LOG_ERR; i <= SS_LOG_DEBUG; i++)
+        if (s && strcasecmp(s, level_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+const char *ss_log_level_name(int level)
+{
+    return level_names[SS_CLAMP(level, 0, 7)];
+}
+
+void ss_log_write(int level, const char *tag, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* one fprintf per line, under a lock, so lines from threads never mix */
+    pthread_mutex_lock(&log_lock);
+    if (log_prefix)
+        fprintf(stderr, "<%d>%s: %s\n", level, tag, msg);
+    else
+        fprintf(stderr, "skysieve %-7s %s: %s\n", ss_log_level_name(level), tag, msg);
+    fflush(stderr);
+    pthread_mutex_unlock(&log_lock);
+}
+
+/* ---- pixel types ------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    size_t size;
+    double max;
+} dtypes[SS_DT__COUNT] = {
+    [SS_DT_U8] = { "u8", 1, 255.0 },
+    [SS_DT_U16] = { "u16", 2, 65535.0 },
+    [SS_DT_I16] = { "i16", 2, 32767.0 },
+    [SS_DT_I32] = { "i32", 4, 2147483647.0 },
+    [SS_DT_F32] = { "f32", 4, INFINITY },
+};
+
+size_t ss_dtype_size(ss_dtype_t t)
+{
+    return (unsigned)t < SS_DT__COUNT ? dtypes[t].size : 0;
+}
+
+const char *ss_dtype_name(ss_dtype_t t)
+{
+    return (unsigned)t < SS_DT__COUNT ? dtypes[t].name : "?";
+}
+
+int ss_dtype_parse(const char *s, ss_dtype_t *out)
+{
+    for (int i = 0; i < SS_DT__COUNT; i++)
+        if (s && strcmp(s, dtypes[i].name) == 0) {
+            *out = (ss_dtype_t)i;
+            return 0;
+        }
+    return -1;
+}
+
+double ss_dtype_max(ss_dtype_t t)
+{
+    return (unsigned)t < SS_DT__COUNT ? dtypes[t].max : 0.0;
+}
+
+double ss_dtype_get(const void *buf, ss_dtype_t t, size_t i)
+{
+    switch (t) {
+    case SS_DT_U8: return ((const uint8_t *)buf)[i];
+    case SS_DT_U16: return ((const uint16_t *)buf)[i];
+    case SS_DT_I16: return ((const int16_t *)buf)[i];
+    case SS_DT_I32: return ((const int32_t *)buf)[i];
+    case SS_DT_F32: return ((const float *)buf)[i];
+    default: return NAN;
+    }
+}
+
+/* ---- time -------------------------------------------------------------- */
+
+double ss_unix_to_mjd(double unix_s) { return unix_s / 86400.0 + SS_MJD_UNIX_EPOCH; }
+double ss_mjd_to_unix(double mjd) { return (mjd - SS_MJD_UNIX_EPOCH) * 86400.0; }
+
+/* days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant) */
+static long days_from_civil(long y, unsigned m, unsigned d)
+{
+    y -= m <= 2;
+    long era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (long)doe - 719468;
+}
+
+void ss_mjd_to_iso(double mjd, char *buf, size_t n)
+{
+    double u = ss_mjd_to_unix(mjd);
+    double fl = floor(u);
+    long ms = lround((u - fl) * 1000.0);
+    time_t secs = (time_t)fl;
+    if (ms >= 1000) {
+        ms -= 1000;
+        secs += 1;
+    }
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    snprintf(buf, n, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+}
+
+int ss_iso_to_mjd(const char *s, double *mjd)
+{
+    int y, mo, d, hh = 0, mi = 0, used = 0;
+    double ss = 0.0;
+    if (!s || sscanf(s, "%4d-%2d-%2d%n", &y, &mo, &d, &used) != 3 || used != 10)
+        return -1;
+    const char *p = s + used;
+    if (*p == 'T' || *p == ' ') {
+        int u2 = 0;
+        if (sscanf(p + 1, "%2d:%2d:%lf%n", &hh, &mi, &ss, &u2) != 3)
+            return -1;
+        p += 1 + u2;
+        if (*p == 'Z')
+            p++;
+    }
+    if (*p != '\0')
+        return -1;
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || hh < 0 || hh > 23 || mi < 0 || mi > 59 ||
+        ss < 0.0 || ss >= 61.0)
+        return -1;
+    long days = days_from_civil(y, (unsigned)mo, (unsigned)d);
+    *mjd = (double)days + SS_MJD_UNIX_EPOCH + (hh * 3600.0 + mi * 60.0 + ss) / 86400.0;
+    return 0;
+}
+
+double ss_now_unix(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double ss_now_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+char *ss_strlcpy(char *dst, const char *src, size_t n)
+{
+    if (n == 0)
+        return dst;
+    size_t i = 0;
+    for (; src && src[i] && i + 1 < n; i++)
+        dst[i] = src[i];
+    dst[i] = '\0';
+    return dst;
+}

@@ -1,0 +1,347 @@
+/*
+ * stages.h — the CPU reference of every stage of ALGORITHM.md §1–7, as
+ * plain functions over host arrays. This is the contract the CUDA backend
+ * is tested against: each function's comment defines exactly what is
+ * computed (rounding rules, tie-breaks, invalid handling), so that a
+ * second implementation can agree to float rounding.
+ *
+ * Common rules:
+ *  - planes are row-major w×h float32; NaN marks an invalid pixel, in
+ *    inputs and outputs; no other value means "invalid" in float data;
+ *  - "finite" means !isnan && !isinf;
+ *  - sums are accumulated in double unless stated otherwise;
+ *  - scratch buffers are supplied by the caller (sizes in the comment) so
+ *    that nothing is allocated per frame;
+ *  - functions use OpenMP where it pays; results never depend on the
+ *    number of threads.
+ *
+ * Files: calib.c (§1), register_coarse.c (§2a), register_fine.c (§2b),
+ * weights.c + whiten.c + history.c (§3), guided.c (§4), noise.c (§5),
+ * matched.c (§6), label.c + measure.c (§7).
+ */
+#ifndef SS_STAGES_H
+#define SS_STAGES_H
+
+#include "detection.h"
+#include "frame.h"
+#include "pipeline_cfg.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ss_roi {
+    int x, y, w, h;             /* 0-based origin and size, in raw pixels */
+} ss_roi_t;
+
+/* ======================================================================
+ * §1 calibration (calib.c)
+ * ==================================================================== */
+
+/* Crop the roi out of a raw frame and calibrate it into out (roi.w×roi.h):
+ *   v = raw value (double); invalid (NaN) if raw_valid && !raw_valid[i],
+ *   if !finite(v), if v >= saturation, or if bad && bad[j];
+ *   otherwise out = (float)((v - dark[j]) / flat[j]) with dark = 0 and
+ *   flat = 1 when NULL; a flat value <= 0 or non-finite makes it invalid.
+ * dark, flat and bad are roi-sized (j indexes the roi); raw_valid is
+ * raw-sized. saturation <= 0 means ss_dtype_max(dt) (f32: +inf). */
+void ss_calibrate(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_valid,
+                  ss_roi_t roi, const float *dark, const float *flat, double saturation,
+                  const uint8_t *bad, float *out);
+
+/* 3×3 median: out(x) = NaN if in(x) is NaN; otherwise the median of the
+ * finite values of the 3×3 window clipped to the frame (for an even count,
+ * the mean of the two middle values, computed as 0.5f*(a+b) in float). */
+void ss_median3x3(const float *in, int w, int h, float *out);
+
+/* Learned hot pixels (ALGORITHM §1). State per pixel, in detector
+ * coordinates of the processed (roi) frame. */
+typedef struct ss_hotpix {
+    int w, h;
+    int frames;                 /* frames counted in the current window */
+    uint16_t *hits;             /* per pixel: frames in this window it was hot */
+    uint8_t *learned;           /* 1 = learned bad (from the last full window) */
+} ss_hotpix_t;
+
+int ss_hotpix_init(ss_hotpix_t *hp, int w, int h);     /* 0 ok, -1 no memory */
+void ss_hotpix_free(ss_hotpix_t *hp);
+void ss_hotpix_reset(ss_hotpix_t *hp);                 /* forget everything */
+/* Count one frame: frame is calibrated (static mask applied, learned mask
+ * NOT applied), med = ss_median3x3(frame). d = frame - med; sigma =
+ * ss_noise_mad(d, SS_HOTPIX_STRIDE); a pixel is hot when d > k·sigma.
+ * After `window` frames: learned = hits >= ceil(fraction·window), hits = 0.
+ * scratch: 2·w·h floats. Returns 1 when the learned mask changed. */
+#define SS_HOTPIX_STRIDE 4
+int ss_hotpix_update(ss_hotpix_t *hp, const float *frame, const float *med, double k,
+                     int window, double fraction, float *scratch);
+/* Set frame and med to NaN where learned. */
+void ss_hotpix_apply(const ss_hotpix_t *hp, float *frame, float *med);
+
+/* ======================================================================
+ * §2a coarse registration: block matching (register_coarse.c)
+ * ==================================================================== */
+
+#define SS_MAX_LEVELS 5
+
+/* 2×2 binning: out is (w/2)×(h/2) (integer division), each the mean of the
+ * finite values among its 4 inputs (sum in float, in raster order, then
+ * divided by the count), NaN if none. */
+void ss_bin2(const float *in, int w, int h, float *out);
+
+/* A pyramid: level 0 is the filtered frame itself (not copied), level l is
+ * ss_bin2 of level l-1. */
+typedef struct ss_pyramid {
+    int levels;                     /* L: number of binned levels (0..SS_MAX_LEVELS) */
+    int w[SS_MAX_LEVELS + 1], h[SS_MAX_LEVELS + 1];
+    const float *lvl[SS_MAX_LEVELS + 1];
+} ss_pyramid_t;
+
+typedef struct ss_coarse {
+    int ok;                     /* 1 = success */
+    int dx, dy;                 /* integer shift at full resolution (s ≈ (dx,dy)) */
+    int n_blocks;               /* blocks with enough structure */
+    int n_agree;                /* blocks within 1 binned px of the median vector */
+    int n_ambiguous;            /* blocks whose SAD minimum was not distinct */
+    char why[96];               /* reason when !ok */
+} ss_coarse_t;
+
+/* Block matching of cur against ref (both pyramids of the same sizes).
+ * At level L: a g×g grid of blocks (g = floor(sqrt(K))), block size B,
+ * centres spread evenly over [R + B/2, size - R - B/2). A block is used when
+ * the variance of its finite ref pixels exceeds 4·n², with n the robust
+ * noise of level L (1.4826·MAD of horizontal neighbour differences / sqrt 2,
+ * on every 2nd row). For each used block and each d in [-R,R]²:
+ *   SAD(d) = mean over block pixels x with cur(x) and ref(x+d) finite of
+ *            |cur(x) - ref(x+d)|  (+inf when fewer than half are finite).
+ * Best = argmin SAD (ties: smallest dy, then smallest dx). The minimum is
+ * ambiguous when best >= ambiguity × second, second being the minimum over
+ * candidates at Chebyshev distance >= 2 from the best; ambiguous blocks do
+ * not vote. Global = component-wise median (lower median) of the voting
+ * block vectors. Fails when fewer than 3 blocks vote or fewer than half of
+ * the used blocks agree within 1 px. Refinement: at each finer level the
+ * shift doubles and the best of the 3×3 candidates around it is taken by
+ * the mean absolute difference over the whole frame (every pixel at levels
+ * >= 1; every 2nd row and column at level 0). */
+void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
+                        const ss_pipeline_cfg_t *c, ss_coarse_t *out);
+
+/* ======================================================================
+ * §2b fine registration: gradient least squares (register_fine.c)
+ * ==================================================================== */
+
+#define SS_FINE_NSUMS 8
+enum { SS_FS_U, SS_FS_V, SS_FS_W, SS_FS_Q, SS_FS_P, SS_FS_N, SS_FS_E, SS_FS_E2 };
+
+typedef struct ss_shift {
+    int ok;
+    double sx, sy;              /* s_t: F_t(x) ≈ R(x + s) */
+    double err_x, err_y;        /* standard errors (px) */
+    double cov_xy;              /* covariance (px²) */
+    int iterations;
+    double det_ratio;           /* det / (u·w) of the last step */
+    char why[96];
+} ss_shift_t;
+
+/* From the filtered reference: S = five-point mean, gx, gy = central
+ * differences (ALGORITHM §2b), NaN where any of the five points is NaN or
+ * outside the frame. All in float: S = (c + l + r + u + d) / 5 summed in
+ * that order; g = (right - left) * 0.5f. */
+void ss_reference_prep(const float *ref, int w, int h, float *S, float *gx, float *gy);
+
+/* One pass of the five sums for the current estimate (sx, sy):
+ * for every pixel x (a 1-px margin excluded) with S, gx, gy finite, sample
+ * cur at (x - sx, y - sy) bilinearly (NaN if any of the 4 taps is NaN or
+ * outside); if finite, e = sample - S and accumulate (double)
+ * u += gx², v += gx·gy, w += gy², q += gx·e, p += gy·e, n += 1, E += e,
+ * E2 += e². Bilinear: with x0 = floor(xs), fx = xs - x0 (in double),
+ * value = (1-fy)·((1-fx)·a + fx·b) + fy·((1-fx)·c + fx·d) in double. */
+void ss_fine_sums(const float *cur, const float *S, const float *gx, const float *gy,
+                  int w, int h, double sx, double sy, double sums[SS_FINE_NSUMS]);
+
+/* The sums of one pass for the shift (sx, sy), however a backend gets them. */
+typedef void (*ss_fine_sums_fn)(void *ctx, double sx, double sy, double sums[SS_FINE_NSUMS]);
+
+/* The iteration of §2b, shared by both backends: from (sx0, sy0), up to
+ * c->reg_max_iter steps, stopping when |δ| < c->reg_tol; fails (ok = 0,
+ * why set) when n < 16 or det < c->reg_min_det · u·w. Standard errors from
+ * the last pass: σe² = (E2 - δx·q - δy·p) / (n - 2), cov = σe²·[[u,v],[v,w]]⁻¹. */
+void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
+                      const ss_pipeline_cfg_t *c, ss_shift_t *out);
+
+/* ======================================================================
+ * §3 weights, whitening, history (weights.c, whiten.c, history.c)
+ * ==================================================================== */
+
+#define SS_MAX_HISTORY 256
+
+/* Shift-polynomial weights. fx, fy: the fractional displacements f_k of the
+ * n history frames (k = 0 newest), degree 0..2, gamma >= 0, lambda in (0,1].
+ * Solves min Σ λ^-k a_k² + (regularised) subject to Σ a_k m_j(f_k) = m_j(0):
+ *   D = diag(λ^k), α = (VᵀDV + γE)⁻¹ e0, a = D V α.
+ * Monomial order: 1, fx, fy, fx², fx·fy, fy². Returns 0, or -1 if the
+ * system is singular. */
+int ss_weights_poly(const double *fx, const double *fy, int n, int degree, double gamma,
+                    double lambda, double *a);
+
+/* Wiener weights: a = (R + γ·tr(R)/n·E)⁻¹ p. R is n×n row-major. Returns 0
+ * or -1 if singular. */
+int ss_weights_lsq(const double *R, const double *p, int n, double gamma, double *a);
+
+/* Solve the n×n system M x = b in place (Gaussian elimination with partial
+ * pivoting, double). Returns 0, or -1 if singular. Shared helper. */
+int ss_solve_dense(double *M, double *b, int n);
+
+/* The type a history frame is stored in: the raw type for u8/u16/i16 when
+ * there is no calibration (no dark and no flat), else f32. */
+ss_dtype_t ss_history_dtype(ss_dtype_t raw, int calibrated);
+
+/* One history frame as whitening reads it: y_k(x) = F_k(x + (ix, iy)).
+ * Invalid history pixels hold the sentinel: NaN for f32, the type's
+ * maximum for integer types. */
+typedef struct ss_hist_view {
+    const void *pixels;
+    ss_dtype_t dtype;
+    int ix, iy;
+} ss_hist_view_t;
+
+/* Read a history pixel as float (NaN for the sentinel). */
+static inline float ss_hist_value(const void *px, ss_dtype_t t, size_t i)
+{
+    switch (t) {
+    case SS_DT_U8: { uint8_t v = ((const uint8_t *)px)[i]; return v == UINT8_MAX ? __builtin_nanf("") : (float)v; }
+    case SS_DT_U16: { uint16_t v = ((const uint16_t *)px)[i]; return v == UINT16_MAX ? __builtin_nanf("") : (float)v; }
+    case SS_DT_I16: { int16_t v = ((const int16_t *)px)[i]; return v == INT16_MAX ? __builtin_nanf("") : (float)v; }
+    default: return ((const float *)px)[i];
+    }
+}
+
+/* Prediction and residual (strict validity, see README):
+ *   P(x) = Σ_k a_k·y_k(x) (double accumulation over k ascending, stored as
+ *   float), r(x) = cur(x) - P(x) (in float).
+ * P and r are NaN where cur is NaN, or any y_k(x) falls outside the frame
+ * or is invalid (for k with a_k != 0 or not: every used frame counts). */
+void ss_whiten(const float *cur, const ss_hist_view_t *hv, const double *a, int n,
+               int w, int h, float *P, float *r);
+
+/* lsq moments over the pixels where cur and every y_k are valid:
+ * R[k·n+l] = Σ y_k·y_l, p[k] = Σ cur·y_k (double). */
+void ss_lsq_moments(const float *cur, const ss_hist_view_t *hv, int n, int w, int h,
+                    double *R, double *p);
+
+/* Object removal and storage into a history slot (history.c): footprint =
+ * pixels with labels > 0 dilated by `radius` (square structuring element,
+ * radius = floor(mask_radius)); value = P where in the footprint, frame
+ * elsewhere; stored into dst of type dt: NaN -> sentinel; integers rounded
+ * half away from zero and clamped to [type min, type max - 1]. labels and P
+ * may be NULL (no removal). scratch: w·h bytes. */
+void ss_history_store(const float *frame, const float *P, const int32_t *labels, int radius,
+                      int w, int h, void *dst, ss_dtype_t dt, uint8_t *scratch);
+
+/* ======================================================================
+ * §4 guided filter (guided.c)
+ * ==================================================================== */
+
+/* Valid-aware box mean over the (2r+1)² window clipped to the frame:
+ * out = Σ finite in / count(finite), NaN if count is 0. Running sums in
+ * double, O(1) per pixel whatever r. scratch: 2·w·h doubles. */
+void ss_box_mean(const float *in, int w, int h, int r, float *out, double *scratch);
+
+/* Guided filter cleanup with guide I (the prediction) and input p (the
+ * residual), ALGORITHM §4. A pixel takes part when both I and p are
+ * finite. Means are valid-aware box means over those pixels; I is taken
+ * relative to c = mean of the valid I (double) for conditioning:
+ *   mean_I, mean_p, corr_Ip, corr_II (box means of I', p, I'p, I'I'),
+ *   var = corr_II - mean_I², cov = corr_Ip - mean_I·mean_p,
+ *   A = cov / (var + eps), B = mean_p - A·mean_I,
+ *   out = p - (box(A)·I' + box(B))       (NaN where I or p is NaN).
+ * eps in ADU² (the caller scales by the noise variance).
+ * scratch: 8·w·h floats + 2·w·h doubles. */
+void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float eps,
+                      float *out, float *scratch, double *dscratch);
+
+/* ======================================================================
+ * §5 noise (noise.c)
+ * ==================================================================== */
+
+/* σ = 1.4826 · MAD of the finite x at rows and columns that are multiples
+ * of stride: m = lower median (rank floor((n-1)/2) of the sorted samples),
+ * MAD = lower median of fabsf(x - m) computed in float. NaN if no sample.
+ * scratch: w·h floats. */
+float ss_noise_mad(const float *x, int w, int h, int stride, float *scratch);
+
+/* ======================================================================
+ * §6 matched filter (matched.c)
+ * ==================================================================== */
+
+#define SS_KERNEL_MAX_RADIUS 24
+
+/* 1-D Gaussian kernel of psf_sigma: radius R = min(ceil(3σ), 24), taps
+ * k[0..2R] = exp(-(i-R)²/(2σ²)) normalised to sum 1 (in double, stored as
+ * float). Returns R. The 2-D kernel is k⊗k (Σ = 1, ‖k2‖₂ = Σk²). */
+int ss_psf_kernel(double psf_sigma, float *k);
+
+/* Valid-aware separable matched filter and SNR map:
+ *   h1 = rows: Σ_i k[i]·v·in(x+i-R, y), hv1 = Σ_i k[i]·v   (v = 1 if finite)
+ *   num, den = the same along columns on h1 and hv1 (float, taps ascending)
+ *   z = num / den / (sigma · Σk²)     where the centre is finite and
+ *   den >= 0.5; NaN elsewhere. Out-of-frame taps count as invalid.
+ * scratch: 2·w·h floats. */
+void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float sigma,
+                       float *z, float *scratch);
+
+/* ======================================================================
+ * §7 labelling and measurement (label.c, measure.c)
+ * ==================================================================== */
+
+/* Hysteresis + 8-connected labelling. Positive mask: z >= lo; a component
+ * is kept when it holds a seed z >= hi. When negative: the same on -z, as
+ * separate components. labels: 0 background, +i for positive component i
+ * (1-based), -i for negative component i. Numbering is by raster order of
+ * each component's first pixel (smallest y·w + x), positives and negatives
+ * counted separately. scratch: w·h int32. */
+void ss_label(const float *z, int w, int h, float hi, float lo, int negative,
+              int32_t *labels, int32_t *scratch, int *n_pos, int *n_neg);
+
+/* Per-component accumulator: everything measure needs, each a sum, a min
+ * or a max over the component's pixels (s = the component's sign, x, y the
+ * pixel's coordinates, wgt = max(s·r'(x), 0)):
+ *   area = count; sw = Σ wgt; swx = Σ wgt·x; swy = Σ wgt·y;
+ *   swxx = Σ wgt·x²; swxy = Σ wgt·x·y; swyy = Σ wgt·y²;
+ *   sx = Σ x; sy = Σ y (unweighted, the fallback when sw == 0);
+ *   flux = Σ s·r'; rpos = Σ max(s·r, 0); rmax = max s·r (r unfiltered);
+ *   zmax = max s·z with zidx its pixel index y·w+x (ties: smallest index);
+ *   bbox = min/max x, y; invalid_nb = 1 if any 8-neighbour of a pixel is
+ *   NaN in z; edge = 1 if a pixel lies on the frame's outer row/column. */
+typedef struct ss_comp_acc {
+    int sign;
+    int area;
+    double sw, swx, swy, swxx, swxy, swyy, sx, sy;
+    double flux, rpos;
+    float rmax, zmax;
+    int zidx;
+    int x0, y0, x1, y1;
+    int invalid_nb, edge;
+} ss_comp_acc_t;
+
+/* Turn one accumulator into a detection (shared by both backends): centroid,
+ * flux, flux_err = σ·sqrt(area), ellipse from the central second moments,
+ * kind (cosmic: rmax/rpos >= cosmic_fraction; streak: a/b >= streak_ratio
+ * and a >= streak_min_len·psf_sigma; else point), streak end points, flags.
+ * w is the frame width (to decode zidx). */
+void ss_measure_finish(const ss_comp_acc_t *acc, int label, float sigma, int w,
+                       const ss_pipeline_cfg_t *c, ss_detection_t *d);
+
+/* Measure every labelled component (positives 1..np, then negatives
+ * 1..nn) into out, skipping components with area < c->min_area. Every
+ * per-component quantity is a sum, minimum or maximum over the component's
+ * pixels (ss_comp_acc_t), turned into a detection by ss_measure_finish. rc = cleaned residual r', r = unfiltered residual, z = SNR. */
+void ss_measure(const int32_t *labels, int np, int nn, const float *rc, const float *r,
+                const float *z, int w, int h, float sigma, const ss_pipeline_cfg_t *c,
+                ss_comp_acc_t *acc_scratch, ss_detlist_t *out);
+/* acc_scratch: room for np + nn accumulators (the caller bounds these by
+ * the frame size / 2 + 1 at most, which 8-connectivity cannot exceed). */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
