@@ -61,7 +61,6 @@ typedef struct ss_pipeline_stats {
     uint64_t detections;
     uint64_t resets;                /* history resets (slew, size change, request) */
     uint64_t rereferences;
-    uint64_t hotpix_learned;        /* pixels currently in the learned mask */
 } ss_pipeline_stats_t;
 
 /* Create a pipeline for one feed. cfg is copied. The backend is chosen

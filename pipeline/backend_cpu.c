@@ -1,0 +1,440 @@
+/*
+ * backend_cpu.c — the CPU backend: planes in host memory, every stage by
+ * the reference functions of stages.h. It is deliberately plain: this is
+ * the implementation the CUDA backend is tested against, and the fallback
+ * for stations without a GPU. Parallelism lives inside the stage
+ * functions (OpenMP).
+ */
+#include "backend.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Components measured per frame at most (both signs together). A frame
+ * with more is pathological (thresholding noise); the rest are counted as
+ * truncated, never written out of bounds. */
+#define CPU_MAX_COMPONENTS (1 << 18)
+
+struct ss_backend {
+    const ss_pipeline_cfg_t *cfg;   /* the driver's copy; reloadable fields change between frames */
+    ss_geometry_t geo;
+    int w, h;
+    size_t npix;
+
+    float *dark, *flat;             /* roi-sized, NULL if none */
+    uint8_t *bad;                   /* static mask, roi-sized, NULL if none */
+    ss_hotpix_t hot;
+
+    float *plane[SS_PLANE__COUNT];  /* float planes (FRAME .. SNR) */
+    int32_t *labels;
+    void **hist;                    /* geo.history slots of geo.hist_dtype */
+
+    /* pyramids: level 0 is REFERENCE / FILTERED itself */
+    float *ref_lvl[SS_MAX_LEVELS + 1], *cur_lvl[SS_MAX_LEVELS + 1];
+    ss_pyramid_t ref_pyr, cur_pyr;
+
+    float *fscratch;                /* 8·npix floats */
+    double *dscratch;               /* 2·npix doubles */
+    int32_t *iscratch;              /* npix */
+    uint8_t *bscratch;              /* npix */
+    ss_comp_acc_t *acc;             /* CPU_MAX_COMPONENTS */
+
+    double ms[SS_STAGE__COUNT];
+};
+
+static int is_float_plane(ss_plane_t p)
+{
+    return p >= SS_PLANE_FRAME && p <= SS_PLANE_SNR;
+}
+
+static int cpu_probe(int device, char *why, size_t n)
+{
+    (void)device;
+    (void)why;
+    (void)n;
+    return 1;
+}
+
+static void cpu_destroy(ss_backend_t **pb)
+{
+    if (!pb || !*pb)
+        return;
+    ss_backend_t *b = *pb;
+    free(b->dark);
+    free(b->flat);
+    free(b->bad);
+    ss_hotpix_free(&b->hot);
+    for (int i = 0; i < SS_PLANE__COUNT; i++)
+        free(b->plane[i]);
+    free(b->labels);
+    if (b->hist)
+        for (int i = 0; i < b->geo.history; i++)
+            free(b->hist[i]);
+    free(b->hist);
+    for (int l = 1; l <= SS_MAX_LEVELS; l++) {
+        free(b->ref_lvl[l]);
+        free(b->cur_lvl[l]);
+    }
+    free(b->fscratch);
+    free(b->dscratch);
+    free(b->iscratch);
+    free(b->bscratch);
+    free(b->acc);
+    free(b);
+    *pb = NULL;
+}
+
+static void *dup_or_null(const void *src, size_t bytes, int *fail)
+{
+    if (!src)
+        return NULL;
+    void *p = malloc(bytes);
+    if (!p) {
+        *fail = 1;
+        return NULL;
+    }
+    memcpy(p, src, bytes);
+    return p;
+}
+
+/* Sizes of the pyramid levels; level 0 is the processed frame. */
+static void pyramid_shape(ss_pyramid_t *pyr, int w, int h, int levels)
+{
+    pyr->levels = levels;
+    pyr->w[0] = w;
+    pyr->h[0] = h;
+    for (int l = 1; l <= levels; l++) {
+        pyr->w[l] = pyr->w[l - 1] / 2;
+        pyr->h[l] = pyr->h[l - 1] / 2;
+    }
+}
+
+static ss_err_t cpu_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *geo,
+                           const ss_calib_data_t *calib, ss_backend_t **out)
+{
+    *out = NULL;
+    if (geo->roi.w <= 0 || geo->roi.h <= 0 || geo->history <= 0 ||
+        geo->history > SS_MAX_HISTORY || cfg->reg_levels < 0 || cfg->reg_levels > SS_MAX_LEVELS)
+        return SS_ERR_INVALID;
+    ss_backend_t *b = calloc(1, sizeof *b);
+    if (!b)
+        return SS_ERR_NOMEM;
+    b->cfg = cfg;
+    b->geo = *geo;
+    b->w = geo->roi.w;
+    b->h = geo->roi.h;
+    b->npix = (size_t)b->w * (size_t)b->h;
+    int fail = 0;
+    if (calib) {
+        b->dark = dup_or_null(calib->dark, b->npix * sizeof(float), &fail);
+        b->flat = dup_or_null(calib->flat, b->npix * sizeof(float), &fail);
+        b->bad = dup_or_null(calib->bad, b->npix, &fail);
+    }
+    if (ss_hotpix_init(&b->hot, b->w, b->h) != 0)
+        fail = 1;
+    for (int i = SS_PLANE_FRAME; i <= SS_PLANE_SNR; i++)
+        if (!(b->plane[i] = malloc(b->npix * sizeof(float))))
+            fail = 1;
+    b->labels = calloc(b->npix, sizeof(int32_t));
+    b->hist = calloc((size_t)geo->history, sizeof(void *));
+    if (!b->labels || !b->hist)
+        fail = 1;
+    size_t hbytes = b->npix * ss_dtype_size(geo->hist_dtype);
+    for (int i = 0; !fail && i < geo->history; i++)
+        if (!(b->hist[i] = malloc(hbytes)))
+            fail = 1;
+    pyramid_shape(&b->ref_pyr, b->w, b->h, cfg->reg_levels);
+    pyramid_shape(&b->cur_pyr, b->w, b->h, cfg->reg_levels);
+    for (int l = 1; !fail && l <= cfg->reg_levels; l++) {
+        size_t n = (size_t)b->ref_pyr.w[l] * (size_t)b->ref_pyr.h[l];
+        b->ref_lvl[l] = malloc((n ? n : 1) * sizeof(float));
+        b->cur_lvl[l] = malloc((n ? n : 1) * sizeof(float));
+        if (!b->ref_lvl[l] || !b->cur_lvl[l])
+            fail = 1;
+    }
+    b->fscratch = malloc(8 * b->npix * sizeof(float));
+    b->dscratch = malloc(2 * b->npix * sizeof(double));
+    b->iscratch = malloc(b->npix * sizeof(int32_t));
+    b->bscratch = malloc(b->npix);
+    b->acc = malloc(CPU_MAX_COMPONENTS * sizeof(ss_comp_acc_t));
+    if (fail || !b->fscratch || !b->dscratch || !b->iscratch || !b->bscratch || !b->acc) {
+        cpu_destroy(&b);
+        return SS_ERR_NOMEM;
+    }
+    for (int i = SS_PLANE_FRAME; i <= SS_PLANE_SNR; i++)
+        for (size_t j = 0; j < b->npix; j++)
+            b->plane[i][j] = NAN;
+    b->ref_pyr.lvl[0] = b->plane[SS_PLANE_REFERENCE];
+    b->cur_pyr.lvl[0] = b->plane[SS_PLANE_FILTERED];
+    for (int l = 1; l <= cfg->reg_levels; l++) {
+        b->ref_pyr.lvl[l] = b->ref_lvl[l];
+        b->cur_pyr.lvl[l] = b->cur_lvl[l];
+    }
+    for (int s = 0; s < SS_STAGE__COUNT; s++)
+        b->ms[s] = -1.0;
+    *out = b;
+    return SS_OK;
+}
+
+/* Wall-clock timing of one stage into b->ms[stage]. */
+#define TIMED(b, stage, ...)                                    \
+    do {                                                        \
+        double t0_ = ss_now_mono();                             \
+        __VA_ARGS__;                                            \
+        (b)->ms[stage] = (ss_now_mono() - t0_) * 1e3;           \
+    } while (0)
+
+static ss_err_t cpu_ingest(ss_backend_t *b, const ss_frame_t *raw)
+{
+    if (raw->width != b->geo.raw_w || raw->height != b->geo.raw_h ||
+        raw->dtype != b->geo.raw_dtype)
+        return SS_ERR_SIZE;
+    for (int s = 0; s < SS_STAGE__COUNT; s++)
+        b->ms[s] = -1.0;
+    b->ms[SS_STAGE_UPLOAD] = 0.0;
+    float *frame = b->plane[SS_PLANE_FRAME], *filt = b->plane[SS_PLANE_FILTERED];
+    const ss_pipeline_cfg_t *c = b->cfg;
+    TIMED(b, SS_STAGE_CALIBRATE, {
+        ss_calibrate(raw->pixels, raw->dtype, raw->width, raw->valid, b->geo.roi, b->dark,
+                     b->flat, c->saturation, b->bad, frame);
+        ss_median3x3(frame, b->w, b->h, filt);
+        if (c->hotpix_learn) {
+            ss_hotpix_update(&b->hot, frame, filt, c->hotpix_k, c->hotpix_frames,
+                             c->hotpix_fraction, b->fscratch);
+            ss_hotpix_apply(&b->hot, frame, filt);
+        }
+    });
+    return SS_OK;
+}
+
+static void build_pyramid(ss_pyramid_t *pyr)
+{
+    for (int l = 1; l <= pyr->levels; l++)
+        ss_bin2(pyr->lvl[l - 1], pyr->w[l - 1], pyr->h[l - 1], (float *)pyr->lvl[l]);
+}
+
+static ss_err_t cpu_set_reference(ss_backend_t *b)
+{
+    TIMED(b, SS_STAGE_REG_COARSE, {
+        memcpy(b->plane[SS_PLANE_REFERENCE], b->plane[SS_PLANE_FILTERED], b->npix * sizeof(float));
+        build_pyramid(&b->ref_pyr);
+        ss_reference_prep(b->plane[SS_PLANE_REFERENCE], b->w, b->h, b->plane[SS_PLANE_REF_S],
+                          b->plane[SS_PLANE_REF_GX], b->plane[SS_PLANE_REF_GY]);
+    });
+    return SS_OK;
+}
+
+static ss_err_t cpu_register_coarse(ss_backend_t *b, ss_coarse_t *out)
+{
+    TIMED(b, SS_STAGE_REG_COARSE, {
+        build_pyramid(&b->cur_pyr);
+        ss_register_coarse(&b->ref_pyr, &b->cur_pyr, b->cfg, out);
+    });
+    return SS_OK;
+}
+
+static void cpu_fine_sums(void *ctx, double sx, double sy, double sums[SS_FINE_NSUMS])
+{
+    ss_backend_t *b = ctx;
+    ss_fine_sums(b->plane[SS_PLANE_FILTERED], b->plane[SS_PLANE_REF_S], b->plane[SS_PLANE_REF_GX],
+                 b->plane[SS_PLANE_REF_GY], b->w, b->h, sx, sy, sums);
+}
+
+static ss_err_t cpu_register_fine(ss_backend_t *b, double sx0, double sy0, ss_shift_t *out)
+{
+    TIMED(b, SS_STAGE_REG_FINE, ss_register_fine(cpu_fine_sums, b, sx0, sy0, b->cfg, out));
+    return SS_OK;
+}
+
+static ss_err_t make_views(ss_backend_t *b, const int *slots, const int *ix, const int *iy, int n,
+                           ss_hist_view_t *v)
+{
+    if (n < 1 || n > b->geo.history)
+        return SS_ERR_INVALID;
+    for (int k = 0; k < n; k++) {
+        if (slots[k] < 0 || slots[k] >= b->geo.history)
+            return SS_ERR_INVALID;
+        v[k] = (ss_hist_view_t){ b->hist[slots[k]], b->geo.hist_dtype, ix[k], iy[k] };
+    }
+    return SS_OK;
+}
+
+static ss_err_t cpu_lsq_moments(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
+                                int n, double *R, double *p)
+{
+    ss_hist_view_t v[SS_MAX_HISTORY];
+    ss_err_t e = make_views(b, slots, ix, iy, n, v);
+    if (e)
+        return e;
+    TIMED(b, SS_STAGE_WHITEN, ss_lsq_moments(b->plane[SS_PLANE_FRAME], v, n, b->w, b->h, R, p));
+    return SS_OK;
+}
+
+static ss_err_t cpu_whiten(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
+                           const double *a, int n)
+{
+    ss_hist_view_t v[SS_MAX_HISTORY];
+    ss_err_t e = make_views(b, slots, ix, iy, n, v);
+    if (e)
+        return e;
+    TIMED(b, SS_STAGE_WHITEN,
+          ss_whiten(b->plane[SS_PLANE_FRAME], v, a, n, b->w, b->h, b->plane[SS_PLANE_PREDICTION],
+                    b->plane[SS_PLANE_RESIDUAL]));
+    return SS_OK;
+}
+
+static ss_err_t cpu_guided(ss_backend_t *b, int radius, float eps)
+{
+    TIMED(b, SS_STAGE_GUIDED, {
+        if (radius <= 0)
+            memcpy(b->plane[SS_PLANE_CLEAN], b->plane[SS_PLANE_RESIDUAL], b->npix * sizeof(float));
+        else
+            ss_guided_filter(b->plane[SS_PLANE_PREDICTION], b->plane[SS_PLANE_RESIDUAL], b->w,
+                             b->h, radius, eps, b->plane[SS_PLANE_CLEAN], b->fscratch,
+                             b->dscratch);
+    });
+    return SS_OK;
+}
+
+static ss_err_t cpu_noise(ss_backend_t *b, ss_plane_t which, int stride, float *sigma)
+{
+    if (!is_float_plane(which))
+        return SS_ERR_INVALID;
+    TIMED(b, SS_STAGE_NOISE,
+          *sigma = ss_noise_mad(b->plane[which], b->w, b->h, stride, b->fscratch));
+    return SS_OK;
+}
+
+static ss_err_t cpu_matched(ss_backend_t *b, double psf_sigma, float sigma)
+{
+    TIMED(b, SS_STAGE_MATCHED,
+          ss_matched_filter(b->plane[SS_PLANE_CLEAN], b->w, b->h, psf_sigma, sigma,
+                            b->plane[SS_PLANE_SNR], b->fscratch));
+    return SS_OK;
+}
+
+static ss_err_t cpu_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
+{
+    const ss_pipeline_cfg_t *c = b->cfg;
+    TIMED(b, SS_STAGE_DETECT, {
+        int np = 0, nn = 0;
+        ss_label(b->plane[SS_PLANE_SNR], b->w, b->h, (float)c->thresh, (float)c->thresh_low,
+                 c->negative, b->labels, b->iscratch, &np, &nn);
+        ss_detlist_clear(out);
+        int keep_p = SS_MIN(np, CPU_MAX_COMPONENTS);
+        int keep_n = SS_MIN(nn, CPU_MAX_COMPONENTS - keep_p);
+        ss_measure(b->labels, keep_p, keep_n, b->plane[SS_PLANE_CLEAN],
+                   b->plane[SS_PLANE_RESIDUAL], b->plane[SS_PLANE_SNR], b->w, b->h, sigma, c,
+                   b->acc, out);
+        out->truncated += (np - keep_p) + (nn - keep_n);
+    });
+    return SS_OK;
+}
+
+static ss_err_t cpu_history_store(ss_backend_t *b, int slot, int remove, int radius)
+{
+    if (slot < 0 || slot >= b->geo.history)
+        return SS_ERR_INVALID;
+    TIMED(b, SS_STAGE_HISTORY,
+          ss_history_store(b->plane[SS_PLANE_FRAME], remove ? b->plane[SS_PLANE_PREDICTION] : NULL,
+                           remove ? b->labels : NULL, radius, b->w, b->h, b->hist[slot],
+                           b->geo.hist_dtype, b->bscratch));
+    return SS_OK;
+}
+
+/* Where a plane lives and how many bytes it has. */
+static void *plane_ptr(ss_backend_t *b, ss_plane_t p, int slot, size_t *bytes)
+{
+    if (is_float_plane(p)) {
+        *bytes = b->npix * sizeof(float);
+        return b->plane[p];
+    }
+    if (p == SS_PLANE_LABELS) {
+        *bytes = b->npix * sizeof(int32_t);
+        return b->labels;
+    }
+    if (p == SS_PLANE_HISTORY && slot >= 0 && slot < b->geo.history) {
+        *bytes = b->npix * ss_dtype_size(b->geo.hist_dtype);
+        return b->hist[slot];
+    }
+    return NULL;
+}
+
+static ss_err_t cpu_read_plane(ss_backend_t *b, ss_plane_t p, int slot, void *dst)
+{
+    if (p == SS_PLANE_BADMASK) {
+        uint8_t *m = dst;
+        for (size_t i = 0; i < b->npix; i++)
+            m[i] = (uint8_t)((b->bad && b->bad[i]) || b->hot.learned[i]);
+        return SS_OK;
+    }
+    size_t bytes;
+    void *src = plane_ptr(b, p, slot, &bytes);
+    if (!src)
+        return SS_ERR_INVALID;
+    memcpy(dst, src, bytes);
+    return SS_OK;
+}
+
+static ss_err_t cpu_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const void *src)
+{
+    size_t bytes;
+    void *dst = plane_ptr(b, p, slot, &bytes);
+    if (!dst)
+        return SS_ERR_INVALID;
+    memcpy(dst, src, bytes);
+    /* a written reference must be followed by its pyramid and gradients */
+    if (p == SS_PLANE_REFERENCE) {
+        build_pyramid(&b->ref_pyr);
+        ss_reference_prep(b->plane[SS_PLANE_REFERENCE], b->w, b->h, b->plane[SS_PLANE_REF_S],
+                          b->plane[SS_PLANE_REF_GX], b->plane[SS_PLANE_REF_GY]);
+    }
+    return SS_OK;
+}
+
+static void cpu_stage_times(ss_backend_t *b, double ms[SS_STAGE__COUNT])
+{
+    memcpy(ms, b->ms, sizeof b->ms);
+}
+
+static void cpu_memory(ss_backend_t *b, size_t *used, size_t *total)
+{
+    (void)b;
+    *used = *total = 0;
+}
+
+static void *cpu_host_alloc(size_t n, void *u)
+{
+    (void)u;
+    return malloc(n);
+}
+
+static void cpu_host_free(void *p, void *u)
+{
+    (void)u;
+    free(p);
+}
+
+const ss_backend_ops_t ss_backend_cpu = {
+    .name = "cpu",
+    .probe = cpu_probe,
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .host_alloc = { cpu_host_alloc, cpu_host_free, NULL },
+    .ingest = cpu_ingest,
+    .set_reference = cpu_set_reference,
+    .register_coarse = cpu_register_coarse,
+    .register_fine = cpu_register_fine,
+    .lsq_moments = cpu_lsq_moments,
+    .whiten = cpu_whiten,
+    .guided = cpu_guided,
+    .noise = cpu_noise,
+    .matched = cpu_matched,
+    .detect = cpu_detect,
+    .history_store = cpu_history_store,
+    .read_plane = cpu_read_plane,
+    .write_plane = cpu_write_plane,
+    .stage_times = cpu_stage_times,
+    .memory = cpu_memory,
+};

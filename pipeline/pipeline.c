@@ -1,0 +1,515 @@
+/*
+ * pipeline.c — the backend-neutral driver of one feed (ALGORITHM.md §1–7
+ * policy): geometry, reference and re-reference, the history ring and its
+ * shifts, the weights (solved here, on the host), failures and slews.
+ * Pixel work goes through the backend's ops table.
+ *
+ * History ring: hist[0] is the newest frame. Each entry remembers the
+ * backend slot holding its pixels and its shift against the current
+ * reference; a frame's shift is computed once, when it arrives, and only
+ * re-expressed (never re-measured) when the reference changes.
+ */
+#include "pipeline.h"
+
+#include "frame_fits.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TAG "pipeline"
+
+typedef struct hist_entry {
+    int slot;
+    double sx, sy;
+} hist_entry_t;
+
+struct ss_pipeline {
+    ss_pipeline_cfg_t cfg;          /* the backend reads this copy */
+    char feed[SS_NAME_MAX];
+    const ss_backend_ops_t *ops;
+    ss_backend_t *be;
+    ss_geometry_t geo;
+
+    /* calibration frames as read (raw-sized), and their size */
+    float *dark, *flat, *badf;
+    int cal_w[3], cal_h[3];
+
+    int have_ref;
+    int fail_run;                   /* registration failures in a row */
+    float sigma_prev;               /* last noise estimate (guided-filter ε) */
+    int n_hist;
+    hist_entry_t hist[SS_MAX_HISTORY];
+    int free_slots[SS_MAX_HISTORY];
+    int n_free;
+
+    ss_pipeline_stats_t stats;
+};
+
+const char *ss_status_name(ss_frame_status_t s)
+{
+    static const char *const names[SS_STATUS__COUNT] = {
+        "ok", "reference", "warmup", "regfail", "error",
+    };
+    return (unsigned)s < SS_STATUS__COUNT ? names[s] : "?";
+}
+
+int ss_result_init(ss_result_t *r, size_t max_pixels, int max_dets)
+{
+    memset(r, 0, sizeof *r);
+    r->residual = malloc(max_pixels * sizeof(float));
+    if (!r->residual || ss_detlist_init(&r->dets, max_dets) != 0) {
+        ss_result_free(r);
+        return -1;
+    }
+    r->residual_capacity = max_pixels;
+    r->sigma = NAN;
+    return 0;
+}
+
+void ss_result_free(ss_result_t *r)
+{
+    if (!r)
+        return;
+    free(r->residual);
+    r->residual = NULL;
+    r->residual_capacity = 0;
+    ss_detlist_free(&r->dets);
+}
+
+/* ---- calibration files ------------------------------------------------ */
+
+static void free_calibration(ss_pipeline_t *p)
+{
+    free(p->dark);
+    free(p->flat);
+    free(p->badf);
+    p->dark = p->flat = p->badf = NULL;
+}
+
+static int load_calibration(ss_pipeline_t *p, char *err, size_t n)
+{
+    const char *paths[3] = { p->cfg.dark, p->cfg.flat, p->cfg.bad_pixels };
+    float **dst[3] = { &p->dark, &p->flat, &p->badf };
+    static const char *const what[3] = { "dark", "flat", "bad_pixels" };
+    for (int i = 0; i < 3; i++) {
+        if (!paths[i][0])
+            continue;
+        char e[400];
+        if (ss_fits_read_float(paths[i], dst[i], &p->cal_w[i], &p->cal_h[i], e, sizeof e) != SS_OK) {
+            snprintf(err, n, "%s: %s", what[i], e);
+            free_calibration(p);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- history bookkeeping ---------------------------------------------- */
+
+static void history_clear(ss_pipeline_t *p)
+{
+    p->n_hist = 0;
+    p->n_free = 0;
+    for (int i = p->cfg.history - 1; i >= 0; i--)
+        p->free_slots[p->n_free++] = i;
+}
+
+static void reset_state(ss_pipeline_t *p)
+{
+    p->have_ref = 0;
+    p->fail_run = 0;
+    history_clear(p);
+}
+
+void ss_pipeline_reset(ss_pipeline_t *p, const char *why)
+{
+    SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: history reset (%s)", p->feed, why ? why : "requested");
+    reset_state(p);
+    p->stats.resets++;
+}
+
+/* Insert the current frame's slot at the head of the ring. */
+static void history_push(ss_pipeline_t *p, int slot, double sx, double sy)
+{
+    int keep = SS_MIN(p->n_hist, p->cfg.history - 1);
+    memmove(&p->hist[1], &p->hist[0], (size_t)keep * sizeof p->hist[0]);
+    p->hist[0] = (hist_entry_t){ slot, sx, sy };
+    p->n_hist = keep + 1;
+}
+
+/* The slot the next stored frame goes to: a free one, else the oldest. */
+static int history_next_slot(ss_pipeline_t *p)
+{
+    if (p->n_free > 0)
+        return p->free_slots[--p->n_free];
+    return p->hist[p->n_hist - 1].slot;
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+ss_pipeline_t *ss_pipeline_new(const ss_pipeline_cfg_t *cfg, const char *feed, char *err,
+                               size_t err_len)
+{
+    if (cfg->history < 1 || cfg->history > SS_MAX_HISTORY) {
+        snprintf(err, err_len, "history must be 1..%d", SS_MAX_HISTORY);
+        return NULL;
+    }
+    ss_pipeline_t *p = calloc(1, sizeof *p);
+    if (!p) {
+        snprintf(err, err_len, "out of memory");
+        return NULL;
+    }
+    p->cfg = *cfg;
+    ss_strlcpy(p->feed, feed ? feed : "", sizeof p->feed);
+    p->ops = ss_backend_select(cfg->backend, cfg->device, err, err_len);
+    if (!p->ops || load_calibration(p, err, err_len) != 0) {
+        free(p);
+        return NULL;
+    }
+    p->sigma_prev = NAN;
+    reset_state(p);
+    SS_LOG(SS_LOG_INFO, TAG, "feed %s: backend %s, history %d", p->feed, p->ops->name,
+           cfg->history);
+    return p;
+}
+
+void ss_pipeline_destroy(ss_pipeline_t **pp)
+{
+    if (!pp || !*pp)
+        return;
+    ss_pipeline_t *p = *pp;
+    if (p->be)
+        p->ops->destroy(&p->be);
+    free_calibration(p);
+    free(p);
+    *pp = NULL;
+}
+
+/* Crop a raw-sized calibration plane to the roi (into a malloc'ed copy). */
+static float *crop(const float *src, int raw_w, ss_roi_t roi)
+{
+    float *out = malloc((size_t)roi.w * (size_t)roi.h * sizeof(float));
+    if (!out)
+        return NULL;
+    for (int y = 0; y < roi.h; y++)
+        memcpy(out + (size_t)y * roi.w, src + (size_t)(y + roi.y) * raw_w + roi.x,
+               (size_t)roi.w * sizeof(float));
+    return out;
+}
+
+/* Make the backend instance for a new geometry. Runs at start and when
+ * the frame size changes: allocation is fine here, not per frame. */
+static ss_err_t build_backend(ss_pipeline_t *p, const ss_geometry_t *geo, char *err, size_t n)
+{
+    if (p->be)
+        p->ops->destroy(&p->be);
+    const float *cal[3] = { p->dark, p->flat, p->badf };
+    static const char *const what[3] = { "dark", "flat", "bad_pixels" };
+    float *roi_cal[3] = { NULL, NULL, NULL };
+    uint8_t *bad = NULL;
+    ss_err_t e = SS_OK;
+    for (int i = 0; i < 3; i++) {
+        if (!cal[i])
+            continue;
+        if (p->cal_w[i] != geo->raw_w || p->cal_h[i] != geo->raw_h) {
+            snprintf(err, n, "%s frame is %dx%d but frames are %dx%d", what[i], p->cal_w[i],
+                     p->cal_h[i], geo->raw_w, geo->raw_h);
+            e = SS_ERR_SIZE;
+            goto out;
+        }
+        if (!(roi_cal[i] = crop(cal[i], geo->raw_w, geo->roi))) {
+            e = SS_ERR_NOMEM;
+            goto out;
+        }
+    }
+    size_t npix = (size_t)geo->roi.w * (size_t)geo->roi.h;
+    if (roi_cal[2]) {
+        if (!(bad = malloc(npix))) {
+            e = SS_ERR_NOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < npix; i++)
+            bad[i] = roi_cal[2][i] != 0.0f;
+    }
+    ss_calib_data_t cd = { roi_cal[0], roi_cal[1], bad };
+    p->geo = *geo;
+    e = p->ops->create(&p->cfg, geo, &cd, &p->be);
+    if (e != SS_OK)
+        snprintf(err, n, "backend %s: cannot create for %dx%d: %s", p->ops->name, geo->roi.w,
+                 geo->roi.h, ss_strerror(e));
+out:
+    for (int i = 0; i < 3; i++)
+        free(roi_cal[i]);
+    free(bad);
+    return e;
+}
+
+/* The region processed for this frame: the configured roi, else the
+ * frame's trim section (when honoured), else the whole frame. */
+static int frame_roi(const ss_pipeline_cfg_t *c, const ss_frame_t *f, ss_roi_t *roi, char *err,
+                     size_t n)
+{
+    if (c->roi_w > 0 && c->roi_h > 0)
+        *roi = (ss_roi_t){ c->roi_x, c->roi_y, c->roi_w, c->roi_h };
+    else if (c->use_trimsec && f->meta.trim_w > 0 && f->meta.trim_h > 0)
+        *roi = (ss_roi_t){ f->meta.trim_x0, f->meta.trim_y0, f->meta.trim_w, f->meta.trim_h };
+    else
+        *roi = (ss_roi_t){ 0, 0, f->width, f->height };
+    if (roi->x < 0 || roi->y < 0 || roi->x + roi->w > f->width || roi->y + roi->h > f->height ||
+        roi->w < 16 || roi->h < 16) {
+        snprintf(err, n, "region [%d,%d %dx%d] does not fit a %dx%d frame (or is under 16 px)",
+                 roi->x, roi->y, roi->w, roi->h, f->width, f->height);
+        return -1;
+    }
+    return 0;
+}
+
+static int calibrated(const ss_pipeline_t *p)
+{
+    return p->dark != NULL || p->flat != NULL;
+}
+
+/* ---- one frame -------------------------------------------------------- */
+
+static void result_begin(ss_result_t *res, const ss_frame_t *f)
+{
+    res->meta = f->meta;
+    res->status = SS_STATUS_OK;
+    res->reason[0] = '\0';
+    memset(&res->coarse, 0, sizeof res->coarse);
+    memset(&res->shift, 0, sizeof res->shift);
+    res->rereferenced = 0;
+    res->history_reset = 0;
+    res->history_len = 0;
+    res->sigma = NAN;
+    res->n_weights = 0;
+    res->has_residual = 0;
+    ss_detlist_clear(&res->dets);
+    for (int s = 0; s < SS_STAGE__COUNT; s++)
+        res->stage_ms[s] = -1.0;
+}
+
+static ss_err_t fail_frame(ss_pipeline_t *p, ss_result_t *res, ss_err_t e, const char *why)
+{
+    res->status = SS_STATUS_ERROR;
+    ss_strlcpy(res->reason, why, sizeof res->reason);
+    p->stats.status[SS_STATUS_ERROR]++;
+    SS_LOG(SS_LOG_WARNING, TAG, "feed %s: frame %llu failed: %s", p->feed,
+           (unsigned long long)res->meta.seq, why);
+    if (e == SS_ERR_BROKEN)
+        SS_LOG(SS_LOG_ERR, TAG, "feed %s: backend %s is broken", p->feed, p->ops->name);
+    return e == SS_ERR_BROKEN ? SS_ERR_BROKEN : e == SS_ERR_SIZE ? SS_ERR_SIZE : SS_ERR_BACKEND;
+}
+
+#define TRY(call)                                                                   \
+    do {                                                                            \
+        ss_err_t e_ = (call);                                                       \
+        if (e_ != SS_OK) {                                                          \
+            char w_[160];                                                           \
+            snprintf(w_, sizeof w_, "%s: %s", #call, ss_strerror(e_));             \
+            return fail_frame(p, res, e_, w_);                                      \
+        }                                                                           \
+    } while (0)
+
+/* Weights for the n newest history frames against the current shift;
+ * fills slots/offsets for the backend. */
+static ss_err_t compute_weights(ss_pipeline_t *p, const ss_shift_t *s, int n, int *slots,
+                                int *ix, int *iy, double *a)
+{
+    double fx[SS_MAX_HISTORY], fy[SS_MAX_HISTORY];
+    for (int k = 0; k < n; k++) {
+        double dx = s->sx - p->hist[k].sx, dy = s->sy - p->hist[k].sy;
+        slots[k] = p->hist[k].slot;
+        ix[k] = (int)lround(dx);
+        iy[k] = (int)lround(dy);
+        fx[k] = dx - ix[k];
+        fy[k] = dy - iy[k];
+    }
+    if (p->cfg.mode == SS_WHITEN_LSQ) {
+        double R[SS_MAX_HISTORY * SS_MAX_HISTORY], pv[SS_MAX_HISTORY];
+        ss_err_t e = p->ops->lsq_moments(p->be, slots, ix, iy, n, R, pv);
+        if (e != SS_OK)
+            return e;
+        if (ss_weights_lsq(R, pv, n, ss_cfg_gamma(&p->cfg), a) != 0)
+            return SS_ERR_BACKEND;
+        return SS_OK;
+    }
+    if (ss_weights_poly(fx, fy, n, p->cfg.poly_degree, ss_cfg_gamma(&p->cfg), p->cfg.forget,
+                        a) != 0)
+        return SS_ERR_BACKEND;
+    return SS_OK;
+}
+
+ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *res)
+{
+    double t0 = ss_now_mono();
+    char err[200];
+    result_begin(res, f);
+    p->stats.processed++;
+
+    /* geometry: a new size (or the first frame) makes a new backend */
+    ss_roi_t roi;
+    if (frame_roi(&p->cfg, f, &roi, err, sizeof err) != 0)
+        return fail_frame(p, res, SS_ERR_SIZE, err);
+    if ((size_t)roi.w * (size_t)roi.h > res->residual_capacity)
+        return fail_frame(p, res, SS_ERR_SIZE, "frame larger than the configured maximum");
+    ss_geometry_t geo = {
+        .raw_w = f->width, .raw_h = f->height, .raw_dtype = f->dtype, .roi = roi,
+        .hist_dtype = ss_history_dtype(f->dtype, calibrated(p)), .history = p->cfg.history,
+    };
+    if (!p->be || memcmp(&geo, &p->geo, sizeof geo) != 0) {
+        if (p->be) {
+            char why[160];
+            snprintf(why, sizeof why, "frame geometry changed from %dx%d %s to %dx%d %s",
+                     p->geo.raw_w, p->geo.raw_h, ss_dtype_name(p->geo.raw_dtype), f->width,
+                     f->height, ss_dtype_name(f->dtype));
+            ss_pipeline_reset(p, why);
+            res->history_reset = 1;
+        }
+        ss_err_t e = build_backend(p, &geo, err, sizeof err);
+        if (e != SS_OK) {
+            memset(&p->geo, 0, sizeof p->geo);
+            return fail_frame(p, res, e, err);
+        }
+        reset_state(p);
+    }
+    res->width = roi.w;
+    res->height = roi.h;
+
+    TRY(p->ops->ingest(p->be, f));
+
+    ss_shift_t *s = &res->shift;
+    if (!p->have_ref) {
+        TRY(p->ops->set_reference(p->be));
+        p->have_ref = 1;
+        s->ok = 1;
+        res->status = SS_STATUS_REFERENCE;
+        res->rereferenced = 1;
+        ss_strlcpy(res->reason, "first good frame after start or reset", sizeof res->reason);
+    } else {
+        TRY(p->ops->register_coarse(p->be, &res->coarse));
+        if (res->coarse.ok)
+            TRY(p->ops->register_fine(p->be, res->coarse.dx, res->coarse.dy, s));
+        if (!res->coarse.ok || !s->ok) {
+            res->status = SS_STATUS_REG_FAILED;
+            snprintf(res->reason, sizeof res->reason, "registration failed: %s",
+                     !res->coarse.ok ? res->coarse.why : s->why);
+            p->fail_run++;
+            if (p->fail_run >= p->cfg.max_failures) {
+                char why[200];
+                snprintf(why, sizeof why, "%d registration failures in a row (slew?)", p->fail_run);
+                ss_pipeline_reset(p, why);
+                res->history_reset = 1;
+            }
+            goto done;
+        }
+        p->fail_run = 0;
+    }
+
+    /* prediction, cleanup and detection once the history is deep enough */
+    int n = SS_MIN(p->n_hist, p->cfg.history);
+    if (res->status == SS_STATUS_OK && n < ss_cfg_min_history(&p->cfg))
+        res->status = SS_STATUS_WARMUP;
+    if (res->status == SS_STATUS_OK) {
+        int slots[SS_MAX_HISTORY], ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY];
+        TRY(compute_weights(p, s, n, slots, ix, iy, res->weights));
+        res->n_weights = n;
+        res->history_len = n;
+        TRY(p->ops->whiten(p->be, slots, ix, iy, res->weights, n));
+        if (!isfinite(p->sigma_prev))
+            TRY(p->ops->noise(p->be, SS_PLANE_RESIDUAL, p->cfg.noise_stride, &p->sigma_prev));
+        int radius = p->cfg.guided ? ss_cfg_guided_radius(&p->cfg) : 0;
+        float eps = (float)(p->cfg.guided_eps * (double)p->sigma_prev * (double)p->sigma_prev);
+        TRY(p->ops->guided(p->be, radius, eps));
+        TRY(p->ops->noise(p->be, SS_PLANE_CLEAN, p->cfg.noise_stride, &res->sigma));
+        if (!isfinite(res->sigma) || res->sigma <= 0.0f)
+            return fail_frame(p, res, SS_ERR_BACKEND, "no valid residual pixels (noise undefined)");
+        TRY(p->ops->matched(p->be, p->cfg.psf_sigma, res->sigma));
+        TRY(p->ops->detect(p->be, res->sigma, &res->dets));
+        TRY(p->ops->read_plane(p->be, SS_PLANE_CLEAN, 0, res->residual));
+        res->has_residual = 1;
+        p->sigma_prev = res->sigma;
+    }
+
+    /* into the history (objects removed), then re-reference if needed */
+    int slot = history_next_slot(p);
+    int remove = res->status == SS_STATUS_OK && p->cfg.remove_objects;
+    TRY(p->ops->history_store(p->be, slot, remove, (int)floor(ss_cfg_mask_radius(&p->cfg))));
+    history_push(p, slot, s->sx, s->sy);
+    if (res->status != SS_STATUS_REFERENCE && hypot(s->sx, s->sy) > p->cfg.reref_px) {
+        TRY(p->ops->set_reference(p->be));
+        for (int k = 0; k < p->n_hist; k++) {
+            p->hist[k].sx -= s->sx;
+            p->hist[k].sy -= s->sy;
+        }
+        res->rereferenced = 1;
+        p->stats.rereferences++;
+        SS_LOG(SS_LOG_INFO, TAG, "feed %s: re-referenced at frame %llu (|s| = %.2f px)", p->feed,
+               (unsigned long long)f->meta.seq, hypot(s->sx, s->sy));
+    }
+
+done:
+    p->stats.status[res->status]++;
+    p->stats.detections += (uint64_t)res->dets.count;
+    p->ops->stage_times(p->be, res->stage_ms);
+    res->total_ms = (ss_now_mono() - t0) * 1e3;
+    return SS_OK;
+}
+
+/* Keys whose change needs a new backend instance (and a history reset). */
+static int needs_rebuild(const ss_pipeline_cfg_t *a, const ss_pipeline_cfg_t *b)
+{
+    return a->backend != b->backend || a->device != b->device || a->history != b->history ||
+           a->roi_x != b->roi_x || a->roi_y != b->roi_y || a->roi_w != b->roi_w ||
+           a->roi_h != b->roi_h || a->use_trimsec != b->use_trimsec ||
+           a->reg_levels != b->reg_levels || strcmp(a->dark, b->dark) != 0 ||
+           strcmp(a->flat, b->flat) != 0 || strcmp(a->bad_pixels, b->bad_pixels) != 0;
+}
+
+int ss_pipeline_reconfigure(ss_pipeline_t *p, const ss_pipeline_cfg_t *cfg, char *err,
+                            size_t err_len)
+{
+    if (!needs_rebuild(&p->cfg, cfg)) {
+        p->cfg = *cfg;
+        return 0;
+    }
+    /* Build the new pipeline aside, so that a failure leaves the old one. */
+    ss_pipeline_t *fresh = ss_pipeline_new(cfg, p->feed, err, err_len);
+    if (!fresh)
+        return -1;
+    ss_pipeline_stats_t stats = p->stats;
+    if (p->be)
+        p->ops->destroy(&p->be);
+    free_calibration(p);
+    *p = *fresh;
+    free(fresh);
+    p->stats = stats;
+    p->stats.resets++;
+    SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: reconfigured (history reset)", p->feed);
+    return 0;
+}
+
+void ss_pipeline_get_stats(const ss_pipeline_t *p, ss_pipeline_stats_t *out)
+{
+    *out = p->stats;
+}
+
+const char *ss_pipeline_backend_name(const ss_pipeline_t *p)
+{
+    return p->ops->name;
+}
+
+void ss_pipeline_memory(ss_pipeline_t *p, size_t *used, size_t *total)
+{
+    *used = *total = 0;
+    if (p->be)
+        p->ops->memory(p->be, used, total);
+}
+
+ss_backend_t *ss_pipeline_backend(ss_pipeline_t *p, const ss_backend_ops_t **ops)
+{
+    if (ops)
+        *ops = p->ops;
+    return p->be;
+}
