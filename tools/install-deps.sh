@@ -1,0 +1,18 @@
+#!/bin/sh
+# Install the Debian 12 packages skysieve needs to build, test and run.
+# Idempotent; run as root (or through sudo). CUDA is optional: the CUDA
+# backend is built when nvcc is found (/usr/local/cuda or PATH).
+set -eu
+PKGS="build-essential cmake pkg-config libzmq3-dev libcjson-dev libcfitsio-dev
+      libsystemd-dev check python3 python3-zmq python3-numpy fitsverify"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    echo "installing:$missing"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+fi
