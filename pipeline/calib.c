@@ -1,0 +1,240 @@
+/*
+ * calib.c — ALGORITHM.md §1 on the CPU: calibration of a raw frame (crop to
+ * the roi, dark, flat, saturation, validity), the 3×3 median pre-filter,
+ * and learning of hot pixels that stay put in detector coordinates.
+ *
+ * This is the reference the CUDA backend is checked against: every
+ * function follows its contract in stages.h to the letter (rounding,
+ * NaN rules, tie-breaks). Rows are independent, so the loops parallelise
+ * over rows with OpenMP and the results never depend on the thread count.
+ */
+#include "stages.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Raw pixels are widened to double in pieces of this many, so that the
+ * per-type conversion and the (type-independent) calibration are two
+ * simple loops without a switch per pixel and without any heap scratch. */
+#define CALIB_PIECE 256
+
+/* Widen n raw pixels starting at element i0 to double. */
+static void widen(const void *raw, ss_dtype_t dt, size_t i0, int n, double *v)
+{
+    switch (dt) {
+    case SS_DT_U8: { const uint8_t *p = (const uint8_t *)raw + i0; for (int i = 0; i < n; i++) v[i] = p[i]; break; }
+    case SS_DT_U16: { const uint16_t *p = (const uint16_t *)raw + i0; for (int i = 0; i < n; i++) v[i] = p[i]; break; }
+    case SS_DT_I16: { const int16_t *p = (const int16_t *)raw + i0; for (int i = 0; i < n; i++) v[i] = p[i]; break; }
+    case SS_DT_I32: { const int32_t *p = (const int32_t *)raw + i0; for (int i = 0; i < n; i++) v[i] = p[i]; break; }
+    case SS_DT_F32: { const float *p = (const float *)raw + i0; for (int i = 0; i < n; i++) v[i] = p[i]; break; }
+    default: for (int i = 0; i < n; i++) v[i] = NAN; break;
+    }
+}
+
+void ss_calibrate(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_valid,
+                  ss_roi_t roi, const float *dark, const float *flat, double saturation,
+                  const uint8_t *bad, float *out)
+{
+    const double sat = saturation > 0.0 ? saturation : ss_dtype_max(dt);
+
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < roi.h; y++) {
+        double v[CALIB_PIECE];
+        const size_t row_raw = (size_t)(roi.y + y) * (size_t)raw_w + (size_t)roi.x;
+        const size_t row_out = (size_t)y * (size_t)roi.w;
+        for (int x0 = 0; x0 < roi.w; x0 += CALIB_PIECE) {
+            const int n = SS_MIN(CALIB_PIECE, roi.w - x0);
+            widen(raw, dt, row_raw + (size_t)x0, n, v);
+            for (int i = 0; i < n; i++) {
+                const size_t j = row_out + (size_t)(x0 + i);
+                const double d = dark ? dark[j] : 0.0;
+                const double f = flat ? flat[j] : 1.0;
+                int ok = isfinite(v[i]) && v[i] < sat && isfinite(f) && f > 0.0;
+                if (raw_valid && !raw_valid[row_raw + (size_t)(x0 + i)])
+                    ok = 0;
+                if (bad && bad[j])
+                    ok = 0;
+                /* A result too large for float (or a non-finite dark) would
+                 * be an Inf or NaN that is not an honest "invalid" flag;
+                 * NaN is the only invalid marker, so map it there. */
+                const float o = (float)((v[i] - d) / f);
+                out[j] = ok && isfinite(o) ? o : NAN;
+            }
+        }
+    }
+}
+
+/* ---- 3×3 median ---------------------------------------------------------- */
+
+/* Compare-exchange: after it, a <= b. Finite inputs only. */
+#define CX(a, b)                                  \
+    do {                                          \
+        const float lo_ = (a) < (b) ? (a) : (b);  \
+        const float hi_ = (a) < (b) ? (b) : (a);  \
+        (a) = lo_;                                \
+        (b) = hi_;                                \
+    } while (0)
+
+/* Median of 9 finite values: the classic 19-exchange network (Paeth,
+ * Graphics Gems; as in Devillard's opt_med9). Exact, branch-free. */
+static inline float median9(float p0, float p1, float p2, float p3, float p4, float p5,
+                            float p6, float p7, float p8)
+{
+    CX(p1, p2); CX(p4, p5); CX(p7, p8); CX(p0, p1); CX(p3, p4); CX(p6, p7);
+    CX(p1, p2); CX(p4, p5); CX(p7, p8); CX(p0, p3); CX(p5, p8); CX(p4, p7);
+    CX(p3, p6); CX(p1, p4); CX(p2, p5); CX(p4, p7); CX(p4, p2); CX(p6, p4);
+    CX(p4, p2);
+    return p4;
+}
+
+/* The general case: the window clipped to the frame and/or holding
+ * non-finite values. Insertion sort of the (at most 9) finite values. */
+static float median_general(const float *in, int w, int h, int x, int y)
+{
+    float v[9];
+    int n = 0;
+    for (int yy = SS_MAX(y - 1, 0); yy <= SS_MIN(y + 1, h - 1); yy++)
+        for (int xx = SS_MAX(x - 1, 0); xx <= SS_MIN(x + 1, w - 1); xx++) {
+            const float a = in[(size_t)yy * (size_t)w + (size_t)xx];
+            if (!isfinite(a))
+                continue;
+            int k = n++;
+            while (k > 0 && v[k - 1] > a) {
+                v[k] = v[k - 1];
+                k--;
+            }
+            v[k] = a;
+        }
+    if (n == 0)             /* unreachable when the centre is finite */
+        return NAN;
+    if (n & 1)
+        return v[n / 2];
+    return 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void ss_median3x3(const float *in, int w, int h, float *out)
+{
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        const float *r0 = in + (size_t)(y > 0 ? y - 1 : y) * (size_t)w;
+        const float *r1 = in + (size_t)y * (size_t)w;
+        const float *r2 = in + (size_t)(y < h - 1 ? y + 1 : y) * (size_t)w;
+        float *o = out + (size_t)y * (size_t)w;
+        const int interior_row = y > 0 && y < h - 1;
+        for (int x = 0; x < w; x++) {
+            if (isnan(r1[x])) {
+                o[x] = NAN;
+                continue;
+            }
+            if (interior_row && x > 0 && x < w - 1) {
+                /* The sum is finite exactly when all nine are (barring an
+                 * overflow near FLT_MAX, which only sends us to the
+                 * general path, still correct): one test instead of nine. */
+                const float s = r0[x - 1] + r0[x] + r0[x + 1] + r1[x - 1] + r1[x] + r1[x + 1] +
+                                r2[x - 1] + r2[x] + r2[x + 1];
+                if (isfinite(s)) {
+                    o[x] = median9(r0[x - 1], r0[x], r0[x + 1], r1[x - 1], r1[x], r1[x + 1],
+                                   r2[x - 1], r2[x], r2[x + 1]);
+                    continue;
+                }
+            }
+            o[x] = median_general(in, w, h, x, y);
+        }
+    }
+}
+
+/* ---- learned hot pixels ------------------------------------------------- */
+
+int ss_hotpix_init(ss_hotpix_t *hp, int w, int h)
+{
+    memset(hp, 0, sizeof *hp);
+    if (w <= 0 || h <= 0)
+        return -1;
+    const size_t n = (size_t)w * (size_t)h;
+    hp->hits = calloc(n, sizeof *hp->hits);
+    hp->learned = calloc(n, sizeof *hp->learned);
+    if (!hp->hits || !hp->learned) {
+        ss_hotpix_free(hp);
+        return -1;
+    }
+    hp->w = w;
+    hp->h = h;
+    return 0;
+}
+
+void ss_hotpix_free(ss_hotpix_t *hp)
+{
+    if (!hp)
+        return;
+    free(hp->hits);
+    free(hp->learned);
+    memset(hp, 0, sizeof *hp);
+}
+
+void ss_hotpix_reset(ss_hotpix_t *hp)
+{
+    const size_t n = (size_t)hp->w * (size_t)hp->h;
+    if (hp->hits)
+        memset(hp->hits, 0, n * sizeof *hp->hits);
+    if (hp->learned)
+        memset(hp->learned, 0, n * sizeof *hp->learned);
+    hp->frames = 0;
+}
+
+/* hits is 16-bit: a window cannot be longer than this. */
+#define HOTPIX_MAX_WINDOW 65535
+
+int ss_hotpix_update(ss_hotpix_t *hp, const float *frame, const float *med, double k,
+                     int window, double fraction, float *scratch)
+{
+    const int w = hp->w, h = hp->h;
+    const size_t n = (size_t)w * (size_t)h;
+    float *d = scratch;
+
+    window = SS_CLAMP(window, 1, HOTPIX_MAX_WINDOW);
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++)
+        for (size_t i = (size_t)y * (size_t)w; i < (size_t)(y + 1) * (size_t)w; i++)
+            d[i] = frame[i] - med[i];
+
+    /* The spread of d is the pixel-to-pixel noise (the median follows the
+     * sky and the stars' cores to first order); its MAD is immune to the
+     * few hot pixels themselves. NaN sigma (no valid pixel): no hits. */
+    const float sigma = ss_noise_mad(d, w, h, SS_HOTPIX_STRIDE, scratch + n);
+    const float thresh = (float)(k * (double)sigma);
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++)
+        for (size_t i = (size_t)y * (size_t)w; i < (size_t)(y + 1) * (size_t)w; i++)
+            hp->hits[i] = (uint16_t)(hp->hits[i] + (d[i] > thresh));
+
+    if (++hp->frames < window)
+        return 0;
+
+    /* ceil with a hair of slack, so that e.g. 0.7·10 (= 7.000000000000001
+     * in binary) asks for 7 frames, not 8. */
+    const int need = SS_MAX(1, (int)ceil(fraction * window - 1e-9));
+    int changed = 0;
+#pragma omp parallel for schedule(static) reduction(| : changed)
+    for (int y = 0; y < h; y++)
+        for (size_t i = (size_t)y * (size_t)w; i < (size_t)(y + 1) * (size_t)w; i++) {
+            const uint8_t l = hp->hits[i] >= need;
+            changed |= l != hp->learned[i];
+            hp->learned[i] = l;
+            hp->hits[i] = 0;
+        }
+    hp->frames = 0;
+    return changed;
+}
+
+void ss_hotpix_apply(const ss_hotpix_t *hp, float *frame, float *med)
+{
+    const size_t n = (size_t)hp->w * (size_t)hp->h;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        if (hp->learned[i]) {
+            frame[i] = NAN;
+            if (med)
+                med[i] = NAN;
+        }
+}

@@ -1,0 +1,375 @@
+/*
+ * register_coarse.c — ALGORITHM.md §2a on the CPU: 2×2 binning and the
+ * block-matching search for the integer shift of a frame against the
+ * reference, with its failure tests (ambiguous SAD minima, too few blocks
+ * agreeing).
+ *
+ * Definitions (block grid, noise estimate, SAD, tie-breaks, refinement)
+ * are those of stages.h; a GPU version reproduces them exactly. Nothing is
+ * allocated: the pyramids come from the caller, and the only scratch is a
+ * few kilobytes on the stack.
+ */
+#include "stages.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Robust sigma from a MAD: 1.4826 = 1 / Φ⁻¹(3/4). */
+#define MAD_TO_SIGMA 1.4826
+/* A block is used when its variance exceeds this many noise variances. */
+#define BLOCK_VAR_NOISE 4.0
+/* Blocks of the grid are bounded by this many (g ≤ 32 → 1024 blocks). */
+#define MAX_GRID 32
+#define MAX_BLOCKS (MAX_GRID * MAX_GRID)
+/* The search window is bounded so that a block's SAD surface fits on the
+ * stack: (2R+1)² ≤ (2·32+1)². */
+#define MAX_SEARCH 32
+/* Fewer voting blocks than this: the vote means nothing. */
+#define MIN_VOTES 3
+
+/* ---- 2×2 binning -------------------------------------------------------- */
+
+void ss_bin2(const float *in, int w, int h, float *out)
+{
+    const int bw = w / 2, bh = h / 2;
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < bh; y++) {
+        const float *r0 = in + (size_t)(2 * y) * (size_t)w;
+        const float *r1 = r0 + w;
+        float *o = out + (size_t)y * (size_t)bw;
+        for (int x = 0; x < bw; x++) {
+            const float t[4] = { r0[2 * x], r0[2 * x + 1], r1[2 * x], r1[2 * x + 1] };
+            float s = 0.0f;
+            int n = 0;
+            for (int i = 0; i < 4; i++)         /* raster order, as the contract says */
+                if (isfinite(t[i])) {
+                    s += t[i];
+                    n++;
+                }
+            o[x] = n ? s / (float)n : NAN;
+        }
+    }
+}
+
+/* ---- exact rank selection without a copy --------------------------------- */
+
+/* Finite floats mapped to uint32 keys with the same order (sign flip for
+ * positives, bit inversion for negatives). */
+static inline uint32_t float_key(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+static inline float key_float(uint32_t k)
+{
+    const uint32_t u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The samples of the level-L noise estimate: horizontal neighbour
+ * differences d = a(x+1,y) - a(x,y) on even rows, both finite. With
+ * centred != 0 the sample is fabsf(d - centre) instead. Visits each sample
+ * in raster order; returns it through *v and 1, or 0 for a skipped pair. */
+static inline int diff_sample(const float *row, int x, int centred, float centre, float *v)
+{
+    const float a = row[x], b = row[x + 1];
+    if (!isfinite(a) || !isfinite(b))
+        return 0;
+    const float d = b - a;
+    *v = centred ? fabsf(d - centre) : d;
+    return 1;
+}
+
+/* Radix selection in three passes (11 + 11 + 10 key bits): the sample of
+ * rank `rank` (0-based, ascending) without copying the samples anywhere.
+ * Exact, hence identical to sorting and indexing. */
+#define RADIX_BINS 2048
+static float select_diff(const float *a, int w, int h, int centred, float centre, long rank)
+{
+    static const int shift[3] = { 21, 10, 0 };
+    static const uint32_t mask[3] = { 0x7ffu, 0x7ffu, 0x3ffu };
+    uint32_t prefix = 0, prefix_mask = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        long hist[RADIX_BINS];
+        memset(hist, 0, sizeof hist);
+        for (int y = 0; y < h; y += 2) {
+            const float *row = a + (size_t)y * (size_t)w;
+            for (int x = 0; x + 1 < w; x++) {
+                float v;
+                if (!diff_sample(row, x, centred, centre, &v))
+                    continue;
+                const uint32_t k = float_key(v);
+                if ((k & prefix_mask) == prefix)
+                    hist[(k >> shift[pass]) & mask[pass]]++;
+            }
+        }
+        uint32_t bin = 0;
+        while (rank >= hist[bin]) {
+            rank -= hist[bin];
+            bin++;
+        }
+        prefix |= bin << shift[pass];
+        prefix_mask |= mask[pass] << shift[pass];
+    }
+    return key_float(prefix);
+}
+
+/* Robust noise of a level: 1.4826·MAD(d)/√2 over the samples above, with
+ * lower medians (rank floor((n-1)/2)) and |d - m| in float. NaN when
+ * there is no sample. */
+static double level_noise(const float *a, int w, int h)
+{
+    long n = 0;
+    for (int y = 0; y < h; y += 2) {
+        const float *row = a + (size_t)y * (size_t)w;
+        for (int x = 0; x + 1 < w; x++)
+            n += isfinite(row[x]) && isfinite(row[x + 1]);
+    }
+    if (n == 0)
+        return NAN;
+    const float m = select_diff(a, w, h, 0, 0.0f, (n - 1) / 2);
+    const float mad = select_diff(a, w, h, 1, m, (n - 1) / 2);
+    return MAD_TO_SIGMA * (double)mad / sqrt(2.0);
+}
+
+/* ---- block matching ------------------------------------------------------ */
+
+/* Population variance (÷ count) of the finite pixels of a B×B block with
+ * origin (x0, y0), in double; -1 when it has no finite pixel. */
+static double block_variance(const float *a, int w, int x0, int y0, int B)
+{
+    double s = 0.0, s2 = 0.0;
+    long n = 0;
+    for (int y = y0; y < y0 + B; y++)
+        for (int x = x0; x < x0 + B; x++) {
+            const float v = a[(size_t)y * (size_t)w + (size_t)x];
+            if (isfinite(v)) {
+                s += v;
+                s2 += (double)v * v;
+                n++;
+            }
+        }
+    if (n == 0)
+        return -1.0;
+    const double mean = s / (double)n;
+    return s2 / (double)n - mean * mean;
+}
+
+/* SAD of one block (origin x0, y0, size B) at displacement (dx, dy):
+ * mean |cur(x) - ref(x+d)| over the pixels where both are finite and
+ * ref(x+d) lies inside the frame; +inf when fewer than half are. */
+static double block_sad(const float *ref, const float *cur, int w, int h, int x0, int y0,
+                        int B, int dx, int dy)
+{
+    double s = 0.0;
+    long n = 0;
+    for (int y = y0; y < y0 + B; y++) {
+        const int ry = y + dy;
+        if (ry < 0 || ry >= h)
+            continue;
+        for (int x = x0; x < x0 + B; x++) {
+            const int rx = x + dx;
+            if (rx < 0 || rx >= w)
+                continue;
+            const float c = cur[(size_t)y * (size_t)w + (size_t)x];
+            const float r = ref[(size_t)ry * (size_t)w + (size_t)rx];
+            if (isfinite(c) && isfinite(r)) {
+                s += fabs((double)c - (double)r);
+                n++;
+            }
+        }
+    }
+    return 2 * n < (long)B * B ? INFINITY : s / (double)n;
+}
+
+/* Mean absolute difference over the whole level at displacement (dx, dy),
+ * every `step`-th row and column (from 0); +inf when no pixel pair is
+ * valid. Summed in raster order, so the result is deterministic. */
+static double frame_mad(const float *ref, const float *cur, int w, int h, int step, int dx,
+                        int dy)
+{
+    double s = 0.0;
+    long n = 0;
+    for (int y = 0; y < h; y += step) {
+        const int ry = y + dy;
+        if (ry < 0 || ry >= h)
+            continue;
+        const float *c = cur + (size_t)y * (size_t)w;
+        const float *r = ref + (size_t)ry * (size_t)w;
+        for (int x = 0; x < w; x += step) {
+            const int rx = x + dx;
+            if (rx < 0 || rx >= w || !isfinite(c[x]) || !isfinite(r[rx]))
+                continue;
+            s += fabs((double)c[x] - (double)r[rx]);
+            n++;
+        }
+    }
+    return n ? s / (double)n : INFINITY;
+}
+
+/* Per block: what the search found. */
+typedef struct block_res {
+    int used;       /* enough structure */
+    int votes;      /* used and the minimum is distinct */
+    int dx, dy;     /* argmin */
+} block_res_t;
+
+/* The full search for one block. */
+static void search_block(const float *ref, const float *cur, int w, int h, int x0, int y0,
+                         int B, int R, double ambiguity, block_res_t *res)
+{
+    const int side = 2 * R + 1;
+    double sad[(2 * MAX_SEARCH + 1) * (2 * MAX_SEARCH + 1)];
+    double best = INFINITY;
+    int bi = -1;
+    for (int dy = -R; dy <= R; dy++)
+        for (int dx = -R; dx <= R; dx++) {
+            const int i = (dy + R) * side + (dx + R);
+            sad[i] = block_sad(ref, cur, w, h, x0, y0, B, dx, dy);
+            /* strict <, dy outer, dx inner: ties go to the smallest dy, then dx */
+            if (bi < 0 || sad[i] < best) {
+                best = sad[i];
+                bi = i;
+            }
+        }
+    const int bdx = bi % side - R, bdy = bi / side - R;
+    double second = INFINITY;
+    for (int dy = -R; dy <= R; dy++)
+        for (int dx = -R; dx <= R; dx++)
+            if (SS_MAX(abs(dx - bdx), abs(dy - bdy)) >= 2) {
+                const double v = sad[(dy + R) * side + (dx + R)];
+                if (v < second)
+                    second = v;
+            }
+    res->dx = bdx;
+    res->dy = bdy;
+    /* +inf best (nothing overlapped) is ambiguous too: inf >= anything. */
+    res->votes = !(best >= ambiguity * second);
+}
+
+/* Lower median of n ints (n ≤ MAX_BLOCKS), by insertion sort of a copy. */
+static int lower_median(const int *v, int n)
+{
+    int s[MAX_BLOCKS];
+    for (int i = 0; i < n; i++) {
+        int k = i;
+        while (k > 0 && s[k - 1] > v[i]) {
+            s[k] = s[k - 1];
+            k--;
+        }
+        s[k] = v[i];
+    }
+    return s[(n - 1) / 2];
+}
+
+static void fail(ss_coarse_t *out, const char *why)
+{
+    out->ok = 0;
+    ss_strlcpy(out->why, why, sizeof out->why);
+}
+
+void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
+                        const ss_pipeline_cfg_t *c, ss_coarse_t *out)
+{
+    memset(out, 0, sizeof *out);
+    const int L = ref->levels;
+    if (L != cur->levels || L < 0 || L > SS_MAX_LEVELS) {
+        fail(out, "pyramids disagree in depth");
+        return;
+    }
+    for (int l = 0; l <= L; l++)
+        if (ref->w[l] != cur->w[l] || ref->h[l] != cur->h[l]) {
+            fail(out, "pyramids disagree in size");
+            return;
+        }
+    const int B = c->reg_block, R = c->reg_search;
+    int g = (int)floor(sqrt((double)c->reg_blocks));
+    g = SS_CLAMP(g, 1, MAX_GRID);
+    if (B < 1 || R < 1 || R > MAX_SEARCH) {
+        fail(out, "bad block size or search range");
+        return;
+    }
+    const int w = ref->w[L], h = ref->h[L];
+    const float *rl = ref->lvl[L], *cl = cur->lvl[L];
+
+    /* Block centres: the middles of g equal cells of [lo, hi) on each axis,
+     * c_i = lo + ((2i+1)·(hi-lo)) / (2g) (integer division); the block
+     * covers [c - B/2, c - B/2 + B). */
+    const int lox = R + B / 2, hix = w - R - B / 2;
+    const int loy = R + B / 2, hiy = h - R - B / 2;
+    if (hix <= lox || hiy <= loy) {
+        fail(out, "frame too small for the block search");
+        return;
+    }
+    const double noise = level_noise(rl, w, h);
+    const double var_min = BLOCK_VAR_NOISE * noise * noise;
+
+    block_res_t res[MAX_BLOCKS];
+    const int nb = g * g;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int b = 0; b < nb; b++) {
+        const int bx = b % g, by = b / g;
+        const int cx = lox + ((2 * bx + 1) * (hix - lox)) / (2 * g);
+        const int cy = loy + ((2 * by + 1) * (hiy - loy)) / (2 * g);
+        const int x0 = cx - B / 2, y0 = cy - B / 2;
+        memset(&res[b], 0, sizeof res[b]);
+        /* var > 4n² is false for a NaN noise: no block is used then. */
+        res[b].used = block_variance(rl, w, x0, y0, B) > var_min;
+        if (res[b].used)
+            search_block(rl, cl, w, h, x0, y0, B, R, c->reg_ambiguity, &res[b]);
+    }
+
+    int vx[MAX_BLOCKS], vy[MAX_BLOCKS], nv = 0;
+    for (int b = 0; b < nb; b++) {
+        out->n_blocks += res[b].used;
+        if (res[b].used && !res[b].votes)
+            out->n_ambiguous++;
+        if (res[b].used && res[b].votes) {
+            vx[nv] = res[b].dx;
+            vy[nv] = res[b].dy;
+            nv++;
+        }
+    }
+    if (nv < MIN_VOTES) {
+        snprintf(out->why, sizeof out->why,
+                 "no distinct match: %d of %d structured blocks vote (%d ambiguous)", nv,
+                 out->n_blocks, out->n_ambiguous);
+        return;
+    }
+    int dx = lower_median(vx, nv), dy = lower_median(vy, nv);
+    for (int i = 0; i < nv; i++)
+        out->n_agree += abs(vx[i] - dx) <= 1 && abs(vy[i] - dy) <= 1;
+    if (2 * out->n_agree < out->n_blocks) {
+        snprintf(out->why, sizeof out->why, "blocks disagree: %d of %d within 1 px of (%d,%d)",
+                 out->n_agree, out->n_blocks, dx, dy);
+        return;
+    }
+
+    /* Refinement: at each finer level the shift doubles and the best of the
+     * 3×3 candidates around it wins by the whole-frame mean absolute
+     * difference (ties: smallest dy, then dx). */
+    for (int l = L - 1; l >= 0; l--) {
+        const int step = l == 0 ? 2 : 1;
+        double m[9];
+        dx *= 2;
+        dy *= 2;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int k = 0; k < 9; k++)
+            m[k] = frame_mad(ref->lvl[l], cur->lvl[l], ref->w[l], ref->h[l], step,
+                             dx + k % 3 - 1, dy + k / 3 - 1);
+        int bk = 0;
+        for (int k = 1; k < 9; k++)     /* k runs dy-major: the first minimum wins ties */
+            if (m[k] < m[bk])
+                bk = k;
+        dx += bk % 3 - 1;
+        dy += bk / 3 - 1;
+    }
+    out->ok = 1;
+    out->dx = dx;
+    out->dy = dy;
+}

@@ -1,0 +1,163 @@
+/*
+ * register_fine.c — ALGORITHM.md §2b on the CPU: the reference's smoothing
+ * and gradients, the five-sum pass of the gradient least-squares step
+ * (plus the counts and residual moments the error estimate needs), and the
+ * iteration itself, which both backends share through a callback.
+ *
+ * Reductions are made deterministic and independent of the thread count by
+ * cutting the rows into a fixed number of chunks: each chunk is summed in
+ * raster order, and the chunk partials are added in chunk order.
+ */
+#include "stages.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Rows are cut into at most this many chunks for the reductions; a
+ * constant, so that the summation order never depends on the threads. */
+#define FINE_CHUNKS 64
+/* Fewer valid pixels than this: the 2×2 system is not worth solving. */
+#define FINE_MIN_PIXELS 16
+
+/* ---- reference preparation ------------------------------------------------ */
+
+void ss_reference_prep(const float *ref, int w, int h, float *S, float *gx, float *gy)
+{
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        const size_t row = (size_t)y * (size_t)w;
+        for (int x = 0; x < w; x++) {
+            const size_t i = row + (size_t)x;
+            if (x == 0 || y == 0 || x == w - 1 || y == h - 1) {
+                S[i] = gx[i] = gy[i] = NAN;     /* a neighbour is outside */
+                continue;
+            }
+            const float c = ref[i], l = ref[i - 1], r = ref[i + 1];
+            const float u = ref[i - (size_t)w], d = ref[i + (size_t)w];
+            /* NaN in any of the five propagates through the sum, so S is
+             * NaN exactly when it must be; the gradients need the same
+             * five-point validity, not just their own two taps. */
+            const float s = (c + l + r + u + d) / 5.0f;
+            const int ok = !isnan(s);
+            S[i] = s;
+            gx[i] = ok ? (r - l) * 0.5f : NAN;
+            gy[i] = ok ? (d - u) * 0.5f : NAN;
+        }
+    }
+}
+
+/* ---- one pass of the sums --------------------------------------------------- */
+
+void ss_fine_sums(const float *cur, const float *S, const float *gx, const float *gy,
+                  int w, int h, double sx, double sy, double sums[SS_FINE_NSUMS])
+{
+    double part[FINE_CHUNKS][SS_FINE_NSUMS];
+    const int rows = h - 2;                         /* y = 1 .. h-2 */
+    const int per = rows > 0 ? (rows + FINE_CHUNKS - 1) / FINE_CHUNKS : 0;
+
+    memset(part, 0, sizeof part);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int ch = 0; ch < FINE_CHUNKS; ch++) {
+        double a[SS_FINE_NSUMS] = { 0 };
+        const int y_begin = 1 + ch * per, y_end = SS_MIN(1 + (ch + 1) * per, h - 1);
+        for (int y = y_begin; y < y_end; y++) {
+            /* The row of the source pixels, as the contract computes it. */
+            const double ys = (double)y - sy;
+            const double y0f = floor(ys);
+            const double fy = ys - y0f;
+            if (y0f < 0.0 || y0f + 1.0 > (double)(h - 1))
+                continue;                           /* taps outside: nothing valid */
+            const int y0 = (int)y0f;
+            const float *c0 = cur + (size_t)y0 * (size_t)w, *c1 = c0 + w;
+            const size_t row = (size_t)y * (size_t)w;
+            for (int x = 1; x < w - 1; x++) {
+                const size_t i = row + (size_t)x;
+                const float s = S[i], gxi = gx[i], gyi = gy[i];
+                if (!isfinite(s) || !isfinite(gxi) || !isfinite(gyi))
+                    continue;
+                const double xs = (double)x - sx;
+                const double x0f = floor(xs);
+                const double fx = xs - x0f;
+                if (x0f < 0.0 || x0f + 1.0 > (double)(w - 1))
+                    continue;
+                const int x0 = (int)x0f;
+                const double v = (1.0 - fy) * ((1.0 - fx) * c0[x0] + fx * c0[x0 + 1]) +
+                                 fy * ((1.0 - fx) * c1[x0] + fx * c1[x0 + 1]);
+                if (!isfinite(v))                   /* a NaN tap (even at weight 0) */
+                    continue;
+                const double e = v - (double)s, gxd = gxi, gyd = gyi;
+                a[SS_FS_U] += gxd * gxd;
+                a[SS_FS_V] += gxd * gyd;
+                a[SS_FS_W] += gyd * gyd;
+                a[SS_FS_Q] += gxd * e;
+                a[SS_FS_P] += gyd * e;
+                a[SS_FS_N] += 1.0;
+                a[SS_FS_E] += e;
+                a[SS_FS_E2] += e * e;
+            }
+        }
+        memcpy(part[ch], a, sizeof a);
+    }
+    for (int k = 0; k < SS_FINE_NSUMS; k++)
+        sums[k] = 0.0;
+    for (int ch = 0; ch < FINE_CHUNKS; ch++)
+        for (int k = 0; k < SS_FINE_NSUMS; k++)
+            sums[k] += part[ch][k];
+}
+
+/* ---- the iteration ---------------------------------------------------------- */
+
+static void fine_fail(ss_shift_t *out, const char *why)
+{
+    out->ok = 0;
+    ss_strlcpy(out->why, why, sizeof out->why);
+}
+
+void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
+                      const ss_pipeline_cfg_t *c, ss_shift_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->sx = sx0;
+    out->sy = sy0;
+    const int max_iter = SS_MAX(c->reg_max_iter, 1);
+    double s[SS_FINE_NSUMS];
+    double dx = 0.0, dy = 0.0;
+
+    for (int it = 0; it < max_iter; it++) {
+        fn(ctx, out->sx, out->sy, s);
+        if (!(s[SS_FS_N] >= FINE_MIN_PIXELS)) {
+            snprintf(out->why, sizeof out->why, "too few valid pixels (%.0f)", s[SS_FS_N]);
+            return;
+        }
+        const double uw = s[SS_FS_U] * s[SS_FS_W];
+        const double det = uw - s[SS_FS_V] * s[SS_FS_V];
+        out->det_ratio = uw > 0.0 ? det / uw : 0.0;
+        if (!(uw > 0.0) || !(det >= c->reg_min_det * uw)) {
+            snprintf(out->why, sizeof out->why, "featureless: det/(u·w) = %.3g",
+                     out->det_ratio);
+            return;
+        }
+        dx = (s[SS_FS_Q] * s[SS_FS_W] - s[SS_FS_P] * s[SS_FS_V]) / det;
+        dy = (s[SS_FS_P] * s[SS_FS_U] - s[SS_FS_Q] * s[SS_FS_V]) / det;
+        if (!isfinite(dx) || !isfinite(dy)) {
+            fine_fail(out, "non-finite step");
+            return;
+        }
+        out->sx += dx;
+        out->sy += dy;
+        out->iterations = it + 1;
+        if (hypot(dx, dy) < c->reg_tol)
+            break;
+    }
+
+    /* Standard errors from the last pass: the residual variance after the
+     * step, times the inverse normal matrix. */
+    const double n = s[SS_FS_N];
+    const double rss = s[SS_FS_E2] - dx * s[SS_FS_Q] - dy * s[SS_FS_P];
+    const double var_e = n > 2.0 ? SS_MAX(rss, 0.0) / (n - 2.0) : 0.0;
+    const double det = s[SS_FS_U] * s[SS_FS_W] - s[SS_FS_V] * s[SS_FS_V];
+    out->err_x = sqrt(var_e * s[SS_FS_W] / det);
+    out->err_y = sqrt(var_e * s[SS_FS_U] / det);
+    out->cov_xy = -var_e * s[SS_FS_V] / det;
+    out->ok = 1;
+}
