@@ -182,6 +182,26 @@ void ss_hotpix_reset(ss_hotpix_t *hp)
     hp->frames = 0;
 }
 
+/* 1 when frame(x, y) is above every finite 8-neighbour inside the frame.
+ * Why: on the flanks of a bright star the profile is convex, so a pixel
+ * stands well above its 3×3 median over a whole ring around the star; with
+ * a jitter of a pixel or two the same detector pixels stay on that ring in
+ * most frames and would be learned as "hot". A flank pixel always has a
+ * brighter neighbour (towards the core); a hot pixel never has. The core
+ * itself is a local maximum only while the star's centre lies inside that
+ * pixel, which the sky's jitter makes a minority of frames. */
+static int local_max(const float *frame, int w, int h, int x, int y)
+{
+    const float v = frame[(size_t)y * (size_t)w + (size_t)x];
+    for (int yy = SS_MAX(y - 1, 0); yy <= SS_MIN(y + 1, h - 1); yy++)
+        for (int xx = SS_MAX(x - 1, 0); xx <= SS_MIN(x + 1, w - 1); xx++) {
+            const float n = frame[(size_t)yy * (size_t)w + (size_t)xx];
+            if ((xx != x || yy != y) && isfinite(n) && n >= v)
+                return 0;
+        }
+    return 1;
+}
+
 /* hits is 16-bit: a window cannot be longer than this. */
 #define HOTPIX_MAX_WINDOW 65535
 
@@ -205,8 +225,12 @@ int ss_hotpix_update(ss_hotpix_t *hp, const float *frame, const float *med, doub
     const float thresh = (float)(k * (double)sigma);
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++)
-        for (size_t i = (size_t)y * (size_t)w; i < (size_t)(y + 1) * (size_t)w; i++)
-            hp->hits[i] = (uint16_t)(hp->hits[i] + (d[i] > thresh));
+        for (int x = 0; x < w; x++) {
+            const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            /* d > thresh is rare: the local-maximum test costs nothing */
+            if (d[i] > thresh && local_max(frame, w, h, x, y))
+                hp->hits[i]++;
+        }
 
     if (++hp->frames < window)
         return 0;

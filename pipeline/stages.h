@@ -42,7 +42,8 @@ typedef struct ss_roi {
  *   v = raw value (double); invalid (NaN) if raw_valid && !raw_valid[i],
  *   if !finite(v), if v >= saturation, or if bad && bad[j];
  *   otherwise out = (float)((v - dark[j]) / flat[j]) with dark = 0 and
- *   flat = 1 when NULL; a flat value <= 0 or non-finite makes it invalid.
+ *   flat = 1 when NULL; a flat value <= 0 or non-finite makes it invalid,
+ *   and so does a non-finite result (a NaN dark, or overflow of float).
  * dark, flat and bad are roi-sized (j indexes the roi); raw_valid is
  * raw-sized. saturation <= 0 means ss_dtype_max(dt) (f32: +inf). */
 void ss_calibrate(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_valid,
@@ -68,8 +69,13 @@ void ss_hotpix_free(ss_hotpix_t *hp);
 void ss_hotpix_reset(ss_hotpix_t *hp);                 /* forget everything */
 /* Count one frame: frame is calibrated (static mask applied, learned mask
  * NOT applied), med = ss_median3x3(frame). d = frame - med; sigma =
- * ss_noise_mad(d, SS_HOTPIX_STRIDE); a pixel is hot when d > k·sigma.
- * After `window` frames: learned = hits >= ceil(fraction·window), hits = 0.
+ * ss_noise_mad(d, SS_HOTPIX_STRIDE); a pixel is hot when d > (float)(k·sigma)
+ * AND frame(x) is above each of its finite 8-neighbours (a strict local
+ * maximum: on the convex flanks of a bright star whole rings of pixels
+ * stand > k·sigma above their median, and with a px or two of jitter they
+ * would be learned; a flank pixel always has a brighter neighbour).
+ * After `window` frames (clamped to 1..65535): learned = hits >=
+ * max(1, ceil(fraction·window - 1e-9)) (0.7·10 asks for 7), hits = 0.
  * scratch: 2·w·h floats. Returns 1 when the learned mask changed. */
 #define SS_HOTPIX_STRIDE 4
 int ss_hotpix_update(ss_hotpix_t *hp, const float *frame, const float *med, double k,
