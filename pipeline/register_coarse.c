@@ -19,6 +19,8 @@
 #define MAD_TO_SIGMA 1.4826
 /* A block is used when its variance exceeds this many noise variances. */
 #define BLOCK_VAR_NOISE 4.0
+/* E|X| = sqrt(2/π)·σ for a normal X: the SAD that noise alone leaves. */
+#define SQRT_2_OVER_PI 0.7978845608028654
 /* Blocks of the grid are bounded by this many (g ≤ 32 → 1024 blocks). */
 #define MAX_GRID 32
 #define MAX_BLOCKS (MAX_GRID * MAX_GRID)
@@ -160,26 +162,30 @@ static double block_variance(const float *a, int w, int x0, int y0, int B)
     return s2 / (double)n - mean * mean;
 }
 
-/* SAD of one block (origin x0, y0, size B) at displacement (dx, dy):
- * mean |cur(x) - ref(x+d)| over the pixels where both are finite and
- * ref(x+d) lies inside the frame; +inf when fewer than half are. */
+/* SAD of one block (origin x0, y0, size B) of the reference at
+ * displacement (dx, dy): mean |ref(x) - cur(x - d)| over the block pixels
+ * where both are finite and x - d lies inside the frame; +inf when fewer
+ * than half are. The block is fixed in the reference and the frame's window
+ * slides, so that the reference's structure (which is what made the block
+ * "used") takes part in every candidate: with the roles the other way round
+ * a window that slides off a lone star matches empty sky to empty sky. */
 static double block_sad(const float *ref, const float *cur, int w, int h, int x0, int y0,
                         int B, int dx, int dy)
 {
     double s = 0.0;
     long n = 0;
     for (int y = y0; y < y0 + B; y++) {
-        const int ry = y + dy;
-        if (ry < 0 || ry >= h)
+        const int cy = y - dy;
+        if (cy < 0 || cy >= h)
             continue;
         for (int x = x0; x < x0 + B; x++) {
-            const int rx = x + dx;
-            if (rx < 0 || rx >= w)
+            const int cx = x - dx;
+            if (cx < 0 || cx >= w)
                 continue;
-            const float c = cur[(size_t)y * (size_t)w + (size_t)x];
-            const float r = ref[(size_t)ry * (size_t)w + (size_t)rx];
+            const float r = ref[(size_t)y * (size_t)w + (size_t)x];
+            const float c = cur[(size_t)cy * (size_t)w + (size_t)cx];
             if (isfinite(c) && isfinite(r)) {
-                s += fabs((double)c - (double)r);
+                s += fabs((double)r - (double)c);
                 n++;
             }
         }
@@ -221,7 +227,7 @@ typedef struct block_res {
 
 /* The full search for one block. */
 static void search_block(const float *ref, const float *cur, int w, int h, int x0, int y0,
-                         int B, int R, double ambiguity, block_res_t *res)
+                         int B, int R, double ambiguity, double floor_sad, block_res_t *res)
 {
     const int side = 2 * R + 1;
     double sad[(2 * MAX_SEARCH + 1) * (2 * MAX_SEARCH + 1)];
@@ -248,8 +254,13 @@ static void search_block(const float *ref, const float *cur, int w, int h, int x
             }
     res->dx = bdx;
     res->dy = bdy;
-    /* +inf best (nothing overlapped) is ambiguous too: inf >= anything. */
-    res->votes = !(best >= ambiguity * second);
+    /* Distinct when the best match's excess over the noise floor is below
+     * `ambiguity` times the runner-up's: a plain best/second ratio would
+     * call every sparse or faint field ambiguous, because the noise floor
+     * dominates both SADs there. No excess at the runner-up: nothing to
+     * match, ambiguous. A +inf best (nothing overlapped) is ambiguous. */
+    const double ex_best = SS_MAX(best - floor_sad, 0.0), ex_second = second - floor_sad;
+    res->votes = ex_second > 0.0 && ex_best < ambiguity * ex_second;
 }
 
 /* Lower median of n ints (n ≤ MAX_BLOCKS), by insertion sort of a copy. */
@@ -308,6 +319,11 @@ void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
     }
     const double noise = level_noise(rl, w, h);
     const double var_min = BLOCK_VAR_NOISE * noise * noise;
+    /* The SAD of a perfect match: the difference of two noises. */
+    const double noise_cur = level_noise(cl, w, h);
+    double floor_sad = SQRT_2_OVER_PI * sqrt(noise * noise + noise_cur * noise_cur);
+    if (!isfinite(floor_sad))
+        floor_sad = 0.0;
 
     block_res_t res[MAX_BLOCKS];
     const int nb = g * g;
@@ -321,7 +337,7 @@ void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
         /* var > 4n² is false for a NaN noise: no block is used then. */
         res[b].used = block_variance(rl, w, x0, y0, B) > var_min;
         if (res[b].used)
-            search_block(rl, cl, w, h, x0, y0, B, R, c->reg_ambiguity, &res[b]);
+            search_block(rl, cl, w, h, x0, y0, B, R, c->reg_ambiguity, floor_sad, &res[b]);
     }
 
     int vx[MAX_BLOCKS], vy[MAX_BLOCKS], nv = 0;
@@ -344,9 +360,13 @@ void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
     int dx = lower_median(vx, nv), dy = lower_median(vy, nv);
     for (int i = 0; i < nv; i++)
         out->n_agree += abs(vx[i] - dx) <= 1 && abs(vy[i] - dy) <= 1;
-    if (2 * out->n_agree < out->n_blocks) {
+    /* At least MIN_VOTES and half of the voters must agree: a few blocks
+     * voting at random (a blank frame's SAD surfaces have minima where the
+     * sliding reference window holds the least starlight) rarely land
+     * within a pixel of each other. */
+    if (out->n_agree < MIN_VOTES || 2 * out->n_agree < nv) {
         snprintf(out->why, sizeof out->why, "blocks disagree: %d of %d within 1 px of (%d,%d)",
-                 out->n_agree, out->n_blocks, dx, dy);
+                 out->n_agree, nv, dx, dy);
         return;
     }
 

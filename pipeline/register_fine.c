@@ -159,5 +159,27 @@ void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
     out->err_x = sqrt(var_e * s[SS_FS_W] / det);
     out->err_y = sqrt(var_e * s[SS_FS_U] / det);
     out->cov_xy = -var_e * s[SS_FS_V] / det;
+
+    /* Does the frame match the reference at all? Misalign it on purpose by
+     * SS_FINE_PROBE_PX on both axes: if the residual variance barely grows,
+     * the frame carries none of the reference's structure (blank frame,
+     * clouds, closed dome, another field) and the shift means nothing.
+     * det/(u·w) cannot tell: it only sees the reference's gradients. */
+    const double mean_e = s[SS_FS_E] / n;
+    const double var_fit = SS_MAX(rss, 0.0) / n - mean_e * mean_e;
+    double pr[SS_FINE_NSUMS];
+    fn(ctx, out->sx + SS_FINE_PROBE_PX, out->sy + SS_FINE_PROBE_PX, pr);
+    double contrast = -1.0;
+    if (pr[SS_FS_N] >= FINE_MIN_PIXELS && var_fit > 0.0) {
+        const double pm = pr[SS_FS_E] / pr[SS_FS_N];
+        contrast = (pr[SS_FS_E2] / pr[SS_FS_N] - pm * pm) / var_fit - 1.0;
+    }
+    out->contrast = contrast;
+    if (!(contrast >= SS_FINE_MIN_CONTRAST)) {
+        snprintf(out->why, sizeof out->why,
+                 "no match: misaligning by %g px raises the residual variance by %.3g only",
+                 (double)SS_FINE_PROBE_PX, contrast);
+        return;
+    }
     out->ok = 1;
 }

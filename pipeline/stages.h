@@ -106,28 +106,41 @@ typedef struct ss_coarse {
     int ok;                     /* 1 = success */
     int dx, dy;                 /* integer shift at full resolution (s ≈ (dx,dy)) */
     int n_blocks;               /* blocks with enough structure */
-    int n_agree;                /* blocks within 1 binned px of the median vector */
+    int n_agree;                /* voting blocks within 1 binned px of the median vector */
     int n_ambiguous;            /* blocks whose SAD minimum was not distinct */
     char why[96];               /* reason when !ok */
 } ss_coarse_t;
 
 /* Block matching of cur against ref (both pyramids of the same sizes).
- * At level L: a g×g grid of blocks (g = floor(sqrt(K))), block size B,
- * centres spread evenly over [R + B/2, size - R - B/2). A block is used when
- * the variance of its finite ref pixels exceeds 4·n², with n the robust
- * noise of level L (1.4826·MAD of horizontal neighbour differences / sqrt 2,
- * on every 2nd row). For each used block and each d in [-R,R]²:
- *   SAD(d) = mean over block pixels x with cur(x) and ref(x+d) finite of
- *            |cur(x) - ref(x+d)|  (+inf when fewer than half are finite).
- * Best = argmin SAD (ties: smallest dy, then smallest dx). The minimum is
- * ambiguous when best >= ambiguity × second, second being the minimum over
- * candidates at Chebyshev distance >= 2 from the best; ambiguous blocks do
- * not vote. Global = component-wise median (lower median) of the voting
- * block vectors. Fails when fewer than 3 blocks vote or fewer than half of
- * the used blocks agree within 1 px. Refinement: at each finer level the
- * shift doubles and the best of the 3×3 candidates around it is taken by
- * the mean absolute difference over the whole frame (every pixel at levels
- * >= 1; every 2nd row and column at level 0). */
+ * At level L: a g×g grid of blocks (g = floor(sqrt(K)), at most 32), block
+ * size B; per axis the centres are c_i = lo + ((2i+1)·(hi-lo)) / (2g)
+ * (integer division), lo = R + B/2, hi = size - R - B/2, and a block covers
+ * [c - B/2, c - B/2 + B). The noise n of a level is 1.4826·MAD/sqrt 2 of
+ * the horizontal neighbour differences d = a(x+1,y) - a(x,y) (float) on
+ * even rows y, both finite (lower medians, rank floor((m-1)/2); |d - med|
+ * in float). A block is used when the population variance (double) of its
+ * finite ref pixels exceeds 4·n_ref². For each used block and each d in
+ * [-R,R]²:
+ *   SAD(d) = mean over block pixels x with ref(x) and cur(x - d) finite
+ *            (x - d inside the level) of |ref(x) - cur(x - d)| (double,
+ *            raster order); +inf when fewer than half of the B² are.
+ * The block is fixed in the reference and the frame's window slides, so
+ * the reference's structure takes part in every candidate (the other way
+ * round, a window sliding off a lone star matches empty sky to empty sky).
+ * Best = argmin SAD (ties: smallest dy, then smallest dx); second = the
+ * minimum over candidates at Chebyshev distance >= 2 from the best. With
+ * f = sqrt(2/π)·sqrt(n_ref² + n_cur²) (the SAD two noises leave; 0 if not
+ * finite) the block votes when second - f > 0 and max(best - f, 0) <
+ * ambiguity × (second - f), and is ambiguous otherwise (a plain
+ * best/second ratio calls every sparse or faint field ambiguous: the noise
+ * floor dominates both). Global = component-wise median (lower median) of
+ * the voting block vectors; n_agree = voters within 1 px (Chebyshev) of
+ * it. Fails when fewer than 3 blocks vote, n_agree < 3, or n_agree < half
+ * the voters. Refinement: at each finer level the shift doubles and the
+ * best of the 3×3 candidates d around it is taken by the mean over the
+ * whole level of |ref(x + d) - cur(x)| (pairs both finite and inside;
+ * double, raster order; every pixel at levels >= 1, every 2nd row and
+ * column from 0 at level 0; ties: smallest dy, then dx). */
 void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
                         const ss_pipeline_cfg_t *c, ss_coarse_t *out);
 
@@ -136,6 +149,10 @@ void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
  * ==================================================================== */
 
 #define SS_FINE_NSUMS 8
+/* The match test of ss_register_fine: probe offset (px, both axes) and the
+ * least relative growth of the residual variance it must cause. */
+#define SS_FINE_PROBE_PX 2.0
+#define SS_FINE_MIN_CONTRAST 0.05
 enum { SS_FS_U, SS_FS_V, SS_FS_W, SS_FS_Q, SS_FS_P, SS_FS_N, SS_FS_E, SS_FS_E2 };
 
 typedef struct ss_shift {
@@ -145,13 +162,15 @@ typedef struct ss_shift {
     double cov_xy;              /* covariance (px²) */
     int iterations;
     double det_ratio;           /* det / (u·w) of the last step */
+    double contrast;            /* residual variance growth when misaligned (ss_register_fine) */
     char why[96];
 } ss_shift_t;
 
 /* From the filtered reference: S = five-point mean, gx, gy = central
  * differences (ALGORITHM §2b), NaN where any of the five points is NaN or
- * outside the frame. All in float: S = (c + l + r + u + d) / 5 summed in
- * that order; g = (right - left) * 0.5f. */
+ * outside the frame. All in float: S = (c + l + r + u + d) / 5.0f summed in
+ * that order (u = row y-1, d = row y+1); gx = (r - l) * 0.5f, gy =
+ * (d - u) * 0.5f. */
 void ss_reference_prep(const float *ref, int w, int h, float *S, float *gx, float *gy);
 
 /* One pass of the five sums for the current estimate (sx, sy):
@@ -170,7 +189,14 @@ typedef void (*ss_fine_sums_fn)(void *ctx, double sx, double sy, double sums[SS_
 /* The iteration of §2b, shared by both backends: from (sx0, sy0), up to
  * c->reg_max_iter steps, stopping when |δ| < c->reg_tol; fails (ok = 0,
  * why set) when n < 16 or det < c->reg_min_det · u·w. Standard errors from
- * the last pass: σe² = (E2 - δx·q - δy·p) / (n - 2), cov = σe²·[[u,v],[v,w]]⁻¹. */
+ * the last pass: σe² = (E2 - δx·q - δy·p) / (n - 2), cov = σe²·[[u,v],[v,w]]⁻¹.
+ * |δ| is the Euclidean norm. Then a match test, because det/(u·w) sees only
+ * the reference's gradients and cannot tell a blank frame (clouds, closed
+ * dome, another field) from a good one: one more pass at (sx + P, sy + P),
+ * P = SS_FINE_PROBE_PX; with var_fit = max(E2 - δx·q - δy·p, 0)/n - (E/n)²
+ * of the last pass and var_probe = E2'/n' - (E'/n')² of the probe,
+ * contrast = var_probe / var_fit - 1 (out->contrast); fails when it is
+ * below SS_FINE_MIN_CONTRAST (or the probe has n' < 16). */
 void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
                       const ss_pipeline_cfg_t *c, ss_shift_t *out);
 
