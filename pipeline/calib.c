@@ -113,33 +113,49 @@ static float median_general(const float *in, int w, int h, int x, int y)
     return 0.5f * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* Columns per piece of an interior row: the column sums of a piece live
+ * on the stack. */
+#define MEDIAN_PIECE 512
+
+/* One row y of the output (y > 0, y < h - 1, w >= 3): the network runs
+ * unconditionally over the interior (a loop the compiler vectorises: NaN
+ * or Inf in a window only makes that lane's value meaningless), then the
+ * few pixels whose window is not all finite are redone by the general
+ * path. A window is all finite exactly when the sum of its three column
+ * sums is finite (an overflow near FLT_MAX just sends a pixel to the
+ * general path, which is still correct). */
+static void median_row_interior(const float *in, int w, int h, int y, float *o)
+{
+    const float *r0 = in + (size_t)(y - 1) * (size_t)w;
+    const float *r1 = r0 + w, *r2 = r1 + w;
+    for (int x0 = 1; x0 < w - 1; x0 += MEDIAN_PIECE) {
+        const int x1 = SS_MIN(x0 + MEDIAN_PIECE, w - 1);
+        float cs[MEDIAN_PIECE + 2];
+        for (int x = x0 - 1; x <= x1; x++)
+            cs[x - x0 + 1] = r0[x] + r1[x] + r2[x];
+#pragma omp simd
+        for (int x = x0; x < x1; x++)
+            o[x] = median9(r0[x - 1], r0[x], r0[x + 1], r1[x - 1], r1[x], r1[x + 1], r2[x - 1],
+                           r2[x], r2[x + 1]);
+        for (int x = x0; x < x1; x++)
+            if (!isfinite(cs[x - x0] + cs[x - x0 + 1] + cs[x - x0 + 2]))
+                o[x] = isnan(r1[x]) ? NAN : median_general(in, w, h, x, y);
+    }
+}
+
 void ss_median3x3(const float *in, int w, int h, float *out)
 {
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
-        const float *r0 = in + (size_t)(y > 0 ? y - 1 : y) * (size_t)w;
-        const float *r1 = in + (size_t)y * (size_t)w;
-        const float *r2 = in + (size_t)(y < h - 1 ? y + 1 : y) * (size_t)w;
         float *o = out + (size_t)y * (size_t)w;
-        const int interior_row = y > 0 && y < h - 1;
-        for (int x = 0; x < w; x++) {
-            if (isnan(r1[x])) {
-                o[x] = NAN;
-                continue;
-            }
-            if (interior_row && x > 0 && x < w - 1) {
-                /* The sum is finite exactly when all nine are (barring an
-                 * overflow near FLT_MAX, which only sends us to the
-                 * general path, still correct): one test instead of nine. */
-                const float s = r0[x - 1] + r0[x] + r0[x + 1] + r1[x - 1] + r1[x] + r1[x + 1] +
-                                r2[x - 1] + r2[x] + r2[x + 1];
-                if (isfinite(s)) {
-                    o[x] = median9(r0[x - 1], r0[x], r0[x + 1], r1[x - 1], r1[x], r1[x + 1],
-                                   r2[x - 1], r2[x], r2[x + 1]);
-                    continue;
-                }
-            }
-            o[x] = median_general(in, w, h, x, y);
+        const float *r1 = in + (size_t)y * (size_t)w;
+        if (y > 0 && y < h - 1 && w >= 3) {
+            median_row_interior(in, w, h, y, o);
+            for (int x = 0; x < w; x += w - 1)      /* the first and last column */
+                o[x] = isnan(r1[x]) ? NAN : median_general(in, w, h, x, y);
+        } else {
+            for (int x = 0; x < w; x++)
+                o[x] = isnan(r1[x]) ? NAN : median_general(in, w, h, x, y);
         }
     }
 }

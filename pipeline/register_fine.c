@@ -48,6 +48,18 @@ void ss_reference_prep(const float *ref, int w, int h, float *S, float *gx, floa
 
 /* ---- one pass of the sums --------------------------------------------------- */
 
+/* floor() without the libm call (baseline x86-64 has no rounding
+ * instruction): exact for |v| < 2^62, which the caller guarantees. */
+static inline double floor_fast(double v)
+{
+    const double t = (double)(long long)v;
+    return t > v ? t - 1.0 : t;
+}
+
+/* Shifts beyond this (px) leave no pixel of the frame to sample; they are
+ * also kept far from where floor_fast stops being exact. */
+#define FINE_MAX_SHIFT 1e9
+
 void ss_fine_sums(const float *cur, const float *S, const float *gx, const float *gy,
                   int w, int h, double sx, double sy, double sums[SS_FINE_NSUMS])
 {
@@ -56,6 +68,10 @@ void ss_fine_sums(const float *cur, const float *S, const float *gx, const float
     const int per = rows > 0 ? (rows + FINE_CHUNKS - 1) / FINE_CHUNKS : 0;
 
     memset(part, 0, sizeof part);
+    if (!(fabs(sx) < FINE_MAX_SHIFT && fabs(sy) < FINE_MAX_SHIFT)) {
+        memset(sums, 0, SS_FINE_NSUMS * sizeof sums[0]);     /* nothing to sample */
+        return;
+    }
 #pragma omp parallel for schedule(dynamic, 1)
     for (int ch = 0; ch < FINE_CHUNKS; ch++) {
         double a[SS_FINE_NSUMS] = { 0 };
@@ -63,7 +79,7 @@ void ss_fine_sums(const float *cur, const float *S, const float *gx, const float
         for (int y = y_begin; y < y_end; y++) {
             /* The row of the source pixels, as the contract computes it. */
             const double ys = (double)y - sy;
-            const double y0f = floor(ys);
+            const double y0f = floor_fast(ys);
             const double fy = ys - y0f;
             if (y0f < 0.0 || y0f + 1.0 > (double)(h - 1))
                 continue;                           /* taps outside: nothing valid */
@@ -76,7 +92,7 @@ void ss_fine_sums(const float *cur, const float *S, const float *gx, const float
                 if (!isfinite(s) || !isfinite(gxi) || !isfinite(gyi))
                     continue;
                 const double xs = (double)x - sx;
-                const double x0f = floor(xs);
+                const double x0f = floor_fast(xs);
                 const double fx = xs - x0f;
                 if (x0f < 0.0 || x0f + 1.0 > (double)(w - 1))
                     continue;

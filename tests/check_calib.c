@@ -251,7 +251,7 @@ END_TEST
 START_TEST(test_median_random_vs_brute)
 {
     static const int sizes[][2] = { { 1, 1 }, { 1, 17 }, { 19, 1 }, { 2, 2 }, { 37, 23 },
-                                    { 64, 65 }, { 131, 7 } };
+                                    { 64, 65 }, { 131, 7 }, { 1100, 4 }, { 3, 3 } };
     rng_state = 777;
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         const int w = sizes[s][0], h = sizes[s][1];
