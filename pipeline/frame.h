@@ -19,6 +19,7 @@ extern "C" {
 #define SS_NAME_MAX 64          /* feed, series and source names, with the NUL */
 #define SS_PATH_MAX 512
 #define SS_WCS_MAX 48           /* WCS keywords carried per frame */
+#define SS_META_MAX 4096        /* sender's free "meta" object as compact JSON, with the NUL */
 
 /* One FITS-style WCS keyword (CTYPE1, CRVAL1, CD1_1, PV2_1, A_0_2, ...). */
 typedef struct ss_wcs_key {
@@ -41,6 +42,9 @@ typedef struct ss_frame_meta {
     int trim_x0, trim_y0, trim_w, trim_h;
     int n_wcs;
     ss_wcs_key_t wcs[SS_WCS_MAX];
+    /* The sender's free-form "meta" object (proto/PROTOCOL.md), compact
+     * JSON text, "" when none: carried untouched to the published results. */
+    char meta_json[SS_META_MAX];
 } ss_frame_meta_t;
 
 typedef struct ss_frame_pool ss_frame_pool_t;
