@@ -1,0 +1,129 @@
+/*
+ * history.c — what a frame looks like once it enters the history
+ * (ALGORITHM.md §3): its storage type, and object removal (the pixels of
+ * every positive detection, dilated, replaced by the prediction, so that a
+ * mover leaves no negative ghost in later residuals).
+ *
+ * The dilation is separable (a square structuring element is a row
+ * dilation followed by a column dilation), each pass O(1) per pixel
+ * whatever the radius: a pixel is in the dilated set when the nearest set
+ * pixel in its row (column) lies within the radius, found with one sweep
+ * in each direction.
+ */
+#include "stages.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Columns processed together in the column pass (their state fits on the
+ * stack; the rows are walked in order, so memory access stays sequential). */
+#define SS_DILATE_COLS 256
+
+ss_dtype_t ss_history_dtype(ss_dtype_t raw, int calibrated)
+{
+    if (!calibrated && (raw == SS_DT_U8 || raw == SS_DT_U16 || raw == SS_DT_I16))
+        return raw;
+    return SS_DT_F32;
+}
+
+/* bit 0 of m: the source set; bit 1 set where a bit-0 pixel lies within
+ * r columns in the same row. */
+static void dilate_rows(const int32_t *labels, int w, int h, int r, uint8_t *m)
+{
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        const int32_t *lr = labels + (size_t)y * (size_t)w;
+        uint8_t *mr = m + (size_t)y * (size_t)w;
+        long last = -(long)r - 1;                  /* last set column seen */
+        for (int x = 0; x < w; x++) {
+            if (lr[x] > 0)
+                last = x;
+            mr[x] = (uint8_t)((lr[x] > 0) | ((x - last <= r) << 1));
+        }
+        long next = (long)w + r + 1;               /* next set column */
+        for (int x = w - 1; x >= 0; x--) {
+            if (lr[x] > 0)
+                next = x;
+            if (next - x <= r)
+                mr[x] |= 2;
+        }
+    }
+}
+
+/* bit 2 of m: a bit-1 pixel lies within r rows in the same column. */
+static void dilate_cols(int w, int h, int r, uint8_t *m)
+{
+    const int nblk = (w + SS_DILATE_COLS - 1) / SS_DILATE_COLS;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < nblk; b++) {
+        const int x0 = b * SS_DILATE_COLS, nx = SS_MIN(SS_DILATE_COLS, w - x0);
+        long last[SS_DILATE_COLS];
+        for (int j = 0; j < nx; j++)
+            last[j] = -(long)r - 1;
+        for (int y = 0; y < h; y++) {
+            uint8_t *mr = m + (size_t)y * (size_t)w + x0;
+            for (int j = 0; j < nx; j++) {
+                if (mr[j] & 2)
+                    last[j] = y;
+                if (y - last[j] <= r)
+                    mr[j] |= 4;
+            }
+        }
+        for (int j = 0; j < nx; j++)
+            last[j] = (long)h + r + 1;             /* now: next set row */
+        for (int y = h - 1; y >= 0; y--) {
+            uint8_t *mr = m + (size_t)y * (size_t)w + x0;
+            for (int j = 0; j < nx; j++) {
+                if (mr[j] & 2)
+                    last[j] = y;
+                if (last[j] - y <= r)
+                    mr[j] |= 4;
+            }
+        }
+    }
+}
+
+/* Round half away from zero and clamp to [lo, hi] (hi = type max - 1,
+ * since the maximum is the invalid sentinel). v is finite. */
+static inline float round_clamp(float v, float lo, float hi)
+{
+    v = roundf(v);
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+void ss_history_store(const float *frame, const float *P, const int32_t *labels, int radius,
+                      int w, int h, void *dst, ss_dtype_t dt, uint8_t *scratch)
+{
+    const int remove = P != NULL && labels != NULL;
+    if (remove) {
+        if (radius < 0)
+            radius = 0;
+        dilate_rows(labels, w, h, radius, scratch);
+        dilate_cols(w, h, radius, scratch);
+    }
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        const size_t row = (size_t)y * (size_t)w;
+        for (int x = 0; x < w; x++) {
+            const size_t i = row + (size_t)x;
+            const float v = remove && (scratch[i] & 4) ? P[i] : frame[i];
+            switch (dt) {
+            case SS_DT_U8:
+                ((uint8_t *)dst)[i] = isnan(v) ? UINT8_MAX
+                                               : (uint8_t)round_clamp(v, 0.0f, UINT8_MAX - 1);
+                break;
+            case SS_DT_U16:
+                ((uint16_t *)dst)[i] = isnan(v) ? UINT16_MAX
+                                                : (uint16_t)round_clamp(v, 0.0f, UINT16_MAX - 1);
+                break;
+            case SS_DT_I16:
+                ((int16_t *)dst)[i] = isnan(v) ? INT16_MAX
+                                               : (int16_t)round_clamp(v, INT16_MIN, INT16_MAX - 1);
+                break;
+            default:
+                ((float *)dst)[i] = v;
+                break;
+            }
+        }
+    }
+}

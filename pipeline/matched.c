@@ -1,0 +1,102 @@
+/*
+ * matched.c — the matched filter and SNR map (ALGORITHM.md §6): the
+ * cleaned residual convolved with the Gaussian PSF, separably (rows, then
+ * columns), valid-aware (invalid and out-of-frame taps contribute zero and
+ * the result is renormalised by the kernel weight that was valid), scaled
+ * to unit noise.
+ *
+ * All sums are float with taps in ascending order, as stages.h fixes, so
+ * a CUDA kernel doing the same arithmetic agrees to the last bit or so.
+ * Loops run over x innermost (tap outer) so that they vectorise; each
+ * pixel still sees its taps in ascending order.
+ */
+#include "stages.h"
+
+#include <math.h>
+
+/* Output pixels per chunk of the column pass (its accumulators live on
+ * the stack). */
+#define SS_MF_CHUNK 512
+
+/* The kernel weight below which a renormalised value is too extrapolated
+ * to trust (more than half the kernel was invalid). */
+#define SS_MF_MIN_WEIGHT 0.5f
+
+int ss_psf_kernel(double psf_sigma, float *k)
+{
+    if (!(psf_sigma > 0.0) || !isfinite(psf_sigma)) {
+        k[0] = 1.0f;            /* no PSF: a delta */
+        return 0;
+    }
+    int R = (int)ceil(3.0 * psf_sigma);
+    if (R > SS_KERNEL_MAX_RADIUS)
+        R = SS_KERNEL_MAX_RADIUS;
+    double t[2 * SS_KERNEL_MAX_RADIUS + 1], s = 0.0;
+    for (int i = 0; i <= 2 * R; i++) {
+        const double d = i - R;
+        t[i] = exp(-d * d / (2.0 * psf_sigma * psf_sigma));
+        s += t[i];
+    }
+    for (int i = 0; i <= 2 * R; i++)
+        k[i] = (float)(t[i] / s);
+    return R;
+}
+
+void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float sigma, float *z,
+                       float *scratch)
+{
+    float k[2 * SS_KERNEL_MAX_RADIUS + 1];
+    const int R = ss_psf_kernel(psf_sigma, k);
+    double sk2 = 0.0;
+    for (int i = 0; i <= 2 * R; i++)
+        sk2 += (double)k[i] * (double)k[i];
+    const float norm = (float)((double)sigma * sk2);
+    const size_t npix = (size_t)w * (size_t)h;
+    float *h1 = scratch, *hv1 = scratch + npix;
+
+    /* rows: h1 = Σ k·v·in, hv1 = Σ k·v */
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        const float *ir = in + (size_t)y * (size_t)w;
+        float *hr = h1 + (size_t)y * (size_t)w, *vr = hv1 + (size_t)y * (size_t)w;
+        for (int x = 0; x < w; x++)
+            hr[x] = vr[x] = 0.0f;
+        for (int i = 0; i <= 2 * R; i++) {
+            const int d = i - R;
+            const int x0 = SS_MAX(0, -d), x1 = SS_MIN(w, w - d);   /* x + d in frame */
+            const float ki = k[i];
+            for (int x = x0; x < x1; x++) {
+                const float v = ir[x + d];
+                const int ok = isfinite(v);
+                hr[x] += ok ? ki * v : 0.0f;
+                vr[x] += ok ? ki : 0.0f;
+            }
+        }
+    }
+
+    /* columns: num = Σ k·h1, den = Σ k·hv1; z = num / den / (σ·Σk²) */
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        const int j0 = SS_MAX(0, R - y), j1 = SS_MIN(2 * R, h - 1 - y + R);  /* rows in frame */
+        for (int c0 = 0; c0 < w; c0 += SS_MF_CHUNK) {
+            const int len = SS_MIN(SS_MF_CHUNK, w - c0);
+            float num[SS_MF_CHUNK], den[SS_MF_CHUNK];
+            for (int x = 0; x < len; x++)
+                num[x] = den[x] = 0.0f;
+            for (int j = j0; j <= j1; j++) {
+                const size_t off = (size_t)(y + j - R) * (size_t)w + (size_t)c0;
+                const float kj = k[j];
+                const float *hr = h1 + off, *vr = hv1 + off;
+                for (int x = 0; x < len; x++) {
+                    num[x] += kj * hr[x];
+                    den[x] += kj * vr[x];
+                }
+            }
+            const float *ir = in + (size_t)y * (size_t)w + c0;
+            float *zr = z + (size_t)y * (size_t)w + c0;
+            for (int x = 0; x < len; x++)
+                zr[x] = isfinite(ir[x]) && den[x] >= SS_MF_MIN_WEIGHT ? num[x] / den[x] / norm
+                                                                       : NAN;
+        }
+    }
+}

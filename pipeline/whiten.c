@@ -1,0 +1,213 @@
+/*
+ * whiten.c — prediction of the current frame from the shifted history and
+ * the residual (ALGORITHM.md §3), and the moments of the `lsq` mode.
+ *
+ * Both are one pass over the history. Rows run in parallel; within a row
+ * the pixels go in chunks of SS_WHITEN_CHUNK, and for each chunk the
+ * history frames are visited in order (k ascending), each contributing a
+ * contiguous run of pixels. Every pixel still sees its k in ascending
+ * order — the order stages.h fixes — while the memory access is a few
+ * sequential streams and the inner loop over x vectorises. Nothing is
+ * allocated: the chunk accumulators live on the stack.
+ */
+#include "stages.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Pixels per chunk: the double accumulator (4 KiB) stays in L1. */
+#define SS_WHITEN_CHUNK 512
+
+/* Rows of one band of the lsq moments: the unit whose partial sums are
+ * combined in a fixed order, so the result does not depend on threads. */
+#define SS_LSQ_BAND 16
+
+/* The columns x for which every x + ix_k lies in [0, w): [*x0, *x1).
+ * Returns 0 when row y + iy_k leaves [0, h) for some k (the whole row is
+ * invalid) or no column survives. */
+static int valid_span(const ss_hist_view_t *hv, int n, int w, int h, int y, int *x0, int *x1)
+{
+    int lo = 0, hi = w;
+    for (int k = 0; k < n; k++) {
+        const int yy = y + hv[k].iy;
+        if (yy < 0 || yy >= h)
+            return 0;
+        lo = SS_MAX(lo, -hv[k].ix);
+        hi = SS_MIN(hi, w - hv[k].ix);
+    }
+    *x0 = lo;
+    *x1 = hi;
+    return lo < hi;
+}
+
+/* acc[j] += a·y_k(x0 + j), j < len, for history frame k read at its
+ * offset. The sentinel of integer types reads as NaN (ss_hist_value), and
+ * NaN (times any weight, 0 included) poisons the pixel, as the contract
+ * asks. Specialised per type so that the inner loop has no switch. */
+static void acc_row(const ss_hist_view_t *v, double a, int w, int y, int x0, int len, double *acc)
+{
+    const size_t off = (size_t)(y + v->iy) * (size_t)w + (size_t)(x0 + v->ix);
+    switch (v->dtype) {
+    case SS_DT_U8: {
+        const uint8_t *s = (const uint8_t *)v->pixels + off;
+        for (int j = 0; j < len; j++)
+            acc[j] += a * (s[j] == UINT8_MAX ? (double)NAN : (double)s[j]);
+        break;
+    }
+    case SS_DT_U16: {
+        const uint16_t *s = (const uint16_t *)v->pixels + off;
+        for (int j = 0; j < len; j++)
+            acc[j] += a * (s[j] == UINT16_MAX ? (double)NAN : (double)s[j]);
+        break;
+    }
+    case SS_DT_I16: {
+        const int16_t *s = (const int16_t *)v->pixels + off;
+        for (int j = 0; j < len; j++)
+            acc[j] += a * (s[j] == INT16_MAX ? (double)NAN : (double)s[j]);
+        break;
+    }
+    default: {
+        const float *s = (const float *)v->pixels + off;
+        for (int j = 0; j < len; j++)
+            acc[j] += a * (double)s[j];
+        break;
+    }
+    }
+}
+
+void ss_whiten(const float *cur, const ss_hist_view_t *hv, const double *a, int n, int w, int h,
+               float *P, float *r)
+{
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        const size_t row = (size_t)y * (size_t)w;
+        int x0 = 0, x1 = 0;
+        if (n < 1 || !valid_span(hv, n, w, h, y, &x0, &x1)) {
+            for (int x = 0; x < w; x++)
+                P[row + x] = r[row + x] = NAN;
+            continue;
+        }
+        for (int x = 0; x < x0; x++)
+            P[row + x] = r[row + x] = NAN;
+        for (int x = x1; x < w; x++)
+            P[row + x] = r[row + x] = NAN;
+        double acc[SS_WHITEN_CHUNK];
+        for (int c0 = x0; c0 < x1; c0 += SS_WHITEN_CHUNK) {
+            const int len = SS_MIN(SS_WHITEN_CHUNK, x1 - c0);
+            for (int j = 0; j < len; j++)
+                acc[j] = 0.0;
+            for (int k = 0; k < n; k++)
+                acc_row(&hv[k], a[k], w, y, c0, len, acc);
+            const float *cr = cur + row + c0;
+            float *pr = P + row + c0, *rr = r + row + c0;
+            for (int j = 0; j < len; j++) {
+                const float p = (float)acc[j];
+                const int bad = isnan(cr[j]) || isnan(p);
+                pr[j] = bad ? NAN : p;
+                rr[j] = bad ? NAN : cr[j] - p;
+            }
+        }
+    }
+}
+
+/* One history row chunk as double, NaN for invalid pixels. */
+static void load_row(const ss_hist_view_t *v, int w, int y, int x0, int len, double *dst)
+{
+    for (int j = 0; j < len; j++)
+        dst[j] = 0.0;
+    acc_row(v, 1.0, w, y, x0, len, dst);
+}
+
+/* Pixels per lsq chunk: n rows of this many doubles are gathered. */
+#define SS_LSQ_CHUNK 128
+
+/* Σ_j u[j]·v[j] with four interleaved partial sums (fixed order, so the
+ * compiler may vectorise it and the result is still reproducible). */
+static double dot4(const double *u, const double *v, int len)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int j = 0;
+    for (; j + 4 <= len; j += 4) {
+        s0 += u[j] * v[j];
+        s1 += u[j + 1] * v[j + 1];
+        s2 += u[j + 2] * v[j + 2];
+        s3 += u[j + 3] * v[j + 3];
+    }
+    for (; j < len; j++)
+        s0 += u[j] * v[j];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* The partial moments of rows [y0, y1) into acc: R (n·n, upper triangle
+ * filled) then p (n). Y is scratch for (n+1)·SS_LSQ_CHUNK doubles. */
+static void lsq_band(const float *cur, const ss_hist_view_t *hv, int n, int w, int h, int y0,
+                     int y1, double *acc, double *Y)
+{
+    double *cy = Y + (size_t)n * SS_LSQ_CHUNK;
+    for (int y = y0; y < y1; y++) {
+        int x0, x1;
+        if (!valid_span(hv, n, w, h, y, &x0, &x1))
+            continue;
+        for (int c0 = x0; c0 < x1; c0 += SS_LSQ_CHUNK) {
+            const int len = SS_MIN(SS_LSQ_CHUNK, x1 - c0);
+            const float *cr = cur + (size_t)y * (size_t)w + c0;
+            for (int j = 0; j < len; j++)
+                cy[j] = (double)cr[j];
+            for (int k = 0; k < n; k++)
+                load_row(&hv[k], w, y, c0, len, Y + (size_t)k * SS_LSQ_CHUNK);
+            /* a pixel takes part only when cur and every y_k are valid:
+             * zero the whole column otherwise (it then adds exact zeros) */
+            for (int j = 0; j < len; j++) {
+                int bad = isnan(cy[j]);
+                for (int k = 0; k < n && !bad; k++)
+                    bad = isnan(Y[(size_t)k * SS_LSQ_CHUNK + j]);
+                if (bad) {
+                    cy[j] = 0.0;
+                    for (int k = 0; k < n; k++)
+                        Y[(size_t)k * SS_LSQ_CHUNK + j] = 0.0;
+                }
+            }
+            for (int k = 0; k < n; k++) {
+                const double *yk = Y + (size_t)k * SS_LSQ_CHUNK;
+                for (int l = k; l < n; l++)
+                    acc[k * n + l] += dot4(yk, Y + (size_t)l * SS_LSQ_CHUNK, len);
+                acc[(size_t)n * n + k] += dot4(cy, yk, len);
+            }
+        }
+    }
+}
+
+void ss_lsq_moments(const float *cur, const ss_hist_view_t *hv, int n, int w, int h, double *R,
+                    double *p)
+{
+    if (n < 1)
+        return;
+    const size_t nacc = (size_t)n * (size_t)n + (size_t)n;
+    memset(R, 0, (size_t)n * (size_t)n * sizeof(double));
+    memset(p, 0, (size_t)n * sizeof(double));
+    const int nbands = (h + SS_LSQ_BAND - 1) / SS_LSQ_BAND;
+    /* Bands are fixed in size; each thread sums one band at a time and the
+     * band partials are added to R, p in band order (ordered), so the sums
+     * come out the same for any number of threads. */
+#pragma omp parallel
+    {
+        double acc[nacc];
+        double Y[(size_t)(n + 1) * SS_LSQ_CHUNK];
+#pragma omp for schedule(static, 1) ordered
+        for (int b = 0; b < nbands; b++) {
+            memset(acc, 0, sizeof acc);
+            lsq_band(cur, hv, n, w, h, b * SS_LSQ_BAND, SS_MIN(h, (b + 1) * SS_LSQ_BAND), acc, Y);
+#pragma omp ordered
+            {
+                for (int k = 0; k < n; k++) {
+                    for (int l = k; l < n; l++)
+                        R[k * n + l] += acc[k * n + l];
+                    p[k] += acc[(size_t)n * n + k];
+                }
+            }
+        }
+    }
+    for (int k = 0; k < n; k++)
+        for (int l = 0; l < k; l++)
+            R[k * n + l] = R[l * n + k];
+}
