@@ -65,6 +65,11 @@ typedef struct ss_synth_cfg {
     double streak_prob;             /* probability per frame of a streak */
     double streak_snr;              /* matched-filter SNR along the streak (per PSF length) */
     double streak_len_min, streak_len_max; /* px */
+
+    /* optional celestial WCS in the metadata (exercises WCS handling) */
+    int wcs;                        /* 1: attach a TAN WCS that follows the shift */
+    double wcs_ra, wcs_dec;         /* deg: sky at frame 0's centre pixel */
+    double wcs_scale;               /* arcsec per px (north up, east left) */
 } ss_synth_cfg_t;
 
 typedef enum ss_synth_obj_kind {

@@ -1,0 +1,748 @@
+/*
+ * check_synth.c — tests of the synthetic star-field library (tools/synth.c):
+ * determinism for a seed; sky level, gradient, bias and noise of a star-free
+ * frame against the config; flux of rendered sources (Gaussian, Moffat,
+ * streak) against the truth; the shift convention (a star at sky p is drawn
+ * at p - s_t, measured by centroids); movers at the configured velocity;
+ * the SNR definitions (a direct matched-filter evaluation on the image);
+ * hot pixels fixed in detector coordinates; cosmic rays of 1–3 px at the
+ * truth positions; metadata, WCS and the truth JSON line.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/synth.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static ss_frame_t *frame_alloc(int w, int h, ss_dtype_t dt)
+{
+    ss_frame_t *f = calloc(1, sizeof *f);
+    ck_assert_ptr_nonnull(f);
+    f->capacity = (size_t)w * h * ss_dtype_size(dt);
+    f->pixels = malloc(f->capacity);
+    ck_assert_ptr_nonnull(f->pixels);
+    return f;
+}
+
+static void frame_free(ss_frame_t *f)
+{
+    if (f) {
+        free(f->pixels);
+        free(f);
+    }
+}
+
+/* a noiseless, star-free f32 configuration to build tests on */
+static void quiet_cfg(ss_synth_cfg_t *c, int w, int h)
+{
+    ss_synth_defaults(c);
+    c->width = w;
+    c->height = h;
+    c->dtype = SS_DT_F32;
+    c->start_mjd = 60000.0;
+    c->n_stars = 0;
+    c->sky = 0.0;
+    c->gain = 0.0;
+    c->read_noise = 0.0;
+    c->jitter = 0.0;
+}
+
+static double px(const ss_frame_t *f, int x, int y)
+{
+    return ss_dtype_get(f->pixels, f->dtype, (size_t)y * f->width + x);
+}
+
+/* Flux-weighted centroid of (value - bg) in the (2r+1)² box at (cx, cy). */
+static void centroid(const ss_frame_t *f, int cx, int cy, int r, double bg, double *ox, double *oy,
+                     double *osum)
+{
+    double s = 0, sx = 0, sy = 0;
+    for (int y = cy - r; y <= cy + r; y++)
+        for (int x = cx - r; x <= cx + r; x++) {
+            if (x < 0 || y < 0 || x >= f->width || y >= f->height)
+                continue;
+            double v = px(f, x, y) - bg;
+            s += v;
+            sx += v * x;
+            sy += v * y;
+        }
+    *ox = sx / s;
+    *oy = sy / s;
+    if (osum)
+        *osum = s;
+}
+
+/* Brightest pixel of a frame inside a border of b px. */
+static void argmax(const ss_frame_t *f, int b, int *ox, int *oy)
+{
+    double best = -INFINITY;
+    for (int y = b; y < f->height - b; y++)
+        for (int x = b; x < f->width - b; x++)
+            if (px(f, x, y) > best) {
+                best = px(f, x, y);
+                *ox = x;
+                *oy = y;
+            }
+}
+
+/* The SNR map of ALGORITHM.md §6 at pixel (x, y) of a noiseless frame with
+ * noise sigma `sig`: (r ⊗ k)/(σ‖k‖₂), k a sampled, unit-sum Gaussian of
+ * psf_sigma. Written out directly (2-D sum) as an independent reference. */
+static double mf_snr(const ss_frame_t *f, int x, int y, double psf_sigma, double sig)
+{
+    int r = (int)ceil(4.0 * psf_sigma);
+    double ksum = 0, k2 = 0, acc = 0;
+    for (int j = -r; j <= r; j++)
+        for (int i = -r; i <= r; i++) {
+            double k = exp(-0.5 * (i * i + j * j) / (psf_sigma * psf_sigma));
+            ksum += k;
+            k2 += k * k;
+            acc += k * px(f, x + i, y + j);
+        }
+    return (acc / ksum) / (sig * sqrt(k2) / ksum);
+}
+
+/* ---- determinism -------------------------------------------------------- */
+
+START_TEST(test_determinism)
+{
+    ss_synth_cfg_t c;
+    ss_synth_defaults(&c);
+    c.width = 256;
+    c.height = 192;
+    c.n_stars = 200;
+    c.start_mjd = 60000.0;
+    c.seeing_wobble = 0.05;
+    c.transparency = 0.05;
+    c.n_hot = 10;
+    c.cosmic_rate = 100;
+    c.n_movers = 3;
+    c.streak_prob = 0.5;
+    c.jump_prob = 0.2;
+    c.drift_x = 0.3;
+    ss_synth_t *a = ss_synth_new(&c), *b = ss_synth_new(&c);
+    c.seed = 2;
+    ss_synth_t *d = ss_synth_new(&c);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_nonnull(d);
+    ss_frame_t *fa = frame_alloc(256, 192, SS_DT_U16), *fb = frame_alloc(256, 192, SS_DT_U16),
+               *fd = frame_alloc(256, 192, SS_DT_U16);
+    static ss_synth_truth_t ta, tb, td;
+    for (int t = 0; t < 6; t++) {
+        ck_assert_int_eq(ss_synth_next(a, fa, &ta), SS_OK);
+        ck_assert_int_eq(ss_synth_next(b, fb, &tb), SS_OK);
+        ck_assert_int_eq(ss_synth_next(d, fd, &td), SS_OK);
+        ck_assert_int_eq(memcmp(fa->pixels, fb->pixels, ss_frame_bytes(fa)), 0);
+        ck_assert_int_eq(ta.n_obj, tb.n_obj);
+        ck_assert(ta.sx == tb.sx && ta.sy == tb.sy);
+        for (int i = 0; i < ta.n_obj; i++)
+            ck_assert(ta.obj[i].x == tb.obj[i].x && ta.obj[i].y == tb.obj[i].y &&
+                      ta.obj[i].flux == tb.obj[i].flux);
+        ck_assert_msg(memcmp(fa->pixels, fd->pixels, ss_frame_bytes(fa)) != 0,
+                      "another seed gives the same frame %d", t);
+        ck_assert_uint_eq(fa->meta.seq, (uint64_t)t);
+    }
+    ss_synth_destroy(&a);
+    ss_synth_destroy(&b);
+    ss_synth_destroy(&d);
+    ck_assert_ptr_null(a);
+    ss_synth_destroy(&a);   /* NULL accepted */
+    ss_synth_destroy(NULL);
+    frame_free(fa);
+    frame_free(fb);
+    frame_free(fd);
+}
+END_TEST
+
+/* ---- sky and noise ------------------------------------------------------ */
+
+START_TEST(test_sky_and_noise)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 512, 512);
+    c.sky = 1000.0;
+    c.gain = 2.0;        /* variance 1000/2 + 25 */
+    c.read_noise = 5.0;
+    c.bias = 300.0;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(512, 512, SS_DT_F32);
+    static ss_synth_truth_t t;
+    ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+    double sum = 0, sum2 = 0;
+    const size_t n = 512 * 512;
+    for (size_t i = 0; i < n; i++) {
+        double v = ((float *)f->pixels)[i];
+        sum += v;
+        sum2 += v * v;
+    }
+    double mean = sum / n, sd = sqrt(sum2 / n - mean * mean);
+    double want_sd = sqrt(1000.0 / 2.0 + 25.0);
+    /* standard error of the mean ≈ 22.9/512 = 0.045 ADU; of the sd ≈ 0.14 % */
+    ck_assert_msg(fabs(mean - 1300.0) < 0.3, "mean %f want 1300", mean);
+    ck_assert_msg(fabs(sd / want_sd - 1.0) < 0.01, "sd %f want %f", sd, want_sd);
+    ck_assert_msg(fabs(t.sigma_pix - want_sd) < 1e-9, "truth sigma_pix %f", t.sigma_pix);
+    ss_synth_destroy(&s);
+
+    /* Poisson alone at a low level (inversion branch): mean = var = 4 e- */
+    quiet_cfg(&c, 512, 512);
+    c.sky = 4.0;
+    c.gain = 1.0;
+    s = ss_synth_new(&c);
+    ck_assert_int_eq(ss_synth_next(s, f, NULL), SS_OK);
+    sum = sum2 = 0;
+    int non_integer = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = ((float *)f->pixels)[i];
+        sum += v;
+        sum2 += v * v;
+        non_integer += v != floor(v);
+    }
+    mean = sum / n;
+    double var = sum2 / n - mean * mean;
+    ck_assert_msg(fabs(mean - 4.0) < 0.02, "poisson mean %f", mean);
+    ck_assert_msg(fabs(var - 4.0) < 0.08, "poisson variance %f", var);
+    ck_assert_int_eq(non_integer, 0);
+    ss_synth_destroy(&s);
+
+    /* the sky gradient, noiseless: exact plane about the frame centre */
+    quiet_cfg(&c, 100, 60);
+    c.sky = 500.0;
+    c.sky_grad_x = 0.5;
+    c.sky_grad_y = -0.25;
+    s = ss_synth_new(&c);
+    ck_assert_int_eq(ss_synth_next(s, f, NULL), SS_OK);
+    for (int y = 0; y < 60; y += 7)
+        for (int x = 0; x < 100; x += 9) {
+            double want = 500.0 + 0.5 * (x - 49.5) - 0.25 * (y - 29.5);
+            ck_assert_msg(fabs(px(f, x, y) - want) < 1e-3, "sky at %d,%d: %f want %f", x, y,
+                          px(f, x, y), want);
+        }
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* Integer types: rounding and clipping at the saturation level. */
+START_TEST(test_dtype_and_saturation)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 64, 64);
+    c.dtype = SS_DT_U8;
+    c.sky = 300.0;           /* above the u8 range: clipped to 255 */
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(64, 64, SS_DT_U8);
+    ck_assert_int_eq(ss_synth_next(s, f, NULL), SS_OK);
+    ck_assert_int_eq(f->dtype, SS_DT_U8);
+    ck_assert_int_eq(((uint8_t *)f->pixels)[100], 255);
+    ss_synth_destroy(&s);
+
+    c.dtype = SS_DT_I16;
+    c.sky = -100.4;
+    s = ss_synth_new(&c);
+    ss_frame_t *g = frame_alloc(64, 64, SS_DT_I16);
+    ck_assert_int_eq(ss_synth_next(s, g, NULL), SS_OK);
+    ck_assert_int_eq(((int16_t *)g->pixels)[5], -100);
+    ss_synth_destroy(&s);
+
+    c.dtype = SS_DT_U16;
+    c.sky = 1000.0;
+    c.saturation = 900.0;
+    s = ss_synth_new(&c);
+    ck_assert_int_eq(ss_synth_next(s, g, NULL), SS_OK);
+    ck_assert_int_eq(((uint16_t *)g->pixels)[5], 900);
+    /* a frame buffer too small is refused */
+    g->capacity = 64 * 64;
+    ck_assert_int_eq(ss_synth_next(s, g, NULL), SS_ERR_SIZE);
+    ss_synth_destroy(&s);
+    frame_free(f);
+    frame_free(g);
+
+    /* bad configurations are refused */
+    quiet_cfg(&c, 64, 64);
+    c.width = 0;
+    ck_assert_ptr_null(ss_synth_new(&c));
+    quiet_cfg(&c, 64, 64);
+    c.psf = SS_SYNTH_MOFFAT;
+    c.moffat_beta = 1.0;
+    ck_assert_ptr_null(ss_synth_new(&c));
+    quiet_cfg(&c, 64, 64);
+    c.flux_min = 10;
+    c.flux_max = 5;
+    ck_assert_ptr_null(ss_synth_new(&c));
+    quiet_cfg(&c, 64, 64);
+    c.n_movers = SS_SYNTH_MAX_OBJ + 1;
+    ck_assert_ptr_null(ss_synth_new(&c));
+}
+END_TEST
+
+/* ---- flux of rendered sources ------------------------------------------ */
+
+/* One mover in a noiseless empty frame: the frame sums to its truth flux,
+ * which is the SNR definition F = snr·σ_ref·sqrt(4π)·psf_sigma (σ_ref = 1
+ * ADU without noise), for both PSFs. */
+START_TEST(test_point_flux)
+{
+    for (int psf = 0; psf < 2; psf++) {
+        ss_synth_cfg_t c;
+        quiet_cfg(&c, 128, 128);
+        c.psf = psf ? SS_SYNTH_MOFFAT : SS_SYNTH_GAUSS;
+        c.psf_sigma = 1.7;
+        c.n_movers = 1;
+        c.mover_snr = 500.0;
+        c.mover_speed = 0.7;
+        c.seed = 11;
+        ss_synth_t *s = ss_synth_new(&c);
+        ss_frame_t *f = frame_alloc(128, 128, SS_DT_F32);
+        static ss_synth_truth_t t;
+        for (int k = 0; k < 5; k++) {
+            ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+            ck_assert_int_eq(t.n_obj, 1);
+            ck_assert_int_eq(t.obj[0].kind, SS_SYNTH_MOVER);
+            double want = 500.0 * sqrt(4.0 * M_PI) * 1.7;
+            ck_assert_msg(fabs(t.obj[0].flux - want) < 1e-6 * want, "truth flux %f want %f",
+                          t.obj[0].flux, want);
+            ck_assert_msg(fabs(t.obj[0].snr - 500.0) < 1e-6, "truth snr %f", t.obj[0].snr);
+            /* whole frame, unless the mover sits near an edge (Moffat wings) */
+            int cx = (int)lround(t.obj[0].x), cy = (int)lround(t.obj[0].y);
+            int r = psf ? 30 : 12;
+            if (cx < r || cy < r || cx >= 128 - r || cy >= 128 - r)
+                continue;
+            double sum = 0;
+            for (size_t i = 0; i < 128 * 128; i++)
+                sum += ((float *)f->pixels)[i];
+            ck_assert_msg(fabs(sum / want - 1.0) < 0.01, "%s: flux %f want %f",
+                          psf ? "moffat" : "gauss", sum, want);
+            /* and the image centroid is the truth position */
+            double mx, my;
+            centroid(f, cx, cy, psf ? 25 : 9, 0.0, &mx, &my, NULL);
+            ck_assert_msg(fabs(mx - t.obj[0].x) < 0.01 && fabs(my - t.obj[0].y) < 0.01,
+                          "centroid %f,%f truth %f,%f", mx, my, t.obj[0].x, t.obj[0].y);
+        }
+        ss_synth_destroy(&s);
+        frame_free(f);
+    }
+}
+END_TEST
+
+/* Stars: with all fluxes equal (flux_min = flux_max) and a sparse field,
+ * every isolated star well inside the frame sums to that flux. */
+START_TEST(test_star_flux)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 256, 256);
+    c.n_stars = 12;
+    c.flux_min = c.flux_max = 5000.0;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(256, 256, SS_DT_F32);
+    ck_assert_int_eq(ss_synth_next(s, f, NULL), SS_OK);
+    /* find local maxima above 10 % of the peak of a centred star */
+    double peak = 5000.0 / (2 * M_PI * 1.4 * 1.4);
+    int n_checked = 0;
+    for (int y = 12; y < 244; y++)
+        for (int x = 12; x < 244; x++) {
+            double v = px(f, x, y);
+            if (v < 0.1 * peak)
+                continue;
+            int ismax = 1;
+            for (int j = -1; j <= 1; j++)
+                for (int i = -1; i <= 1; i++)
+                    if ((i || j) && px(f, x + i, y + j) > v)
+                        ismax = 0;
+            if (!ismax)
+                continue;
+            /* isolated: nothing else in a 21² box apart from this star */
+            double sum, mx, my;
+            centroid(f, x, y, 10, 0.0, &mx, &my, &sum);
+            double ring = 0;
+            for (int j = -10; j <= 10; j++)
+                for (int i = -10; i <= 10; i++)
+                    if (abs(i) > 7 || abs(j) > 7)
+                        ring += px(f, x + i, y + j);
+            if (ring > 1e-3 * sum)
+                continue;
+            ck_assert_msg(fabs(sum / 5000.0 - 1.0) < 0.01, "star at %d,%d: flux %f", x, y, sum);
+            n_checked++;
+        }
+    ck_assert_msg(n_checked >= 4, "only %d isolated stars found", n_checked);
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* ---- shift convention --------------------------------------------------- */
+
+/* A star at sky p is drawn at p - s_t: the centroid of the same star in
+ * frame t, minus its centroid in frame 0, is -s_t (s_0 = 0). Jitter,
+ * drift and jumps all go through s_t. */
+START_TEST(test_shift_convention)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 256, 256);
+    c.n_stars = 20;
+    c.flux_min = c.flux_max = 20000.0;
+    c.jitter = 2.0;
+    c.drift_x = 0.7;
+    c.drift_y = -0.4;
+    c.jump_prob = 0.3;
+    c.jump_px = 6.0;
+    c.wcs = 1;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(256, 256, SS_DT_F32);
+    static ss_synth_truth_t t;
+    ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+    ck_assert(t.sx == 0.0 && t.sy == 0.0);
+    int bx = 0, by = 0;
+    argmax(f, 60, &bx, &by);
+    double x0, y0;
+    centroid(f, bx, by, 7, 0.0, &x0, &y0, NULL);
+    int jumps = 0;
+    double prev_sx = 0, prev_sy = 0;
+    for (int k = 1; k < 12; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        double ex = x0 - t.sx, ey = y0 - t.sy;
+        double mx, my;
+        centroid(f, (int)lround(ex), (int)lround(ey), 7, 0.0, &mx, &my, NULL);
+        ck_assert_msg(fabs(mx - ex) < 0.01 && fabs(my - ey) < 0.01,
+                      "frame %d: star at %f,%f, expected %f,%f (s = %f,%f)", k, mx, my, ex, ey,
+                      t.sx, t.sy);
+        /* the WCS reference pixel moves with the star */
+        const ss_wcs_key_t *k1 = ss_frame_wcs_find(&f->meta, "CRPIX1");
+        const ss_wcs_key_t *k2 = ss_frame_wcs_find(&f->meta, "CRPIX2");
+        ck_assert_ptr_nonnull(k1);
+        ck_assert_ptr_nonnull(k2);
+        ck_assert(fabs(k1->dval - (128.5 - t.sx)) < 1e-9 && fabs(k2->dval - (128.5 - t.sy)) < 1e-9);
+        double step = hypot(t.sx - prev_sx, t.sy - prev_sy);
+        jumps += step > 5.0;
+        prev_sx = t.sx;
+        prev_sy = t.sy;
+    }
+    ck_assert_msg(jumps >= 1, "no jump in 11 frames at probability 0.3");
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* ---- movers ------------------------------------------------------------- */
+
+/* Movers move at the configured speed in sky coordinates: frame position +
+ * s_t advances by mover_speed per frame (truth), and the image shows them
+ * where the truth says (centroids, noiseless frames). */
+START_TEST(test_movers)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 512, 512);
+    c.n_movers = 4;
+    c.mover_snr = 200.0;
+    c.mover_speed = 1.5;
+    c.jitter = 1.0;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(512, 512, SS_DT_F32);
+    static ss_synth_truth_t t, t0;
+    ck_assert_int_eq(ss_synth_next(s, f, &t0), SS_OK);
+    ck_assert_int_eq(t0.n_obj, 4);
+    int checked = 0;
+    for (int k = 1; k < 8; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        ck_assert_int_eq(t.n_obj, 4);
+        for (int i = 0; i < 4; i++) {
+            ck_assert_int_eq(t.obj[i].id, t0.obj[i].id);
+            double dx = (t.obj[i].x + t.sx) - (t0.obj[i].x + t0.sx);
+            double dy = (t.obj[i].y + t.sy) - (t0.obj[i].y + t0.sy);
+            double dist = hypot(dx, dy);
+            if (dist > 1.5 * k + 1e-6 || dist < 1.5 * k - 1e-6)
+                continue;   /* wrapped at the frame edge */
+            checked++;
+            int cx = (int)lround(t.obj[i].x), cy = (int)lround(t.obj[i].y);
+            if (cx < 10 || cy < 10 || cx >= 502 || cy >= 502)
+                continue;
+            double mx, my;
+            centroid(f, cx, cy, 8, 0.0, &mx, &my, NULL);
+            ck_assert_msg(fabs(mx - t.obj[i].x) < 0.02 && fabs(my - t.obj[i].y) < 0.02,
+                          "mover %d at %f,%f, truth %f,%f", i, mx, my, t.obj[i].x, t.obj[i].y);
+        }
+    }
+    ck_assert_msg(checked >= 20, "only %d mover positions checked", checked);
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* The SNR definitions, measured with the matched filter on the image:
+ * a mover's peak SNR and a streak's axis SNR match the truth within the
+ * pixel-phase loss (a source between pixel centres peaks a little lower). */
+START_TEST(test_snr_definitions)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 256, 256);
+    c.n_movers = 1;
+    c.mover_snr = 20.0;
+    c.mover_speed = 0.0;
+    c.streak_prob = 1.0;
+    c.streak_snr = 15.0;
+    c.streak_len_min = 80;
+    c.streak_len_max = 120;
+    c.seed = 5;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(256, 256, SS_DT_F32);
+    static ss_synth_truth_t t;
+    int n_streak = 0;
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        ck_assert_int_eq(t.n_obj, 2);
+        const ss_synth_obj_t *m = &t.obj[0], *st = &t.obj[1];
+        ck_assert_int_eq(st->kind, SS_SYNTH_STREAK);
+        double len = hypot(st->x1 - st->x0, st->y1 - st->y0);
+        ck_assert_msg(len >= 80 - 1e-9 && len <= 120 + 1e-9, "streak length %f", len);
+        ck_assert(fabs(st->flux - 15.0 * len) < 1e-6 * st->flux);
+        /* frame sum = mover + streak (noiseless, both inside the frame) */
+        double sum = 0;
+        for (size_t i = 0; i < 256 * 256; i++)
+            sum += ((float *)f->pixels)[i];
+        ck_assert_msg(fabs(sum / (m->flux + st->flux) - 1.0) < 0.01, "frame flux %f want %f", sum,
+                      m->flux + st->flux);
+        /* the streak is far from the mover at the point we probe: its middle */
+        int sxp = (int)lround(st->x), syp = (int)lround(st->y);
+        if (hypot(st->x - m->x, st->y - m->y) > 15) {
+            double z = mf_snr(f, sxp, syp, c.psf_sigma, 1.0);
+            ck_assert_msg(z > 0.93 * 15.0 && z < 1.02 * 15.0, "streak axis SNR %f want 15", z);
+            n_streak++;
+        }
+        if (hypot(st->x0 - m->x, st->y0 - m->y) > 20 && hypot(st->x1 - m->x, st->y1 - m->y) > 20) {
+            double zb = 0;
+            for (int j = -1; j <= 1; j++)
+                for (int i = -1; i <= 1; i++)
+                    zb = fmax(zb, mf_snr(f, (int)lround(m->x) + i, (int)lround(m->y) + j,
+                                         c.psf_sigma, 1.0));
+            ck_assert_msg(zb > 0.9 * 20.0 && zb < 1.02 * 20.0, "mover peak SNR %f want 20", zb);
+        }
+    }
+    ck_assert_int_ge(n_streak, 1);
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* ---- detector defects --------------------------------------------------- */
+
+/* Hot pixels stay at the same detector pixels while the sky jitters. */
+START_TEST(test_hot_pixels_fixed)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 200, 150);
+    c.sky = 100.0;
+    c.gain = 1.0;
+    c.read_noise = 3.0;
+    c.n_hot = 50;
+    c.hot_level = 3000.0;
+    c.jitter = 4.0;
+    c.n_stars = 0;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(200, 150, SS_DT_F32);
+    static int first[50];
+    for (int k = 0; k < 5; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, NULL), SS_OK);
+        int n = 0;
+        for (int i = 0; i < 200 * 150; i++)
+            if (((float *)f->pixels)[i] > 100.0 + 0.4 * 3000.0) {
+                ck_assert_int_lt(n, 50);
+                if (k == 0)
+                    first[n] = i;
+                else
+                    ck_assert_int_eq(first[n], i);
+                n++;
+            }
+        ck_assert_int_eq(n, 50);
+    }
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* Cosmic rays: sharp hits of 1–3 pixels (not PSF-blurred), at the truth
+ * positions, with the truth flux; the count follows the rate. */
+START_TEST(test_cosmics)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 400, 300);
+    c.sky = 50.0;
+    c.read_noise = 2.0;       /* σ_ref = 2: deposits 40..400 ADU per pixel */
+    c.cosmic_rate = 300.0;    /* 36 per frame expected */
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(400, 300, SS_DT_F32);
+    static ss_synth_truth_t t;
+    static int lab[400 * 300];
+    int total = 0;
+    for (int k = 0; k < 5; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        total += t.n_obj;
+        const float *p = f->pixels;
+        /* label 8-connected components of pixels > sky + 10σ */
+        memset(lab, 0, sizeof lab);
+        int nl = 0;
+        static int stack[400 * 300];
+        static int size[400 * 300];
+        static double fsum[400 * 300];
+        for (int i = 0; i < 400 * 300; i++) {
+            if (p[i] <= 70.0 || lab[i])
+                continue;
+            nl++;
+            int sp = 0;
+            stack[sp++] = i;
+            lab[i] = nl;
+            size[nl] = 0;
+            fsum[nl] = 0;
+            while (sp) {
+                int q = stack[--sp];
+                size[nl]++;
+                fsum[nl] += p[q] - 50.0;
+                int qx = q % 400, qy = q / 400;
+                for (int j = -1; j <= 1; j++)
+                    for (int ii = -1; ii <= 1; ii++) {
+                        int x = qx + ii, y = qy + j;
+                        if (x < 0 || y < 0 || x >= 400 || y >= 300)
+                            continue;
+                        int r = y * 400 + x;
+                        if (p[r] > 70.0 && !lab[r]) {
+                            lab[r] = nl;
+                            stack[sp++] = r;
+                        }
+                    }
+            }
+        }
+        int matched = 0;
+        for (int i = 0; i < t.n_obj; i++) {
+            const ss_synth_obj_t *o = &t.obj[i];
+            ck_assert_int_eq(o->kind, SS_SYNTH_COSMIC);
+            int l = lab[(int)lround(o->y) * 400 + (int)lround(o->x)];
+            ck_assert_msg(l > 0, "cosmic %d at %f,%f not in the image", i, o->x, o->y);
+            if (size[l] > 3)
+                continue;   /* two hits touching */
+            /* ±6σ of the read noise per pixel */
+            ck_assert_msg(fabs(fsum[l] - o->flux) < 36.0, "cosmic flux %f truth %f", fsum[l],
+                          o->flux);
+            matched++;
+        }
+        for (int l = 1; l <= nl; l++)
+            ck_assert_msg(size[l] >= 1 && size[l] <= 6, "component of %d px", size[l]);
+        ck_assert_int_ge(matched, t.n_obj - 4);
+        /* hits are sharp: a single-pixel hit has neighbours at sky level */
+    }
+    /* Poisson(36) per frame, 5 frames: 180 ± 13.4 */
+    ck_assert_msg(total > 180 - 60 && total < 180 + 60, "%d cosmics in 5 frames", total);
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* ---- metadata and truth JSON ------------------------------------------- */
+
+START_TEST(test_meta_and_json)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 64, 48);
+    c.frame_interval = 2.5;
+    c.exposure = 2.0;
+    c.n_movers = 2;
+    c.streak_prob = 1.0;
+    c.streak_len_min = 10;
+    c.streak_len_max = 20;
+    c.jitter = 1.0;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(64, 48, SS_DT_F32);
+    static ss_synth_truth_t t;
+    for (int k = 0; k < 3; k++)
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+    ck_assert_int_eq(f->width, 64);
+    ck_assert_int_eq(f->height, 48);
+    ck_assert_int_eq(f->dtype, SS_DT_F32);
+    ck_assert_uint_eq(f->meta.seq, 2);
+    ck_assert(fabs(f->meta.mjd_obs - (60000.0 + 5.0 / 86400.0)) < 1e-9);
+    ck_assert(f->meta.exposure == 2.0);
+    ck_assert_str_eq(f->meta.source, "synth");
+    ck_assert_str_eq(f->meta.feed, "");
+    ck_assert_int_eq(f->meta.n_wcs, 0);
+
+    char buf[4096];
+    int n = ss_synth_truth_json(&t, buf, sizeof buf);
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_eq(n, (int)strlen(buf));
+    ck_assert_ptr_null(strchr(buf, '\n'));
+    ck_assert(buf[0] == '{' && buf[n - 1] == '}');
+    unsigned long long seq;
+    double sx, sy;
+    ck_assert_int_eq(sscanf(buf, "{\"seq\":%llu,\"sx\":%lf,\"sy\":%lf", &seq, &sx, &sy), 3);
+    ck_assert_uint_eq(seq, 2);
+    ck_assert(fabs(sx - t.sx) < 1e-6 && fabs(sy - t.sy) < 1e-6);
+    ck_assert_ptr_nonnull(strstr(buf, "\"kind\":\"mover\""));
+    ck_assert_ptr_nonnull(strstr(buf, "\"kind\":\"streak\""));
+    ck_assert_ptr_nonnull(strstr(buf, "\"x0\":"));
+    /* too small a buffer: -1 */
+    ck_assert_int_eq(ss_synth_truth_json(&t, buf, (size_t)n), -1);
+    ck_assert_int_eq(ss_synth_truth_json(&t, buf, (size_t)n + 1), n);
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* The default configuration renders (u16, 1024², 2000 stars), the star
+ * count in the frame is about n_stars, and with jitter the frames differ. */
+START_TEST(test_defaults_render)
+{
+    ss_synth_cfg_t c;
+    ss_synth_defaults(&c);
+    ck_assert_int_eq(c.width, 1024);
+    ck_assert_int_eq(c.dtype, SS_DT_U16);
+    ck_assert_int_eq(c.n_stars, 2000);
+    ss_synth_t *s = ss_synth_new(&c);
+    ck_assert_ptr_nonnull(s);
+    ss_frame_t *f = frame_alloc(1024, 1024, SS_DT_U16);
+    static ss_synth_truth_t t;
+    ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+    /* median ≈ sky */
+    static uint16_t v[1024 * 1024];
+    memcpy(v, f->pixels, sizeof v);
+    int hist[65536] = {0};
+    for (size_t i = 0; i < 1024 * 1024; i++)
+        hist[v[i]]++;
+    int acc = 0, med = 0;
+    for (med = 0; med < 65536 && acc < 512 * 1024; med++)
+        acc += hist[med];
+    ck_assert_msg(abs(med - 1000) < 15, "median %d", med);
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+static Suite *synth_suite(void)
+{
+    Suite *s = suite_create("synth");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_determinism);
+    tcase_add_test(tc, test_sky_and_noise);
+    tcase_add_test(tc, test_dtype_and_saturation);
+    tcase_add_test(tc, test_point_flux);
+    tcase_add_test(tc, test_star_flux);
+    tcase_add_test(tc, test_shift_convention);
+    tcase_add_test(tc, test_movers);
+    tcase_add_test(tc, test_snr_definitions);
+    tcase_add_test(tc, test_hot_pixels_fixed);
+    tcase_add_test(tc, test_cosmics);
+    tcase_add_test(tc, test_meta_and_json);
+    tcase_add_test(tc, test_defaults_render);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(synth_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf == 0 ? 0 : 1;
+}
