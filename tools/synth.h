@@ -63,7 +63,10 @@ typedef struct ss_synth_cfg {
     double mover_snr;               /* peak matched-filter SNR: F = snr·σ_pix·sqrt(4π)·psf_sigma */
     double mover_speed;             /* px per frame, random direction */
     double streak_prob;             /* probability per frame of a streak */
-    double streak_snr;              /* matched-filter SNR along the streak (per PSF length) */
+    double streak_snr;              /* matched-filter SNR along the streak: the §6 SNR map
+                                     * (point-source kernel) on the streak's axis away from its
+                                     * ends, = λ/σ_pix with λ the flux per px of length;
+                                     * F = streak_snr·σ_pix·length */
     double streak_len_min, streak_len_max; /* px */
 
     /* optional celestial WCS in the metadata (exercises WCS handling) */
