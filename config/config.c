@@ -23,7 +23,8 @@
 #include <sys/stat.h>
 
 #define PATH_TEXT_MAX 256           /* longest key path, with feeds[i]. */
-#define NEAR_TEXT_MAX 24            /* characters of context in a JSON syntax error */
+#define NEAR_BEFORE 16              /* context before a JSON syntax error */
+#define NEAR_AFTER 8                /* and after it */
 #define SUGGEST_MAX_DIST 2          /* edits for a "did you mean" hint */
 
 /* ======================================================================
@@ -42,9 +43,14 @@ static void set_err(char *err, size_t n, const char *fmt, ...)
 }
 
 /* Shortest text that reads back to exactly v (JSON number syntax for
- * finite v). */
+ * finite v); integers below 1e15 without an exponent ("3600", not
+ * "3.6e+03"). */
 static void fmt_double(char *buf, size_t n, double v)
 {
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(buf, n, "%.0f", v);
+        return;
+    }
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, n, "%.*g", prec, v);
         if (strtod(buf, NULL) == v)
@@ -651,16 +657,28 @@ ss_err_t ss_config_load_string(const char *json, size_t len, ss_config_t *c, cha
         int line = 1, col = 1;
         if (json)
             line_col(json, end, &line, &col);
-        char near[NEAR_TEXT_MAX + 1];
-        size_t k = 0;
-        for (const char *p = end; json && p < json + len && k < NEAR_TEXT_MAX && *p && *p != '\n'; p++)
-            near[k++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?';
-        near[k] = '\0';
-        if (k)
-            set_err(err, n, "invalid JSON at line %d, column %d (near \"%s\")", line, col, near);
-        else
-            set_err(err, n, "invalid JSON at line %d, column %d (unexpected end of input)", line,
-                    col);
+        /* cJSON's error position is approximate (at or just after the
+         * offending token), so show the text of that line leading up to it. */
+        const char *lim = json ? json + len : NULL, *p = end;
+        while (p && p < lim && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+            p++;
+        if (!json || p >= lim || *p == '\0') {
+            if (json)       /* cJSON reports the last byte; the end is clearer */
+                line_col(json, lim, &line, &col);
+            set_err(err, n, "invalid JSON at line %d, column %d (unexpected end of input)", line, col);
+        } else {
+            const char *from = end;
+            while (from > json && from[-1] != '\n' && end - from < NEAR_BEFORE)
+                from--;
+            while (from < end && (*from == ' ' || *from == '\t'))
+                from++;
+            char near[NEAR_BEFORE + NEAR_AFTER + 1];
+            size_t k = 0;
+            for (const char *q = from; q < lim && q < end + NEAR_AFTER && *q && *q != '\n' && *q != '\r'; q++)
+                near[k++] = (*q >= 0x20 && *q < 0x7f) ? *q : '?';
+            near[k] = '\0';
+            set_err(err, n, "invalid JSON at line %d, column %d (near: %s)", line, col, near);
+        }
         return SS_ERR_CONFIG;
     }
     ss_err_t rc = SS_OK;
