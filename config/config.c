@@ -1106,12 +1106,17 @@ void ss_config_apply_reloadable(ss_config_t *cur, const ss_config_t *neu)
  * Markdown key reference
  * ==================================================================== */
 
-/* Table-cell text: '|' escaped, so docs may use it freely. */
+/* Table-cell text: '|' would end the cell, '<' open an HTML tag
+ * ("residual.<feed>" would vanish) and '*' start emphasis, so escape them. */
 static void sb_cell(sb_t *s, const char *text)
 {
     for (const char *p = text; *p; p++) {
         if (*p == '|')
             sb_puts(s, "\\|");
+        else if (*p == '<')
+            sb_puts(s, "&lt;");
+        else if (*p == '*')
+            sb_puts(s, "\\*");
         else
             sb_put(s, p, 1);
     }
