@@ -2,22 +2,28 @@
  * guided.c — residual cleanup by the guided filter (ALGORITHM.md §4) and
  * the valid-aware box mean it is built from.
  *
- * Box means. A (2r+1)² window clipped to the frame, over the finite
- * pixels only, at O(1) cost per pixel whatever r:
- *  - rows are cut into bands of fixed height (max(SS_BOX_BAND, 2r+1)
- *    rows: the cut depends on r and h only, never on the number of
- *    threads, so neither do the rounding errors); bands run in parallel;
- *  - each band keeps, per column, the running sum over the rows of the
- *    window of each row's horizontal window sum (double) and count;
- *  - moving one row down adds row y+r and removes row y-r-1; both at once
- *    as one "difference row", whose horizontal window sums come from its
- *    prefix sums: S(x) = D[min(x+r, w-1)] - D[x-r-1];
- *  - several planes that share one validity pattern go through together
- *    (the guided filter boxes four planes, then two): one count, and the
- *    prefix chains of all planes interleaved in one loop, so that the
- *    additions are not serialised on their latency.
+ * Box sums. A (2r+1)² window clipped to the frame, over the valid pixels
+ * only, at O(1) cost per pixel whatever r:
+ *  - rows are cut into bands of fixed height (max(SS_BOX_BAND,
+ *    4·(2r+1)) rows: the cut depends on r and h only, never on the number
+ *    of threads, so neither does the rounding); bands run in parallel;
+ *  - a band keeps, per column, the running sum (double) over the window's
+ *    rows of each row's horizontal window sum, for every channel and the
+ *    valid count;
+ *  - one row down adds row y+r and removes row y-r-1, both at once as a
+ *    "difference row" D = row(y+r) - row(y-r-1), whose horizontal window
+ *    sums come from its prefix sums: pre[min(x+r, w-1)] - pre[x-r-1];
+ *    the prefix chains of all channels are interleaved in one loop, so
+ *    the additions are not serialised on their latency;
+ *  - the channels are produced on the fly from the inputs: plain planes
+ *    (ss_box_mean, and box(A), box(B)), or the guided filter's moments
+ *    I', p, I'·p, I'·I' formed in double from I and p, whose window sums
+ *    become A and B right there, in double — no float intermediate ever
+ *    holds corr_II or mean_I², whose difference (the variance) would
+ *    otherwise lose most of its digits to cancellation.
  * Per-thread state, 2·(C+1)·w doubles, is carved from the caller's double
  * scratch; threads are limited to what fits (results never depend on it).
+ * Frames of under C+1 rows, too short for that, take a direct path.
  */
 #include "stages.h"
 
@@ -28,10 +34,32 @@
 #endif
 
 /* Least band height (rows). A band starts by summing its first 2r+1
- * rows, so bands of at least 2r+1 rows keep that start-up below one
- * extra row per row. */
+ * rows, so bands of at least 4·(2r+1) rows keep that start-up below a
+ * quarter of the work. */
 #define SS_BOX_BAND 64
-#define SS_BOX_MAX_PLANES 4
+#define SS_BOX_MAX_CH 4             /* channels besides the count */
+
+/* The inner routines take the mode and channel count as parameters that
+ * are constants at their call sites; forcing them inline lets each use
+ * compile to straight-line code for its case. */
+#define BOX_INLINE static inline __attribute__((always_inline))
+#define BOX_UNROLL _Pragma("GCC unroll 5")
+
+/* What the channels are and what is written at the end. */
+enum box_mode {
+    BOX_PLAIN,                      /* C planes in, their C box means out */
+    BOX_GUIDED_AB                   /* I, p in; A, B of the guided filter out */
+};
+
+typedef struct box_job {
+    int mode, C;                    /* C: channels summed (4 for the guided moments) */
+    int w, h, r;
+    const float *in[SS_BOX_MAX_CH]; /* BOX_PLAIN: validity is that of in[0] */
+    const float *I, *p;             /* BOX_GUIDED_AB */
+    float c;                        /*   I' = I - c */
+    double eps;
+    float *out[SS_BOX_MAX_CH];      /* BOX_PLAIN: C planes; GUIDED: A, B */
+} box_job_t;
 
 static int max_threads(void)
 {
@@ -51,123 +79,186 @@ static int thread_id(void)
 #endif
 }
 
-/* Prefix sums of one "difference row" into pre (AoS: [x][0] = count,
- * [x][1 + c] = plane c): the values of row ya (added, if ya >= 0) minus
- * those of row ys (removed, if ys >= 0). A pixel counts when plane 0 is
- * finite there (the planes share their validity). */
-static inline void diff_prefix(const float *const *in, int C, int w, int ya, int ys, double *pre)
+/* Channel values of pixel i: v[0] = 1 if valid, v[1..C] the values (0
+ * when invalid). mode and C are constants at every call site, so this
+ * and the loops around it specialise. */
+BOX_INLINE void load_px(const box_job_t *j, int mode, int C, size_t i, double *v)
 {
-    const int S = C + 1;
-    double run[SS_BOX_MAX_PLANES + 1] = { 0 };
-    const size_t oa = (size_t)(ya >= 0 ? ya : 0) * (size_t)w;
-    const size_t os = (size_t)(ys >= 0 ? ys : 0) * (size_t)w;
+    if (mode == BOX_GUIDED_AB) {
+        const float I = j->I[i], p = j->p[i];
+        const int ok = isfinite(I) && isfinite(p);
+        const float ic = ok ? I - j->c : 0.0f, pv = ok ? p : 0.0f;
+        v[0] = ok;
+        v[1] = ic;
+        v[2] = pv;
+        v[3] = (double)ic * (double)pv;
+        v[4] = (double)ic * (double)ic;
+        return;
+    }
+    const int ok = isfinite(j->in[0][i]);
+    v[0] = ok;
+    BOX_UNROLL
+    for (int c = 0; c < C; c++)
+        v[1 + c] = ok ? (double)j->in[c][i] : 0.0;
+}
+
+/* The difference row at column x: row ya (if >= 0) minus row ys (if >= 0). */
+BOX_INLINE void diff_px(const box_job_t *j, int mode, int C, int ya, int ys, int x, double *d)
+{
+    /* a missing row reads as zeros: a - 0 and 0 - s are exact */
+    double a[SS_BOX_MAX_CH + 1] = { 0 }, s[SS_BOX_MAX_CH + 1] = { 0 };
+    if (ya >= 0)
+        load_px(j, mode, C, (size_t)ya * (size_t)j->w + (size_t)x, a);
+    if (ys >= 0)
+        load_px(j, mode, C, (size_t)ys * (size_t)j->w + (size_t)x, s);
+    BOX_UNROLL
+    for (int c = 0; c <= C; c++)
+        d[c] = a[c] - s[c];
+}
+
+/* acc[x][.] += horizontal window sums of the difference row (ya, ys),
+ * through its prefix sums (built in pre, S = C+1 interleaved chains, so
+ * the additions overlap): window(x) = pre[min(x+r, w-1)] - pre[x-r-1]. */
+BOX_INLINE void add_row(const box_job_t *j, int mode, int C, int ya, int ys, double *acc,
+                           double *pre)
+{
+    const int S = C + 1, w = j->w, r = j->r;
+    double run[SS_BOX_MAX_CH + 1] = { 0 }, d[SS_BOX_MAX_CH + 1];
     for (int x = 0; x < w; x++) {
-        int va = 0, vs = 0;
-        if (ya >= 0)
-            va = isfinite(in[0][oa + x]);
-        if (ys >= 0)
-            vs = isfinite(in[0][os + x]);
-        run[0] += (double)(va - vs);
-        for (int c = 0; c < C; c++) {
-            const double a = va ? (double)in[c][oa + x] : 0.0;
-            const double s = vs ? (double)in[c][os + x] : 0.0;
-            run[1 + c] += a - s;
-        }
-        for (int c = 0; c < S; c++)
+        diff_px(j, mode, C, ya, ys, x, d);
+        BOX_UNROLL
+        for (int c = 0; c < S; c++) {
+            run[c] += d[c];
             pre[(size_t)x * S + c] = run[c];
-    }
-}
-
-/* acc += horizontal window sums of the prefix row pre. */
-static inline void add_window(const double *pre, int C, int w, int r, double *acc)
-{
-    const int S = C + 1;
-    for (int x = 0; x < w; x++) {
-        const int hi = SS_MIN(x + r, w - 1), lo = x - r - 1;
-        const double *ph = pre + (size_t)hi * S;
-        double *a = acc + (size_t)x * S;
-        if (lo >= 0) {
-            const double *pl = pre + (size_t)lo * S;
-            for (int c = 0; c < S; c++)
-                a[c] += ph[c] - pl[c];
-        } else {
-            for (int c = 0; c < S; c++)
-                a[c] += ph[c];
         }
     }
+    const int xa = SS_MIN(w, r + 1);            /* x < xa: the window starts at 0 */
+    const int xb = SS_MAX(xa, w - r);           /* x >= xb: it ends at w-1 */
+    for (int x = 0; x < xa; x++) {
+        const double *ph = pre + (size_t)SS_MIN(x + r, w - 1) * S;
+        BOX_UNROLL
+        for (int c = 0; c < S; c++)
+            acc[(size_t)x * S + c] += ph[c];
+    }
+    for (int x = xa; x < xb; x++) {
+        const double *ph = pre + (size_t)(x + r) * S, *pl = pre + (size_t)(x - r - 1) * S;
+        BOX_UNROLL
+        for (int c = 0; c < S; c++)
+            acc[(size_t)x * S + c] += ph[c] - pl[c];
+    }
+    for (int x = xb; x < w; x++) {
+        const double *ph = pre + (size_t)(w - 1) * S, *pl = pre + (size_t)(x - r - 1) * S;
+        BOX_UNROLL
+        for (int c = 0; c < S; c++)
+            acc[(size_t)x * S + c] += ph[c] - pl[c];
+    }
 }
 
-/* One band [y0, y1) of the box means of C planes; buf holds 2·(C+1)·w
- * doubles (running window sums, then the prefix row). */
-static inline void box_band(const float *const *in, float *const *out, int C, int w, int h, int r,
-                            int y0, int y1, double *buf)
+/* Turn the window sums of pixel i into the outputs. */
+BOX_INLINE void finish_px(const box_job_t *j, int mode, int C, size_t i, const double *a)
 {
-    const int S = C + 1;
+    if (mode == BOX_GUIDED_AB) {
+        /* A and B only where the pixel itself takes part (box(A) and
+         * box(B) average over those pixels, as every mean here does);
+         * NaN together, so that they share one validity pattern */
+        const int part = isfinite(j->I[i]) && isfinite(j->p[i]);
+        const double n = a[0], inv = 1.0 / n;
+        const double mi = a[1] * inv, mp = a[2] * inv, cip = a[3] * inv, cii = a[4] * inv;
+        const double var = cii - mi * mi, cov = cip - mi * mp;
+        const float A = (float)(cov / (var + j->eps));
+        const float B = (float)(mp - (double)A * mi);
+        const int ok = part && n > 0.5 && isfinite(A) && isfinite(B);
+        j->out[0][i] = ok ? A : NAN;
+        j->out[1][i] = ok ? B : NAN;
+        return;
+    }
+    BOX_UNROLL
+    for (int c = 0; c < C; c++)
+        j->out[c][i] = a[0] > 0.5 ? (float)(a[1 + c] / a[0]) : NAN;
+}
+
+/* One band [y0, y1); buf holds 2·(C+1)·w doubles (the running window
+ * sums, then the prefix row). */
+BOX_INLINE void box_band(const box_job_t *j, int mode, int C, int y0, int y1, double *buf)
+{
+    const int S = C + 1, w = j->w, h = j->h, r = j->r;
     double *acc = buf, *pre = buf + (size_t)S * (size_t)w;
     memset(acc, 0, (size_t)S * (size_t)w * sizeof(double));
     for (int y = y0; y < y1; y++) {
         if (y == y0) {
-            for (int yy = SS_MAX(0, y0 - r); yy <= SS_MIN(h - 1, y0 + r); yy++) {
-                diff_prefix(in, C, w, yy, -1, pre);
-                add_window(pre, C, w, r, acc);
-            }
+            for (int yy = SS_MAX(0, y0 - r); yy <= SS_MIN(h - 1, y0 + r); yy++)
+                add_row(j, mode, C, yy, -1, acc, pre);
         } else {
             const int ya = y + r < h ? y + r : -1, ys = y - r - 1;
-            if (ya >= 0 || ys >= 0) {
-                diff_prefix(in, C, w, ya, ys, pre);
-                add_window(pre, C, w, r, acc);
-            }
+            if (ya >= 0 || ys >= 0)
+                add_row(j, mode, C, ya, ys, acc, pre);
         }
         const size_t row = (size_t)y * (size_t)w;
+        for (int x = 0; x < w; x++)
+            finish_px(j, mode, C, row + (size_t)x, acc + (size_t)x * S);
+    }
+}
+
+/* Frames too short for a band's state in the scratch (h <= 4 at most):
+ * each output row sums the running horizontal sums of its window's rows
+ * directly, in row order (O(h) per pixel, and h is tiny here). */
+#define SS_BOX_FEW_ROWS 4
+static void box_few_rows(const box_job_t *j, int mode, int C)
+{
+    const int S = C + 1, w = j->w, h = j->h, r = j->r;
+    for (int y = 0; y < h; y++) {
+        const int ya = SS_MAX(0, y - r), yb = SS_MIN(h - 1, y + r);
+        double ws[SS_BOX_FEW_ROWS][SS_BOX_MAX_CH + 1] = { { 0 } }, d[SS_BOX_MAX_CH + 1] = { 0 };
+        for (int yy = ya; yy <= yb; yy++)
+            for (int x = 0; x <= SS_MIN(r, w - 1); x++) {
+                diff_px(j, mode, C, yy, -1, x, d);
+                BOX_UNROLL
+                for (int c = 0; c < S; c++)
+                    ws[yy - ya][c] += d[c];
+            }
         for (int x = 0; x < w; x++) {
-            const double *a = acc + (size_t)x * S;
-            for (int c = 0; c < C; c++)
-                out[c][row + x] = a[0] > 0.5 ? (float)(a[1 + c] / a[0]) : NAN;
+            double a[SS_BOX_MAX_CH + 1] = { 0 };
+            for (int yy = ya; yy <= yb; yy++) {
+                if (x > 0) {
+                    if (x + r < w) {
+                        diff_px(j, mode, C, yy, -1, x + r, d);
+                        BOX_UNROLL
+                        for (int c = 0; c < S; c++)
+                            ws[yy - ya][c] += d[c];
+                    }
+                    if (x - r - 1 >= 0) {
+                        diff_px(j, mode, C, yy, -1, x - r - 1, d);
+                        BOX_UNROLL
+                        for (int c = 0; c < S; c++)
+                            ws[yy - ya][c] -= d[c];
+                    }
+                }
+                BOX_UNROLL
+                for (int c = 0; c < S; c++)
+                    a[c] += ws[yy - ya][c];
+            }
+            finish_px(j, mode, C, (size_t)y * (size_t)w + (size_t)x, a);
         }
     }
 }
 
-/* Single-row frames: the window is the row's own horizontal window (the
- * same arithmetic as a band's first row, with acc = 0 + sums). */
-static void box_one_row(const float *const *in, float *const *out, int C, int w, int r,
-                        double *pre)
+/* Run a job with nds doubles of scratch at ds. */
+static void box_run(const box_job_t *j, double *ds, size_t nds)
 {
-    const int S = C + 1;
-    diff_prefix(in, C, w, 0, -1, pre);
-    for (int x = 0; x < w; x++) {
-        const int hi = SS_MIN(x + r, w - 1), lo = x - r - 1;
-        double a[SS_BOX_MAX_PLANES + 1];
-        for (int c = 0; c < S; c++)
-            a[c] = lo >= 0 ? 0.0 + (pre[(size_t)hi * S + c] - pre[(size_t)lo * S + c])
-                           : 0.0 + pre[(size_t)hi * S + c];
-        for (int c = 0; c < C; c++)
-            out[c][x] = a[0] > 0.5 ? (float)(a[1 + c] / a[0]) : NAN;
-    }
-}
-
-/* Box means of C (<= SS_BOX_MAX_PLANES) planes sharing one validity
- * pattern (that of in[0]); ds holds nds doubles of scratch (nds >= 2·w·h
- * is always enough). */
-static void box_multi(const float *const *in, float *const *out, int C, int w, int h, int r,
-                      double *ds, size_t nds)
-{
+    const int C = j->C, w = j->w, h = j->h;
     if (w <= 0 || h <= 0)
         return;
-    if (r < 0)
-        r = 0;
     const size_t per = 2 * (size_t)(C + 1) * (size_t)w;
-    if (h == 1 && (size_t)(C + 1) * (size_t)w <= nds) {
-        box_one_row(in, out, C, w, r, ds);
+    if (per > nds) {                         /* h < C+1 <= 5 */
+        if (j->mode == BOX_GUIDED_AB)
+            box_few_rows(j, BOX_GUIDED_AB, 4);
+        else if (C == 1)
+            box_few_rows(j, BOX_PLAIN, 1);
+        else
+            box_few_rows(j, BOX_PLAIN, 2);
         return;
     }
-    if (per > nds) {
-        /* too little scratch for all planes at once (tiny frames): a plane
-         * at a time gives the same numbers, as planes never mix */
-        for (int c = 0; c < C; c++)
-            box_multi(in + c, out + c, 1, w, h, r, ds, nds);
-        return;
-    }
-    const int band = SS_MAX(SS_BOX_BAND, 2 * r + 1);
+    const int band = SS_MAX(SS_BOX_BAND, 4 * (2 * j->r + 1));
     const int nb = (h + band - 1) / band;
     int nt = max_threads();
     if ((size_t)nt > nds / per)
@@ -177,19 +268,21 @@ static void box_multi(const float *const *in, float *const *out, int C, int w, i
     for (int b = 0; b < nb; b++) {
         double *buf = ds + (size_t)thread_id() * per;
         const int y0 = b * band, y1 = SS_MIN(h, y0 + band);
-        switch (C) {      /* constant C: the per-plane loops unroll */
-        case 1: box_band(in, out, 1, w, h, r, y0, y1, buf); break;
-        case 2: box_band(in, out, 2, w, h, r, y0, y1, buf); break;
-        default: box_band(in, out, C, w, h, r, y0, y1, buf); break;
-        }
+        if (j->mode == BOX_GUIDED_AB)
+            box_band(j, BOX_GUIDED_AB, 4, y0, y1, buf);
+        else if (C == 1)
+            box_band(j, BOX_PLAIN, 1, y0, y1, buf);
+        else
+            box_band(j, BOX_PLAIN, 2, y0, y1, buf);
     }
 }
 
 void ss_box_mean(const float *in, int w, int h, int r, float *out, double *scratch)
 {
-    const float *ins[1] = { in };
-    float *outs[1] = { out };
-    box_multi(ins, outs, 1, w, h, r, scratch, 2 * (size_t)w * (size_t)h);
+    box_job_t j = { .mode = BOX_PLAIN, .C = 1, .w = w, .h = h, .r = SS_MAX(r, 0) };
+    j.in[0] = in;
+    j.out[0] = out;
+    box_run(&j, scratch, 2 * (size_t)SS_MAX(w, 0) * (size_t)SS_MAX(h, 0));
 }
 
 void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float eps, float *out,
@@ -197,10 +290,10 @@ void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float
 {
     if (w <= 0 || h <= 0)
         return;
-    const size_t npix = (size_t)w * (size_t)h;
-    float *f[8];
-    for (int i = 0; i < 8; i++)
-        f[i] = scratch + (size_t)i * npix;
+    const size_t npix = (size_t)w * (size_t)h, nds = 2 * npix;
+    float *A = scratch, *B = scratch + npix, *bA = scratch + 2 * npix, *bB = scratch + 3 * npix;
+    if (r < 0)
+        r = 0;
 
     /* c: mean of I over the pixels that take part; row sums first (in
      * dscratch), added in row order, so threads do not change it */
@@ -225,49 +318,20 @@ void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float
     }
     const float c = cnt > 0.0 ? (float)(sum / cnt) : 0.0f;
 
-    /* the four planes to box: I', p, I'·p, I'·I' (all NaN where any is) */
-#pragma omp parallel for schedule(static)
-    for (int y = 0; y < h; y++) {
-        for (int x = 0; x < w; x++) {
-            const size_t i = (size_t)y * (size_t)w + (size_t)x;
-            const float ic = I[i] - c, pv = p[i];
-            const float ip = ic * pv, ii = ic * ic;
-            const int ok = isfinite(I[i]) && isfinite(pv) && isfinite(ip) && isfinite(ii);
-            f[0][i] = ok ? ic : NAN;
-            f[1][i] = ok ? pv : NAN;
-            f[2][i] = ok ? ip : NAN;
-            f[3][i] = ok ? ii : NAN;
-        }
-    }
-    {
-        const float *in4[4] = { f[0], f[1], f[2], f[3] };
-        float *out4[4] = { f[4], f[5], f[6], f[7] };
-        box_multi(in4, out4, 4, w, h, r, dscratch, 2 * npix);
-    }
+    /* A, B from the window moments of I' = I - c and p */
+    box_job_t jm = { .mode = BOX_GUIDED_AB, .C = 4, .w = w, .h = h, .r = r, .I = I, .p = p,
+                     .c = c, .eps = (double)eps };
+    jm.out[0] = A;
+    jm.out[1] = B;
+    box_run(&jm, dscratch, nds);
 
-    /* the local linear model, in double from the float means. A and B are
-     * kept at the pixels that take part (box(A), box(B) average over those,
-     * like every mean here), and are NaN together, so that they share one
-     * validity pattern for the next box */
-#pragma omp parallel for schedule(static)
-    for (int y = 0; y < h; y++) {
-        for (int x = 0; x < w; x++) {
-            const size_t i = (size_t)y * (size_t)w + (size_t)x;
-            const int part = isfinite(f[0][i]);    /* I and p finite here */
-            const double mi = f[4][i], mp = f[5][i], cip = f[6][i], cii = f[7][i];
-            const double var = cii - mi * mi, cov = cip - mi * mp;
-            const float A = (float)(cov / (var + (double)eps));
-            const float B = (float)(mp - (double)A * mi);
-            const int ok = part && isfinite(A) && isfinite(B);
-            f[0][i] = ok ? A : NAN;
-            f[1][i] = ok ? B : NAN;
-        }
-    }
-    {
-        const float *in2[2] = { f[0], f[1] };
-        float *out2[2] = { f[2], f[3] };
-        box_multi(in2, out2, 2, w, h, r, dscratch, 2 * npix);
-    }
+    /* box(A), box(B) */
+    box_job_t jb = { .mode = BOX_PLAIN, .C = 2, .w = w, .h = h, .r = r };
+    jb.in[0] = A;
+    jb.in[1] = B;
+    jb.out[0] = bA;
+    jb.out[1] = bB;
+    box_run(&jb, dscratch, nds);
 
     /* r' = p - (box(A)·I' + box(B)) */
 #pragma omp parallel for schedule(static)
@@ -275,7 +339,7 @@ void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float
         for (int x = 0; x < w; x++) {
             const size_t i = (size_t)y * (size_t)w + (size_t)x;
             const float ic = I[i] - c;
-            const double q = (double)f[2][i] * (double)ic + (double)f[3][i];
+            const double q = (double)bA[i] * (double)ic + (double)bB[i];
             out[i] = isfinite(I[i]) && isfinite(p[i]) ? (float)((double)p[i] - q) : NAN;
         }
     }
