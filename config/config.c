@@ -781,6 +781,12 @@ static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
             return -1;
         }
 
+    if ((uint64_t)f->max_width * (uint64_t)f->max_height > SS_MAX_FRAME_PIXELS) {
+        set_err(err, n, "feeds[%d].limits: %dx%d is more than %llu pixels", i, f->max_width,
+                f->max_height, (unsigned long long)SS_MAX_FRAME_PIXELS);
+        return -1;
+    }
+
     /* source */
     switch (f->source) {
     case SS_SOURCE_SYNTH: {
@@ -789,6 +795,11 @@ static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
             set_err(err, n,
                     "feeds[%d].source.synth: %dx%d frames exceed limits.max_width x max_height %dx%d",
                     i, g->width, g->height, f->max_width, f->max_height);
+            return -1;
+        }
+        if ((uint64_t)g->n_hot > (uint64_t)g->width * (uint64_t)g->height / 4) {
+            set_err(err, n, "feeds[%d].source.synth.n_hot: %d is more than a quarter of the pixels",
+                    i, g->n_hot);
             return -1;
         }
         if (g->flux_min > g->flux_max) {

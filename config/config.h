@@ -34,6 +34,7 @@ extern "C" {
 
 #define SS_MAX_FEEDS 8              /* feeds one daemon runs */
 #define SS_ENDPOINT_MAX 256         /* ZeroMQ endpoint text, with the NUL */
+#define SS_MAX_FRAME_PIXELS (1ull << 30) /* limits.max_width x max_height at most (tools/synth.c agrees) */
 #define SS_CONFIG_FILE_MAX (1u << 20) /* largest config file accepted (bytes) */
 #define SS_CONFIG_DEFAULT_PATH "/etc/skysieve/skysieved.json"
 

@@ -173,7 +173,7 @@ static const ss_config_key_t feed_keys[] = {
     F_DBL("source.synth.star_alpha", SY(star_alpha), 1.1, 5.0, 2.0, FIXED,
           "Power-law index of the flux distribution, dN/dF ~ F^-alpha."),
     F_ENUM("source.synth.psf", SY(psf), psf_names, "gauss", FIXED, "PSF shape: gauss or moffat."),
-    F_DBL("source.synth.psf_sigma", SY(psf_sigma), 0.3, 20.0, 1.4, FIXED,
+    F_DBL("source.synth.psf_sigma", SY(psf_sigma), 0.3, 10.0, 1.4, FIXED,
           "PSF sigma, px (Moffat: the same FWHM)."),
     F_DBL("source.synth.moffat_beta", SY(moffat_beta), 1.1, 20.0, 3.0, FIXED, "Moffat beta."),
     F_DBL("source.synth.seeing_wobble", SY(seeing_wobble), 0.0, 0.5, 0.03, FIXED,
@@ -218,6 +218,14 @@ static const ss_config_key_t feed_keys[] = {
           "Shortest streak, px."),
     F_DBL("source.synth.streak_len_max", SY(streak_len_max), 1.0, 1e5, 200.0, FIXED,
           "Longest streak, px."),
+    F_BOOL("source.synth.wcs", SY(wcs), 0, FIXED,
+           "Attach a TAN WCS (following the pointing) to each frame's metadata."),
+    F_DBL("source.synth.wcs_ra", SY(wcs_ra), 0.0, 360.0, 180.0, FIXED,
+          "WCS: right ascension at frame 0's centre pixel, deg."),
+    F_DBL("source.synth.wcs_dec", SY(wcs_dec), -90.0, 90.0, 30.0, FIXED,
+          "WCS: declination at frame 0's centre pixel, deg."),
+    F_DBL("source.synth.wcs_scale", SY(wcs_scale), 0.001, 3600.0, 1.0, FIXED,
+          "WCS: pixel scale, arcsec/px (north up, east left)."),
 
     /* ZeroMQ source */
     F_STR("source.zmq.endpoint", zmq.endpoint, "tcp://127.0.0.1:5559", FIXED,

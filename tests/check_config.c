@@ -636,6 +636,13 @@ START_TEST(test_cross_checks)
     ASSERT_ERR("{\"feeds\": [{\"pipeline\": {\"history\": 4}}]}",
                "feeds[0].pipeline.history: 4 frames cannot fit the 6 terms of whiten.degree 2");
     ck_assert_int_eq(load("{\"feeds\": [{\"pipeline\": {\"history\": 4, \"whiten\": {\"degree\": 1}}}]}"), SS_OK);
+    ASSERT_ERR("{\"feeds\": [{\"limits\": {\"max_width\": 65536, \"max_height\": 16385}}]}",
+               "feeds[0].limits: 65536x16385 is more than 1073741824 pixels");
+    ck_assert_int_eq(load("{\"feeds\": [{\"limits\": {\"max_width\": 65536, \"max_height\": 16384}}]}"), SS_OK);
+    ASSERT_ERR("{\"feeds\": [{\"source\": {\"synth\": {\"width\": 16, \"height\": 16, \"n_hot\": 65}}}]}",
+               "feeds[0].source.synth.n_hot: 65 is more than a quarter of the pixels");
+    ASSERT_ERR("{\"feeds\": [{\"source\": {\"synth\": {\"flux_min\": 10, \"flux_max\": 5}}}]}",
+               "feeds[0].source.synth.flux_min: above flux_max");
     ASSERT_ERR("{\"feeds\": [{\"limits\": {\"max_width\": 512}}]}",
                "feeds[0].source.synth: 1024x1024 frames exceed limits.max_width x max_height 512x4096");
     ASSERT_ERR("{\"feeds\": [{\"source\": {\"type\": \"zmq\", \"zmq\": {\"endpoint\": \"localhost:5559\"}}}]}",
