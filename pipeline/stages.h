@@ -343,7 +343,12 @@ void ss_label(const float *z, int w, int h, float hi, float lo, int negative,
  *   flux = Σ s·r'; rpos = Σ max(s·r, 0); rmax = max s·r (r unfiltered);
  *   zmax = max s·z with zidx its pixel index y·w+x (ties: smallest index);
  *   bbox = min/max x, y; invalid_nb = 1 if any 8-neighbour of a pixel is
- *   NaN in z; edge = 1 if a pixel lies on the frame's outer row/column. */
+ *   NaN in z; edge = 1 if a pixel lies on the frame's outer row/column;
+ *   kbox = min/max x, y over the component's seed pixels (s·z >= (float)
+ *   c->thresh; hysteresis guarantees at least one): the streak end points
+ *   come from it, because a noise blob that hangs on at τ_low moves the
+ *   full bbox by pixels, and the moments' along-axis centroid is too noisy
+ *   on long streaks (measure.c). */
 typedef struct ss_comp_acc {
     int sign;
     int area;
@@ -352,6 +357,7 @@ typedef struct ss_comp_acc {
     float rmax, zmax;
     int zidx;
     int x0, y0, x1, y1;
+    int kx0, ky0, kx1, ky1;
     int invalid_nb, edge;
 } ss_comp_acc_t;
 
