@@ -1,0 +1,282 @@
+/*
+ * check_matched.c — tests of ALGORITHM.md §6 (pipeline/matched.c):
+ *  - the PSF kernel: radius rule, normalisation, shape, the cap;
+ *  - the separable valid-aware filter against a brute-force 2-D
+ *    computation in double (every kernel tap, invalid and out-of-frame
+ *    taps left out, renormalised), with NaN pixels and borders, and the
+ *    rules for NaN output (centre invalid, kernel weight below 0.5);
+ *  - calibration of the SNR map: a point source of flux F peaks at
+ *    z ≈ F/(σ·√(4π)·psf_sigma) (5 %), pure noise has unit standard
+ *    deviation (5 %);
+ *  - results independent of the number of threads.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "pipeline/stages.h"
+
+/* ---- a small deterministic PRNG (splitmix64) ---------------------------- */
+
+static uint64_t rng_state;
+static uint64_t rng_u64(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double rng_unif(void) { return (double)(rng_u64() >> 11) * 0x1.0p-53; }
+static double rng_gauss(void)
+{
+    double u = rng_unif(), v = rng_unif();
+    if (u < 1e-300)
+        u = 1e-300;
+    return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
+}
+
+static void set_threads(int n)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+/* ======================================================================
+ * kernel
+ * ==================================================================== */
+
+START_TEST(test_psf_kernel)
+{
+    static const double sig[] = { 0.3, 1.0, 1.4, 2.5, 7.9, 8.0, 20.0 };
+    for (size_t t = 0; t < sizeof sig / sizeof sig[0]; t++) {
+        float k[2 * SS_KERNEL_MAX_RADIUS + 1];
+        const int R = ss_psf_kernel(sig[t], k);
+        const int want_R = SS_MIN((int)ceil(3.0 * sig[t]), SS_KERNEL_MAX_RADIUS);
+        ck_assert_int_eq(R, want_R);
+        double s = 0.0;
+        for (int i = 0; i <= 2 * R; i++)
+            s += k[i];
+        ck_assert_msg(fabs(s - 1.0) < 1e-6, "sigma %g: sum %.9g", sig[t], s);
+        for (int i = 0; i <= 2 * R; i++) {
+            /* symmetric, and the Gaussian ratio to the centre tap */
+            ck_assert(k[i] == k[2 * R - i]);
+            const double d = i - R, ratio = exp(-d * d / (2 * sig[t] * sig[t]));
+            ck_assert_msg(fabs(k[i] / k[R] - ratio) < 1e-6 * (1 + ratio), "sigma %g tap %d", sig[t], i);
+        }
+    }
+    /* no PSF: a delta */
+    float k[2 * SS_KERNEL_MAX_RADIUS + 1];
+    ck_assert_int_eq(ss_psf_kernel(0.0, k), 0);
+    ck_assert(k[0] == 1.0f);
+}
+END_TEST
+
+/* ======================================================================
+ * brute force
+ * ==================================================================== */
+
+/* z by the 2-D definition, in double: Σ k_i k_j v in / Σ k_i k_j v, over
+ * the taps inside the frame, over σ·Σk²; NaN at an invalid centre or
+ * where the valid weight is under 0.5. */
+static void brute_z(const float *in, int w, int h, double psf_sigma, double sigma, double *z)
+{
+    float k[2 * SS_KERNEL_MAX_RADIUS + 1];
+    const int R = ss_psf_kernel(psf_sigma, k);
+    double sk2 = 0.0;
+    for (int i = 0; i <= 2 * R; i++)
+        sk2 += (double)k[i] * k[i];
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            double num = 0.0, den = 0.0;
+            for (int j = 0; j <= 2 * R; j++)
+                for (int i = 0; i <= 2 * R; i++) {
+                    const int xx = x + i - R, yy = y + j - R;
+                    if (xx < 0 || yy < 0 || xx >= w || yy >= h)
+                        continue;
+                    const float v = in[(size_t)yy * w + xx];
+                    if (!isfinite(v))
+                        continue;
+                    num += (double)k[i] * k[j] * v;
+                    den += (double)k[i] * k[j];
+                }
+            z[(size_t)y * w + x] = isfinite(in[(size_t)y * w + x]) && den >= 0.5
+                                       ? num / den / (sigma * sk2)
+                                       : NAN;
+        }
+}
+
+START_TEST(test_matched_brute_force)
+{
+    static const int shapes[][2] = { { 1, 1 }, { 3, 40 }, { 40, 3 }, { 11, 11 }, { 57, 43 } };
+    static const double psf[] = { 0.0, 0.8, 1.4, 3.0 };
+    rng_state = 99;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int w = shapes[s][0], h = shapes[s][1];
+        const size_t n = (size_t)w * h;
+        float *in = malloc(n * sizeof(float)), *z = malloc(n * sizeof(float));
+        float *scr = malloc(2 * n * sizeof(float));
+        double *ref = malloc(n * sizeof(double));
+        for (size_t i = 0; i < n; i++) {
+            const double u = rng_unif();
+            in[i] = u < 0.08 ? NAN : u < 0.09 ? INFINITY : (float)(5.0 + 10.0 * rng_gauss());
+        }
+        /* a fully invalid block: its centre region has weight < 0.5 */
+        for (int y = h / 4; y < SS_MIN(h, h / 4 + 9); y++)
+            for (int x = w / 3; x < SS_MIN(w, w / 3 + 9); x++)
+                in[(size_t)y * w + x] = NAN;
+        if (n > 1)
+            in[(size_t)(h / 4 + 4) * w + SS_MIN(w - 1, w / 3 + 4)] = 7.0f;  /* a lone valid pixel */
+        for (size_t pi = 0; pi < sizeof psf / sizeof psf[0]; pi++) {
+            const float sigma = 10.0f;
+            ss_matched_filter(in, w, h, psf[pi], sigma, z, scr);
+            brute_z(in, w, h, psf[pi], sigma, ref);
+            for (size_t i = 0; i < n; i++) {
+                if (isnan(ref[i])) {
+                    ck_assert_msg(isnan(z[i]), "%dx%d psf %g px %zu: want NaN got %g", w, h,
+                                  psf[pi], i, (double)z[i]);
+                    continue;
+                }
+                /* float sums of O(1) terms: 1e-5 of the z scale */
+                ck_assert_msg(fabs(z[i] - ref[i]) <= 1e-5 * (1.0 + fabs(ref[i])),
+                              "%dx%d psf %g px %zu: got %.8g want %.8g", w, h, psf[pi], i,
+                              (double)z[i], ref[i]);
+            }
+        }
+        free(in);
+        free(z);
+        free(scr);
+        free(ref);
+    }
+}
+END_TEST
+
+/* ======================================================================
+ * SNR calibration
+ * ==================================================================== */
+
+/* Point sources of flux F (Gaussian PSF sampled at pixel centres, on
+ * pixel centres) in Gaussian noise σ: z at each centre ≈ F/(σ√(4π)ψ). */
+START_TEST(test_matched_point_source_snr)
+{
+    enum { W = 400, H = 400 };
+    const double psf = 1.4, sigma = 12.0, want = 40.0;
+    const double F = want * sigma * sqrt(4.0 * M_PI) * psf;
+    float *in = malloc(W * H * sizeof(float)), *z = malloc(W * H * sizeof(float));
+    float *scr = malloc(2 * W * H * sizeof(float));
+    rng_state = 17;
+    for (int i = 0; i < W * H; i++)
+        in[i] = (float)(sigma * rng_gauss());
+    int px[64], py[64], ns = 0;
+    for (int y = 25; y < H - 20; y += 50)
+        for (int x = 25; x < W - 20; x += 50) {
+            px[ns] = x;
+            py[ns++] = y;
+            for (int yy = y - 10; yy <= y + 10; yy++)
+                for (int xx = x - 10; xx <= x + 10; xx++) {
+                    const double d2 = (xx - x) * (xx - x) + (yy - y) * (yy - y);
+                    in[yy * W + xx] += (float)(F / (2 * M_PI * psf * psf) * exp(-d2 / (2 * psf * psf)));
+                }
+        }
+    ss_matched_filter(in, W, H, psf, (float)sigma, z, scr);
+    double mean = 0.0;
+    for (int s = 0; s < ns; s++) {
+        const double zc = z[py[s] * W + px[s]];
+        /* noise adds ±1 to z: 5 % of 40 is 2 σ of it */
+        ck_assert_msg(fabs(zc / want - 1.0) < 0.075, "source %d: z %g, want %g", s, zc, want);
+        mean += zc / ns;
+    }
+    ck_assert_msg(fabs(mean / want - 1.0) < 0.05, "mean z %g, want %g", mean, want);
+    free(in);
+    free(z);
+    free(scr);
+}
+END_TEST
+
+/* Pure Gaussian noise: z has unit standard deviation (away from the
+ * borders) with the true σ, and with σ from ss_noise_mad. */
+START_TEST(test_matched_noise_unit_variance)
+{
+    enum { W = 512, H = 512 };
+    float *in = malloc(W * H * sizeof(float)), *z = malloc(W * H * sizeof(float));
+    float *scr = malloc(2 * W * H * sizeof(float));
+    static const double psf[] = { 1.0, 1.4, 2.5 };
+    rng_state = 23;
+    for (size_t t = 0; t < sizeof psf / sizeof psf[0]; t++) {
+        const double sigma = 3.0 + 10.0 * t;
+        for (int i = 0; i < W * H; i++)
+            in[i] = (float)(100.0 + sigma * rng_gauss());
+        /* the filter sees a residual: remove the offset first */
+        for (int i = 0; i < W * H; i++)
+            in[i] -= 100.0f;
+        for (int pass = 0; pass < 2; pass++) {
+            const float s = pass == 0 ? (float)sigma : ss_noise_mad(in, W, H, 2, scr);
+            ss_matched_filter(in, W, H, psf[t], s, z, scr);
+            double s1 = 0, s2 = 0;
+            long n = 0;
+            for (int y = 30; y < H - 30; y++)
+                for (int x = 30; x < W - 30; x++) {
+                    s1 += z[y * W + x];
+                    s2 += (double)z[y * W + x] * z[y * W + x];
+                    n++;
+                }
+            const double sd = sqrt(s2 / n - (s1 / n) * (s1 / n));
+            ck_assert_msg(fabs(sd - 1.0) < 0.05, "psf %g pass %d: std(z) %g", psf[t], pass, sd);
+        }
+    }
+    free(in);
+    free(z);
+    free(scr);
+}
+END_TEST
+
+START_TEST(test_matched_thread_independent)
+{
+    enum { W = 301, H = 257 };
+    float *in = malloc(W * H * sizeof(float)), *a = malloc(W * H * sizeof(float)),
+          *b = malloc(W * H * sizeof(float)), *scr = malloc(2 * W * H * sizeof(float));
+    rng_state = 5;
+    for (int i = 0; i < W * H; i++)
+        in[i] = rng_unif() < 0.03 ? NAN : (float)rng_gauss();
+    set_threads(1);
+    ss_matched_filter(in, W, H, 1.4, 1.0f, a, scr);
+    set_threads(3);
+    ss_matched_filter(in, W, H, 1.4, 1.0f, b, scr);
+    set_threads(2);
+    for (int i = 0; i < W * H; i++)
+        ck_assert((isnan(a[i]) && isnan(b[i])) || a[i] == b[i]);
+    free(in);
+    free(a);
+    free(b);
+    free(scr);
+}
+END_TEST
+
+static Suite *matched_suite(void)
+{
+    Suite *s = suite_create("matched");
+    TCase *tc = tcase_create("matched");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_psf_kernel);
+    tcase_add_test(tc, test_matched_brute_force);
+    tcase_add_test(tc, test_matched_point_source_snr);
+    tcase_add_test(tc, test_matched_noise_unit_variance);
+    tcase_add_test(tc, test_matched_thread_independent);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(matched_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
