@@ -858,6 +858,13 @@ static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
                 i, p->roi_x, p->roi_y, p->roi_w, p->roi_h, f->max_width, f->max_height);
         return -1;
     }
+    if (p->roi_w > 0 && f->source == SS_SOURCE_SYNTH &&
+        ((long)p->roi_x + p->roi_w > f->synth.gen.width ||
+         (long)p->roi_y + p->roi_h > f->synth.gen.height)) {
+        set_err(err, n, "feeds[%d].pipeline.roi: [%d, %d, %d, %d] reaches beyond the %dx%d synthetic frames",
+                i, p->roi_x, p->roi_y, p->roi_w, p->roi_h, f->synth.gen.width, f->synth.gen.height);
+        return -1;
+    }
     if (p->min_history > p->history) {
         set_err(err, n, "feeds[%d].pipeline.min_history: %d is above history %d", i, p->min_history,
                 p->history);

@@ -631,6 +631,9 @@ START_TEST(test_cross_checks)
                "feeds[0].pipeline.roi: w and h must both be 0 (whole frame) or both positive");
     ASSERT_ERR("{\"feeds\": [{\"pipeline\": {\"roi\": [4000, 0, 100, 100]}}]}",
                "feeds[0].pipeline.roi: [4000, 0, 100, 100] reaches beyond limits.max_width x max_height 4096x4096");
+    ASSERT_ERR("{\"feeds\": [{\"pipeline\": {\"roi\": [1000, 0, 100, 100]}}]}",
+               "feeds[0].pipeline.roi: [1000, 0, 100, 100] reaches beyond the 1024x1024 synthetic frames");
+    ck_assert_int_eq(load("{\"feeds\": [{\"pipeline\": {\"roi\": [924, 0, 100, 1024]}}]}"), SS_OK);
     ASSERT_ERR("{\"feeds\": [{\"pipeline\": {\"history\": 8, \"min_history\": 9}}]}",
                "feeds[0].pipeline.min_history: 9 is above history 8");
     ASSERT_ERR("{\"feeds\": [{\"pipeline\": {\"history\": 4}}]}",
