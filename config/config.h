@@ -218,9 +218,11 @@ char *ss_config_to_json(const ss_config_t *c);
 int ss_config_equal(const ss_config_t *a, const ss_config_t *b);
 
 /* Number of keys not marked reloadable whose values differ between old and
- * neu (a different number of feeds, or a renamed feed, counts as "feeds"
- * changing). The full path of the first ("feeds[1].source.zmq.endpoint")
- * goes to which (n bytes; may be NULL). 0: the change may be reloaded. */
+ * neu (feeds are compared by index; a different number of feeds counts as
+ * one change named "feeds", a renamed feed as "feeds[i].name"). The full
+ * path of the first ("publish.endpoint", "feeds[1].source.zmq.endpoint")
+ * goes to which (n bytes; may be NULL; "" when none). 0: the change may be
+ * reloaded. */
 int ss_config_diff_nonreloadable(const ss_config_t *old, const ss_config_t *neu, char *which,
                                  size_t n);
 
