@@ -1,0 +1,496 @@
+/*
+ * check_weights.c — tests of the prediction weights of ALGORITHM.md §3
+ * (pipeline/weights.c):
+ *  - ss_solve_dense: random systems (residual), pivoting, singular cases;
+ *  - ss_weights_poly: the moment constraints Σ a_k m_j(f_k) = m_j(0) to
+ *    1e-6 for degrees 0, 1, 2, with and without forgetting factor, random
+ *    fractional shifts (γ = 0); minimum noise against an independent
+ *    solve of the constrained problem (its KKT system); with γ > 0, the
+ *    penalised problem the formula solves; the closed form of degree 0;
+ *    singular and invalid input;
+ *  - ss_weights_lsq against a direct solve, and recovery of known mixing
+ *    coefficients.
+ * The references here use their own Gauss-Jordan elimination, not
+ * ss_solve_dense.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline/stages.h"
+
+/* ---- a small deterministic PRNG (splitmix64) ---------------------------- */
+
+static uint64_t rng_state;
+static uint64_t rng_u64(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double rng_unif(void) { return (double)(rng_u64() >> 11) * 0x1.0p-53; }
+static double rng_gauss(void)
+{
+    double u = rng_unif(), v = rng_unif();
+    if (u < 1e-300)
+        u = 1e-300;
+    return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
+}
+
+/* Independent reference solver: Gauss-Jordan with full pivoting on an
+ * n×n system (M destroyed, x = M⁻¹b into b). Returns 0 or -1. */
+static int gj_solve(double *M, double *b, int n)
+{
+    int *perm = malloc((size_t)n * sizeof(int));
+    for (int i = 0; i < n; i++)
+        perm[i] = i;
+    for (int c = 0; c < n; c++) {
+        int pr = c, pc = c;
+        for (int r = c; r < n; r++)
+            for (int k = c; k < n; k++)
+                if (fabs(M[r * n + k]) > fabs(M[pr * n + pc])) {
+                    pr = r;
+                    pc = k;
+                }
+        if (M[pr * n + pc] == 0.0) {
+            free(perm);
+            return -1;
+        }
+        for (int k = 0; k < n; k++) {      /* rows */
+            double t = M[c * n + k];
+            M[c * n + k] = M[pr * n + k];
+            M[pr * n + k] = t;
+        }
+        double t = b[c];
+        b[c] = b[pr];
+        b[pr] = t;
+        for (int r = 0; r < n; r++) {      /* columns */
+            t = M[r * n + c];
+            M[r * n + c] = M[r * n + pc];
+            M[r * n + pc] = t;
+        }
+        int ti = perm[c];
+        perm[c] = perm[pc];
+        perm[pc] = ti;
+        const double inv = 1.0 / M[c * n + c];
+        for (int k = 0; k < n; k++)
+            M[c * n + k] *= inv;
+        b[c] *= inv;
+        for (int r = 0; r < n; r++) {
+            if (r == c || M[r * n + c] == 0.0)
+                continue;
+            const double f = M[r * n + c];
+            for (int k = 0; k < n; k++)
+                M[r * n + k] -= f * M[c * n + k];
+            b[r] -= f * b[c];
+        }
+    }
+    double *x = malloc((size_t)n * sizeof(double));
+    for (int i = 0; i < n; i++)
+        x[perm[i]] = b[i];
+    memcpy(b, x, (size_t)n * sizeof(double));
+    free(x);
+    free(perm);
+    return 0;
+}
+
+static int terms(int degree) { return degree == 0 ? 1 : degree == 1 ? 3 : 6; }
+
+static void monos(double fx, double fy, double v[6])
+{
+    v[0] = 1.0;
+    v[1] = fx;
+    v[2] = fy;
+    v[3] = fx * fx;
+    v[4] = fx * fy;
+    v[5] = fy * fy;
+}
+
+/* ======================================================================
+ * ss_solve_dense
+ * ==================================================================== */
+
+START_TEST(test_solve_dense_random)
+{
+    rng_state = 1;
+    for (int n = 1; n <= 16; n++)
+        for (int t = 0; t < 20; t++) {
+            double M[256], M0[256], b[16], b0[16];
+            for (int i = 0; i < n * n; i++)
+                M[i] = M0[i] = rng_gauss();
+            for (int i = 0; i < n; i++) {
+                M[i * n + i] += 0.5 * n;     /* keep it well conditioned */
+                M0[i * n + i] = M[i * n + i];
+                b[i] = b0[i] = rng_gauss();
+            }
+            ck_assert_int_eq(ss_solve_dense(M, b, n), 0);
+            for (int i = 0; i < n; i++) {
+                double s = 0.0;
+                for (int j = 0; j < n; j++)
+                    s += M0[i * n + j] * b[j];
+                ck_assert_msg(fabs(s - b0[i]) < 1e-11, "n %d row %d: residual %g", n, i, s - b0[i]);
+            }
+        }
+}
+END_TEST
+
+START_TEST(test_solve_dense_pivoting_and_singular)
+{
+    /* a zero on the diagonal needs a row exchange */
+    double M[9] = { 0, 2, 0, 1, 0, 0, 0, 0, 3 }, b[3] = { 4, 5, 6 };
+    ck_assert_int_eq(ss_solve_dense(M, b, 3), 0);
+    ck_assert(fabs(b[0] - 5) < 1e-15 && fabs(b[1] - 2) < 1e-15 && fabs(b[2] - 2) < 1e-15);
+    /* rank deficient (row 3 = row 1 + row 2) */
+    double S[9] = { 1, 2, 3, 4, 5, 6, 5, 7, 9 }, c[3] = { 1, 1, 1 };
+    ck_assert_int_eq(ss_solve_dense(S, c, 3), -1);
+    /* zero matrix, NaN entry, n = 0 */
+    double Z[4] = { 0 }, z[2] = { 1, 1 };
+    ck_assert_int_eq(ss_solve_dense(Z, z, 2), -1);
+    double Nn[4] = { 1, 0, NAN, 1 }, nb[2] = { 1, 1 };
+    ck_assert_int_eq(ss_solve_dense(Nn, nb, 2), -1);
+    ck_assert_int_eq(ss_solve_dense(Z, z, 0), -1);
+}
+END_TEST
+
+/* ======================================================================
+ * ss_weights_poly
+ * ==================================================================== */
+
+/* Max over j of |Σ a_k m_j(f_k) - m_j(0)|. */
+static double constraint_error(const double *fx, const double *fy, const double *a, int n, int m)
+{
+    double mom[6] = { 0 };
+    for (int k = 0; k < n; k++) {
+        double v[6];
+        monos(fx[k], fy[k], v);
+        for (int j = 0; j < m; j++)
+            mom[j] += a[k] * v[j];
+    }
+    mom[0] -= 1.0;
+    double worst = 0.0;
+    for (int j = 0; j < m; j++)
+        worst = fmax(worst, fabs(mom[j]));
+    return worst;
+}
+
+/* The constrained problem solved independently: minimise Σ λ^-k a_k²
+ * subject to Vᵀa = e0, through its KKT system
+ *   [ diag(λ^-k)  V ] [a]   [0 ]
+ *   [ Vᵀ          0 ] [μ] = [e0]  (the multiplier's sign is immaterial). */
+static int kkt_weights(const double *fx, const double *fy, int n, int m, double lambda, double *a)
+{
+    const int N = n + m;
+    double *M = calloc((size_t)N * N, sizeof(double)), *b = calloc((size_t)N, sizeof(double));
+    for (int k = 0; k < n; k++) {
+        double v[6];
+        monos(fx[k], fy[k], v);
+        M[k * N + k] = pow(lambda, -k);
+        for (int j = 0; j < m; j++) {
+            M[k * N + n + j] = v[j];
+            M[(n + j) * N + k] = v[j];
+        }
+    }
+    b[n] = 1.0;
+    const int rc = gj_solve(M, b, N);
+    memcpy(a, b, (size_t)n * sizeof(double));
+    free(M);
+    free(b);
+    return rc;
+}
+
+START_TEST(test_poly_moment_constraints)
+{
+    static const int ns[] = { 6, 7, 10, 20, 64, SS_MAX_HISTORY };
+    static const double lambdas[] = { 1.0, 0.9, 0.7 };
+    rng_state = 42;
+    double worst_c = 0.0, worst_kkt = 0.0;
+    for (int degree = 0; degree <= 2; degree++)
+        for (size_t li = 0; li < 3; li++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                for (int t = 0; t < 10; t++) {
+                    const int n = ns[ni], m = terms(degree);
+                    double fx[SS_MAX_HISTORY], fy[SS_MAX_HISTORY], a[SS_MAX_HISTORY],
+                        ref[SS_MAX_HISTORY];
+                    for (int k = 0; k < n; k++) {
+                        fx[k] = rng_unif() - 0.5;
+                        fy[k] = rng_unif() - 0.5;
+                    }
+                    ck_assert_int_eq(ss_weights_poly(fx, fy, n, degree, 0.0, lambdas[li], a), 0);
+                    const double ce = constraint_error(fx, fy, a, n, m);
+                    worst_c = fmax(worst_c, ce);
+                    ck_assert_msg(ce < 1e-6, "degree %d lambda %g n %d: constraint error %g",
+                                  degree, lambdas[li], n, ce);
+                    if (n > 64)
+                        continue;                /* the KKT reference is O(n³) */
+                    ck_assert_int_eq(kkt_weights(fx, fy, n, m, lambdas[li], ref), 0);
+                    double amax = 0.0;
+                    for (int k = 0; k < n; k++)
+                        amax = fmax(amax, fabs(ref[k]));
+                    for (int k = 0; k < n; k++) {
+                        worst_kkt = fmax(worst_kkt, fabs(a[k] - ref[k]) / amax);
+                        ck_assert_msg(fabs(a[k] - ref[k]) < 1e-8 * amax,
+                                      "degree %d lambda %g n %d: a[%d] %g, KKT %g", degree,
+                                      lambdas[li], n, k, a[k], ref[k]);
+                    }
+                }
+    fprintf(stderr, "poly weights: worst constraint error %.2e, worst deviation from KKT %.2e\n",
+            worst_c, worst_kkt);
+}
+END_TEST
+
+/* Weights in use are the least-noise ones: no other feasible weights
+ * have a smaller Σ λ^-k a_k² (perturb along the constraints' null space). */
+START_TEST(test_poly_least_noise)
+{
+    rng_state = 43;
+    const int n = 12;
+    for (int degree = 1; degree <= 2; degree++) {
+        const int m = terms(degree);
+        double fx[12], fy[12], a[12];
+        for (int k = 0; k < n; k++) {
+            fx[k] = rng_unif() - 0.5;
+            fy[k] = rng_unif() - 0.5;
+        }
+        ck_assert_int_eq(ss_weights_poly(fx, fy, n, degree, 0.0, 0.8, a), 0);
+        double cost0 = 0.0;
+        for (int k = 0; k < n; k++)
+            cost0 += pow(0.8, -k) * a[k] * a[k];
+        for (int t = 0; t < 50; t++) {
+            /* random δ, projected onto {Vᵀδ = 0} by Gram-Schmidt against V's columns */
+            double d[12], V[6][12];
+            for (int k = 0; k < n; k++) {
+                double v[6];
+                monos(fx[k], fy[k], v);
+                for (int j = 0; j < m; j++)
+                    V[j][k] = v[j];
+                d[k] = rng_gauss();
+            }
+            for (int j = 0; j < m; j++) {            /* orthonormalise V's columns */
+                for (int i = 0; i < j; i++) {
+                    double s = 0;
+                    for (int k = 0; k < n; k++)
+                        s += V[i][k] * V[j][k];
+                    for (int k = 0; k < n; k++)
+                        V[j][k] -= s * V[i][k];
+                }
+                double s = 0;
+                for (int k = 0; k < n; k++)
+                    s += V[j][k] * V[j][k];
+                for (int k = 0; k < n; k++)
+                    V[j][k] /= sqrt(s);
+            }
+            for (int j = 0; j < m; j++) {
+                double s = 0;
+                for (int k = 0; k < n; k++)
+                    s += V[j][k] * d[k];
+                for (int k = 0; k < n; k++)
+                    d[k] -= s * V[j][k];
+            }
+            double b[12], cost = 0.0;
+            for (int k = 0; k < n; k++) {
+                b[k] = a[k] + 0.01 * d[k];
+                cost += pow(0.8, -k) * b[k] * b[k];
+            }
+            ck_assert(constraint_error(fx, fy, b, n, m) < 1e-9);
+            ck_assert_msg(cost > cost0, "degree %d: a perturbed feasible point is cheaper", degree);
+        }
+    }
+}
+END_TEST
+
+/* γ > 0: the formula α = (VᵀDV + γE)⁻¹e0, a = DVα is the minimiser of
+ * Σ λ^-k a_k² + ‖Vᵀa - e0‖²/γ, whose normal equations are the n×n system
+ * (diag(λ^-k) + V Vᵀ/γ) a = V e0/γ — solved here independently. */
+START_TEST(test_poly_regularised)
+{
+    rng_state = 44;
+    static const double gammas[] = { 1e-6, 1e-3, 0.02, 1.0 };
+    for (int degree = 0; degree <= 2; degree++)
+        for (int gi = 0; gi < 4; gi++) {
+            const int n = 15, m = terms(degree);
+            const double lambda = gi & 1 ? 0.85 : 1.0, g = gammas[gi];
+            double fx[15], fy[15], a[15], M[225], b[15];
+            for (int k = 0; k < n; k++) {
+                fx[k] = rng_unif() - 0.5;
+                fy[k] = rng_unif() - 0.5;
+            }
+            ck_assert_int_eq(ss_weights_poly(fx, fy, n, degree, g, lambda, a), 0);
+            for (int k = 0; k < n; k++) {
+                double vk[6];
+                monos(fx[k], fy[k], vk);
+                b[k] = vk[0] / g;
+                for (int l = 0; l < n; l++) {
+                    double vl[6], s = 0.0;
+                    monos(fx[l], fy[l], vl);
+                    for (int j = 0; j < m; j++)
+                        s += vk[j] * vl[j];
+                    M[k * n + l] = s / g + (k == l ? pow(lambda, -k) : 0.0);
+                }
+            }
+            ck_assert_int_eq(gj_solve(M, b, n), 0);
+            for (int k = 0; k < n; k++)
+                ck_assert_msg(fabs(a[k] - b[k]) < 1e-9 * (1.0 + fabs(b[k])),
+                              "degree %d gamma %g: a[%d] %.12g vs %.12g", degree, g, k, a[k], b[k]);
+        }
+}
+END_TEST
+
+/* Degree 0 in closed form: a_k = λ^k / (Σ_l λ^l + γ). */
+START_TEST(test_poly_degree0_closed_form)
+{
+    double fx[20] = { 0 }, fy[20] = { 0 }, a[20];
+    for (int k = 0; k < 20; k++) {
+        fx[k] = 0.3 - 0.02 * k;
+        fy[k] = -0.1 + 0.03 * k;
+    }
+    static const double lambdas[] = { 1.0, 0.5, 0.95 }, gammas[] = { 0.0, 0.02, 0.3 };
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(ss_weights_poly(fx, fy, 20, 0, gammas[i], lambdas[i], a), 0);
+        double s = 0.0;
+        for (int k = 0; k < 20; k++)
+            s += pow(lambdas[i], k);
+        for (int k = 0; k < 20; k++)
+            ck_assert(fabs(a[k] - pow(lambdas[i], k) / (s + gammas[i])) < 1e-14);
+    }
+}
+END_TEST
+
+START_TEST(test_poly_singular_and_invalid)
+{
+    double fx[10], fy[10], a[10];
+    for (int k = 0; k < 10; k++) {
+        fx[k] = 0.1 * k - 0.45;
+        fy[k] = 0.25;                           /* no spread in y */
+    }
+    /* fewer frames than terms, or no spread in y, with γ = 0: singular */
+    ck_assert_int_eq(ss_weights_poly(fx, fy, 2, 1, 0.0, 1.0, a), -1);
+    ck_assert_int_eq(ss_weights_poly(fx, fy, 10, 1, 0.0, 1.0, a), -1);
+    /* the regulariser makes it solvable */
+    ck_assert_int_eq(ss_weights_poly(fx, fy, 10, 1, 1e-3, 1.0, a), 0);
+    ck_assert_int_eq(ss_weights_poly(fx, fy, 2, 2, 1e-3, 1.0, a), 0);
+    /* invalid arguments */
+    ck_assert_int_eq(ss_weights_poly(fx, fy, 0, 0, 0.0, 1.0, a), -1);
+    ck_assert_int_eq(ss_weights_poly(fx, fy, 10, 3, 0.0, 1.0, a), -1);
+    ck_assert_int_eq(ss_weights_poly(fx, fy, 10, -1, 0.0, 1.0, a), -1);
+    ck_assert_int_eq(ss_weights_poly(fx, fy, 10, 1, -1.0, 1.0, a), -1);
+    ck_assert_int_eq(ss_weights_poly(fx, fy, 10, 1, 0.0, 0.0, a), -1);
+    ck_assert_int_eq(ss_weights_poly(fx, fy, 10, 1, 0.0, 1.5, a), -1);
+    ck_assert_int_eq(ss_weights_poly(fx, fy, SS_MAX_HISTORY + 1, 1, 0.0, 1.0, a), -1);
+}
+END_TEST
+
+/* ======================================================================
+ * ss_weights_lsq
+ * ==================================================================== */
+
+/* Moments of random "frames": R = YᵀY, p = Yᵀc. */
+static void make_moments(int n, int npix, const double *mix, double noise, double *R, double *p)
+{
+    double *Y = malloc((size_t)n * npix * sizeof(double)), *c = malloc((size_t)npix * sizeof(double));
+    for (int i = 0; i < npix; i++) {
+        const double base = 1000.0 + 200.0 * sin(0.05 * i);
+        c[i] = 0.0;
+        for (int k = 0; k < n; k++) {
+            Y[k * npix + i] = base + 30.0 * rng_gauss();
+            c[i] += mix[k] * Y[k * npix + i];
+        }
+        c[i] += noise * rng_gauss();
+    }
+    for (int k = 0; k < n; k++) {
+        p[k] = 0.0;
+        for (int i = 0; i < npix; i++)
+            p[k] += Y[k * npix + i] * c[i];
+        for (int l = 0; l < n; l++) {
+            double s = 0.0;
+            for (int i = 0; i < npix; i++)
+                s += Y[k * npix + i] * Y[l * npix + i];
+            R[k * n + l] = s;
+        }
+    }
+    free(Y);
+    free(c);
+}
+
+START_TEST(test_lsq_against_direct_solve)
+{
+    rng_state = 45;
+    static const int ns[] = { 1, 2, 5, 20, 40 };
+    static const double gammas[] = { 0.0, 1e-3, 0.02 };
+    for (int ni = 0; ni < 5; ni++)
+        for (int gi = 0; gi < 3; gi++) {
+            const int n = ns[ni];
+            double mix[40], R[1600], p[40], a[40], M[1600], b[40];
+            for (int k = 0; k < n; k++)
+                mix[k] = 1.0 / n + 0.05 * rng_gauss();
+            make_moments(n, 3000, mix, 10.0, R, p);
+            ck_assert_int_eq(ss_weights_lsq(R, p, n, gammas[gi], a), 0);
+            double tr = 0.0;
+            for (int k = 0; k < n; k++)
+                tr += R[k * n + k];
+            memcpy(M, R, (size_t)n * n * sizeof(double));
+            for (int k = 0; k < n; k++) {
+                M[k * n + k] += gammas[gi] * tr / n;
+                b[k] = p[k];
+            }
+            ck_assert_int_eq(gj_solve(M, b, n), 0);
+            for (int k = 0; k < n; k++)
+                ck_assert_msg(fabs(a[k] - b[k]) < 1e-7 * (1.0 + fabs(b[k])),
+                              "n %d gamma %g: a[%d] %.12g direct %.12g", n, gammas[gi], k, a[k], b[k]);
+        }
+}
+END_TEST
+
+/* With γ = 0 and no noise, the current frame being an exact mix of the
+ * history, the weights are the mixing coefficients. R is not modified. */
+START_TEST(test_lsq_recovers_mix)
+{
+    rng_state = 46;
+    const int n = 8;
+    double mix[8], R[64], R0[64], p[8], a[8];
+    for (int k = 0; k < n; k++)
+        mix[k] = 0.3 * rng_gauss();
+    make_moments(n, 5000, mix, 0.0, R, p);
+    memcpy(R0, R, sizeof R);
+    ck_assert_int_eq(ss_weights_lsq(R, p, n, 0.0, a), 0);
+    ck_assert(memcmp(R, R0, sizeof R) == 0);
+    for (int k = 0; k < n; k++)
+        ck_assert_msg(fabs(a[k] - mix[k]) < 1e-8, "a[%d] %.12g, mix %.12g", k, a[k], mix[k]);
+    /* singular: two identical frames and γ = 0 */
+    double S[4] = { 4, 4, 4, 4 }, sp[2] = { 1, 1 };
+    ck_assert_int_eq(ss_weights_lsq(S, sp, 2, 0.0, a), -1);
+    ck_assert_int_eq(ss_weights_lsq(S, sp, 2, 1e-3, a), 0);
+}
+END_TEST
+
+static Suite *weights_suite(void)
+{
+    Suite *s = suite_create("weights");
+    TCase *tc = tcase_create("solve");
+    tcase_add_test(tc, test_solve_dense_random);
+    tcase_add_test(tc, test_solve_dense_pivoting_and_singular);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("poly");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_poly_moment_constraints);
+    tcase_add_test(tc, test_poly_least_noise);
+    tcase_add_test(tc, test_poly_regularised);
+    tcase_add_test(tc, test_poly_degree0_closed_form);
+    tcase_add_test(tc, test_poly_singular_and_invalid);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("lsq");
+    tcase_add_test(tc, test_lsq_against_direct_solve);
+    tcase_add_test(tc, test_lsq_recovers_mix);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(weights_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
