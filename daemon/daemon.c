@@ -1,0 +1,692 @@
+/*
+ * daemon.c — skysieved's life cycle: build the feeds from a config, start
+ * the threads, run the main loop (signals, control socket, sd_notify,
+ * watchdog, reloads), and shut down by draining every queue.
+ *
+ * Shutdown order (SIGTERM/SIGINT, exit_at_end, broken backend):
+ *   1. STOPPING=1; sources stop taking input (a source blocked on a full
+ *      queue still hands over the frame it holds);
+ *   2. the frame queues close: workers finish what is queued, then exit —
+ *      after shutdown.drain_timeout they drop the rest (counted);
+ *   3. the sink queues close: the publisher sends what is queued and a
+ *      last status message, the file sink writes what is queued;
+ *   4. sockets close (the PUB socket lingers SS_PUB_LINGER_MS), the
+ *      counters of every feed are logged, exit 0 (1 after a broken backend).
+ */
+#include "daemon.h"
+
+#include "notify.h"
+#include "pipeline/frame_fits.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define TAG "daemon"
+#define CTL_MAX_REQUEST 65536           /* bytes of a control request */
+#define CTL_RESPONSE_MAX (1u << 20)     /* bytes of a control response (config of 8 feeds fits) */
+#define MAIN_POLL_MS 100                /* main loop tick */
+#define STOP_GRACE_S 5.0                /* beyond the drain timeout, for a worker in a long frame */
+#define HEADER_ALLOWANCE 65536          /* bytes of a residual's JSON header, for SNDHWM */
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static uint64_t mono_us(void)
+{
+    return (uint64_t)(ss_now_mono() * 1e6);
+}
+
+void ss_daemon_block_signals(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+void ss_daemon_request_stop(ss_daemon_t *d, int exit_code, const char *why)
+{
+    if (exit_code)
+        atomic_store(&d->exit_code, exit_code);
+    if (!atomic_exchange(&d->stop_req, 1))
+        SS_LOG(exit_code ? SS_LOG_ERR : SS_LOG_NOTICE, TAG, "stopping: %s", why);
+    uint64_t one = 1;
+    if (write(d->wake_fd, &one, sizeof one) < 0) {
+        /* the eventfd counter cannot overflow here; nothing to do */
+    }
+}
+
+/* ---- feed hand-over --------------------------------------------------------- */
+
+ss_frame_t *ss_feed_frame_get(ss_feed_t *f, const atomic_int *stop)
+{
+    /* The pool holds queue depth + 2 frames (queue, worker, this source),
+     * so waiting here only happens transiently; poll rather than add a
+     * condition variable to the pool. */
+    for (;;) {
+        ss_frame_t *fr = ss_frame_pool_get(f->pool);
+        if (fr)
+            return fr;
+        if (atomic_load(stop))
+            return NULL;
+        struct timespec ts = { 0, 1000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
+void ss_feed_submit(ss_feed_t *f, ss_frame_t *frame)
+{
+    void *evicted = NULL;
+    ss_err_t e = ss_queue_push(f->frames, frame, &evicted);
+    if (evicted) {
+        ss_frame_pool_put(evicted);
+        ss_stats_dropped(f->stats, 1);
+    }
+    if (e != SS_OK) {
+        /* queue closed (shutdown after a broken backend): accepted, not processed */
+        ss_frame_pool_put(frame);
+        ss_stats_dropped(f->stats, 1);
+    }
+    ss_stats_set_queue(f->stats, ss_queue_depth(f->frames), f->cfg->queue_depth);
+}
+
+void ss_feed_limits(const ss_feed_t *f, ss_proto_limits_t *lim)
+{
+    ss_proto_limits_default(lim);
+    lim->max_width = f->cfg->max_width;
+    lim->max_height = f->cfg->max_height;
+    lim->max_header_bytes = (size_t)f->cfg->max_header_bytes;
+}
+
+void ss_out_release(ss_out_t *o)
+{
+    if (o && atomic_fetch_sub(&o->refs, 1) == 1)
+        ss_queue_try_push(o->feed->free_outs, o);
+}
+
+void ss_daemon_status(ss_daemon_t *d, ss_proto_status_t *st)
+{
+    ss_proto_status_clear(st);
+    ss_strlcpy(st->version, SKYSIEVE_VERSION, sizeof st->version);
+    st->mjd = ss_unix_to_mjd(ss_now_unix());
+    st->uptime_s = ss_now_mono() - d->start_mono;
+    st->n_feeds = SS_MIN(d->n_feeds, SS_PROTO_MAX_FEEDS);
+    for (int i = 0; i < st->n_feeds; i++)
+        ss_stats_snapshot(d->feeds[i].stats, &st->feeds[i], NULL);
+}
+
+/* ---- building ----------------------------------------------------------- */
+
+/* Bytes of one pooled frame and pixels of a residual: a synthetic feed
+ * knows its exact size; other feeds take their limits. */
+static void feed_sizes(const ss_feed_cfg_t *c, size_t *frame_bytes, size_t *max_pixels)
+{
+    if (c->source == SS_SOURCE_SYNTH) {
+        const ss_synth_cfg_t *g = &c->synth.gen;
+        *max_pixels = (size_t)g->width * (size_t)g->height;
+        *frame_bytes = *max_pixels * ss_dtype_size(g->dtype);
+    } else {
+        *max_pixels = (size_t)c->max_width * (size_t)c->max_height;
+        *frame_bytes = ss_feed_max_pixel_bytes(c);
+    }
+}
+
+static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
+{
+    ss_feed_t *f = &d->feeds[i];
+    f->index = i;
+    f->d = d;
+    f->cfg = &d->cfg.feeds[i];
+    ss_strlcpy(f->name, f->cfg->name, sizeof f->name);
+    feed_sizes(f->cfg, &f->frame_bytes, &f->max_pixels);
+
+    char why[256] = "";
+    const ss_backend_ops_t *ops =
+        ss_backend_select(f->cfg->pipeline.backend, f->cfg->pipeline.device, why, sizeof why);
+    if (!ops) {
+        snprintf(err, n, "feed %s: no backend: %s", f->name, why);
+        return -1;
+    }
+    if (!(f->pipe = ss_pipeline_new(&f->cfg->pipeline, f->name, err, n)))
+        return -1;
+
+    /* queue depth + 2: the queue's frames, the worker's, the source's */
+    int pool_n = f->cfg->queue_depth + 2;
+    f->pool = ss_frame_pool_new(pool_n, f->frame_bytes, &ops->host_alloc);
+    f->frames = ss_queue_new(f->cfg->queue_depth, f->cfg->queue_policy);
+    f->n_outs = SS_OUTS_PER_FEED;
+    f->outs = calloc((size_t)f->n_outs, sizeof *f->outs);
+    f->free_outs = ss_queue_new(f->n_outs, SS_QUEUE_BLOCK);
+    if (!f->pool || !f->frames || !f->outs || !f->free_outs) {
+        snprintf(err, n, "feed %s: cannot allocate %d frames of %zu bytes", f->name, pool_n,
+                 f->frame_bytes);
+        return -1;
+    }
+    for (int k = 0; k < f->n_outs; k++) {
+        ss_out_t *o = &f->outs[k];
+        o->feed = f;
+        if (ss_result_init(&o->res, f->max_pixels, f->cfg->pipeline.max_detections) != 0) {
+            snprintf(err, n, "feed %s: cannot allocate result buffers", f->name);
+            return -1;
+        }
+        if (k == 0)
+            f->work = o;
+        else
+            ss_queue_try_push(f->free_outs, o);
+    }
+
+    if (!(f->source = ss_source_open(f, err, n)))
+        return -1;
+    if (!(f->stats = ss_feed_stats_new(f->name, f->source->desc))) {
+        snprintf(err, n, "out of memory");
+        return -1;
+    }
+    ss_stats_set_queue(f->stats, 0, f->cfg->queue_depth);
+    ss_stats_set_backend(f->stats, ss_pipeline_backend_name(f->pipe));
+    SS_LOG(SS_LOG_INFO, TAG, "feed %s: %s; queue %d (%s); frames up to %zu bytes; backend %s",
+           f->name, f->source->desc, f->cfg->queue_depth,
+           ss_queue_policy_name(f->cfg->queue_policy), f->frame_bytes,
+           ss_pipeline_backend_name(f->pipe));
+    return 0;
+}
+
+static void feed_free(ss_feed_t *f)
+{
+    ss_source_destroy(&f->source);
+    ss_pipeline_destroy(&f->pipe);
+    if (f->outs)
+        for (int k = 0; k < f->n_outs; k++)
+            ss_result_free(&f->outs[k].res);
+    free(f->outs);
+    f->outs = NULL;
+    ss_queue_destroy(&f->free_outs);
+    ss_queue_destroy(&f->frames);
+    ss_frame_pool_destroy(&f->pool);
+    ss_feed_stats_destroy(&f->stats);
+}
+
+static int bind_socket(void *sock, const char *endpoint, const char *what, char *err, size_t n)
+{
+    if (zmq_bind(sock, endpoint) != 0) {
+        snprintf(err, n, "%s: cannot bind %s: %s", what, endpoint, zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    return 0;
+}
+
+static int open_sockets(ss_daemon_t *d, char *err, size_t n)
+{
+    const ss_config_t *c = &d->cfg;
+    if (c->publish_endpoint[0]) {
+        /* XPUB with NODROP: a subscriber over its SNDHWM makes a
+         * non-blocking send fail with EAGAIN, so that drops are seen and
+         * counted (plain PUB drops silently). */
+        size_t largest = HEADER_ALLOWANCE;
+        for (int i = 0; i < d->n_feeds; i++)
+            largest = SS_MAX(largest, HEADER_ALLOWANCE + d->feeds[i].max_pixels * 5);
+        d->pub_hwm = ss_publish_sndhwm(c->publish_budget, largest);
+        int one = 1, linger = SS_PUB_LINGER_MS;
+        d->pub_sock = zmq_socket(d->zctx, ZMQ_XPUB);
+        if (!d->pub_sock) {
+            snprintf(err, n, "publish: %s", zmq_strerror(zmq_errno()));
+            return -1;
+        }
+        zmq_setsockopt(d->pub_sock, ZMQ_SNDHWM, &d->pub_hwm, sizeof d->pub_hwm);
+        zmq_setsockopt(d->pub_sock, ZMQ_XPUB_NODROP, &one, sizeof one);
+        zmq_setsockopt(d->pub_sock, ZMQ_LINGER, &linger, sizeof linger);
+        if (bind_socket(d->pub_sock, c->publish_endpoint, "publish", err, n) != 0)
+            return -1;
+        SS_LOG(SS_LOG_INFO, TAG, "publishing on %s (SNDHWM %d messages from a %llu byte budget)",
+               c->publish_endpoint, d->pub_hwm, (unsigned long long)c->publish_budget);
+    }
+    if (c->control_endpoint[0]) {
+        int zero = 0;
+        int64_t maxmsg = CTL_MAX_REQUEST;
+        d->ctl_sock = zmq_socket(d->zctx, ZMQ_REP);
+        if (!d->ctl_sock) {
+            snprintf(err, n, "control: %s", zmq_strerror(zmq_errno()));
+            return -1;
+        }
+        zmq_setsockopt(d->ctl_sock, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_setsockopt(d->ctl_sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+        if (bind_socket(d->ctl_sock, c->control_endpoint, "control", err, n) != 0)
+            return -1;
+        SS_LOG(SS_LOG_INFO, TAG, "control socket on %s", c->control_endpoint);
+    }
+    return 0;
+}
+
+ss_daemon_t *ss_daemon_new(const ss_config_t *cfg, const char *config_path)
+{
+    ss_daemon_t *d = calloc(1, sizeof *d);
+    if (!d) {
+        SS_LOG(SS_LOG_ERR, TAG, "out of memory");
+        return NULL;
+    }
+    d->cfg = *cfg;
+    ss_strlcpy(d->config_path, config_path ? config_path : "", sizeof d->config_path);
+    pthread_mutex_init(&d->cfg_lock, NULL);
+    d->start_mono = ss_now_mono();
+    d->start_unix = ss_now_unix();
+    d->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    d->zctx = zmq_ctx_new();
+    char err[512] = "";
+    if (d->wake_fd < 0 || !d->zctx) {
+        snprintf(err, sizeof err, "cannot create the event fd or the ZeroMQ context");
+        goto fail;
+    }
+    d->n_feeds = cfg->n_feeds;
+    for (int i = 0; i < d->n_feeds; i++)
+        if (feed_build(d, i, err, sizeof err) != 0)
+            goto fail;
+    int total_outs = d->n_feeds * SS_OUTS_PER_FEED;
+    d->pub_q = ss_queue_new(total_outs, SS_QUEUE_BLOCK);
+    d->file_q = ss_queue_new(total_outs, SS_QUEUE_BLOCK);
+    if (!d->pub_q || !d->file_q) {
+        snprintf(err, sizeof err, "out of memory");
+        goto fail;
+    }
+    if (open_sockets(d, err, sizeof err) != 0)
+        goto fail;
+    return d;
+fail:
+    SS_LOG(SS_LOG_ERR, TAG, "%s", err);
+    ss_daemon_destroy(&d);
+    return NULL;
+}
+
+void ss_daemon_destroy(ss_daemon_t **pd)
+{
+    if (!pd || !*pd)
+        return;
+    ss_daemon_t *d = *pd;
+    for (int i = 0; i < SS_MAX_FEEDS; i++)
+        feed_free(&d->feeds[i]);
+    if (d->pub_sock)
+        zmq_close(d->pub_sock);
+    if (d->ctl_sock)
+        zmq_close(d->ctl_sock);
+    if (d->zctx)
+        zmq_ctx_term(d->zctx);
+    ss_queue_destroy(&d->pub_q);
+    ss_queue_destroy(&d->file_q);
+    if (d->wake_fd >= 0)
+        close(d->wake_fd);
+    pthread_mutex_destroy(&d->cfg_lock);
+    free(d);
+    *pd = NULL;
+}
+
+/* ---- reload ---------------------------------------------------------------- */
+
+/* A calibration file a reload names must be readable before the reload is
+ * accepted (the worker applies the pipeline config later, on its thread). */
+static int check_calibration(const ss_pipeline_cfg_t *old, const ss_pipeline_cfg_t *neu,
+                             const char *feed, char *err, size_t n)
+{
+    const char *oldp[3] = { old->dark, old->flat, old->bad_pixels };
+    const char *newp[3] = { neu->dark, neu->flat, neu->bad_pixels };
+    static const char *const what[3] = { "dark", "flat", "bad_pixels" };
+    for (int k = 0; k < 3; k++) {
+        if (!newp[k][0] || strcmp(oldp[k], newp[k]) == 0)
+            continue;
+        int w, h;
+        ss_dtype_t dt;
+        char e[400];
+        if (ss_fits_probe(newp[k], &w, &h, &dt, e, sizeof e) != SS_OK) {
+            snprintf(err, n, "feed %s: pipeline.%s: %s", feed, what[k], e);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int reload_file(ss_daemon_t *d, char *err, size_t n)
+{
+    if (!d->config_path[0]) {
+        snprintf(err, n, "running the built-in default config: there is no file to reload");
+        return -1;
+    }
+    ss_config_t *neu = malloc(sizeof *neu);
+    if (!neu) {
+        snprintf(err, n, "out of memory");
+        return -1;
+    }
+    int rc = -1;
+    char which[256];
+    if (ss_config_load_file(d->config_path, neu, err, n) != SS_OK)
+        goto out;
+    if (ss_config_diff_nonreloadable(&d->cfg, neu, which, sizeof which) > 0) {
+        snprintf(err, n, "%s: %s cannot change without a restart; nothing was reloaded",
+                 d->config_path, which);
+        goto out;
+    }
+    for (int i = 0; i < d->n_feeds; i++)
+        if (check_calibration(&d->cfg.feeds[i].pipeline, &neu->feeds[i].pipeline,
+                              d->feeds[i].name, err, n) != 0)
+            goto out;
+
+    pthread_mutex_lock(&d->cfg_lock);
+    ss_pipeline_cfg_t before[SS_MAX_FEEDS];
+    for (int i = 0; i < d->n_feeds; i++)
+        before[i] = d->cfg.feeds[i].pipeline;
+    ss_config_apply_reloadable(&d->cfg, neu);
+    for (int i = 0; i < d->n_feeds; i++) {
+        ss_feed_t *f = &d->feeds[i];
+        if (memcmp(&before[i], &f->cfg->pipeline, sizeof before[i]) != 0) {
+            f->reconf = f->cfg->pipeline;
+            atomic_store(&f->reconf_req, 1);
+        }
+    }
+    pthread_mutex_unlock(&d->cfg_lock);
+    ss_log_setup(d->cfg.log_level, ss_log_prefix_wanted(d->cfg.log_prefix));
+    rc = 0;
+    SS_LOG(SS_LOG_NOTICE, TAG, "reloaded %s", d->config_path);
+out:
+    free(neu);
+    return rc;
+}
+
+int ss_daemon_reload(ss_daemon_t *d, const char *by, char *err, size_t n)
+{
+    ss_notify_reloading();
+    SS_LOG(SS_LOG_NOTICE, TAG, "reload requested (%s)", by);
+    int rc = reload_file(d, err, n);
+    if (rc != 0)
+        SS_LOG(SS_LOG_ERR, TAG, "reload rejected, the running config stays: %s", err);
+    ss_notify_ready();
+    return rc;
+}
+
+int ss_log_prefix_wanted(ss_log_prefix_t p)
+{
+    if (p != SS_LOG_PREFIX_AUTO)
+        return p == SS_LOG_PREFIX_ALWAYS;
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+    if (!js || sscanf(js, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) != 0)
+        return 0;
+    return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+/* ---- run ------------------------------------------------------------------ */
+
+static int start_threads(ss_daemon_t *d)
+{
+    for (int i = 0; i < d->n_feeds; i++) {
+        ss_feed_t *f = &d->feeds[i];
+        if (pthread_create(&f->worker, NULL, ss_worker_main, f) != 0)
+            return -1;
+        f->worker_started = 1;
+    }
+    if (pthread_create(&d->publisher, NULL, ss_publisher_main, d) != 0)
+        return -1;
+    d->publisher_started = 1;
+    if (pthread_create(&d->filesink, NULL, ss_filesink_main, d) != 0)
+        return -1;
+    d->filesink_started = 1;
+    for (int i = 0; i < d->n_feeds; i++)
+        if (ss_source_start(d->feeds[i].source) != SS_OK)
+            return -1;
+    return 0;
+}
+
+/* Every pipeline is idle or its current frame started less than
+ * watchdog.stall_timeout ago: the proof of progress behind WATCHDOG=1. */
+static int pipelines_progress(ss_daemon_t *d, double stall_s)
+{
+    uint64_t now = mono_us();
+    for (int i = 0; i < d->n_feeds; i++) {
+        uint64_t since = atomic_load(&d->feeds[i].busy_since_us);
+        if (since && (double)(now - since) * 1e-6 > stall_s) {
+            static double last_warn;
+            if (ss_now_mono() - last_warn > 10.0) {
+                last_warn = ss_now_mono();
+                SS_LOG(SS_LOG_ERR, TAG, "feed %s: one frame has taken %.1f s: withholding WATCHDOG=1",
+                       d->feeds[i].name, (double)(now - since) * 1e-6);
+            }
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void notify_status(ss_daemon_t *d)
+{
+    double fps = 0;
+    uint64_t processed = 0, dropped = 0, rejected = 0, pub_dropped = 0;
+    for (int i = 0; i < d->n_feeds; i++) {
+        ss_proto_feed_stats_t s;
+        ss_stats_tick(d->feeds[i].stats, ss_now_mono());
+        ss_stats_snapshot(d->feeds[i].stats, &s, NULL);
+        fps += s.fps;
+        processed += s.processed;
+        dropped += s.dropped_queue;
+        rejected += s.rejected;
+        pub_dropped += s.pub_dropped;
+    }
+    ss_notify_status("%d feed%s, %.2f frames/s, %llu processed, %llu dropped, %llu rejected, "
+                     "%llu publish drops",
+                     d->n_feeds, d->n_feeds == 1 ? "" : "s", fps, (unsigned long long)processed,
+                     (unsigned long long)dropped, (unsigned long long)rejected,
+                     (unsigned long long)pub_dropped);
+}
+
+static void serve_control(ss_daemon_t *d, char *req, char *resp)
+{
+    for (;;) {
+        int len = zmq_recv(d->ctl_sock, req, CTL_MAX_REQUEST, ZMQ_DONTWAIT);
+        if (len < 0)
+            return;
+        int more = 0;
+        size_t ml = sizeof more;
+        zmq_getsockopt(d->ctl_sock, ZMQ_RCVMORE, &more, &ml);
+        int extra = 0;
+        while (more) {  /* a request is one part: drop the others */
+            char dummy[1];
+            if (zmq_recv(d->ctl_sock, dummy, sizeof dummy, 0) < 0)
+                break;
+            extra++;
+            zmq_getsockopt(d->ctl_sock, ZMQ_RCVMORE, &more, &ml);
+        }
+        int rl;
+        if (extra)
+            rl = ss_proto_encode_error_response(NULL, "a control request is one message part",
+                                                resp, CTL_RESPONSE_MAX);
+        else if ((size_t)len > CTL_MAX_REQUEST)
+            rl = ss_proto_encode_error_response(NULL, "control request too long", resp,
+                                                CTL_RESPONSE_MAX);
+        else
+            rl = ss_control_handle(d, req, (size_t)len, resp, CTL_RESPONSE_MAX);
+        if (rl < 0)
+            rl = ss_proto_encode_error_response(NULL, "response too large", resp,
+                                                CTL_RESPONSE_MAX);
+        zmq_send(d->ctl_sock, resp, rl < 0 ? 0 : (size_t)rl, 0);
+    }
+}
+
+/* Wait for the workers to finish what is queued, up to the drain timeout;
+ * then make them drop the rest. Keeps feeding the watchdog meanwhile. */
+static void drain_workers(ss_daemon_t *d, uint64_t wd_us)
+{
+    double t0 = ss_now_mono(), last_wd = 0;
+    double limit = d->cfg.drain_timeout;
+    int discarding = 0;
+    for (;;) {
+        int pending = 0;
+        for (int i = 0; i < d->n_feeds; i++)
+            pending += d->feeds[i].worker_started && !atomic_load(&d->feeds[i].worker_done);
+        if (!pending)
+            return;
+        double now = ss_now_mono();
+        if (!discarding && now - t0 > limit) {
+            SS_LOG(SS_LOG_WARNING, TAG, "drain timeout (%.1f s): dropping what is still queued",
+                   limit);
+            for (int i = 0; i < d->n_feeds; i++)
+                atomic_store(&d->feeds[i].discard, 1);
+            discarding = 1;
+        }
+        if (now - t0 > limit + STOP_GRACE_S) {
+            SS_LOG(SS_LOG_ERR, TAG, "a pipeline does not finish its frame: exiting without cleanup");
+            _exit(1);
+        }
+        if (wd_us && (now - last_wd) * 1e6 > (double)wd_us / 2 &&
+            pipelines_progress(d, d->cfg.watchdog_stall)) {
+            ss_notify_watchdog();
+            last_wd = now;
+        }
+        struct timespec ts = { 0, 20000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void log_summary(ss_daemon_t *d)
+{
+    for (int i = 0; i < d->n_feeds; i++) {
+        ss_proto_feed_stats_t s;
+        ss_sink_counters_t k;
+        ss_stats_snapshot(d->feeds[i].stats, &s, &k);
+        SS_LOG(SS_LOG_NOTICE, TAG,
+               "feed %s final: received=%llu accepted=%llu rejected=%llu dropped=%llu "
+               "processed=%llu ok=%llu reference=%llu warmup=%llu regfail=%llu error=%llu "
+               "detections=%llu published=%llu pub_dropped=%llu sink_dropped=%llu "
+               "fits_written=%llu fits_errors=%llu jsonl_written=%llu jsonl_errors=%llu",
+               s.name, (unsigned long long)s.received, (unsigned long long)s.accepted,
+               (unsigned long long)s.rejected, (unsigned long long)s.dropped_queue,
+               (unsigned long long)s.processed,
+               (unsigned long long)s.status_count[SS_STATUS_OK],
+               (unsigned long long)s.status_count[SS_STATUS_REFERENCE],
+               (unsigned long long)s.status_count[SS_STATUS_WARMUP],
+               (unsigned long long)s.status_count[SS_STATUS_REG_FAILED],
+               (unsigned long long)s.status_count[SS_STATUS_ERROR],
+               (unsigned long long)s.detections, (unsigned long long)s.published,
+               (unsigned long long)s.pub_dropped, (unsigned long long)k.sink_dropped,
+               (unsigned long long)k.fits_written, (unsigned long long)k.fits_errors,
+               (unsigned long long)k.jsonl_written, (unsigned long long)k.jsonl_errors);
+    }
+}
+
+static void shutdown_all(ss_daemon_t *d, uint64_t wd_us)
+{
+    ss_notify_stopping();
+    SS_LOG(SS_LOG_NOTICE, TAG, "shutting down: stopping intake, draining the queues");
+    for (int i = 0; i < d->n_feeds; i++)
+        ss_source_stop(d->feeds[i].source);
+    for (int i = 0; i < d->n_feeds; i++)
+        ss_queue_close(d->feeds[i].frames);
+    drain_workers(d, wd_us);
+    for (int i = 0; i < d->n_feeds; i++)
+        if (d->feeds[i].worker_started) {
+            pthread_join(d->feeds[i].worker, NULL);
+            d->feeds[i].worker_started = 0;
+        }
+    ss_queue_close(d->pub_q);
+    ss_queue_close(d->file_q);
+    if (d->publisher_started) {
+        pthread_join(d->publisher, NULL);
+        d->publisher_started = 0;
+    }
+    if (d->filesink_started) {
+        pthread_join(d->filesink, NULL);
+        d->filesink_started = 0;
+    }
+    log_summary(d);
+}
+
+int ss_daemon_run(ss_daemon_t *d)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sfd < 0) {
+        SS_LOG(SS_LOG_ERR, TAG, "signalfd: %s", strerror(errno));
+        return 1;
+    }
+    char *req = malloc(CTL_MAX_REQUEST + 1), *resp = malloc(CTL_RESPONSE_MAX);
+    if (!req || !resp || start_threads(d) != 0) {
+        SS_LOG(SS_LOG_ERR, TAG, "cannot start the threads");
+        atomic_store(&d->exit_code, 1);
+        ss_daemon_request_stop(d, 1, "start failed");
+        goto stop;
+    }
+
+    uint64_t wd_us = ss_notify_watchdog_usec();
+    ss_notify_ready();
+    SS_LOG(SS_LOG_NOTICE, TAG, "skysieved %s ready: %d feed%s%s", SKYSIEVE_VERSION, d->n_feeds,
+           d->n_feeds == 1 ? "" : "s", wd_us ? ", watchdog on" : "");
+    notify_status(d);
+    double last_status = ss_now_mono(), last_wd = 0;
+
+    while (!atomic_load(&d->stop_req)) {
+        zmq_pollitem_t items[3];
+        int ni = 0;
+        items[ni++] = (zmq_pollitem_t){ .fd = sfd, .events = ZMQ_POLLIN };
+        items[ni++] = (zmq_pollitem_t){ .fd = d->wake_fd, .events = ZMQ_POLLIN };
+        if (d->ctl_sock)
+            items[ni++] = (zmq_pollitem_t){ .socket = d->ctl_sock, .events = ZMQ_POLLIN };
+        int rc = zmq_poll(items, ni, MAIN_POLL_MS);
+        if (rc < 0 && zmq_errno() != EINTR) {
+            SS_LOG(SS_LOG_ERR, TAG, "zmq_poll: %s", zmq_strerror(zmq_errno()));
+            ss_daemon_request_stop(d, 1, "main loop failed");
+            break;
+        }
+        if (items[0].revents & ZMQ_POLLIN) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                char err[600];
+                if (si.ssi_signo == SIGHUP)
+                    ss_daemon_reload(d, "SIGHUP", err, sizeof err);
+                else
+                    ss_daemon_request_stop(d, 0, si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+            }
+        }
+        if (items[1].revents & ZMQ_POLLIN) {
+            uint64_t v;
+            if (read(d->wake_fd, &v, sizeof v) < 0) {
+                /* nothing pending */
+            }
+        }
+        if (ni > 2 && (items[2].revents & ZMQ_POLLIN))
+            serve_control(d, req, resp);
+
+        double now = ss_now_mono();
+        double interval;
+        pthread_mutex_lock(&d->cfg_lock);
+        interval = d->cfg.status_interval;
+        double stall = d->cfg.watchdog_stall;
+        pthread_mutex_unlock(&d->cfg_lock);
+        if (now - last_status >= interval) {
+            notify_status(d);
+            last_status = now;
+        }
+        if (wd_us && (now - last_wd) * 1e6 >= (double)wd_us / 2 && pipelines_progress(d, stall)) {
+            ss_notify_watchdog();
+            last_wd = now;
+        }
+    }
+
+stop:
+    shutdown_all(d, ss_notify_watchdog_usec());
+    close(sfd);
+    free(req);
+    free(resp);
+    int code = atomic_load(&d->exit_code);
+    SS_LOG(SS_LOG_NOTICE, TAG, "stopped (exit %d)", code);
+    return code;
+}

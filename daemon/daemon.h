@@ -1,0 +1,217 @@
+/*
+ * daemon.h — skysieved's shared state and the hand-over points between its
+ * threads (ARCHITECTURE.md "Threads"):
+ *
+ *   source thread (per feed) --frames queue--> worker (per feed)
+ *   worker --pub queue--> publisher (one; owns the PUB socket)
+ *   worker --file queue--> file sink (one; FITS residuals, JSON lines)
+ *   main thread: signals (signalfd), control REP socket, sd_notify, timers,
+ *                reloads, shutdown.
+ *
+ * Frames come from a per-feed pool (the backend's host allocator: pinned
+ * memory for CUDA) sized at start from the feed's limits; results live in
+ * a per-feed set of ss_out_t buffers that circulate worker -> sinks ->
+ * free list. Nothing is allocated per frame.
+ *
+ * The library skysieve_daemon_lib holds all of it but main(): tests link
+ * it for the unit-level checks and exec the skysieved binary for the rest.
+ */
+#ifndef SS_DAEMON_H
+#define SS_DAEMON_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "config/config.h"
+#include "pipeline/pipeline.h"
+#include "queue.h"
+#include "stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef SKYSIEVE_VERSION
+#define SKYSIEVE_VERSION "0.0.0"
+#endif
+
+#define SS_OUTS_PER_FEED 4          /* result buffers: one at the worker, the rest with the sinks */
+#define SS_POLL_S 0.1               /* how often blocked threads look at their stop flags */
+#define SS_PUB_LINGER_MS 2000       /* what a closing PUB socket may still flush */
+
+typedef struct ss_daemon ss_daemon_t;
+typedef struct ss_feed ss_feed_t;
+typedef struct ss_source ss_source_t;
+
+/* One result buffer travelling from a worker to the sinks. refs counts the
+ * sinks that still hold it; the last one returns it to the free list. */
+typedef struct ss_out {
+    ss_result_t res;
+    ss_feed_t *feed;
+    atomic_int refs;
+    int to_files;                   /* the file sink also gets it */
+} ss_out_t;
+
+struct ss_feed {
+    int index;
+    char name[SS_NAME_MAX];
+    ss_daemon_t *d;
+    ss_feed_cfg_t *cfg;             /* &d->cfg.feeds[index]; reloads write it under d->cfg_lock */
+    ss_feed_stats_t *stats;
+
+    ss_frame_pool_t *pool;
+    size_t frame_bytes;             /* pixel bytes per pooled frame */
+    size_t max_pixels;              /* pixels a frame / residual may have */
+    ss_queue_t *frames;             /* source -> worker */
+
+    ss_pipeline_t *pipe;            /* used by the worker thread only */
+    ss_out_t *outs;
+    int n_outs;
+    ss_queue_t *free_outs;          /* result buffers not in use */
+    ss_out_t *work;                 /* the worker's current result buffer */
+
+    ss_source_t *source;
+    pthread_t worker;
+    int worker_started;
+
+    atomic_int reset_req;           /* control "reset": forget the history before the next frame */
+    atomic_int reconf_req;          /* a reload left a new pipeline config in reconf */
+    ss_pipeline_cfg_t reconf;       /* under d->cfg_lock */
+    atomic_int discard;             /* drain time is up: drop what is still queued (counted) */
+    atomic_int worker_done;
+    atomic_int source_done;
+    _Atomic uint64_t busy_since_us; /* monotonic µs the current frame started; 0 = idle */
+};
+
+struct ss_daemon {
+    ss_config_t cfg;                /* running config */
+    pthread_mutex_t cfg_lock;       /* guards cfg and feeds[].cfg / reconf after start */
+    char config_path[SS_PATH_MAX];  /* "" = built-in default config */
+
+    void *zctx;
+    void *pub_sock;                 /* owned by the publisher thread once it runs */
+    void *ctl_sock;                 /* main thread */
+    int pub_hwm;
+
+    int n_feeds;
+    ss_feed_t feeds[SS_MAX_FEEDS];
+
+    ss_queue_t *pub_q;              /* ss_out_t* to the publisher */
+    ss_queue_t *file_q;             /* ss_out_t* to the file sink */
+    pthread_t publisher, filesink;
+    int publisher_started, filesink_started;
+
+    int wake_fd;                    /* eventfd: other threads wake the main loop */
+    atomic_int stop_req;            /* a thread asked the daemon to stop */
+    atomic_int exit_code;
+    double start_mono, start_unix;
+};
+
+/* ---- daemon.c --------------------------------------------------------- */
+
+/* Build everything a config describes (pools, queues, pipelines, sockets
+ * bound, sources opened) without starting threads. config_path "" marks
+ * the built-in default config (reload then has no file to read). Returns
+ * NULL with a reason logged on failure. */
+ss_daemon_t *ss_daemon_new(const ss_config_t *cfg, const char *config_path);
+/* Start the threads, notify READY=1, serve until SIGTERM/SIGINT, a
+ * source's exit_at_end or a broken backend; drain, flush, stop. Returns
+ * the process exit status (0, or 1 after a broken backend). The calling
+ * thread must have SIGTERM, SIGINT and SIGHUP blocked (ss_daemon_block_signals
+ * before any thread, ZeroMQ's included, is created). */
+int ss_daemon_run(ss_daemon_t *d);
+void ss_daemon_destroy(ss_daemon_t **d);
+
+/* Block the signals the main loop reads through a signalfd, and ignore
+ * SIGPIPE. Call first thing in main(). */
+void ss_daemon_block_signals(void);
+
+/* Any thread: ask the main loop to stop (exit_code 0: drain and exit 0;
+ * nonzero: a broken backend). */
+void ss_daemon_request_stop(ss_daemon_t *d, int exit_code, const char *why);
+
+/* ---- feed hand-over (daemon.c), for sources ---------------------------- */
+
+/* A free frame of the feed's pool, waiting (briefly, polling stop) if none
+ * is free; NULL when *stop became set. */
+ss_frame_t *ss_feed_frame_get(ss_feed_t *f, const atomic_int *stop);
+/* Queue an accepted frame for the worker (the frame becomes the queue's):
+ * a drop_oldest eviction and a refusal after close are counted as
+ * dropped. */
+void ss_feed_submit(ss_feed_t *f, ss_frame_t *frame);
+/* Proto limits of a feed (from its config). */
+void ss_feed_limits(const ss_feed_t *f, ss_proto_limits_t *lim);
+
+/* ---- source.c --------------------------------------------------------- */
+
+struct ss_source {
+    ss_feed_t *feed;
+    pthread_t thread;
+    int started;
+    atomic_int stop;
+    char desc[SS_PATH_MAX + 96];    /* for status: "zmq pull bind ipc://...", ... */
+    void *impl;
+    void (*run)(ss_source_t *s);    /* thread body: produce until stop or the end */
+    void (*close)(ss_source_t *s);  /* free impl (thread already joined) */
+};
+
+/* Open the feed's source (bind/connect sockets, open directories) in the
+ * calling thread. NULL with err set on failure. */
+ss_source_t *ss_source_open(ss_feed_t *f, char *err, size_t n);
+ss_err_t ss_source_start(ss_source_t *s);
+/* Ask to stop and join the thread. */
+void ss_source_stop(ss_source_t *s);
+void ss_source_destroy(ss_source_t **s);
+
+/* The per-type openers (source_zmq.c, source_fits.c, source_synth.c): fill
+ * s->impl, s->run, s->close, s->desc. 0 or -1 with err set. */
+int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n);
+int ss_source_fits_open(ss_source_t *s, char *err, size_t n);
+int ss_source_synth_open(ss_source_t *s, char *err, size_t n);
+
+/* The order key of a FITS file: DATE-OBS (+TIME-OBS) as MJD, NAN if
+ * absent or unreadable (source_fits.c). */
+double ss_fits_date_obs_mjd(const char *path);
+
+/* ---- worker.c, publisher.c, sinks ------------------------------------- */
+
+void *ss_worker_main(void *feed);           /* pthread body, one per feed */
+void *ss_publisher_main(void *daemon);      /* pthread body */
+void *ss_filesink_main(void *daemon);       /* pthread body */
+
+/* Hand a result buffer back (the last holder returns it to the free list). */
+void ss_out_release(ss_out_t *o);
+
+/* Fill a status snapshot of every feed (main thread / publisher). */
+void ss_daemon_status(ss_daemon_t *d, ss_proto_status_t *st);
+
+/* sink_fits.c: write one residual; 0 or -1 (logged). */
+int ss_sink_fits_write(const char *dir, int compress, const ss_result_t *res, const char *feed);
+/* sink_jsonl.c: an appending writer of one JSON line per frame. */
+typedef struct ss_jsonl ss_jsonl_t;
+ss_jsonl_t *ss_jsonl_open(const char *path);
+void ss_jsonl_close(ss_jsonl_t **j);
+const char *ss_jsonl_path(const ss_jsonl_t *j);
+/* Append the detections body of res as one line; 0 or -1 (logged). */
+int ss_jsonl_write(ss_jsonl_t *j, const ss_result_t *res);
+
+/* control.c: answer one request (main thread). buf receives the response
+ * JSON (n bytes); returns its length. */
+int ss_control_handle(ss_daemon_t *d, const void *req, size_t len, char *buf, size_t n);
+
+/* reload (daemon.c, main thread): read the config file again and apply
+ * the reloadable keys, between RELOADING=1 and READY=1; `by` says who
+ * asked ("SIGHUP", "control"). Returns 0, or -1 with the reason in err
+ * (logged; the old config stays in force, whole: a file that changes a
+ * key not marked reloadable is rejected, naming the key). */
+int ss_daemon_reload(ss_daemon_t *d, const char *by, char *err, size_t n);
+
+/* Whether log lines get "<N>" priority prefixes: ALWAYS, NEVER, or for
+ * AUTO when stderr is the journal (JOURNAL_STREAM names stderr's
+ * device:inode, as systemd sets it). */
+int ss_log_prefix_wanted(ss_log_prefix_t p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,59 @@
+/*
+ * filesink.c — the thread that writes results to files: residual FITS
+ * files (sinks.fits.dir) and detection JSON lines (sinks.jsonl.path), for
+ * every feed. It runs apart from the publisher so that a slow disk never
+ * delays the network, and apart from the workers so that it never delays
+ * a pipeline (the worker skips the sinks, counted, when they hold every
+ * result buffer). Both sink keys are reloadable: the JSON-lines file is
+ * reopened when its path changes.
+ */
+#include "daemon.h"
+
+#include <string.h>
+
+#define TAG "file-sink"
+
+void *ss_filesink_main(void *arg)
+{
+    ss_daemon_t *d = arg;
+    ss_jsonl_t *jl[SS_MAX_FEEDS] = { 0 };
+    for (;;) {
+        void *item = NULL;
+        ss_err_t e = ss_queue_pop(d->file_q, &item, -1);
+        if (e == SS_ERR_STOPPED)
+            break;
+        if (e != SS_OK)
+            continue;
+        ss_out_t *o = item;
+        ss_feed_t *f = o->feed;
+        char dir[SS_PATH_MAX], jpath[SS_PATH_MAX];
+        int compress;
+        pthread_mutex_lock(&d->cfg_lock);
+        ss_strlcpy(dir, f->cfg->fits_dir, sizeof dir);
+        ss_strlcpy(jpath, f->cfg->jsonl_path, sizeof jpath);
+        compress = f->cfg->fits_compress;
+        pthread_mutex_unlock(&d->cfg_lock);
+
+        if (dir[0] && o->res.has_residual) {
+            if (ss_sink_fits_write(dir, compress, &o->res, f->name) == 0)
+                SS_SINK_ADD(f->stats, fits_written, 1);
+            else
+                SS_SINK_ADD(f->stats, fits_errors, 1);
+        }
+        ss_jsonl_t **j = &jl[f->index];
+        if (*j && strcmp(ss_jsonl_path(*j), jpath) != 0)
+            ss_jsonl_close(j);
+        if (jpath[0] && !*j)
+            *j = ss_jsonl_open(jpath);
+        if (jpath[0]) {
+            if (*j && ss_jsonl_write(*j, &o->res) == 0)
+                SS_SINK_ADD(f->stats, jsonl_written, 1);
+            else
+                SS_SINK_ADD(f->stats, jsonl_errors, 1);
+        }
+        ss_out_release(o);
+    }
+    for (int i = 0; i < SS_MAX_FEEDS; i++)
+        ss_jsonl_close(&jl[i]);
+    return NULL;
+}

@@ -1,0 +1,169 @@
+/*
+ * main.c — skysieved's command line. Everything else is in
+ * skysieve_daemon_lib (daemon.h).
+ *
+ * Exit status: 0 after a clean stop (SIGTERM/SIGINT drained, exit_at_end,
+ * --check-config of a good file, --help, --version); 1 when the daemon
+ * cannot start or a backend broke (systemd restarts it); 2 for a bad
+ * command line; 78 (EX_CONFIG) for a config file that does not load or
+ * validate (the unit's RestartPreventExitStatus).
+ */
+#include "daemon.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TAG "main"
+#define EXIT_USAGE 2
+#define EXIT_CONFIG 78
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: skysieved [OPTION]...\n"
+            "Satellite and star-field monitoring daemon: registers each incoming frame,\n"
+            "subtracts its predicted static background, and publishes the residuals and\n"
+            "the detections found in them over ZeroMQ.\n"
+            "\n"
+            "  -c, --config FILE         config file (default %s; when that file does\n"
+            "                            not exist and no --config is given, the built-in\n"
+            "                            default config runs: one synthetic feed)\n"
+            "      --check-config        load and validate the config, print the result, exit\n"
+            "      --print-default-config  print the built-in default config as JSON, exit\n"
+            "      --log-level LEVEL     err|warning|notice|info|debug (overrides log_level)\n"
+            "      --version             print the version and the backends built in, exit\n"
+            "  -h, --help                print this help, exit\n"
+            "\n"
+            "Signals: SIGHUP reloads the config file (keys marked reloadable; an invalid\n"
+            "file is rejected and the running config stays); SIGTERM or SIGINT stops\n"
+            "intake, drains the queues, flushes the sinks and exits 0.\n"
+            "Under systemd (Type=notify) it reports READY=1, STATUS=, WATCHDOG=1,\n"
+            "RELOADING=1 and STOPPING=1. Exit status: 0 clean stop, 1 start failure or\n"
+            "broken backend, 2 bad usage, 78 bad config.\n",
+            SS_CONFIG_DEFAULT_PATH);
+}
+
+static int file_exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+/* The built-in default binds its control socket under /run/skysieve, which
+ * exists under systemd (RuntimeDirectory=); run by hand, use the user's
+ * runtime directory instead. */
+static void adapt_builtin_endpoints(ss_config_t *c)
+{
+    const char *prefix = "ipc://";
+    if (strncmp(c->control_endpoint, prefix, strlen(prefix)) != 0)
+        return;
+    char dir[SS_ENDPOINT_MAX];
+    ss_strlcpy(dir, c->control_endpoint + strlen(prefix), sizeof dir);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    if (access(dir, W_OK) == 0)
+        return;
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    if (!rt || !rt[0] || access(rt, W_OK) != 0)
+        rt = "/tmp";
+    char ep[SS_ENDPOINT_MAX];
+    snprintf(ep, sizeof ep, "ipc://%s/skysieve-control", rt);
+    SS_LOG(SS_LOG_NOTICE, TAG, "%s is not writable: control socket on %s instead", dir, ep);
+    ss_strlcpy(c->control_endpoint, ep, sizeof c->control_endpoint);
+}
+
+int main(int argc, char **argv)
+{
+    /* before any thread exists (ZeroMQ's too): the main loop reads the
+     * signals through a signalfd */
+    ss_daemon_block_signals();
+    ss_log_setup(SS_LOG_INFO, ss_log_prefix_wanted(SS_LOG_PREFIX_AUTO));
+
+    const char *config_path = NULL;
+    int check = 0, print_default = 0, log_level = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if ((strcmp(a, "--config") == 0 || strcmp(a, "-c") == 0) && i + 1 < argc) {
+            config_path = argv[++i];
+        } else if (strncmp(a, "--config=", 9) == 0) {
+            config_path = a + 9;
+        } else if (strcmp(a, "--check-config") == 0) {
+            check = 1;
+        } else if (strcmp(a, "--print-default-config") == 0) {
+            print_default = 1;
+        } else if (strcmp(a, "--log-level") == 0 && i + 1 < argc) {
+            if ((log_level = ss_log_level_parse(argv[++i])) < 0) {
+                fprintf(stderr, "skysieved: unknown log level '%s'\n", argv[i]);
+                return EXIT_USAGE;
+            }
+        } else if (strcmp(a, "--version") == 0) {
+            printf("skysieved %s (backends: cpu%s)\n", SKYSIEVE_VERSION,
+                   ss_backend_cuda_ops() ? ", cuda" : "");
+            return 0;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "skysieved: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+
+    ss_config_t *cfg = malloc(sizeof *cfg);
+    if (!cfg) {
+        fprintf(stderr, "skysieved: out of memory\n");
+        return 1;
+    }
+    if (print_default) {
+        ss_config_defaults(cfg);
+        char *json = ss_config_to_json(cfg);
+        free(cfg);
+        if (!json)
+            return 1;
+        fputs(json, stdout);
+        free(json);
+        return 0;
+    }
+
+    int builtin = 0;
+    if (!config_path) {
+        config_path = SS_CONFIG_DEFAULT_PATH;
+        builtin = !file_exists(config_path);
+    }
+    char err[600];
+    if (builtin) {
+        ss_config_defaults(cfg);
+        SS_LOG(SS_LOG_NOTICE, TAG,
+               "%s does not exist: running the built-in default config (one synthetic feed)",
+               config_path);
+    } else if (ss_config_load_file(config_path, cfg, err, sizeof err) != SS_OK) {
+        SS_LOG(SS_LOG_ERR, TAG, "%s", err);
+        if (check)
+            fprintf(stdout, "%s\n", err);
+        free(cfg);
+        return EXIT_CONFIG;
+    }
+    if (check) {
+        printf("%s: OK (%d feed%s)\n", builtin ? "built-in default config" : config_path,
+               cfg->n_feeds, cfg->n_feeds == 1 ? "" : "s");
+        free(cfg);
+        return 0;
+    }
+    if (log_level >= 0)
+        cfg->log_level = log_level;
+    ss_log_setup(cfg->log_level, ss_log_prefix_wanted(cfg->log_prefix));
+    if (builtin)
+        adapt_builtin_endpoints(cfg);
+
+    ss_daemon_t *d = ss_daemon_new(cfg, builtin ? "" : config_path);
+    free(cfg);
+    if (!d)
+        return 1;
+    int rc = ss_daemon_run(d);
+    ss_daemon_destroy(&d);
+    return rc;
+}

@@ -1,0 +1,206 @@
+/*
+ * publisher.c — the one thread that owns the PUB socket (an XPUB with
+ * ZMQ_XPUB_NODROP, bound by the main thread before READY=1).
+ *
+ * For every processed frame it sends a detections message
+ * ["detections.<feed>", body] and, for frames that have a residual (status
+ * ok) and when publish.residuals is on, a residual message
+ * ["residual.<feed>", header, float32 pixels, (uint8 mask)] — proto/
+ * encodes both. Every status_interval seconds, and once more at shutdown,
+ * a status message ["status", body].
+ *
+ * Never blocking the pipeline: the worker hands results over through a
+ * queue that cannot fill (it holds every result buffer); sends are
+ * ZMQ_DONTWAIT, and a subscriber whose queue is over SNDHWM (derived from
+ * publish.byte_budget) makes the first part fail with EAGAIN: the whole
+ * message is dropped and counted (pub_dropped). The later parts of a
+ * message whose first part went out cannot hit the HWM (libzmq counts
+ * whole messages), so they are sent without DONTWAIT.
+ */
+#include "daemon.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define TAG "publisher"
+#define HEADER_MAX 65536                /* residual JSON header */
+#define STATUS_MAX (256u * 1024u)       /* status body of SS_MAX_FEEDS feeds */
+#define SUBSCRIPTION_BUF 512
+
+typedef struct pub {
+    ss_daemon_t *d;
+    void *sock;
+    char *hdr;
+    char *body;
+    size_t body_cap;
+    uint8_t *mask;
+    size_t mask_cap;
+    ss_proto_status_t *status;
+} pub_t;
+
+/* Send a multipart message; returns 1 when sent, 0 when dropped. */
+static int send_parts(pub_t *p, const void *const *data, const size_t *len, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int flags = (i < n - 1 ? ZMQ_SNDMORE : 0) | (i == 0 ? ZMQ_DONTWAIT : 0);
+        if (zmq_send(p->sock, data[i], len[i], flags) < 0) {
+            if (i == 0 && zmq_errno() == EAGAIN)
+                return 0;
+            SS_LOG(SS_LOG_ERR, TAG, "send: %s", zmq_strerror(zmq_errno()));
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int grow(void **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    void *nb = realloc(*buf, need);
+    if (!nb)
+        return -1;
+    *buf = nb;
+    *cap = need;
+    return 0;
+}
+
+static void publish_result(pub_t *p, ss_out_t *o)
+{
+    ss_feed_t *f = o->feed;
+    const ss_result_t *res = &o->res;
+    int residuals, with_mask;
+    pthread_mutex_lock(&p->d->cfg_lock);
+    residuals = p->d->cfg.publish_residuals;
+    with_mask = p->d->cfg.publish_mask;
+    pthread_mutex_unlock(&p->d->cfg_lock);
+    uint64_t sent = 0, dropped = 0;
+    char topic[SS_PROTO_TOPIC_MAX];
+
+    if (residuals && res->has_residual) {
+        int tl = ss_proto_topic(SS_MSG_RESIDUAL, f->name, topic, sizeof topic);
+        int hl = ss_proto_encode_residual(res, p->hdr, HEADER_MAX);
+        size_t npix = (size_t)res->width * (size_t)res->height;
+        if (tl < 0 || hl < 0) {
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: frame %llu: residual header does not encode",
+                   f->name, (unsigned long long)res->meta.seq);
+            dropped++;
+        } else {
+            const void *data[4] = { topic, p->hdr, res->residual, p->mask };
+            size_t len[4] = { (size_t)tl, (size_t)hl, npix * sizeof(float), npix };
+            int parts = 3;
+            if (with_mask && grow((void **)&p->mask, &p->mask_cap, npix) == 0) {
+                data[3] = p->mask;
+                ss_proto_residual_mask(res->residual, npix, p->mask);
+                parts = 4;
+            }
+            if (send_parts(p, data, len, parts))
+                sent++;
+            else
+                dropped++;
+        }
+    }
+
+    size_t bound = ss_proto_detections_bound(res);
+    int tl = ss_proto_topic(SS_MSG_DETECTIONS, f->name, topic, sizeof topic);
+    int bl = grow((void **)&p->body, &p->body_cap, bound) == 0
+                 ? ss_proto_encode_detections(res, p->body, p->body_cap)
+                 : -1;
+    if (tl < 0 || bl < 0) {
+        SS_LOG(SS_LOG_ERR, TAG, "feed %s: frame %llu: detections do not encode", f->name,
+               (unsigned long long)res->meta.seq);
+        dropped++;
+    } else {
+        const void *data[2] = { topic, p->body };
+        size_t len[2] = { (size_t)tl, (size_t)bl };
+        if (send_parts(p, data, len, 2))
+            sent++;
+        else
+            dropped++;
+    }
+    if (sent)
+        ss_stats_published(f->stats, sent);
+    if (dropped)
+        ss_stats_pub_dropped(f->stats, dropped);
+}
+
+static void publish_status(pub_t *p)
+{
+    ss_daemon_status(p->d, p->status);
+    char topic[SS_PROTO_TOPIC_MAX];
+    int tl = ss_proto_topic(SS_MSG_STATUS, NULL, topic, sizeof topic);
+    if (grow((void **)&p->body, &p->body_cap, STATUS_MAX) != 0)
+        return;
+    int bl = ss_proto_encode_status(p->status, p->body, p->body_cap);
+    if (tl < 0 || bl < 0) {
+        SS_LOG(SS_LOG_ERR, TAG, "status message does not encode");
+        return;
+    }
+    const void *data[2] = { topic, p->body };
+    size_t len[2] = { (size_t)tl, (size_t)bl };
+    send_parts(p, data, len, 2);
+}
+
+/* An XPUB socket passes (un)subscriptions up: read them so that they do
+ * not pile up, and log them for whoever debugs a silent subscriber. */
+static void read_subscriptions(pub_t *p)
+{
+    char buf[SUBSCRIPTION_BUF];
+    int n;
+    while ((n = zmq_recv(p->sock, buf, sizeof buf - 1, ZMQ_DONTWAIT)) >= 0) {
+        if (n == 0)
+            continue;
+        int len = SS_MIN(n, (int)sizeof buf - 1);
+        buf[len] = '\0';
+        SS_LOG(SS_LOG_DEBUG, TAG, "%s \"%s\"", buf[0] == 1 ? "subscribe" : "unsubscribe",
+               buf + 1);
+    }
+}
+
+void *ss_publisher_main(void *arg)
+{
+    ss_daemon_t *d = arg;
+    pub_t p = { .d = d, .sock = d->pub_sock };
+    p.hdr = malloc(HEADER_MAX);
+    p.status = malloc(sizeof *p.status);
+    if (!p.hdr || !p.status)
+        SS_LOG(SS_LOG_ERR, TAG, "out of memory: nothing will be published");
+    int can = p.sock && p.hdr && p.status;
+    double next_status = ss_now_mono();
+    for (;;) {
+        double now = ss_now_mono();
+        double wait = SS_CLAMP(next_status - now, 0.0, SS_POLL_S);
+        void *item = NULL;
+        ss_err_t e = ss_queue_pop(d->pub_q, &item, wait);
+        if (e == SS_ERR_STOPPED)
+            break;
+        if (e == SS_OK) {
+            if (can)
+                publish_result(&p, item);
+            ss_out_release(item);
+        }
+        if (!can)
+            continue;
+        read_subscriptions(&p);
+        now = ss_now_mono();
+        if (now >= next_status) {
+            publish_status(&p);
+            pthread_mutex_lock(&d->cfg_lock);
+            next_status = now + d->cfg.status_interval;
+            pthread_mutex_unlock(&d->cfg_lock);
+        }
+    }
+    if (can)
+        publish_status(&p);     /* the final counters */
+    if (p.sock) {
+        zmq_close(p.sock);      /* lingers SS_PUB_LINGER_MS to flush */
+        d->pub_sock = NULL;
+    }
+    free(p.hdr);
+    free(p.body);
+    free(p.mask);
+    free(p.status);
+    return NULL;
+}

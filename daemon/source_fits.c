@@ -1,0 +1,350 @@
+/*
+ * source_fits.c — frames from FITS files (pipeline/frame_fits.h does the
+ * reading: BITPIX 8/16/32/-32/-64 with BZERO/BSCALE, tile-compressed .fz,
+ * primary or first image extension, TRIMSEC/DATASEC, WCS keywords).
+ *
+ * Modes (source.fits.mode):
+ *   directory  watch source.fits.path (daemon/dirwatch.h): a file is taken
+ *              once it is renamed into place or its size has been stable
+ *              for source.fits.settle seconds; each exactly once, in the
+ *              order they became complete (ties by DATE-OBS, then name).
+ *              Files present at start are taken only with
+ *              source.fits.existing.
+ *   list       the files named in source.fits.list (one per line, '#'
+ *              comments, relative names against the list's directory);
+ *   glob       the files source.fits.pattern matches (glob(3));
+ *              both ordered by DATE-OBS, then name; with
+ *              source.fits.exit_at_end the daemon stops (after draining)
+ *              once the last one is queued.
+ *
+ * After a file is read and queued it is kept, moved to source.fits.move_dir
+ * or deleted (source.fits.after). A file that cannot be read is rejected
+ * (logged, counted) and left where it is. A file larger than the feed's
+ * limits is rejected; a file of another size than the previous one is
+ * fine: the pipeline resets its history (and logs it).
+ */
+#include "daemon.h"
+
+#include "dirwatch.h"
+#include "pipeline/frame_fits.h"
+
+#include <errno.h>
+#include <fitsio.h>
+#include <glob.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TAG "fits-source"
+#define LIST_LINE_MAX 4096
+
+/* Rejection reason of a file that is not a readable FITS image. */
+#define REASON_BAD_FILE SS_PR_BAD_VALUE
+
+/* Name filters of directory mode when source.fits.pattern is "". */
+static const char *const default_patterns[] = {
+    "*.fits", "*.fit", "*.fts", "*.fz", "*.fits.gz", "*.fit.gz", "*.fts.gz", NULL,
+};
+
+typedef struct file_key {
+    char *path;
+    double key;
+} file_key_t;
+
+typedef struct fits_src {
+    ss_dirwatch_t *watch;           /* directory mode */
+    file_key_t *files;              /* list / glob mode, sorted */
+    int n_files;
+} fits_src_t;
+
+/* ---- DATE-OBS ------------------------------------------------------------- */
+
+static int read_date(fitsfile *fp, double *mjd)
+{
+    char date[FLEN_VALUE], time[FLEN_VALUE];
+    int status = 0;
+    if (fits_read_key_str(fp, "DATE-OBS", date, NULL, &status) != 0)
+        return -1;
+    if (!strchr(date, 'T')) {
+        int st2 = 0;
+        if (fits_read_key_str(fp, "TIME-OBS", time, NULL, &st2) == 0) {
+            char both[2 * FLEN_VALUE + 2];
+            snprintf(both, sizeof both, "%sT%s", date, time);
+            return ss_iso_to_mjd(both, mjd);
+        }
+    }
+    return ss_iso_to_mjd(date, mjd);
+}
+
+double ss_fits_date_obs_mjd(const char *path)
+{
+    fitsfile *fp = NULL;
+    int status = 0;
+    double mjd = NAN;
+    if (fits_open_file(&fp, path, READONLY, &status) != 0)
+        return NAN;
+    if (read_date(fp, &mjd) != 0) {
+        /* the primary may be an empty header with the image in HDU 2 */
+        int hdutype = 0;
+        status = 0;
+        mjd = NAN;
+        if (fits_movabs_hdu(fp, 2, &hdutype, &status) == 0 && read_date(fp, &mjd) != 0)
+            mjd = NAN;
+    }
+    status = 0;
+    fits_close_file(fp, &status);
+    return mjd;
+}
+
+static double key_of(const char *path, void *user)
+{
+    (void)user;
+    return ss_fits_date_obs_mjd(path);
+}
+
+/* ---- one file ------------------------------------------------------------- */
+
+static void reject_file(ss_feed_t *f, ss_proto_reason_t why, const char *text)
+{
+    ss_stats_rejected(f->stats, why);
+    SS_LOG(SS_LOG_WARNING, TAG, "feed %s: file rejected (%s): %s", f->name,
+           ss_proto_reason_name(why), text);
+}
+
+static void after_file(ss_feed_t *f, const char *path)
+{
+    const ss_fits_source_cfg_t *c = &f->cfg->fits;
+    if (c->after == SS_FITS_DELETE) {
+        if (unlink(path) != 0) {
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: cannot delete %s: %s", f->name, path, strerror(errno));
+            SS_SINK_ADD(f->stats, source_errors, 1);
+        }
+    } else if (c->after == SS_FITS_MOVE) {
+        char tmp[SS_PATH_MAX], dst[2 * SS_PATH_MAX];
+        ss_strlcpy(tmp, path, sizeof tmp);
+        snprintf(dst, sizeof dst, "%s/%s", c->move_dir, basename(tmp));
+        if (rename(path, dst) != 0) {
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: cannot move %s to %s: %s", f->name, path, c->move_dir,
+                   strerror(errno));
+            SS_SINK_ADD(f->stats, source_errors, 1);
+        }
+    }
+}
+
+static void take_file(ss_source_t *s, const char *path)
+{
+    ss_feed_t *f = s->feed;
+    char err[600], text[SS_PROTO_ERR_MAX];
+    int w, h;
+    ss_dtype_t dt;
+    ss_stats_received(f->stats);
+    if (ss_fits_probe(path, &w, &h, &dt, err, sizeof err) != SS_OK) {
+        reject_file(f, REASON_BAD_FILE, err);
+        return;
+    }
+    if (w > f->cfg->max_width || h > f->cfg->max_height) {
+        snprintf(text, sizeof text, "%s: %d x %d is above the limits (%d x %d)", path, w, h,
+                 f->cfg->max_width, f->cfg->max_height);
+        reject_file(f, SS_PR_DIMENSIONS, text);
+        return;
+    }
+    ss_frame_t *fr = ss_feed_frame_get(f, &s->stop);
+    if (!fr) {
+        reject_file(f, SS_PR_NO_BUFFER, "shutting down");
+        return;
+    }
+    ss_err_t e = ss_fits_read_frame(path, fr, err, sizeof err);
+    if (e != SS_OK) {
+        ss_frame_pool_put(fr);
+        reject_file(f, e == SS_ERR_SIZE ? SS_PR_NO_BUFFER : REASON_BAD_FILE, err);
+        return;
+    }
+    ss_strlcpy(fr->meta.feed, f->name, sizeof fr->meta.feed);
+    fr->meta.recv_mono = ss_now_mono();
+    ss_stats_accepted(f->stats);
+    SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: %s (%dx%d %s)", f->name, path, fr->width, fr->height,
+           ss_dtype_name(fr->dtype));
+    ss_feed_submit(f, fr);
+    after_file(f, path);
+}
+
+/* ---- modes ---------------------------------------------------------------- */
+
+static void run_directory(ss_source_t *s)
+{
+    fits_src_t *fs = s->impl;
+    char path[2 * SS_PATH_MAX];
+    while (!atomic_load(&s->stop)) {
+        ss_err_t e = ss_dirwatch_next(fs->watch, path, sizeof path, SS_POLL_S);
+        if (e == SS_OK) {
+            take_file(s, path);
+        } else if (e == SS_ERR_IO) {
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: the watched directory %s is gone", s->feed->name,
+                   s->feed->cfg->fits.path);
+            SS_SINK_ADD(s->feed->stats, source_errors, 1);
+            return;
+        }
+    }
+}
+
+static void run_files(ss_source_t *s)
+{
+    fits_src_t *fs = s->impl;
+    ss_feed_t *f = s->feed;
+    for (int i = 0; i < fs->n_files && !atomic_load(&s->stop); i++)
+        take_file(s, fs->files[i].path);
+    if (!atomic_load(&s->stop)) {
+        SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: all %d files queued", f->name, fs->n_files);
+        if (f->cfg->fits.exit_at_end)
+            ss_daemon_request_stop(f->d, 0, "source.fits.exit_at_end: every file is read");
+    }
+}
+
+static int by_key(const void *pa, const void *pb)
+{
+    const file_key_t *a = pa, *b = pb;
+    int ka = isfinite(a->key), kb = isfinite(b->key);
+    if (ka != kb)
+        return ka ? -1 : 1;
+    if (ka && a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    return strcmp(a->path, b->path);
+}
+
+static int add_file(fits_src_t *fs, int *cap, const char *path)
+{
+    if (fs->n_files == *cap) {
+        int nc = *cap ? 2 * *cap : 64;
+        file_key_t *nf = realloc(fs->files, (size_t)nc * sizeof *nf);
+        if (!nf)
+            return -1;
+        fs->files = nf;
+        *cap = nc;
+    }
+    char *p = strdup(path);
+    if (!p)
+        return -1;
+    fs->files[fs->n_files].path = p;
+    fs->files[fs->n_files].key = ss_fits_date_obs_mjd(p);
+    fs->n_files++;
+    return 0;
+}
+
+static int load_list(fits_src_t *fs, const ss_fits_source_cfg_t *c, char *err, size_t n)
+{
+    FILE *fp = fopen(c->list, "r");
+    if (!fp) {
+        snprintf(err, n, "source.fits.list: cannot open %s: %s", c->list, strerror(errno));
+        return -1;
+    }
+    char dirbuf[SS_PATH_MAX];
+    ss_strlcpy(dirbuf, c->list, sizeof dirbuf);
+    const char *dir = dirname(dirbuf);
+    char line[LIST_LINE_MAX], path[LIST_LINE_MAX + SS_PATH_MAX];
+    int cap = 0, rc = 0;
+    while (fgets(line, sizeof line, fp)) {
+        char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t len = strcspn(p, "\r\n");
+        p[len] = '\0';
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            p[--len] = '\0';
+        if (!*p || *p == '#')
+            continue;
+        if (*p == '/')
+            ss_strlcpy(path, p, sizeof path);
+        else
+            snprintf(path, sizeof path, "%s/%s", dir, p);
+        if (add_file(fs, &cap, path) != 0) {
+            snprintf(err, n, "out of memory reading %s", c->list);
+            rc = -1;
+            break;
+        }
+    }
+    fclose(fp);
+    return rc;
+}
+
+static int load_glob(fits_src_t *fs, const ss_fits_source_cfg_t *c, char *err, size_t n)
+{
+    glob_t g;
+    int r = glob(c->pattern, GLOB_NOSORT, NULL, &g);
+    if (r == GLOB_NOMATCH) {
+        SS_LOG(SS_LOG_WARNING, TAG, "source.fits.pattern %s matches no file", c->pattern);
+        return 0;
+    }
+    if (r != 0) {
+        snprintf(err, n, "source.fits.pattern %s: glob failed", c->pattern);
+        return -1;
+    }
+    int cap = 0, rc = 0;
+    for (size_t i = 0; i < g.gl_pathc; i++)
+        if (add_file(fs, &cap, g.gl_pathv[i]) != 0) {
+            snprintf(err, n, "out of memory");
+            rc = -1;
+            break;
+        }
+    globfree(&g);
+    return rc;
+}
+
+static void fits_close(ss_source_t *s)
+{
+    fits_src_t *fs = s->impl;
+    if (!fs)
+        return;
+    ss_dirwatch_destroy(&fs->watch);
+    for (int i = 0; i < fs->n_files; i++)
+        free(fs->files[i].path);
+    free(fs->files);
+    free(fs);
+    s->impl = NULL;
+}
+
+int ss_source_fits_open(ss_source_t *s, char *err, size_t n)
+{
+    const ss_feed_cfg_t *fc = s->feed->cfg;
+    const ss_fits_source_cfg_t *c = &fc->fits;
+    fits_src_t *fs = calloc(1, sizeof *fs);
+    if (!fs) {
+        snprintf(err, n, "out of memory");
+        return -1;
+    }
+    s->impl = fs;
+    s->close = fits_close;
+    char e[1200] = "";
+    switch (c->mode) {
+    case SS_FITS_DIRECTORY: {
+        const char *one[2] = { c->pattern, NULL };
+        fs->watch = ss_dirwatch_new(c->path, c->pattern[0] ? one : default_patterns, c->settle,
+                                    c->existing, key_of, NULL, e, sizeof e);
+        if (!fs->watch)
+            goto fail;
+        s->run = run_directory;
+        snprintf(s->desc, sizeof s->desc, "fits directory %s", c->path);
+        break;
+    }
+    case SS_FITS_LIST:
+        if (load_list(fs, c, e, sizeof e) != 0)
+            goto fail;
+        s->run = run_files;
+        snprintf(s->desc, sizeof s->desc, "fits list %s (%d files)", c->list, fs->n_files);
+        break;
+    case SS_FITS_GLOB:
+        if (load_glob(fs, c, e, sizeof e) != 0)
+            goto fail;
+        s->run = run_files;
+        snprintf(s->desc, sizeof s->desc, "fits glob %s (%d files)", c->pattern, fs->n_files);
+        break;
+    }
+    if (fs->files)
+        qsort(fs->files, (size_t)fs->n_files, sizeof *fs->files, by_key);
+    return 0;
+fail:
+    snprintf(err, n, "feed %s: %s", fc->name, e);
+    fits_close(s);
+    return -1;
+}

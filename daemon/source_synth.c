@@ -1,0 +1,105 @@
+/*
+ * source_synth.c — the built-in synthetic star field (tools/synth.h) as a
+ * feed source, at source.synth.rate frames per second (0: as fast as the
+ * queue takes them), for source.synth.count frames (0: endless). It is the
+ * default config's one feed: what `skysieved` runs out of the box.
+ *
+ * Frames are scheduled on an absolute monotonic timeline, so the rate does
+ * not drift with the rendering time; a source that falls behind does not
+ * try to catch up with a burst.
+ */
+#include "daemon.h"
+
+#include "tools/synth.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#define TAG "synth"
+
+typedef struct synth_src {
+    ss_synth_t *gen;
+    double rate;
+    uint64_t count;
+} synth_src_t;
+
+/* Sleep until the monotonic time t, waking every SS_POLL_S to look at stop. */
+static void sleep_until(double t, const atomic_int *stop)
+{
+    for (;;) {
+        double left = t - ss_now_mono();
+        if (left <= 0 || atomic_load(stop))
+            return;
+        if (left > SS_POLL_S)
+            left = SS_POLL_S;
+        struct timespec ts = { (time_t)left, (long)((left - (double)(time_t)left) * 1e9) };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void synth_run(ss_source_t *s)
+{
+    synth_src_t *ss = s->impl;
+    ss_feed_t *f = s->feed;
+    double next = ss_now_mono();
+    for (uint64_t k = 0; (ss->count == 0 || k < ss->count) && !atomic_load(&s->stop); k++) {
+        if (ss->rate > 0) {
+            sleep_until(next, &s->stop);
+            if (atomic_load(&s->stop))
+                break;
+            double now = ss_now_mono();
+            next = (next + 1.0 / ss->rate < now) ? now : next + 1.0 / ss->rate;
+        }
+        ss_frame_t *fr = ss_feed_frame_get(f, &s->stop);
+        if (!fr)
+            break;
+        ss_err_t e = ss_synth_next(ss->gen, fr, NULL);
+        ss_stats_received(f->stats);
+        if (e != SS_OK) {
+            /* cannot happen with a pool sized from the synth config */
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: synth: %s", f->name, ss_strerror(e));
+            ss_stats_rejected(f->stats, SS_PR_NO_BUFFER);
+            ss_frame_pool_put(fr);
+            continue;
+        }
+        ss_strlcpy(fr->meta.feed, f->name, sizeof fr->meta.feed);
+        fr->meta.recv_mono = ss_now_mono();
+        ss_stats_accepted(f->stats);
+        ss_feed_submit(f, fr);
+    }
+}
+
+static void synth_close(ss_source_t *s)
+{
+    synth_src_t *ss = s->impl;
+    if (ss)
+        ss_synth_destroy(&ss->gen);
+    free(ss);
+    s->impl = NULL;
+}
+
+int ss_source_synth_open(ss_source_t *s, char *err, size_t n)
+{
+    const ss_feed_cfg_t *c = s->feed->cfg;
+    synth_src_t *ss = calloc(1, sizeof *ss);
+    if (!ss) {
+        snprintf(err, n, "out of memory");
+        return -1;
+    }
+    ss_synth_cfg_t g;
+    ss_feed_synth_cfg(c, &g);
+    ss->gen = ss_synth_new(&g);
+    if (!ss->gen) {
+        snprintf(err, n, "feed %s: cannot create the synthetic source", c->name);
+        free(ss);
+        return -1;
+    }
+    ss->rate = c->synth.rate;
+    ss->count = c->synth.count;
+    s->impl = ss;
+    s->run = synth_run;
+    s->close = synth_close;
+    snprintf(s->desc, sizeof s->desc, "synth %dx%d %s at %g/s", g.width, g.height,
+             ss_dtype_name(g.dtype), ss->rate);
+    return 0;
+}

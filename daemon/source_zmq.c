@@ -1,0 +1,261 @@
+/*
+ * source_zmq.c — frames over ZeroMQ (proto/PROTOCOL.md "frame in"): a PULL
+ * or SUB socket, bound or connected, read by this source's thread only.
+ *
+ * Limits, from the feed's "limits" section:
+ *   ZMQ_MAXMSGSIZE  the largest pixel part (max_width·max_height·4 bytes,
+ *                   or the header limit when larger): libzmq drops a peer
+ *                   that sends a bigger part before it reaches us;
+ *   parts           at most limits.max_parts (more: rejected, drained);
+ *   total bytes     at most ss_feed_max_message_bytes (more: rejected);
+ *   ZMQ_RCVHWM      source.zmq.rcvhwm messages.
+ * The header part is read as a zmq_msg_t (no copy) and validated by
+ * proto/; the pixel part is received straight into a pooled frame (the
+ * one copy, into pinned memory under CUDA), the mask part into the pool's
+ * mask buffer. Every part of a rejected message is drained, so the next
+ * message starts clean; the rejection is logged (rate-limited) and counted
+ * by reason.
+ */
+#include "daemon.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define TAG "zmq-source"
+#define REJECT_LOG_INTERVAL_S 5.0   /* log at most one rejection per interval (then a count) */
+
+typedef struct zmq_src {
+    void *sock;
+    ss_proto_limits_t lim;
+    size_t max_total;
+    int max_parts;
+    double last_log;
+    uint64_t unlogged;
+} zmq_src_t;
+
+static int more_parts(void *sock)
+{
+    int more = 0;
+    size_t len = sizeof more;
+    zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &len);
+    return more;
+}
+
+/* Read and discard the rest of a message; returns the parts and bytes. */
+static void drain(void *sock, int *parts, size_t *bytes)
+{
+    while (more_parts(sock)) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, 0) < 0) {
+            zmq_msg_close(&m);
+            return;
+        }
+        (*parts)++;
+        *bytes += zmq_msg_size(&m);
+        zmq_msg_close(&m);
+    }
+}
+
+static void reject(ss_source_t *s, const ss_proto_error_t *err)
+{
+    zmq_src_t *z = s->impl;
+    ss_stats_rejected(s->feed->stats, err->reason);
+    double now = ss_now_mono();
+    if (now - z->last_log >= REJECT_LOG_INTERVAL_S) {
+        if (z->unlogged)
+            SS_LOG(SS_LOG_WARNING, TAG, "feed %s: %llu more messages rejected", s->feed->name,
+                   (unsigned long long)z->unlogged);
+        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: message rejected (%s): %s", s->feed->name,
+               ss_proto_reason_name(err->reason), err->text);
+        z->last_log = now;
+        z->unlogged = 0;
+    } else {
+        z->unlogged++;
+    }
+}
+
+static void set_error(ss_proto_error_t *err, ss_proto_reason_t r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_error(ss_proto_error_t *err, ss_proto_reason_t r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    err->reason = r;
+    vsnprintf(err->text, sizeof err->text, fmt, ap);
+    va_end(ap);
+}
+
+/* Receive one whole message (its first part is waiting). */
+static void receive_one(ss_source_t *s)
+{
+    zmq_src_t *z = s->impl;
+    ss_feed_t *f = s->feed;
+    ss_proto_error_t err = { SS_PR_OK, "" };
+    ss_proto_input_t in;
+    ss_frame_t *fr = NULL;
+    int parts = 1;
+    size_t bytes;
+
+    zmq_msg_t hdr;
+    zmq_msg_init(&hdr);
+    if (zmq_msg_recv(&hdr, z->sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&hdr);
+        return;
+    }
+    bytes = zmq_msg_size(&hdr);
+    ss_err_t e = ss_proto_parse_input(zmq_msg_data(&hdr), zmq_msg_size(&hdr), &z->lim, &in, &err);
+    zmq_msg_close(&hdr);
+
+    if (e == SS_OK && in.type != SS_MSG_FRAME) {
+        /* series_start / series_end: logged and counted, not a frame */
+        drain(z->sock, &parts, &bytes);
+        if (ss_proto_check_parts(&in, parts, 0, 0, &err) != SS_OK) {
+            ss_stats_received(f->stats);
+            reject(s, &err);
+            return;
+        }
+        SS_SINK_ADD(f->stats, series, 1);
+        SS_LOG(SS_LOG_INFO, TAG, "feed %s: %s \"%s\"", f->name, ss_msg_type_name(in.type),
+               in.meta.series);
+        return;
+    }
+    ss_stats_received(f->stats);
+    if (e != SS_OK)
+        goto fail;
+
+    if (!(fr = ss_feed_frame_get(f, &s->stop))) {
+        set_error(&err, SS_PR_NO_BUFFER, "shutting down");
+        goto fail;
+    }
+    ss_strlcpy(fr->meta.source, s->desc, sizeof fr->meta.source);
+    fr->meta.recv_mono = ss_now_mono();
+    if (ss_proto_frame_prepare(&in, fr, &err) != SS_OK)
+        goto fail;
+
+    /* the pixel part, straight into the frame; then the optional mask */
+    size_t data_len = 0, mask_len = 0;
+    if (more_parts(z->sock)) {
+        int n = zmq_recv(z->sock, fr->pixels, fr->capacity, 0);
+        if (n < 0) {
+            set_error(&err, SS_PR_MISSING_PART, "pixel part lost: %s", zmq_strerror(zmq_errno()));
+            goto fail;
+        }
+        parts++;
+        data_len = (size_t)n;   /* the real size, even when it did not fit */
+        bytes += data_len;
+    }
+    if (more_parts(z->sock)) {
+        uint8_t *mask = ss_frame_mask_buffer(fr);
+        size_t cap = (size_t)fr->width * (size_t)fr->height;
+        int n = zmq_recv(z->sock, mask, mask ? cap : 0, 0);
+        if (n < 0) {
+            set_error(&err, SS_PR_MISSING_PART, "mask part lost: %s", zmq_strerror(zmq_errno()));
+            goto fail;
+        }
+        parts++;
+        mask_len = (size_t)n;
+        bytes += mask_len;
+        fr->valid = mask;
+    }
+    drain(z->sock, &parts, &bytes);
+    if (parts > z->max_parts) {
+        set_error(&err, SS_PR_TOO_MANY_PARTS, "too many parts: %d (limits.max_parts is %d)", parts,
+                  z->max_parts);
+        goto fail;
+    }
+    if (bytes > z->max_total) {
+        set_error(&err, SS_PR_TOO_LONG, "message too large: %zu bytes (maximum %zu)", bytes,
+                  z->max_total);
+        goto fail;
+    }
+    if (ss_proto_check_parts(&in, parts, data_len, mask_len, &err) != SS_OK)
+        goto fail;
+    if (fr->valid && ss_proto_check_mask(fr->valid, fr->width, fr->height, &err) != SS_OK)
+        goto fail;
+    ss_strlcpy(fr->meta.feed, f->name, sizeof fr->meta.feed);
+    ss_stats_accepted(f->stats);
+    ss_feed_submit(f, fr);
+    return;
+
+fail:
+    drain(z->sock, &parts, &bytes);
+    if (fr)
+        ss_frame_pool_put(fr);
+    reject(s, &err);
+}
+
+static void zmq_run(ss_source_t *s)
+{
+    zmq_src_t *z = s->impl;
+    while (!atomic_load(&s->stop)) {
+        zmq_pollitem_t it = { .socket = z->sock, .events = ZMQ_POLLIN };
+        int rc = zmq_poll(&it, 1, (long)(SS_POLL_S * 1e3));
+        if (rc < 0) {
+            if (zmq_errno() == EINTR)
+                continue;
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: poll: %s", s->feed->name, zmq_strerror(zmq_errno()));
+            SS_SINK_ADD(s->feed->stats, source_errors, 1);
+            break;
+        }
+        if (rc > 0 && (it.revents & ZMQ_POLLIN))
+            receive_one(s);
+    }
+    /* stop intake at once: messages still in the socket are not accepted */
+    zmq_close(z->sock);
+    z->sock = NULL;
+}
+
+static void zmq_src_close(ss_source_t *s)
+{
+    zmq_src_t *z = s->impl;
+    if (z && z->sock)
+        zmq_close(z->sock);
+    free(z);
+    s->impl = NULL;
+}
+
+int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n)
+{
+    const ss_feed_cfg_t *c = s->feed->cfg;
+    const ss_zmq_source_cfg_t *zc = &c->zmq;
+    zmq_src_t *z = calloc(1, sizeof *z);
+    if (!z) {
+        snprintf(err, n, "out of memory");
+        return -1;
+    }
+    ss_feed_limits(s->feed, &z->lim);
+    z->max_total = ss_feed_max_message_bytes(c);
+    z->max_parts = c->max_parts;
+    z->sock = zmq_socket(zctx, zc->socket == SS_ZMQ_SUB ? ZMQ_SUB : ZMQ_PULL);
+    if (!z->sock) {
+        snprintf(err, n, "feed %s: socket: %s", c->name, zmq_strerror(zmq_errno()));
+        free(z);
+        return -1;
+    }
+    size_t biggest_part = SS_MAX(ss_feed_max_pixel_bytes(c), (size_t)c->max_header_bytes);
+    int64_t maxmsg = (int64_t)biggest_part;
+    int hwm = zc->rcvhwm, zero = 0;
+    zmq_setsockopt(z->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(z->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(z->sock, ZMQ_LINGER, &zero, sizeof zero);
+    if (zc->socket == SS_ZMQ_SUB)
+        zmq_setsockopt(z->sock, ZMQ_SUBSCRIBE, zc->subscribe, strlen(zc->subscribe));
+    int rc = zc->bind ? zmq_bind(z->sock, zc->endpoint) : zmq_connect(z->sock, zc->endpoint);
+    if (rc != 0) {
+        snprintf(err, n, "feed %s: cannot %s %s: %s", c->name, zc->bind ? "bind" : "connect",
+                 zc->endpoint, zmq_strerror(zmq_errno()));
+        zmq_close(z->sock);
+        free(z);
+        return -1;
+    }
+    s->impl = z;
+    s->run = zmq_run;
+    s->close = zmq_src_close;
+    snprintf(s->desc, sizeof s->desc, "zmq %s %s %s", zc->socket == SS_ZMQ_SUB ? "sub" : "pull",
+             zc->bind ? "bind" : "connect", zc->endpoint);
+    return 0;
+}

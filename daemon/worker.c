@@ -1,0 +1,141 @@
+/*
+ * worker.c — one thread per feed: take frames from the feed's queue, run
+ * them through the pipeline (pipeline/pipeline.h), hand the result to the
+ * sinks, give the frame back to its pool.
+ *
+ * The worker never waits for a sink: when every result buffer is still
+ * held by the sinks (a slow disk, a slow network), the sinks miss this
+ * frame's result (counted as sink_dropped) and the worker reuses its own
+ * buffer. Between frames it applies what the main thread asked for: a
+ * history reset (control "reset") or a new pipeline config (reload).
+ *
+ * SS_ERR_BROKEN from the pipeline (a sticky GPU error) ends the feed: the
+ * rest of its queue is dropped (counted) and the daemon is asked to stop
+ * with a non-zero exit, so that systemd restarts it.
+ */
+#include "daemon.h"
+
+#define TAG "worker"
+
+static uint64_t mono_us(void)
+{
+    return (uint64_t)(ss_now_mono() * 1e6);
+}
+
+/* Apply reset / reconfigure requests (worker thread, between frames). */
+static void apply_requests(ss_feed_t *f)
+{
+    if (atomic_exchange(&f->reconf_req, 0)) {
+        ss_pipeline_cfg_t cfg;
+        pthread_mutex_lock(&f->d->cfg_lock);
+        cfg = f->reconf;
+        pthread_mutex_unlock(&f->d->cfg_lock);
+        char err[400];
+        if (ss_pipeline_reconfigure(f->pipe, &cfg, err, sizeof err) != 0)
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: new pipeline config not applied: %s", f->name, err);
+        else
+            SS_LOG(SS_LOG_INFO, TAG, "feed %s: pipeline config applied", f->name);
+        ss_stats_set_backend(f->stats, ss_pipeline_backend_name(f->pipe));
+    }
+    if (atomic_exchange(&f->reset_req, 0))
+        ss_pipeline_reset(f->pipe, "control request");
+}
+
+/* A result buffer with room for max_dets detections (a reload may have
+ * raised detect.max: the buffer grows once, here, not per frame). */
+static void fit_detections(ss_feed_t *f, ss_out_t *o)
+{
+    int want = f->cfg->pipeline.max_detections;
+    if (o->res.dets.capacity >= want)
+        return;
+    ss_detlist_t l;
+    if (ss_detlist_init(&l, want) != 0) {
+        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: cannot grow the detection list to %d", f->name,
+               want);
+        return;
+    }
+    ss_detlist_free(&o->res.dets);
+    o->res.dets = l;
+}
+
+/* Give the result to the sinks and take a free buffer for the next frame;
+ * if none is free, keep the current one and count the miss. */
+static void hand_over(ss_feed_t *f)
+{
+    void *next = NULL;
+    if (ss_queue_pop(f->free_outs, &next, 0) != SS_OK) {
+        SS_SINK_ADD(f->stats, sink_dropped, 1);
+        return;
+    }
+    ss_out_t *o = f->work;
+    pthread_mutex_lock(&f->d->cfg_lock);
+    o->to_files = f->cfg->fits_dir[0] != '\0' || f->cfg->jsonl_path[0] != '\0';
+    pthread_mutex_unlock(&f->d->cfg_lock);
+    atomic_store(&o->refs, 1 + o->to_files);
+    /* both queues hold every buffer of every feed: these never fail */
+    if (ss_queue_try_push(f->d->pub_q, o) != SS_OK)
+        ss_out_release(o);
+    if (o->to_files && ss_queue_try_push(f->d->file_q, o) != SS_OK)
+        ss_out_release(o);
+    f->work = next;
+    fit_detections(f, f->work);
+}
+
+/* Drop everything still queued (broken backend, drain timeout). */
+static void discard_queue(ss_feed_t *f)
+{
+    void *item;
+    while (ss_queue_pop(f->frames, &item, 0) == SS_OK) {
+        ss_frame_pool_put(item);
+        ss_stats_dropped(f->stats, 1);
+    }
+}
+
+void *ss_worker_main(void *arg)
+{
+    ss_feed_t *f = arg;
+    int broken = 0;
+    ss_stats_set_state(f->stats, "running");
+    fit_detections(f, f->work);
+    while (!broken) {
+        void *item = NULL;
+        ss_err_t e = ss_queue_pop(f->frames, &item, SS_POLL_S);
+        if (e == SS_ERR_STOPPED)
+            break;
+        apply_requests(f);
+        if (e != SS_OK)
+            continue;
+        ss_frame_t *frame = item;
+        if (atomic_load(&f->discard)) {
+            ss_frame_pool_put(frame);
+            ss_stats_dropped(f->stats, 1);
+            continue;
+        }
+        ss_result_t *res = &f->work->res;
+        atomic_store(&f->busy_since_us, mono_us());
+        e = ss_pipeline_process(f->pipe, frame, res);
+        atomic_store(&f->busy_since_us, 0);
+        ss_frame_pool_put(frame);
+
+        ss_pipeline_stats_t ps;
+        size_t used, total;
+        ss_pipeline_get_stats(f->pipe, &ps);
+        ss_pipeline_memory(f->pipe, &used, &total);
+        ss_stats_processed(f->stats, res, &ps, used, total, ss_queue_depth(f->frames),
+                           f->cfg->queue_depth);
+        if (e == SS_ERR_BROKEN) {
+            ss_stats_set_state(f->stats, "broken");
+            ss_queue_close(f->frames);
+            discard_queue(f);
+            ss_daemon_request_stop(f->d, 1, "a backend is broken (sticky device error)");
+            broken = 1;
+            continue;
+        }
+        if (e == SS_OK || e == SS_ERR_BACKEND || e == SS_ERR_SIZE)
+            hand_over(f);
+    }
+    if (!broken)
+        ss_stats_set_state(f->stats, "stopped");
+    atomic_store(&f->worker_done, 1);
+    return NULL;
+}
