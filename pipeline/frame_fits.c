@@ -1,0 +1,837 @@
+/*
+ * frame_fits.c — frames to and from FITS files through CFITSIO (contract in
+ * frame_fits.h).
+ *
+ * Files are opened with fits_open_diskfile / created with
+ * fits_create_diskfile: a path is a path, never CFITSIO's extended file name
+ * syntax (a name with brackets or a leading '!' must not change meaning).
+ *
+ * Reading, in order: pick the image HDU (the primary when it has data, else
+ * the first image extension — tile-compressed ones included, CFITSIO
+ * presents them as images), check its geometry (2-D, or N-D with every axis
+ * beyond the second of length 1; no empty or absurd sizes), map BITPIX and
+ * BZERO/BSCALE to a pixel type, read the pixels, then the metadata. A
+ * header value that does not parse is logged and left unknown. Time and
+ * exposure keywords missing from an extension are taken from the primary
+ * header (the usual layout of multi-extension and .fz files).
+ *
+ * Writing goes to "<path>.tmp" and is renamed over path at the end, so a
+ * reader never sees half a file. Every HDU gets CHECKSUM/DATASUM.
+ */
+#include "frame_fits.h"
+
+#include <errno.h>
+#include <fitsio.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "pipeline.h"
+
+#define TAG "fits"
+
+#define FITS_MAX_PIXELS (1ll << 28)     /* 16384²: larger images are refused (a 1 GiB float plane) */
+#define FITS_BLOCK 2880
+#define FITS_MAX_AXES 9                 /* NAXIS <= 999 by the standard; we look at 9 */
+#define BZERO_U16 32768.0
+#define WCS_AXES 2
+
+/* ---- errors ------------------------------------------------------------- */
+
+static void set_err(char *err, size_t n, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void set_err(char *err, size_t n, const char *path, const char *fmt, ...)
+{
+    if (!err || n == 0)
+        return;
+    int k = snprintf(err, n, "%s: ", path ? path : "(null)");
+    if (k < 0 || (size_t)k >= n)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + k, n - (size_t)k, fmt, ap);
+    va_end(ap);
+}
+
+/* "what: CFITSIO's text (status N)" */
+static ss_err_t fits_fail(char *err, size_t n, const char *path, const char *what, int status,
+                          ss_err_t code)
+{
+    char txt[FLEN_STATUS];
+    fits_get_errstatus(status, txt);
+    set_err(err, n, path, "%s: %s (CFITSIO status %d)", what, txt, status);
+    return code;
+}
+
+/* ---- header helpers ----------------------------------------------------- */
+
+/* String keyword: 1 and the value in buf (FLEN_VALUE) if present and a
+ * string; 0 otherwise (status untouched). */
+static int key_str(fitsfile *fp, const char *key, char *buf)
+{
+    int st = 0;
+    buf[0] = '\0';
+    fits_read_key(fp, TSTRING, key, buf, NULL, &st);
+    if (st != 0)
+        return 0;
+    /* CFITSIO drops trailing blanks only; some writers right-justify */
+    size_t lead = strspn(buf, " ");
+    if (lead)
+        memmove(buf, buf + lead, strlen(buf + lead) + 1);
+    return 1;
+}
+
+/* Numeric keyword: 1 = value in *v; 0 = absent; -1 = present, not a number. */
+static int key_dbl(fitsfile *fp, const char *key, double *v)
+{
+    int st = 0;
+    char card[FLEN_CARD];
+    fits_read_card(fp, key, card, &st);
+    if (st != 0)
+        return 0;
+    st = 0;
+    fits_read_key_dbl(fp, key, v, NULL, &st);
+    return st == 0 && isfinite(*v) ? 1 : -1;
+}
+
+/* ---- which HDU, what geometry, which type ------------------------------- */
+
+typedef struct img_info {
+    int hdu;                    /* 1-based HDU number of the image */
+    int w, h;
+    int bitpix;
+    double bzero, bscale;
+    ss_dtype_t dtype;
+    int read_type;              /* CFITSIO datatype to read as */
+} img_info_t;
+
+/* Move to the image HDU (primary if it has data, else the first image
+ * extension with data). */
+static ss_err_t find_image_hdu(fitsfile *fp, const char *path, int *naxis, char *err, size_t n)
+{
+    int st = 0, type = 0;
+    fits_movabs_hdu(fp, 1, &type, &st);
+    if (st)
+        return fits_fail(err, n, path, "cannot read the primary header", st, SS_ERR_FORMAT);
+    fits_get_img_dim(fp, naxis, &st);
+    if (st)
+        return fits_fail(err, n, path, "cannot read NAXIS of the primary HDU", st, SS_ERR_FORMAT);
+    if (*naxis > 0)
+        return SS_OK;
+    for (int hdu = 2;; hdu++) {
+        st = 0;
+        fits_movabs_hdu(fp, hdu, &type, &st);
+        if (st == END_OF_FILE) {
+            set_err(err, n, path, "no image data (empty primary HDU and no image extension)");
+            return SS_ERR_FORMAT;
+        }
+        if (st)
+            return fits_fail(err, n, path, "cannot read an extension header", st, SS_ERR_FORMAT);
+        if (type != IMAGE_HDU)
+            continue;           /* compressed images count as IMAGE_HDU */
+        fits_get_img_dim(fp, naxis, &st);
+        if (st)
+            return fits_fail(err, n, path, "cannot read NAXIS of an image extension", st,
+                             SS_ERR_FORMAT);
+        if (*naxis > 0)
+            return SS_OK;
+    }
+}
+
+/* Pixel type by the contract's table: BITPIX 8 -> u8; 16 -> i16, or u16
+ * with BZERO 32768 / BSCALE 1; 32 -> i32; floats and any other scaling ->
+ * f32 (CFITSIO applies BSCALE/BZERO while reading). */
+static void map_type(img_info_t *ii)
+{
+    int unscaled = ii->bscale == 1.0 && ii->bzero == 0.0;
+    ii->dtype = SS_DT_F32;
+    ii->read_type = TFLOAT;
+    if (ii->bitpix == BYTE_IMG && unscaled) {
+        ii->dtype = SS_DT_U8;
+        ii->read_type = TBYTE;
+    } else if (ii->bitpix == SHORT_IMG && unscaled) {
+        ii->dtype = SS_DT_I16;
+        ii->read_type = TSHORT;
+    } else if (ii->bitpix == SHORT_IMG && ii->bscale == 1.0 && ii->bzero == BZERO_U16) {
+        ii->dtype = SS_DT_U16;
+        ii->read_type = TUSHORT;
+    } else if (ii->bitpix == LONG_IMG && unscaled) {
+        ii->dtype = SS_DT_I32;
+        ii->read_type = TINT;
+    }
+}
+
+/* Open path and describe its image; on success *out_fp is open at the
+ * image HDU (the caller closes it). */
+static ss_err_t open_image(const char *path, fitsfile **out_fp, img_info_t *ii, char *err,
+                           size_t n)
+{
+    *out_fp = NULL;
+    if (!path || !*path) {
+        set_err(err, n, path ? path : "(null)", "no file name");
+        return SS_ERR_INVALID;
+    }
+    /* a missing or unreadable file is an I/O error, not a format error */
+    FILE *probe = fopen(path, "rb");
+    if (!probe) {
+        set_err(err, n, path, "cannot open: %s", strerror(errno));
+        return SS_ERR_IO;
+    }
+    fclose(probe);
+    fitsfile *fp = NULL;
+    int st = 0;
+    fits_open_diskfile(&fp, path, READONLY, &st);
+    if (st) {
+        int cst = 0;
+        if (fp)
+            fits_close_file(fp, &cst);
+        return fits_fail(err, n, path, "not a readable FITS file", st, SS_ERR_FORMAT);
+    }
+    int naxis = 0;
+    ss_err_t e = find_image_hdu(fp, path, &naxis, err, n);
+    if (e != SS_OK)
+        goto fail;
+    fits_get_hdu_num(fp, &ii->hdu);
+
+    LONGLONG dims[FITS_MAX_AXES] = { 0 };
+    int bitpix = 0;
+    fits_get_img_paramll(fp, FITS_MAX_AXES, &bitpix, &naxis, dims, &st);
+    if (st) {
+        e = fits_fail(err, n, path, "cannot read the image geometry", st, SS_ERR_FORMAT);
+        goto fail;
+    }
+    if (naxis < 2) {
+        set_err(err, n, path, "HDU %d: NAXIS = %d, not a 2-D image", ii->hdu, naxis);
+        e = SS_ERR_UNSUPPORTED;
+        goto fail;
+    }
+    for (int a = 2; a < naxis && a < FITS_MAX_AXES; a++)
+        if (dims[a] != 1) {
+            set_err(err, n, path, "HDU %d: NAXIS = %d with NAXIS%d = %lld: only 2-D images are "
+                    "supported", ii->hdu, naxis, a + 1, (long long)dims[a]);
+            e = SS_ERR_UNSUPPORTED;
+            goto fail;
+        }
+    if (naxis > FITS_MAX_AXES) {
+        set_err(err, n, path, "HDU %d: NAXIS = %d: only 2-D images are supported", ii->hdu, naxis);
+        e = SS_ERR_UNSUPPORTED;
+        goto fail;
+    }
+    if (dims[0] <= 0 || dims[1] <= 0) {
+        set_err(err, n, path, "HDU %d: empty image (%lld x %lld)", ii->hdu, (long long)dims[0],
+                (long long)dims[1]);
+        e = SS_ERR_SIZE;
+        goto fail;
+    }
+    if (dims[0] > INT_MAX || dims[1] > INT_MAX || dims[0] > FITS_MAX_PIXELS / dims[1]) {
+        set_err(err, n, path, "HDU %d: image of %lld x %lld pixels is beyond the supported %lld",
+                ii->hdu, (long long)dims[0], (long long)dims[1], (long long)FITS_MAX_PIXELS);
+        e = SS_ERR_SIZE;
+        goto fail;
+    }
+    ii->w = (int)dims[0];
+    ii->h = (int)dims[1];
+    ii->bitpix = bitpix;
+    ii->bzero = 0.0;
+    ii->bscale = 1.0;
+    if (key_dbl(fp, "BZERO", &ii->bzero) < 0 || key_dbl(fp, "BSCALE", &ii->bscale) < 0 ||
+        ii->bscale == 0.0) {
+        set_err(err, n, path, "HDU %d: BZERO/BSCALE not usable numbers", ii->hdu);
+        e = SS_ERR_FORMAT;
+        goto fail;
+    }
+    switch (bitpix) {
+    case BYTE_IMG: case SHORT_IMG: case LONG_IMG: case LONGLONG_IMG: case FLOAT_IMG:
+    case DOUBLE_IMG:
+        break;
+    default:
+        set_err(err, n, path, "HDU %d: BITPIX = %d not supported", ii->hdu, bitpix);
+        e = SS_ERR_UNSUPPORTED;
+        goto fail;
+    }
+    map_type(ii);
+    /* A file cut short is refused before anything is allocated: the HDU's
+     * data must end inside the file (its last block's padding may be
+     * missing, some writers leave it off). */
+    LONGLONG hstart = 0, dstart = 0, dend = 0;
+    struct stat sb;
+    fits_get_hduaddrll(fp, &hstart, &dstart, &dend, &st);
+    if (st == 0 && stat(path, &sb) == 0 && (LONGLONG)sb.st_size < dend - (FITS_BLOCK - 1)) {
+        set_err(err, n, path, "truncated: HDU %d needs %lld bytes, the file has %lld", ii->hdu,
+                (long long)dend, (long long)sb.st_size);
+        e = SS_ERR_FORMAT;
+        goto fail;
+    }
+    st = 0;
+    *out_fp = fp;
+    return SS_OK;
+fail:
+    st = 0;
+    fits_close_file(fp, &st);
+    return e;
+}
+
+/* Read all pixels of the open image as read_type into buf. Integer images
+ * read as float turn BLANK (undefined) pixels into NaN. Float images are read
+ * without CFITSIO's null checking: it would also flush -0 and subnormals to
+ * +0, and their NaNs are NaN already — this way float data is bit-exact.
+ * Doubles beyond the float range are clipped to ±FLT_MAX (logged). */
+static ss_err_t read_pixels(fitsfile *fp, const img_info_t *ii, int read_type, void *buf,
+                            const char *path, char *err, size_t n)
+{
+    int st = 0, anynul = 0;
+    float fnan = NAN;
+    int int_image = ii->bitpix > 0;
+    void *nulval = read_type == TFLOAT && int_image ? (void *)&fnan : NULL;
+    LONGLONG npix = (LONGLONG)ii->w * ii->h;
+    fits_read_img(fp, read_type, 1, npix, nulval, buf, &anynul, &st);
+    if (st == NUM_OVERFLOW && read_type == TFLOAT) {
+        SS_LOG(SS_LOG_WARNING, TAG, "%s: values beyond the float range clipped", path);
+        st = 0;
+    }
+    if (st)
+        return fits_fail(err, n, path, "cannot read the pixels", st, SS_ERR_FORMAT);
+    return SS_OK;
+}
+
+/* ---- metadata ----------------------------------------------------------- */
+
+/* "[x1:x2,y1:y2]" (1-based, inclusive) -> 0-based box inside w×h.
+ * Returns 0, or -1 if the text is not such a section or leaves the image. */
+static int parse_section(const char *s, int w, int h, int *x0, int *y0, int *sw, int *sh)
+{
+    int a, b, c, d, used = 0;
+    if (sscanf(s, " [ %d : %d , %d : %d ]%n", &a, &b, &c, &d, &used) != 4)
+        return -1;
+    for (const char *p = s + used; *p; p++)
+        if (*p != ' ')
+            return -1;
+    if (a < 1 || c < 1 || b < a || d < c || b > w || d > h)
+        return -1;
+    *x0 = a - 1;
+    *y0 = c - 1;
+    *sw = b - a + 1;
+    *sh = d - c + 1;
+    return 0;
+}
+
+static int is_digit_str(const char *s, int min_len)
+{
+    int k = 0;
+    for (; s[k]; k++)
+        if (s[k] < '0' || s[k] > '9')
+            return 0;
+    return k >= min_len;
+}
+
+/* Core (linear) WCS keywords of a 2-D image. */
+static int wcs_core_key(const char *k)
+{
+    static const char *const fixed[] = { "CROTA2", "LONPOLE", "LATPOLE", "EQUINOX", "RADESYS",
+                                         "RADECSYS", NULL };
+    for (int i = 0; fixed[i]; i++)
+        if (strcmp(k, fixed[i]) == 0)
+            return 1;
+    static const char *const per_axis[] = { "CTYPE", "CRPIX", "CRVAL", "CDELT", "CUNIT", NULL };
+    for (int i = 0; per_axis[i]; i++) {
+        size_t L = strlen(per_axis[i]);
+        if (strncmp(k, per_axis[i], L) == 0 && (k[L] == '1' || k[L] == '2') && k[L + 1] == '\0')
+            return 1;
+    }
+    if ((strncmp(k, "CD", 2) == 0 && strlen(k) == 5) || (strncmp(k, "PC", 2) == 0 && strlen(k) == 5))
+        return (k[2] == '1' || k[2] == '2') && k[3] == '_' && (k[4] == '1' || k[4] == '2');
+    return 0;
+}
+
+/* Distortion terms: 1 = SIP (A_, B_, AP_, BP_ and their _ORDER), 2 = PVi_m. */
+static int wcs_extra_key(const char *k)
+{
+    if (strncmp(k, "PV", 2) == 0 && (k[2] == '1' || k[2] == '2') && k[3] == '_' &&
+        is_digit_str(k + 4, 1))
+        return 2;
+    static const char *const sip[] = { "AP_", "BP_", "A_", "B_", NULL };
+    for (int i = 0; sip[i]; i++) {
+        size_t L = strlen(sip[i]);
+        if (strncmp(k, sip[i], L) != 0)
+            continue;
+        const char *r = k + L;
+        if (strcmp(r, "ORDER") == 0)
+            return 1;
+        const char *us = strchr(r, '_');
+        if (!us || us == r)
+            return 0;
+        char p[8];
+        size_t pl = (size_t)(us - r);
+        if (pl >= sizeof p)
+            return 0;
+        memcpy(p, r, pl);
+        p[pl] = '\0';
+        return is_digit_str(p, 1) && is_digit_str(us + 1, 1) ? 1 : 0;
+    }
+    return 0;
+}
+
+static void wcs_add(fitsfile *fp, ss_frame_meta_t *m, const char *key, const char *value)
+{
+    if (m->n_wcs >= SS_WCS_MAX || ss_frame_wcs_find(m, key))
+        return;
+    ss_wcs_key_t *k = &m->wcs[m->n_wcs];
+    memset(k, 0, sizeof *k);
+    ss_strlcpy(k->key, key, sizeof k->key);
+    if (value[0] == '\'') {
+        char buf[FLEN_VALUE];
+        if (!key_str(fp, key, buf))
+            return;
+        k->is_string = 1;
+        ss_strlcpy(k->sval, buf, sizeof k->sval);
+    } else {
+        double v;
+        if (key_dbl(fp, key, &v) != 1)
+            return;
+        k->dval = v;
+    }
+    m->n_wcs++;
+}
+
+/* WCS keywords of the current HDU. The linear part always fits; the
+ * distortion terms are kept only when all of them fit SS_WCS_MAX (half a
+ * polynomial is worse than none) — if dropped, a "-SIP" suffix or a "TPV"
+ * projection is turned into plain TAN so that the header stays coherent. */
+static void read_wcs(fitsfile *fp, ss_frame_meta_t *m, const char *path)
+{
+    int st = 0, nkeys = 0;
+    fits_get_hdrspace(fp, &nkeys, NULL, &st);
+    if (st)
+        return;
+    char key[FLEN_KEYWORD], val[FLEN_VALUE], com[FLEN_COMMENT];
+    int n_extra = 0, keep_extra = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 1; i <= nkeys; i++) {
+            st = 0;
+            fits_read_keyn(fp, i, key, val, com, &st);
+            if (st || !val[0])
+                continue;
+            int core = wcs_core_key(key), extra = core ? 0 : wcs_extra_key(key);
+            if (pass == 0 && extra)
+                n_extra++;
+            if (pass == 0 && core)
+                wcs_add(fp, m, key, val);
+            else if (pass == 1 && extra)
+                wcs_add(fp, m, key, val);
+        }
+        if (pass == 0) {
+            keep_extra = m->n_wcs + n_extra <= SS_WCS_MAX;
+            if (!keep_extra)
+                break;
+        }
+    }
+    if (n_extra > 0 && !keep_extra) {
+        SS_LOG(SS_LOG_WARNING, TAG, "%s: %d WCS distortion keywords do not fit (max %d WCS keys); "
+               "kept the linear WCS only", path, n_extra, SS_WCS_MAX);
+        for (int i = 0; i < m->n_wcs; i++) {
+            ss_wcs_key_t *k = &m->wcs[i];
+            if (!k->is_string || strncmp(k->key, "CTYPE", 5) != 0)
+                continue;
+            char *p = strstr(k->sval, "-SIP");
+            if (p)
+                *p = '\0';
+            p = strstr(k->sval, "-TPV");
+            if (p)
+                memcpy(p, "-TAN", 4);
+        }
+    }
+}
+
+/* Time keywords: DATE-OBS (ISO-8601; a date-only value takes TIME-OBS),
+ * else MJD-OBS. Looked up in the image HDU first, then in the primary. */
+static void read_time(fitsfile *fp, int img_hdu, ss_frame_meta_t *m, const char *path)
+{
+    int hdus[2] = { img_hdu, 1 };
+    int nh = img_hdu == 1 ? 1 : 2, type, st;
+    char bad_date[FLEN_VALUE] = "";
+    for (int k = 0; k < nh && !isfinite(m->mjd_obs); k++) {
+        st = 0;
+        fits_movabs_hdu(fp, hdus[k], &type, &st);
+        if (st)
+            continue;
+        char date[FLEN_VALUE], tm[FLEN_VALUE];
+        if (key_str(fp, "DATE-OBS", date)) {
+            /* a date without a time of day is no observation time: it
+             * takes TIME-OBS, or else MJD-OBS decides (never 0h silently) */
+            char iso[2 * FLEN_VALUE + 2];
+            double mjd;
+            int date_only = strlen(date) == 10;
+            if (date_only && key_str(fp, "TIME-OBS", tm)) {
+                snprintf(iso, sizeof iso, "%sT%s", date, tm);
+                date_only = 0;
+            } else {
+                ss_strlcpy(iso, date, sizeof iso);
+            }
+            if (!date_only && ss_iso_to_mjd(iso, &mjd) == 0) {
+                m->mjd_obs = mjd;
+                break;
+            }
+            if (!bad_date[0])
+                ss_strlcpy(bad_date, iso, sizeof bad_date);
+        }
+        double mjd;
+        if (key_dbl(fp, "MJD-OBS", &mjd) == 1 && mjd > 0.0)
+            m->mjd_obs = mjd;
+    }
+    if (bad_date[0] && isfinite(m->mjd_obs))
+        SS_LOG(SS_LOG_NOTICE, TAG, "%s: DATE-OBS '%s' is not an ISO-8601 date and time; time "
+               "taken from MJD-OBS", path, bad_date);
+    else if (bad_date[0])
+        SS_LOG(SS_LOG_WARNING, TAG, "%s: DATE-OBS '%s' is not an ISO-8601 date and time (nor "
+               "completed by TIME-OBS) and there is no MJD-OBS; observation time unknown", path,
+               bad_date);
+    for (int k = 0; k < nh; k++) {
+        st = 0;
+        fits_movabs_hdu(fp, hdus[k], &type, &st);
+        if (st)
+            continue;
+        double v;
+        int r = key_dbl(fp, "EXPTIME", &v);
+        if (r == 0)
+            r = key_dbl(fp, "EXPOSURE", &v);
+        if (r == 1 && v >= 0.0) {
+            m->exposure = v;
+            break;
+        }
+        if (r < 0)
+            SS_LOG(SS_LOG_WARNING, TAG, "%s: EXPTIME/EXPOSURE is not a number; exposure unknown",
+                   path);
+    }
+    st = 0;
+    fits_movabs_hdu(fp, img_hdu, &type, &st);
+}
+
+static void read_meta(fitsfile *fp, const img_info_t *ii, ss_frame_meta_t *m, const char *path)
+{
+    ss_frame_meta_clear(m);
+    ss_strlcpy(m->source, path, sizeof m->source);
+    read_time(fp, ii->hdu, m, path);
+
+    double seq;
+    if (key_dbl(fp, "SEQ", &seq) == 1 && seq >= 0.0 && seq < 1.8e19 && seq == floor(seq))
+        m->seq = (uint64_t)seq;
+    char buf[FLEN_VALUE];
+    if (key_str(fp, "FEED", buf))
+        ss_strlcpy(m->feed, buf, sizeof m->feed);
+    if (key_str(fp, "SERIES", buf))
+        ss_strlcpy(m->series, buf, sizeof m->series);
+
+    static const char *const secs[] = { "TRIMSEC", "DATASEC" };
+    for (int k = 0; k < 2; k++) {
+        if (!key_str(fp, secs[k], buf))
+            continue;
+        if (parse_section(buf, ii->w, ii->h, &m->trim_x0, &m->trim_y0, &m->trim_w,
+                          &m->trim_h) == 0)
+            break;
+        SS_LOG(SS_LOG_WARNING, TAG, "%s: %s = '%s' is not a section inside the %dx%d image; "
+               "ignored", path, secs[k], buf, ii->w, ii->h);
+        m->trim_x0 = m->trim_y0 = m->trim_w = m->trim_h = 0;
+    }
+    read_wcs(fp, m, path);
+}
+
+/* ---- public: reading ---------------------------------------------------- */
+
+ss_err_t ss_fits_probe(const char *path, int *w, int *h, ss_dtype_t *dt, char *err,
+                       size_t err_len)
+{
+    fitsfile *fp;
+    img_info_t ii;
+    ss_err_t e = open_image(path, &fp, &ii, err, err_len);
+    if (e != SS_OK)
+        return e;
+    if (w)
+        *w = ii.w;
+    if (h)
+        *h = ii.h;
+    if (dt)
+        *dt = ii.dtype;
+    int st = 0;
+    fits_close_file(fp, &st);
+    return SS_OK;
+}
+
+ss_err_t ss_fits_read_frame(const char *path, ss_frame_t *f, char *err, size_t err_len)
+{
+    if (!f || !f->pixels) {
+        set_err(err, err_len, path, "no frame buffer");
+        return SS_ERR_INVALID;
+    }
+    fitsfile *fp;
+    img_info_t ii;
+    ss_err_t e = open_image(path, &fp, &ii, err, err_len);
+    if (e != SS_OK)
+        return e;
+    size_t need = (size_t)ii.w * ii.h * ss_dtype_size(ii.dtype);
+    if (need > f->capacity) {
+        set_err(err, err_len, path, "%dx%d %s image needs %zu bytes, the frame holds %zu", ii.w,
+                ii.h, ss_dtype_name(ii.dtype), need, f->capacity);
+        e = SS_ERR_SIZE;
+        goto done;
+    }
+    e = read_pixels(fp, &ii, ii.read_type, f->pixels, path, err, err_len);
+    if (e != SS_OK)
+        goto done;
+    f->width = ii.w;
+    f->height = ii.h;
+    f->dtype = ii.dtype;
+    f->valid = NULL;
+    read_meta(fp, &ii, &f->meta, path);
+done:;
+    int st = 0;
+    fits_close_file(fp, &st);
+    return e;
+}
+
+ss_err_t ss_fits_read_float(const char *path, float **out, int *w, int *h, char *err,
+                            size_t err_len)
+{
+    if (!out) {
+        set_err(err, err_len, path, "no output pointer");
+        return SS_ERR_INVALID;
+    }
+    *out = NULL;
+    fitsfile *fp;
+    img_info_t ii;
+    ss_err_t e = open_image(path, &fp, &ii, err, err_len);
+    if (e != SS_OK)
+        return e;
+    float *buf = malloc((size_t)ii.w * ii.h * sizeof *buf);
+    if (!buf) {
+        set_err(err, err_len, path, "out of memory for %dx%d floats", ii.w, ii.h);
+        e = SS_ERR_NOMEM;
+    } else {
+        e = read_pixels(fp, &ii, TFLOAT, buf, path, err, err_len);
+    }
+    int st = 0;
+    fits_close_file(fp, &st);
+    if (e != SS_OK) {
+        free(buf);
+        return e;
+    }
+    *out = buf;
+    if (w)
+        *w = ii.w;
+    if (h)
+        *h = ii.h;
+    return SS_OK;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+/* DATE-OBS in the FITS form (no zone suffix: FITS times are UTC by default). */
+static void fits_date(double mjd, char *buf, size_t n)
+{
+    ss_mjd_to_iso(mjd, buf, n);
+    size_t L = strlen(buf);
+    if (L && buf[L - 1] == 'Z')
+        buf[L - 1] = '\0';
+}
+
+static void put_str(fitsfile *fp, const char *key, const char *v, const char *com, int *st)
+{
+    if (strlen(v) <= 68) {
+        fits_update_key(fp, TSTRING, key, (void *)v, com, st);
+    } else {
+        /* the long-string convention, announced by LONGSTRN as fitsverify wants */
+        fits_write_key_longwarn(fp, st);
+        fits_update_key_longstr(fp, key, v, com, st);
+    }
+}
+
+/* A number; a non-finite one (unknown) is left out: FITS has no NaN
+ * keyword value and fitsverify warns about undefined ones. */
+static void put_dbl(fitsfile *fp, const char *key, double v, const char *com, int *st)
+{
+    if (isfinite(v))
+        fits_update_key_dbl(fp, key, v, -15, com, st);
+}
+
+static void put_int(fitsfile *fp, const char *key, long long v, const char *com, int *st)
+{
+    LONGLONG x = v;
+    fits_update_key(fp, TLONGLONG, key, &x, com, st);
+}
+
+static void put_log(fitsfile *fp, const char *key, int v, const char *com, int *st)
+{
+    int x = v ? 1 : 0;
+    fits_update_key(fp, TLOGICAL, key, &x, com, st);
+}
+
+/* Keywords every output carries: identity, time, WCS. */
+static void put_meta(fitsfile *fp, const ss_frame_meta_t *m, int *st)
+{
+    put_int(fp, "SEQ", (long long)SS_MIN(m->seq, (uint64_t)LLONG_MAX), "frame sequence number",
+            st);
+    if (m->feed[0])
+        put_str(fp, "FEED", m->feed, "skysieve feed", st);
+    if (m->series[0])
+        put_str(fp, "SERIES", m->series, "sender's series id", st);
+    if (m->source[0])
+        put_str(fp, "SOURCE", m->source, "where the frame came from", st);
+    if (isfinite(m->mjd_obs)) {
+        char iso[40];
+        fits_date(m->mjd_obs, iso, sizeof iso);
+        put_str(fp, "DATE-OBS", iso, "start of exposure (UTC)", st);
+        fits_update_key_dbl(fp, "MJD-OBS", m->mjd_obs, -15, "start of exposure (MJD, UTC)", st);
+    }
+    if (m->exposure > 0.0)
+        put_dbl(fp, "EXPTIME", m->exposure, "[s] exposure time", st);
+    for (int i = 0; i < m->n_wcs && i < SS_WCS_MAX; i++) {
+        const ss_wcs_key_t *k = &m->wcs[i];
+        if (!k->key[0])
+            continue;
+        if (k->is_string)
+            put_str(fp, k->key, k->sval, NULL, st);
+        else
+            put_dbl(fp, k->key, k->dval, NULL, st);
+    }
+}
+
+/* Create "<path>.tmp" (removing a stale one). */
+static ss_err_t create_tmp(const char *path, char *tmp, size_t tn, fitsfile **fp, char *err,
+                           size_t n)
+{
+    if (!path || !*path) {
+        set_err(err, n, "(null)", "no file name");
+        return SS_ERR_INVALID;
+    }
+    if ((size_t)snprintf(tmp, tn, "%s.tmp", path) >= tn) {
+        set_err(err, n, path, "file name too long");
+        return SS_ERR_INVALID;
+    }
+    remove(tmp);
+    int st = 0;
+    *fp = NULL;
+    fits_create_diskfile(fp, tmp, &st);
+    if (st) {
+        int cst = 0;
+        if (*fp)
+            fits_close_file(*fp, &cst);
+        *fp = NULL;
+        return fits_fail(err, n, path, "cannot create", st, SS_ERR_IO);
+    }
+    return SS_OK;
+}
+
+/* Checksums on every HDU, close, rename over path; on any error the
+ * temporary file is removed. */
+static ss_err_t finish_file(fitsfile *fp, const char *path, const char *tmp, int st, char *err,
+                            size_t n)
+{
+    ss_err_t e = SS_OK;
+    if (!st) {
+        int nh = 0;
+        fits_get_num_hdus(fp, &nh, &st);
+        for (int i = 1; i <= nh && !st; i++) {
+            int type;
+            fits_movabs_hdu(fp, i, &type, &st);
+            fits_write_chksum(fp, &st);
+        }
+        if (st)
+            e = fits_fail(err, n, path, "cannot write", st, SS_ERR_IO);
+    } else {
+        e = fits_fail(err, n, path, "cannot write", st, SS_ERR_IO);
+    }
+    int cst = 0;
+    fits_close_file(fp, &cst);
+    if (e == SS_OK && cst)
+        e = fits_fail(err, n, path, "cannot close", cst, SS_ERR_IO);
+    if (e == SS_OK && rename(tmp, path) != 0) {
+        set_err(err, n, path, "cannot rename from %s: %s", tmp, strerror(errno));
+        e = SS_ERR_IO;
+    }
+    if (e != SS_OK)
+        remove(tmp);
+    return e;
+}
+
+ss_err_t ss_fits_write_frame(const char *path, const ss_frame_t *f, char *err, size_t err_len)
+{
+    if (!f || !f->pixels || f->width <= 0 || f->height <= 0 ||
+        (unsigned)f->dtype >= SS_DT__COUNT) {
+        set_err(err, err_len, path, "no frame to write");
+        return SS_ERR_INVALID;
+    }
+    static const int img_type[SS_DT__COUNT] = { BYTE_IMG, USHORT_IMG, SHORT_IMG, LONG_IMG,
+                                                FLOAT_IMG };
+    static const int data_type[SS_DT__COUNT] = { TBYTE, TUSHORT, TSHORT, TINT, TFLOAT };
+    char tmp[SS_PATH_MAX + 8];
+    fitsfile *fp;
+    ss_err_t e = create_tmp(path, tmp, sizeof tmp, &fp, err, err_len);
+    if (e != SS_OK)
+        return e;
+    int st = 0;
+    long naxes[2] = { f->width, f->height };
+    fits_create_img(fp, img_type[f->dtype], 2, naxes, &st);
+    put_meta(fp, &f->meta, &st);
+    if (f->meta.trim_w > 0 && f->meta.trim_h > 0) {
+        char sec[80];
+        snprintf(sec, sizeof sec, "[%d:%d,%d:%d]", f->meta.trim_x0 + 1,
+                 f->meta.trim_x0 + f->meta.trim_w, f->meta.trim_y0 + 1,
+                 f->meta.trim_y0 + f->meta.trim_h);
+        put_str(fp, "TRIMSEC", sec, "good section", &st);
+    }
+    fits_write_img(fp, data_type[f->dtype], 1, (LONGLONG)f->width * f->height, f->pixels, &st);
+    return finish_file(fp, path, tmp, st, err, err_len);
+}
+
+ss_err_t ss_fits_write_residual(const char *path, const struct ss_result *res, int compress,
+                                char *err, size_t err_len)
+{
+    if (!res || !res->has_residual || !res->residual || res->width <= 0 || res->height <= 0) {
+        set_err(err, err_len, path, "no residual in this result");
+        return SS_ERR_INVALID;
+    }
+    char tmp[SS_PATH_MAX + 8];
+    fitsfile *fp;
+    ss_err_t e = create_tmp(path, tmp, sizeof tmp, &fp, err, err_len);
+    if (e != SS_OK)
+        return e;
+    int st = 0;
+    if (compress) {
+        /* GZIP tiles (byte-shuffled) with quantisation off: CFITSIO stores
+         * the float bits as they are, so the file is lossless, NaN included */
+        fits_set_compression_type(fp, GZIP_2, &st);
+        fits_set_quantize_level(fp, 0.0f, &st);
+    }
+    long naxes[2] = { res->width, res->height };
+    fits_create_img(fp, FLOAT_IMG, 2, naxes, &st);
+    put_meta(fp, &res->meta, &st);
+    put_str(fp, "PRODUCT", "residual", "skysieve cleaned residual r' (NaN = invalid)", &st);
+    put_str(fp, "STATUS", ss_status_name(res->status), "skysieve frame status", &st);
+    if (res->reason[0])
+        put_str(fp, "REASON", res->reason, NULL, &st);
+    put_log(fp, "REGOK", res->shift.ok, "registration succeeded", &st);
+    put_dbl(fp, "SHIFTX", res->shift.sx, "[px] shift s_t, x: F_t(x) = R(x + s)", &st);
+    put_dbl(fp, "SHIFTY", res->shift.sy, "[px] shift s_t, y", &st);
+    put_dbl(fp, "SHIFTEX", res->shift.err_x, "[px] standard error of SHIFTX", &st);
+    put_dbl(fp, "SHIFTEY", res->shift.err_y, "[px] standard error of SHIFTY", &st);
+    put_dbl(fp, "SHIFTCXY", res->shift.cov_xy, "[px2] covariance of SHIFTX, SHIFTY", &st);
+    put_int(fp, "REGITER", res->shift.iterations, "fine registration iterations", &st);
+    put_int(fp, "COARSEX", res->coarse.dx, "[px] coarse integer shift, x", &st);
+    put_int(fp, "COARSEY", res->coarse.dy, "[px] coarse integer shift, y", &st);
+    put_log(fp, "REREF", res->rereferenced, "frame became the reference", &st);
+    put_log(fp, "HRESET", res->history_reset, "history reset at this frame", &st);
+    put_int(fp, "HISTLEN", res->history_len, "history frames in the prediction", &st);
+    put_dbl(fp, "SIGMA", res->sigma, "noise of the residual (1.4826 MAD)", &st);
+    int nw = SS_CLAMP(res->n_weights, 0, SS_MAX_HISTORY);
+    put_int(fp, "NWEIGHT", nw, "history weights W0001..", &st);
+    for (int i = 0; i < nw; i++) {
+        char key[FLEN_KEYWORD];
+        snprintf(key, sizeof key, "W%04d", i + 1);
+        put_dbl(fp, key, res->weights[i], "history weight a_k", &st);
+    }
+    fits_write_img(fp, TFLOAT, 1, (LONGLONG)res->width * res->height, res->residual, &st);
+    return finish_file(fp, path, tmp, st, err, err_len);
+}
