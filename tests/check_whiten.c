@@ -531,6 +531,94 @@ START_TEST(test_residual_noise_jittered_field)
 }
 END_TEST
 
+/* One run of a bright mover through the whitening chain, object removal
+ * on or off. Returns, at the last frame, the matched-filter SNR at the
+ * mover's past positions (those of the frames in the history, mapped into
+ * the current frame), as their minimum and mean, and the SNR at its
+ * current position. */
+static void mover_run(int remove, double *zmin, double *zmean, double *znow, int *npos)
+{
+    ss_synth_cfg_t c;
+    ss_synth_defaults(&c);
+    c.width = 320;
+    c.height = 288;
+    c.n_stars = 500;
+    c.jitter = 1.0;
+    c.n_movers = 1;
+    c.mover_snr = 100.0;
+    c.mover_speed = 3.0;
+    c.seed = 4242;
+    const int N = 12, T = 2 * N + 1;
+    const double psf = c.psf_sigma;
+    const int radius = (int)floor(2.0 * psf + 1.0);       /* the default mask radius */
+    seq_t s;
+    seq_init(&s, &c, N);
+    for (int t = 0; t < T; t++) {
+        seq_next(&s);
+        int whitened = 0;
+        if (s.nh == N) {
+            seq_whiten(&s, 1, 1e-3 * N, 1.0);
+            const float sigma = ss_noise_mad(s.r, s.w, s.h, 2, s.fscr);
+            ss_matched_filter(s.r, s.w, s.h, psf, sigma, s.z, s.fscr);
+            int np = 0, nn = 0;
+            ss_label(s.z, s.w, s.h, 5.0f, 2.5f, 0, s.labels, s.iscr, &np, &nn);
+            whitened = 1;
+        }
+        if (t == T - 1)
+            break;
+        seq_store(&s, remove && whitened, radius);
+    }
+    /* the mover now, and where it was in each history frame */
+    ck_assert_int_ge(s.truth.n_obj, 1);
+    const double cx = s.truth.obj[0].x, cy = s.truth.obj[0].y;
+    *znow = s.z[(size_t)lround(cy) * s.w + lround(cx)];
+    *zmin = INFINITY;
+    *zmean = 0.0;
+    *npos = 0;
+    for (int k = 0; k < s.nh; k++) {
+        const ss_synth_truth_t *ht = &s.htruth[k];
+        const double px = ht->obj[0].x + ht->sx - s.truth.sx, py = ht->obj[0].y + ht->sy - s.truth.sy;
+        if (hypot(px - cx, py - cy) < 4.0 * psf)   /* inside the mover's own PSF */
+            continue;
+        const long ix = lround(px), iy = lround(py);
+        if (ix < 0 || iy < 0 || ix >= s.w || iy >= s.h)
+            continue;
+        const float zv = s.z[(size_t)iy * s.w + ix];
+        if (isnan(zv))
+            continue;
+        *zmin = fmin(*zmin, zv);
+        *zmean += zv;
+        (*npos)++;
+    }
+    *zmean /= SS_MAX(*npos, 1);
+    seq_free(&s);
+}
+
+/* Object removal: without it, the history frames carry the mover and the
+ * prediction subtracts it at its past positions (a negative trail, SNR
+ * well below -3); with it, the trail is gone (no SNR below -3 there).
+ * Both are asserted: the test proves that removal is what makes the
+ * difference. The mover itself is detected in both. */
+START_TEST(test_object_removal_no_trail)
+{
+    double zmin_off, zmean_off, znow_off, zmin_on, zmean_on, znow_on;
+    int n_off, n_on;
+    mover_run(0, &zmin_off, &zmean_off, &znow_off, &n_off);
+    mover_run(1, &zmin_on, &zmean_on, &znow_on, &n_on);
+    fprintf(stderr,
+            "mover trail: without removal min z %.2f mean %.2f (%d positions, mover z %.1f); "
+            "with removal min z %.2f mean %.2f (%d positions, mover z %.1f)\n",
+            zmin_off, zmean_off, n_off, znow_off, zmin_on, zmean_on, n_on, znow_on);
+    ck_assert_int_ge(n_off, 8);
+    ck_assert_int_eq(n_on, n_off);
+    ck_assert_msg(zmin_off < -3.0 && zmean_off < -3.0,
+                  "without removal the trail should be negative: min %g mean %g", zmin_off, zmean_off);
+    ck_assert_msg(zmin_on > -3.0, "with removal the trail remains: min z %g", zmin_on);
+    ck_assert_msg(fabs(zmean_on) < 1.0, "with removal the trail's mean z is %g", zmean_on);
+    ck_assert(znow_off > 50.0 && znow_on > 50.0);
+}
+END_TEST
+
 static Suite *whiten_suite(void)
 {
     Suite *s = suite_create("whiten");
@@ -548,6 +636,7 @@ static Suite *whiten_suite(void)
     tc = tcase_create("synthetic");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_residual_noise_jittered_field);
+    tcase_add_test(tc, test_object_removal_no_trail);
     suite_add_tcase(s, tc);
     return s;
 }
