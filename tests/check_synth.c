@@ -6,13 +6,18 @@
  * at p - s_t, measured by centroids); movers at the configured velocity;
  * the SNR definitions (a direct matched-filter evaluation on the image);
  * hot pixels fixed in detector coordinates; cosmic rays of 1–3 px at the
- * truth positions; metadata, WCS and the truth JSON line.
+ * truth positions; metadata, WCS and the truth JSON line; the CLI
+ * skysieve-synth (its FITS frames equal the in-process frames bit for bit,
+ * one truth line per frame, bad options refused with status 2).
  */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "pipeline/frame_fits.h"
 #include "tools/synth.h"
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -90,7 +95,8 @@ static void argmax(const ss_frame_t *f, int b, int *ox, int *oy)
 
 /* The SNR map of ALGORITHM.md §6 at pixel (x, y) of a noiseless frame with
  * noise sigma `sig`: (r ⊗ k)/(σ‖k‖₂), k a sampled, unit-sum Gaussian of
- * psf_sigma. Written out directly (2-D sum) as an independent reference. */
+ * psf_sigma. Written out directly (2-D sum) as an independent reference.
+ * Only for frames without sky: pixels outside the frame count as 0. */
 static double mf_snr(const ss_frame_t *f, int x, int y, double psf_sigma, double sig)
 {
     int r = (int)ceil(4.0 * psf_sigma);
@@ -100,7 +106,9 @@ static double mf_snr(const ss_frame_t *f, int x, int y, double psf_sigma, double
             double k = exp(-0.5 * (i * i + j * j) / (psf_sigma * psf_sigma));
             ksum += k;
             k2 += k * k;
-            acc += k * px(f, x + i, y + j);
+            int xx = x + i, yy = y + j;   /* outside the frame: 0 (noiseless, no sky) */
+            if (xx >= 0 && yy >= 0 && xx < f->width && yy < f->height)
+                acc += k * px(f, xx, yy);
         }
     return (acc / ksum) / (sig * sqrt(k2) / ksum);
 }
@@ -717,6 +725,117 @@ START_TEST(test_defaults_render)
 }
 END_TEST
 
+/* ---- the CLI ------------------------------------------------------------ */
+
+static int run_cmd(const char *cmd)
+{
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_cli)
+{
+    const char *bin = getenv("SKYSIEVE_BINARY_DIR");
+    char exe[1024];
+    snprintf(exe, sizeof exe, "%s/tools/skysieve-synth", bin ? bin : "..");
+    if (access(exe, X_OK) != 0) {
+        fprintf(stderr, "check_synth: %s not built; CLI test skipped\n", exe);
+        return;
+    }
+    char dir[] = "/tmp/check_synth.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "'%s' --quiet --out '%s/seq' --frames 4 --size 96x80 --dtype i16 --seed 9 "
+             "--stars 40 --movers 2 --mover-snr 12 --mover-speed 1.5 --streak-prob 1 "
+             "--streak-len 20,30 --cosmic-rate 500 --hot 3 --jitter 0.8 --drift 0.1,-0.2 "
+             "--sky-grad 0.01,0.02 --bias 100 --start-mjd 60100.5 --interval 2 --wcs",
+             exe, dir);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+
+    /* the same configuration in-process */
+    ss_synth_cfg_t c;
+    ss_synth_defaults(&c);
+    c.width = 96;
+    c.height = 80;
+    c.dtype = SS_DT_I16;
+    c.seed = 9;
+    c.n_stars = 40;
+    c.n_movers = 2;
+    c.mover_snr = 12;
+    c.mover_speed = 1.5;
+    c.streak_prob = 1;
+    c.streak_len_min = 20;
+    c.streak_len_max = 30;
+    c.cosmic_rate = 500;
+    c.n_hot = 3;
+    c.jitter = 0.8;
+    c.drift_x = 0.1;
+    c.drift_y = -0.2;
+    c.sky_grad_x = 0.01;
+    c.sky_grad_y = 0.02;
+    c.bias = 100;
+    c.start_mjd = 60100.5;
+    c.frame_interval = 2;
+    c.wcs = 1;
+    ss_synth_t *s = ss_synth_new(&c);
+    ck_assert_ptr_nonnull(s);
+    ss_frame_t *f = frame_alloc(96, 80, SS_DT_I16), *g = frame_alloc(96, 80, SS_DT_I16);
+    static ss_synth_truth_t t;
+    char path[1200], err[1400];
+    static char line[1 << 17], want[1 << 17];
+    snprintf(path, sizeof path, "%s/seq/truth.jsonl", dir);
+    FILE *tf = fopen(path, "r");
+    ck_assert_ptr_nonnull(tf);
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        snprintf(path, sizeof path, "%s/seq/frame_%05d.fits", dir, k);
+        ck_assert_msg(ss_fits_read_frame(path, g, err, sizeof err) == SS_OK, "%s", err);
+        ck_assert_int_eq(g->dtype, SS_DT_I16);
+        ck_assert(g->width == 96 && g->height == 80);
+        ck_assert_int_eq(memcmp(f->pixels, g->pixels, 96 * 80 * 2), 0);
+        ck_assert_uint_eq(g->meta.seq, (uint64_t)k);
+        ck_assert(fabs(g->meta.mjd_obs - (60100.5 + 2.0 * k / 86400.0)) * 86400 < 1e-3);
+        const ss_wcs_key_t *w = ss_frame_wcs_find(&g->meta, "CRPIX1");
+        ck_assert(w && fabs(w->dval - (48.5 - t.sx)) < 1e-9);
+        ck_assert_ptr_nonnull(fgets(line, sizeof line, tf));
+        ck_assert_int_gt(ss_synth_truth_json(&t, want, sizeof want), 0);
+        line[strcspn(line, "\n")] = '\0';
+        ck_assert_str_eq(line, want);
+    }
+    ck_assert_ptr_null(fgets(line, sizeof line, tf));
+    fclose(tf);
+    ss_synth_destroy(&s);
+    frame_free(f);
+    frame_free(g);
+
+    /* usage errors: status 2, nothing written */
+    static const char *const bad[] = {
+        "--frames 3",                                    /* no --out */
+        "--out %s/x --frames 0",
+        "--out %s/x --frames 3 --dtype u17",
+        "--out %s/x --frames 3 --size 100",
+        "--out %s/x --frames 3 --bogus",
+        "--out %s/x --frames 3 --psf-sigma 0",
+        "--out %s/x --frames 3 --jitter fast",
+        "--out %s/x --frames 3 --psf moffat --moffat-beta 1",
+        "--out %s/x --frames 3 extra",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[512];
+        snprintf(args, sizeof args, bad[i], dir);
+        snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", exe, args);
+        ck_assert_msg(run_cmd(cmd) == 2, "'%s' did not exit 2", args);
+    }
+    snprintf(path, sizeof path, "%s/x", dir);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    snprintf(cmd, sizeof cmd, "'%s' --help | grep -q -- --mover-snr", exe);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+}
+END_TEST
+
 static Suite *synth_suite(void)
 {
     Suite *s = suite_create("synth");
@@ -734,6 +853,7 @@ static Suite *synth_suite(void)
     tcase_add_test(tc, test_cosmics);
     tcase_add_test(tc, test_meta_and_json);
     tcase_add_test(tc, test_defaults_render);
+    tcase_add_test(tc, test_cli);
     suite_add_tcase(s, tc);
     return s;
 }
