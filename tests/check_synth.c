@@ -20,6 +20,10 @@
 #include "pipeline/frame_fits.h"
 #include "tools/synth.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 /* ---- helpers ------------------------------------------------------------ */
 
 static ss_frame_t *frame_alloc(int w, int h, ss_dtype_t dt)
@@ -163,6 +167,43 @@ START_TEST(test_determinism)
     frame_free(fa);
     frame_free(fb);
     frame_free(fd);
+}
+END_TEST
+
+/* The rendering runs in parallel bands: the pixels must not depend on the
+ * number of threads. */
+START_TEST(test_thread_count_independent)
+{
+#ifdef _OPENMP
+    ss_synth_cfg_t c;
+    ss_synth_defaults(&c);
+    c.width = 300;
+    c.height = 257;
+    c.dtype = SS_DT_F32;
+    c.n_stars = 400;
+    c.start_mjd = 60000.0;
+    c.psf = SS_SYNTH_MOFFAT;
+    c.n_movers = 5;
+    c.streak_prob = 1.0;
+    c.cosmic_rate = 200;
+    c.n_hot = 20;
+    ss_frame_t *f[3];
+    int threads[3] = { 1, 2, 5 };
+    for (int k = 0; k < 3; k++) {
+        omp_set_num_threads(threads[k]);
+        ss_synth_t *s = ss_synth_new(&c);
+        f[k] = frame_alloc(300, 257, SS_DT_F32);
+        for (int t = 0; t < 3; t++)
+            ck_assert_int_eq(ss_synth_next(s, f[k], NULL), SS_OK);
+        ss_synth_destroy(&s);
+    }
+    ck_assert_int_eq(memcmp(f[0]->pixels, f[1]->pixels, 300 * 257 * 4), 0);
+    ck_assert_int_eq(memcmp(f[0]->pixels, f[2]->pixels, 300 * 257 * 4), 0);
+    for (int k = 0; k < 3; k++)
+        frame_free(f[k]);
+#else
+    fprintf(stderr, "check_synth: built without OpenMP; thread-count test not applicable\n");
+#endif
 }
 END_TEST
 
@@ -842,6 +883,7 @@ static Suite *synth_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_determinism);
+    tcase_add_test(tc, test_thread_count_independent);
     tcase_add_test(tc, test_sky_and_noise);
     tcase_add_test(tc, test_dtype_and_saturation);
     tcase_add_test(tc, test_point_flux);
