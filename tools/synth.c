@@ -557,7 +557,9 @@ static void render_moffat(float *model, int W, int H, int ya, int yb, const src_
     double r2max = (double)p->r * p->r;
     double core = MOFFAT_CORE_ALPHA * alpha + 1.0;
     double core2 = core * core;
-    double amp = p->flux * norm;
+    /* the flux outside r is put back in proportion (analytic enclosed fraction) */
+    double enclosed = 1.0 - pow(1.0 + r2max * ia2, 1.0 - beta);
+    double amp = p->flux * norm / enclosed;
     for (int j = y0; j <= y1; j++) {
         float *row = model + (size_t)j * W;
         double dy = j - p->y;
