@@ -211,7 +211,9 @@ void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
  * Solves min Σ λ^-k a_k² + (regularised) subject to Σ a_k m_j(f_k) = m_j(0):
  *   D = diag(λ^k), α = (VᵀDV + γE)⁻¹ e0, a = D V α.
  * Monomial order: 1, fx, fy, fx², fx·fy, fy². Returns 0, or -1 if the
- * system is singular. */
+ * system is singular (ss_solve_dense) or an argument is out of range.
+ * With γ > 0 the constraints hold only to O(γ·α) (α = (VᵀDV + γE)⁻¹e0 is
+ * the minimiser of Σ λ^-k a_k² + ‖Vᵀa - e0‖²/γ); with γ = 0 exactly. */
 int ss_weights_poly(const double *fx, const double *fy, int n, int degree, double gamma,
                     double lambda, double *a);
 
@@ -220,7 +222,9 @@ int ss_weights_poly(const double *fx, const double *fy, int n, int degree, doubl
 int ss_weights_lsq(const double *R, const double *p, int n, double gamma, double *a);
 
 /* Solve the n×n system M x = b in place (Gaussian elimination with partial
- * pivoting, double). Returns 0, or -1 if singular. Shared helper. */
+ * pivoting, double; x is left in b). Returns 0, or -1 if singular (a pivot
+ * at or below 64·DBL_EPSILON·n·max|M|) or M holds a non-finite value.
+ * Shared helper. */
 int ss_solve_dense(double *M, double *b, int n);
 
 /* The type a history frame is stored in: the raw type for u8/u16/i16 when
@@ -265,7 +269,8 @@ void ss_lsq_moments(const float *cur, const ss_hist_view_t *hv, int n, int w, in
  * radius = floor(mask_radius)); value = P where in the footprint, frame
  * elsewhere; stored into dst of type dt: NaN -> sentinel; integers rounded
  * half away from zero and clamped to [type min, type max - 1]. labels and P
- * may be NULL (no removal). scratch: w·h bytes. */
+ * may be NULL (no removal); a negative radius counts as 0. dt is one that
+ * ss_history_dtype returns (u8, u16, i16 or f32). scratch: w·h bytes. */
 void ss_history_store(const float *frame, const float *P, const int32_t *labels, int radius,
                       int w, int h, void *dst, ss_dtype_t dt, uint8_t *scratch);
 
@@ -281,13 +286,19 @@ void ss_box_mean(const float *in, int w, int h, int r, float *out, double *scrat
 /* Guided filter cleanup with guide I (the prediction) and input p (the
  * residual), ALGORITHM §4. A pixel takes part when both I and p are
  * finite. Means are valid-aware box means over those pixels; I is taken
- * relative to c = mean of the valid I (double) for conditioning:
- *   mean_I, mean_p, corr_Ip, corr_II (box means of I', p, I'p, I'I'),
- *   var = corr_II - mean_I², cov = corr_Ip - mean_I·mean_p,
- *   A = cov / (var + eps), B = mean_p - A·mean_I,
- *   out = p - (box(A)·I' + box(B))       (NaN where I or p is NaN).
+ * relative to c = mean of I over those pixels (double) for conditioning,
+ * I' = I - (float)c in float:
+ *   mean_I, mean_p, corr_Ip, corr_II (box means of I', p, I'p, I'I', all
+ *   in double, products of the float I' and p formed in double),
+ *   var = corr_II - mean_I², cov = corr_Ip - mean_I·mean_p (double),
+ *   A = (float)(cov / (var + eps)), B = (float)(mean_p - A·mean_I), both
+ *   kept only where the pixel takes part and both are finite (else NaN);
+ *   box(A), box(B): valid-aware box means (float) of those;
+ *   out = (float)(p - (box(A)·I' + box(B))) in double (NaN where I or p
+ *   is NaN). Double up to A and B because var is a small difference of
+ *   large numbers near stars: float means there lose most of its digits.
  * eps in ADU² (the caller scales by the noise variance).
- * scratch: 8·w·h floats + 2·w·h doubles. */
+ * scratch: 8·w·h floats (4·w·h are used) + 2·w·h doubles. */
 void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float eps,
                       float *out, float *scratch, double *dscratch);
 
@@ -296,9 +307,11 @@ void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float
  * ==================================================================== */
 
 /* σ = 1.4826 · MAD of the finite x at rows and columns that are multiples
- * of stride: m = lower median (rank floor((n-1)/2) of the sorted samples),
- * MAD = lower median of fabsf(x - m) computed in float. NaN if no sample.
- * scratch: w·h floats. */
+ * of stride (stride < 1 counts as 1): m = lower median (rank
+ * floor((n-1)/2) of the sorted samples), MAD = lower median of
+ * fabsf(x - m) computed in float, σ = (float)(1.4826·(double)MAD). NaN if
+ * no sample. Exact order statistics (selection, not a sort). scratch: w·h
+ * floats. */
 float ss_noise_mad(const float *x, int w, int h, int stride, float *scratch);
 
 /* ======================================================================
@@ -309,13 +322,15 @@ float ss_noise_mad(const float *x, int w, int h, int stride, float *scratch);
 
 /* 1-D Gaussian kernel of psf_sigma: radius R = min(ceil(3σ), 24), taps
  * k[0..2R] = exp(-(i-R)²/(2σ²)) normalised to sum 1 (in double, stored as
- * float). Returns R. The 2-D kernel is k⊗k (Σ = 1, ‖k2‖₂ = Σk²). */
+ * float). Returns R. The 2-D kernel is k⊗k (Σ = 1, ‖k2‖₂ = Σk²).
+ * psf_sigma <= 0 or not finite: R = 0, k[0] = 1 (no smoothing). */
 int ss_psf_kernel(double psf_sigma, float *k);
 
 /* Valid-aware separable matched filter and SNR map:
  *   h1 = rows: Σ_i k[i]·v·in(x+i-R, y), hv1 = Σ_i k[i]·v   (v = 1 if finite)
  *   num, den = the same along columns on h1 and hv1 (float, taps ascending)
- *   z = num / den / (sigma · Σk²)     where the centre is finite and
+ *   z = num / den / norm (float), norm = (float)(sigma · Σk²) with Σk² in
+ *   double over the float taps, where the centre is finite and
  *   den >= 0.5; NaN elsewhere. Out-of-frame taps count as invalid.
  * scratch: 2·w·h floats. */
 void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float sigma,
