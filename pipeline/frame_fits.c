@@ -6,7 +6,7 @@
  * fits_create_diskfile: a path is a path, never CFITSIO's extended file name
  * syntax (a name with brackets or a leading '!' must not change meaning).
  *
- * Reading, in order: pick the image HDU (the primary when it has data, else
+ * Reading, in order (plain, gzip'ed or tile-compressed files): pick the image HDU (the primary when it has data, else
  * the first image extension — tile-compressed ones included, CFITSIO
  * presents them as images), check its geometry (2-D, or N-D with every axis
  * beyond the second of length 1; no empty or absurd sizes), map BITPIX and
@@ -181,6 +181,11 @@ static ss_err_t open_image(const char *path, fitsfile **out_fp, img_info_t *ii, 
         set_err(err, n, path, "cannot open: %s", strerror(errno));
         return SS_ERR_IO;
     }
+    char magic[6] = { 0 };
+    /* plain FITS starts with SIMPLE; anything else may be a gzip'ed file,
+     * which CFITSIO inflates in memory (its size on disk says nothing) */
+    int plain = fread(magic, 1, sizeof magic, probe) == sizeof magic &&
+                memcmp(magic, "SIMPLE", sizeof magic) == 0;
     fclose(probe);
     fitsfile *fp = NULL;
     int st = 0;
@@ -260,7 +265,8 @@ static ss_err_t open_image(const char *path, fitsfile **out_fp, img_info_t *ii, 
     LONGLONG hstart = 0, dstart = 0, dend = 0;
     struct stat sb;
     fits_get_hduaddrll(fp, &hstart, &dstart, &dend, &st);
-    if (st == 0 && stat(path, &sb) == 0 && (LONGLONG)sb.st_size < dend - (FITS_BLOCK - 1)) {
+    if (st == 0 && plain && stat(path, &sb) == 0 &&
+        (LONGLONG)sb.st_size < dend - (FITS_BLOCK - 1)) {
         set_err(err, n, path, "truncated: HDU %d needs %lld bytes, the file has %lld", ii->hdu,
                 (long long)dend, (long long)sb.st_size);
         e = SS_ERR_FORMAT;
