@@ -60,7 +60,9 @@ int ss_wcs_pix2sky(const ss_wcs_t *w, double x, double y, double *ra, double *de
 
 /* RA, Dec (degrees) to pixel (x, y), 0-based: the exact inverse of the TAN
  * part, and of SIP by Newton iteration on the forward polynomials (to
- * 1e-10 px). Returns 0, or -1 for a point on the far hemisphere or when
+ * 1e-10 px) started from the undistorted position, so where a (too
+ * strong) distortion folds over, the preimage found is the one reached
+ * from there. Returns 0, or -1 for a point on the far hemisphere or when
  * the iteration does not converge. */
 int ss_wcs_sky2pix(const ss_wcs_t *w, double ra, double dec, double *x, double *y);
 
