@@ -11,6 +11,7 @@
  */
 #include "stages.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +25,10 @@
 /* Blocks of the grid are bounded by this many (g ≤ 32 → 1024 blocks). */
 #define MAX_GRID 32
 #define MAX_BLOCKS (MAX_GRID * MAX_GRID)
-/* The search window is bounded so that a block's SAD surface fits on the
- * stack: (2R+1)² ≤ (2·32+1)². */
-#define MAX_SEARCH 32
+/* The refinement compares whole levels on every REFINE_STEP-th row and
+ * column: tens of thousands of pixels pick one of 9 candidates reliably,
+ * and the full levels would cost more than the block search itself. */
+#define REFINE_STEP 2
 /* Fewer voting blocks than this: the vote means nothing. */
 #define MIN_VOTES 3
 
@@ -172,23 +174,26 @@ static double block_variance(const float *a, int w, int x0, int y0, int B)
 static double block_sad(const float *ref, const float *cur, int w, int h, int x0, int y0,
                         int B, int dx, int dy)
 {
+    /* The pixels that pair up: x - d inside the level. (The block grid
+     * keeps the whole window inside; the clipping is for safety only.) */
+    const int xa = SS_MAX(x0, dx), xb = SS_MIN(x0 + B, w + dx);
+    const int ya = SS_MAX(y0, dy), yb = SS_MIN(y0 + B, h + dy);
     double s = 0.0;
     long n = 0;
-    for (int y = y0; y < y0 + B; y++) {
-        const int cy = y - dy;
-        if (cy < 0 || cy >= h)
-            continue;
-        for (int x = x0; x < x0 + B; x++) {
-            const int cx = x - dx;
-            if (cx < 0 || cx >= w)
-                continue;
-            const float r = ref[(size_t)y * (size_t)w + (size_t)x];
-            const float c = cur[(size_t)cy * (size_t)w + (size_t)cx];
-            if (isfinite(c) && isfinite(r)) {
-                s += fabs((double)r - (double)c);
-                n++;
-            }
+    for (int y = ya; y < yb; y++) {
+        const float *r = ref + (size_t)y * (size_t)w;
+        const float *c = cur + (size_t)(y - dy) * (size_t)w - dx;
+        double srow = 0.0;
+        int nrow = 0;
+        /* Branch-free so that it vectorises; |v| <= FLT_MAX is "finite". */
+#pragma omp simd reduction(+ : srow, nrow)
+        for (int x = xa; x < xb; x++) {
+            const int ok = fabsf(r[x]) <= FLT_MAX && fabsf(c[x]) <= FLT_MAX;
+            srow += ok ? fabs((double)r[x] - (double)c[x]) : 0.0;
+            nrow += ok;
         }
+        s += srow;
+        n += nrow;
     }
     return 2 * n < (long)B * B ? INFINITY : s / (double)n;
 }
@@ -199,6 +204,10 @@ static double block_sad(const float *ref, const float *cur, int w, int h, int x0
 static double frame_mad(const float *ref, const float *cur, int w, int h, int step, int dx,
                         int dy)
 {
+    /* x + d inside the level; the first x on the sampling grid (a
+     * multiple of step) at or after xa. */
+    const int xa0 = SS_MAX(0, -dx), xb = SS_MIN(w, w - dx);
+    const int xa = (xa0 + step - 1) / step * step;
     double s = 0.0;
     long n = 0;
     for (int y = 0; y < h; y += step) {
@@ -206,14 +215,17 @@ static double frame_mad(const float *ref, const float *cur, int w, int h, int st
         if (ry < 0 || ry >= h)
             continue;
         const float *c = cur + (size_t)y * (size_t)w;
-        const float *r = ref + (size_t)ry * (size_t)w;
-        for (int x = 0; x < w; x += step) {
-            const int rx = x + dx;
-            if (rx < 0 || rx >= w || !isfinite(c[x]) || !isfinite(r[rx]))
-                continue;
-            s += fabs((double)c[x] - (double)r[rx]);
-            n++;
+        const float *r = ref + (size_t)ry * (size_t)w + dx;
+        double srow = 0.0;
+        long nrow = 0;
+#pragma omp simd reduction(+ : srow, nrow)
+        for (int x = xa; x < xb; x += step) {
+            const int ok = fabsf(c[x]) <= FLT_MAX && fabsf(r[x]) <= FLT_MAX;
+            srow += ok ? fabs((double)c[x] - (double)r[x]) : 0.0;
+            nrow += ok;
         }
+        s += srow;
+        n += nrow;
     }
     return n ? s / (double)n : INFINITY;
 }
@@ -225,35 +237,44 @@ typedef struct block_res {
     int dx, dy;     /* argmin */
 } block_res_t;
 
+/* The candidates kept while searching a block: the smallest SADs in
+ * ascending order (equal values in visiting order). At most 8 candidates
+ * lie within Chebyshev distance 1 of the best, so the 10 smallest always
+ * hold the best and its runner-up at distance >= 2 (when one exists), and
+ * the search needs no (2R+1)² surface in memory. */
+#define KEEP_BEST 10
+typedef struct cand {
+    double sad;
+    int dx, dy;
+} cand_t;
+
 /* The full search for one block. */
 static void search_block(const float *ref, const float *cur, int w, int h, int x0, int y0,
                          int B, int R, double ambiguity, double floor_sad, block_res_t *res)
 {
-    const int side = 2 * R + 1;
-    double sad[(2 * MAX_SEARCH + 1) * (2 * MAX_SEARCH + 1)];
-    double best = INFINITY;
-    int bi = -1;
-    for (int dy = -R; dy <= R; dy++)
-        for (int dx = -R; dx <= R; dx++) {
-            const int i = (dy + R) * side + (dx + R);
-            sad[i] = block_sad(ref, cur, w, h, x0, y0, B, dx, dy);
-            /* strict <, dy outer, dx inner: ties go to the smallest dy, then dx */
-            if (bi < 0 || sad[i] < best) {
-                best = sad[i];
-                bi = i;
+    cand_t keep[KEEP_BEST] = { { 0.0, 0, 0 } };
+    int nk = 0;
+    for (int dy = -R; dy <= R; dy++)            /* dy outer, dx inner: the visiting */
+        for (int dx = -R; dx <= R; dx++) {      /* order settles ties (smallest dy, dx) */
+            const double v = block_sad(ref, cur, w, h, x0, y0, B, dx, dy);
+            if (nk == KEEP_BEST && !(v < keep[nk - 1].sad))
+                continue;
+            int k = nk < KEEP_BEST ? nk++ : nk - 1;
+            while (k > 0 && v < keep[k - 1].sad) {  /* strict: equal values stay behind */
+                keep[k] = keep[k - 1];
+                k--;
             }
+            keep[k] = (cand_t){ v, dx, dy };
         }
-    const int bdx = bi % side - R, bdy = bi / side - R;
+    const double best = keep[0].sad;
     double second = INFINITY;
-    for (int dy = -R; dy <= R; dy++)
-        for (int dx = -R; dx <= R; dx++)
-            if (SS_MAX(abs(dx - bdx), abs(dy - bdy)) >= 2) {
-                const double v = sad[(dy + R) * side + (dx + R)];
-                if (v < second)
-                    second = v;
-            }
-    res->dx = bdx;
-    res->dy = bdy;
+    for (int k = 1; k < nk; k++)
+        if (SS_MAX(abs(keep[k].dx - keep[0].dx), abs(keep[k].dy - keep[0].dy)) >= 2) {
+            second = keep[k].sad;
+            break;
+        }
+    res->dx = keep[0].dx;
+    res->dy = keep[0].dy;
     /* Distinct when the best match's excess over the noise floor is below
      * `ambiguity` times the runner-up's: a plain best/second ratio would
      * call every sparse or faint field ambiguous, because the noise floor
@@ -301,7 +322,7 @@ void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
     const int B = c->reg_block, R = c->reg_search;
     int g = (int)floor(sqrt((double)c->reg_blocks));
     g = SS_CLAMP(g, 1, MAX_GRID);
-    if (B < 1 || R < 1 || R > MAX_SEARCH) {
+    if (B < 1 || R < 1) {
         fail(out, "bad block size or search range");
         return;
     }
@@ -374,7 +395,7 @@ void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
      * 3×3 candidates around it wins by the whole-frame mean absolute
      * difference (ties: smallest dy, then dx). */
     for (int l = L - 1; l >= 0; l--) {
-        const int step = l == 0 ? 2 : 1;
+        const int step = REFINE_STEP;
         double m[9];
         dx *= 2;
         dy *= 2;

@@ -122,8 +122,8 @@ typedef struct ss_coarse {
  * finite ref pixels exceeds 4·n_ref². For each used block and each d in
  * [-R,R]²:
  *   SAD(d) = mean over block pixels x with ref(x) and cur(x - d) finite
- *            (x - d inside the level) of |ref(x) - cur(x - d)| (double,
- *            raster order); +inf when fewer than half of the B² are.
+ *            (x - d inside the level) of |ref(x) - cur(x - d)| (double);
+ *            +inf when fewer than half of the B² are.
  * The block is fixed in the reference and the frame's window slides, so
  * the reference's structure takes part in every candidate (the other way
  * round, a window sliding off a lone star matches empty sky to empty sky).
@@ -139,8 +139,9 @@ typedef struct ss_coarse {
  * the voters. Refinement: at each finer level the shift doubles and the
  * best of the 3×3 candidates d around it is taken by the mean over the
  * whole level of |ref(x + d) - cur(x)| (pairs both finite and inside;
- * double, raster order; every pixel at levels >= 1, every 2nd row and
- * column from 0 at level 0; ties: smallest dy, then dx). */
+ * double; every 2nd row and column from 0, at every level; ties: smallest
+ * dy, then dx). Sums here may be added in any order (double rounding is
+ * all that can differ). */
 void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
                         const ss_pipeline_cfg_t *c, ss_coarse_t *out);
 
@@ -209,11 +210,13 @@ void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
 /* Shift-polynomial weights. fx, fy: the fractional displacements f_k of the
  * n history frames (k = 0 newest), degree 0..2, gamma >= 0, lambda in (0,1].
  * Solves min Σ λ^-k a_k² + (regularised) subject to Σ a_k m_j(f_k) = m_j(0):
- *   D = diag(λ^k), α = (VᵀDV + γE)⁻¹ e0, a = D V α.
+ *   D = diag(λ^k), α = (VᵀDV + γE')⁻¹ e0, a = D V α,
+ * with E' = diag(0, 1, ..., 1): the constant term is not regularised, so
+ * Σ a_k = 1 holds exactly (to rounding) for any γ.
  * Monomial order: 1, fx, fy, fx², fx·fy, fy². Returns 0, or -1 if the
  * system is singular (ss_solve_dense) or an argument is out of range.
- * With γ > 0 the constraints hold only to O(γ·α) (α = (VᵀDV + γE)⁻¹e0 is
- * the minimiser of Σ λ^-k a_k² + ‖Vᵀa - e0‖²/γ); with γ = 0 exactly. */
+ * With γ > 0 the higher-moment constraints hold only to O(γ·α); Σ a_k = 1
+ * and, with γ = 0, all of them hold exactly. */
 int ss_weights_poly(const double *fx, const double *fy, int n, int degree, double gamma,
                     double lambda, double *a);
 
