@@ -175,7 +175,7 @@ void ss_measure(const int32_t *labels, int np, int nn, const float *rc, const fl
  * Φ the standard normal CDF. The seed pixels near an end fill the cap
  * {z >= τ_seed}; its reach along a direction with components (cα along,
  * sα across) is R(cα, sα) = max over the cap's contour of cα·τ + sα·|d|,
- * evaluated by sampling the contour along τ (ss_cap_reach).
+ * found by a golden-section search along τ (cap_reach).
  *
  * With θ the moments' major axis (u = (cos θ, sin θ)), the + end's x is
  * X1 = kx1 + ½ - R(|cos θ|, |sin θ|) (the bbox holds pixel centres, the
@@ -191,8 +191,9 @@ void ss_measure(const int32_t *labels, int np, int nn, const float *rc, const fl
  * (moments: 1.4-2.1 / 0.9-1.4 / 0.6-0.85 px); tests/check_measure.c. */
 
 #define STREAK_ROUNDS 3          /* z_r <-> length refinement rounds */
-#define CAP_SAMPLES 400          /* contour samples per reach */
-#define CAP_TAIL_S 6.0           /* contour sampled from τ = -6·s (where d = hw) */
+#define CAP_BISECT 50            /* bisection steps for the cap's tip (2^-50 of 12·s) */
+#define CAP_GOLDEN 40            /* golden-section steps (0.618^40 ≈ 4e-9 of the range) */
+#define CAP_TAIL_S 6.0           /* search from τ = -6·s, where d is the full half-width */
 
 /* Standard normal CDF. */
 static double norm_cdf(double x)
@@ -200,35 +201,53 @@ static double norm_cdf(double x)
     return 0.5 * erfc(-x / M_SQRT2);
 }
 
-/* R(ca, sa) of the cap {z_r·Φ(-τ/s)·exp(-d²/2s²) >= thr}: the contour is
- * d(τ) = s·sqrt(2·ln(z_r·Φ(-τ/s)/thr)) for τ up to where z_r·Φ = thr.
- * Returns 0 when the ridge itself is below thr (no cap to speak of). */
+/* The cap's half-width at τ: d(τ) = s·sqrt(2·ln(z_r·Φ(-τ/s)/thr)), 0 past
+ * the tip. */
+static double cap_width(double t, double zr, double thr, double s)
+{
+    const double v = zr * norm_cdf(-t / s) / thr;
+    return v > 1.0 ? s * sqrt(2.0 * log(v)) : 0.0;
+}
+
+/* R(ca, sa) of the cap {z_r·Φ(-τ/s)·exp(-d²/2s²) >= thr}: the maximum of
+ * f(τ) = ca·τ + sa·d(τ) for τ from deep inside the streak (-6s, where
+ * d = the full half-width) to the tip (d = 0). ln Φ is concave, so d and
+ * f are concave: a golden-section search finds the maximum. Returns 0
+ * when the ridge itself is below thr (no cap to speak of). */
 static double cap_reach(double ca, double sa, double zr, double thr, double s)
 {
     if (!(s > 0.0) || !(zr > thr))
         return 0.0;
-    const double t0 = -CAP_TAIL_S * s;
-    /* the cap's tip: Φ(-τ/s) = thr/z_r; found by bisection */
-    double lo = t0, hi = CAP_TAIL_S * s;
-    for (int i = 0; i < 60; i++) {
+    /* the tip, where z_r·Φ(-τ/s) = thr, by bisection */
+    double lo = -CAP_TAIL_S * s, hi = CAP_TAIL_S * s;
+    for (int i = 0; i < CAP_BISECT; i++) {
         const double m = 0.5 * (lo + hi);
         if (zr * norm_cdf(-m / s) > thr)
             lo = m;
         else
             hi = m;
     }
-    const double tip = lo;
-    double best = ca * tip;          /* d = 0 at the tip */
-    const double step = (tip - t0) / CAP_SAMPLES;
-    for (int i = 0; i < CAP_SAMPLES; i++) {
-        const double t = t0 + i * step;
-        const double v = zr * norm_cdf(-t / s) / thr;
-        const double d = v > 1.0 ? s * sqrt(2.0 * log(v)) : 0.0;
-        const double r = ca * t + sa * d;
-        if (r > best)
-            best = r;
+    double a = -CAP_TAIL_S * s, b = lo;
+    const double g = 0.5 * (sqrt(5.0) - 1.0);
+    double x1 = b - g * (b - a), x2 = a + g * (b - a);
+    double f1 = ca * x1 + sa * cap_width(x1, zr, thr, s);
+    double f2 = ca * x2 + sa * cap_width(x2, zr, thr, s);
+    for (int i = 0; i < CAP_GOLDEN; i++) {
+        if (f1 < f2) {
+            a = x1;
+            x1 = x2;
+            f1 = f2;
+            x2 = a + g * (b - a);
+            f2 = ca * x2 + sa * cap_width(x2, zr, thr, s);
+        } else {
+            b = x2;
+            x2 = x1;
+            f2 = f1;
+            x1 = b - g * (b - a);
+            f1 = ca * x1 + sa * cap_width(x1, zr, thr, s);
+        }
     }
-    return best;
+    return fmax(f1, f2);
 }
 
 /* Streak end points into d->x0..y1 from the seed bbox, as above. */

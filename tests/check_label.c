@@ -175,7 +175,7 @@ static double fill_blobby(float *z, int w, int h, double density)
     float lo_v = 0.0f, hi_v = 0.0f;
     for (size_t i = 0; i < n; i++)
         hi_v = fmaxf(hi_v, b[i]);
-    for (int it = 0; it < 60; it++) {          /* bisection on the count */
+    for (int it = 0; it < 24; it++) {          /* bisection on the count */
         const float mid = 0.5f * (lo_v + hi_v);
         size_t below = 0;
         for (size_t i = 0; i < n; i++)
