@@ -1,0 +1,1287 @@
+/*
+ * check_daemon.c — skysieved end to end: the real binary
+ * ($SKYSIEVE_BINARY_DIR/daemon/skysieved) started as a child process, on
+ * ipc:// endpoints in a fresh temporary directory, driven over its real
+ * sockets, signals and files:
+ *   - ZeroMQ: a synthetic sequence with movers in, a detections message
+ *     for every frame and a residual for every frame with one out, the
+ *     movers found at their true positions;
+ *   - FITS directory: files renamed into place while it runs, a slowly
+ *     written one and a corrupt one: each good file processed once, in order;
+ *   - sd_notify: READY=1 (after the sockets are bound), STATUS=,
+ *     WATCHDOG=1, RELOADING=1 + MONOTONIC_USEC then READY=1 on SIGHUP,
+ *     STOPPING=1 on SIGTERM, captured on a test NOTIFY_SOCKET;
+ *   - SIGHUP with a valid config (a reloadable key changes), an invalid
+ *     one and one that changes a fixed key (both rejected, old config kept);
+ *   - SIGTERM drains: every received frame is accounted for, and every
+ *     processed frame's messages reach the subscriber;
+ *   - every control command, and bad requests;
+ *   - hostile input: each malformed message counted under its reason,
+ *     the daemon keeps serving.
+ * Frames are 256x256 and sequences short: the suite is meant to run in
+ * seconds, under ASan too.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "config/config.h"
+#include "pipeline/frame_fits.h"
+#include "proto/proto.h"
+#include "proto/proto_zmq.h"
+#include "tools/synth.h"
+
+#define W 256
+#define H 256
+#define START_TIMEOUT_S 30.0
+#define STOP_TIMEOUT_S 60.0
+
+/* ======================================================================
+ * helpers: the daemon process
+ * ==================================================================== */
+
+typedef struct dmn {
+    pid_t pid;
+    char dir[64];
+    char cfg[128], log[128];
+    char ctl[160], pub[160], in[160];
+} dmn_t;
+
+static void *zctx;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+    nanosleep(&ts, NULL);
+}
+
+static void dmn_init(dmn_t *d)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->dir, sizeof d->dir, "/tmp/ssd-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(d->dir));
+    snprintf(d->cfg, sizeof d->cfg, "%s/skysieved.json", d->dir);
+    snprintf(d->log, sizeof d->log, "%s/log", d->dir);
+    snprintf(d->ctl, sizeof d->ctl, "ipc://%s/ctl", d->dir);
+    snprintf(d->pub, sizeof d->pub, "ipc://%s/pub", d->dir);
+    snprintf(d->in, sizeof d->in, "ipc://%s/in", d->dir);
+    zctx = zmq_ctx_new();
+    ck_assert_ptr_nonnull(zctx);
+}
+
+static void write_text(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void write_text(const char *path, const char *fmt, ...)
+{
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    ck_assert_ptr_nonnull(f);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static int log_contains(const dmn_t *d, const char *text)
+{
+    char *s = read_all(d->log);
+    int found = s && strstr(s, text) != NULL;
+    free(s);
+    return found;
+}
+
+/* Start skysieved --config d->cfg; env: NULL-terminated "NAME=value" list. */
+static void dmn_start(dmn_t *d, const char *const *env)
+{
+    const char *bd = getenv("SKYSIEVE_BINARY_DIR");
+    ck_assert_msg(bd != NULL, "SKYSIEVE_BINARY_DIR is not set (run through ctest)");
+    char bin[512];
+    snprintf(bin, sizeof bin, "%s/daemon/skysieved", bd);
+    ck_assert_msg(access(bin, X_OK) == 0, "%s is not built", bin);
+    d->pid = fork();
+    ck_assert_int_ge(d->pid, 0);
+    if (d->pid == 0) {
+        unsetenv("NOTIFY_SOCKET");
+        unsetenv("WATCHDOG_USEC");
+        unsetenv("WATCHDOG_PID");
+        unsetenv("JOURNAL_STREAM");
+        for (int i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execl(bin, "skysieved", "--config", d->cfg, (char *)NULL);
+        _exit(127);
+    }
+}
+
+/* Whether the child is still running (reaps it when not: *status). */
+static int dmn_alive(dmn_t *d, int *status)
+{
+    if (d->pid <= 0)
+        return 0;
+    int st;
+    pid_t r = waitpid(d->pid, &st, WNOHANG);
+    if (r == d->pid) {
+        d->pid = 0;
+        if (status)
+            *status = st;
+        return 0;
+    }
+    return 1;
+}
+
+/* One control request (JSON text) and its decoded response; 0 or -1 on
+ * timeout / daemon gone. */
+static int ctl_request(const dmn_t *d, const char *json, ss_ctl_response_t *resp, double timeout)
+{
+    void *s = zmq_socket(zctx, ZMQ_REQ);
+    int zero = 0, tmo = (int)(timeout * 1000);
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    zmq_setsockopt(s, ZMQ_SNDTIMEO, &tmo, sizeof tmo);
+    int rc = -1;
+    if (zmq_connect(s, d->ctl) == 0 && zmq_send(s, json, strlen(json), 0) >= 0) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, s, 0) >= 0) {
+            ss_proto_error_t err;
+            if (ss_proto_decode_response(zmq_msg_data(&m), zmq_msg_size(&m), resp, &err) == SS_OK)
+                rc = 0;
+            else
+                ck_abort_msg("control response does not decode: %s", err.text);
+        }
+        zmq_msg_close(&m);
+    }
+    zmq_close(s);
+    return rc;
+}
+
+static int ctl_cmd(const dmn_t *d, ss_ctl_cmd_t cmd, const char *feed, ss_ctl_response_t *resp)
+{
+    ss_ctl_request_t r = { .cmd = cmd };
+    if (feed)
+        ss_strlcpy(r.feed, feed, sizeof r.feed);
+    char buf[256];
+    ck_assert_int_gt(ss_proto_encode_request(&r, buf, sizeof buf), 0);
+    return ctl_request(d, buf, resp, 5.0);
+}
+
+/* Counters of one feed, through the control socket ("stats"). */
+static ss_proto_status_t *stats_of(const dmn_t *d)
+{
+    ss_ctl_response_t r;
+    if (ctl_cmd(d, SS_CTL_STATS, NULL, &r) != 0)
+        return NULL;
+    ck_assert_msg(r.ok, "stats failed: %s", r.error);
+    ss_proto_status_t *st = malloc(sizeof *st);
+    ck_assert_ptr_nonnull(st);
+    ss_proto_error_t err;
+    ck_assert_msg(ss_proto_decode_status_body(r.body, strlen(r.body), st, &err) == SS_OK, "%s",
+                  err.text);
+    ss_ctl_response_free(&r);
+    return st;
+}
+
+/* Wait until the control socket answers "status" (the daemon is up). */
+static void dmn_wait_ready(dmn_t *d)
+{
+    double t0 = now_s();
+    while (now_s() - t0 < START_TIMEOUT_S) {
+        int st;
+        if (!dmn_alive(d, &st)) {
+            char *log = read_all(d->log);
+            ck_abort_msg("skysieved exited during start (status %d):\n%s", st, log ? log : "");
+        }
+        ss_ctl_response_t r;
+        if (ctl_cmd(d, SS_CTL_STATUS, NULL, &r) == 0) {
+            ck_assert(r.ok);
+            ss_ctl_response_free(&r);
+            return;
+        }
+        sleep_s(0.05);
+    }
+    ck_abort_msg("skysieved did not answer on %s", d->ctl);
+}
+
+/* Send sig and wait for the exit; returns the exit status (-1 on a kill
+ * by a signal, which fails the test's later assertion). */
+static int dmn_stop(dmn_t *d, int sig)
+{
+    if (d->pid <= 0)
+        return -1;
+    kill(d->pid, sig);
+    double t0 = now_s();
+    int st = 0;
+    while (dmn_alive(d, &st)) {
+        if (now_s() - t0 > STOP_TIMEOUT_S) {
+            kill(d->pid, SIGKILL);
+            waitpid(d->pid, &st, 0);
+            d->pid = 0;
+            ck_abort_msg("skysieved did not stop within %.0f s", STOP_TIMEOUT_S);
+        }
+        sleep_s(0.02);
+    }
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    return -1;
+}
+
+static void dmn_cleanup(dmn_t *d)
+{
+    if (d->pid > 0) {
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, NULL, 0);
+        d->pid = 0;
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", d->dir);
+    if (zctx) {
+        zmq_ctx_term(zctx);
+        zctx = NULL;
+    }
+}
+
+/* The counters the daemon logs for a feed when it exits. */
+typedef struct final {
+    unsigned long long received, accepted, rejected, dropped, processed, ok, published;
+} final_t;
+
+static int final_counters(const dmn_t *d, const char *feed, final_t *f)
+{
+    char *log = read_all(d->log);
+    ck_assert_ptr_nonnull(log);
+    char key[96];
+    snprintf(key, sizeof key, "feed %s final: ", feed);
+    const char *p = strstr(log, key);
+    int n = 0;
+    if (p) {
+        unsigned long long reference, warmup, regfail, error, detections;
+        n = sscanf(p + strlen(key),
+                   "received=%llu accepted=%llu rejected=%llu dropped=%llu processed=%llu ok=%llu "
+                   "reference=%llu warmup=%llu regfail=%llu error=%llu detections=%llu "
+                   "published=%llu",
+                   &f->received, &f->accepted, &f->rejected, &f->dropped, &f->processed, &f->ok,
+                   &reference, &warmup, &regfail, &error, &detections, &f->published);
+    }
+    free(log);
+    return n == 12 ? 0 : -1;
+}
+
+/* ======================================================================
+ * helpers: configs, frames, subscribers
+ * ==================================================================== */
+
+/* Common daemon keys: endpoints in the temp dir, fast status. */
+static void daemon_keys(const dmn_t *d, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "\"log_level\": \"info\", \"control\": {\"endpoint\": \"%s\"},"
+             " \"publish\": {\"endpoint\": \"%s\"}, \"status_interval\": 0.2,"
+             " \"shutdown\": {\"drain_timeout\": 30}",
+             d->ctl, d->pub);
+}
+
+/* Pipeline keys for short sequences: CPU, a short history. */
+static const char *pipeline_keys(double thresh)
+{
+    static char buf[256];
+    snprintf(buf, sizeof buf,
+             "\"pipeline\": {\"backend\": \"cpu\", \"threads\": 1, \"history\": 10,"
+             " \"whiten\": {\"degree\": 1}, \"detect\": {\"thresh\": %g}}",
+             thresh);
+    return buf;
+}
+
+/* A zmq-fed feed "f0" on d->in (PULL, bound). */
+static void write_zmq_config(const dmn_t *d, int depth, const char *policy)
+{
+    char dk[1024];
+    daemon_keys(d, dk, sizeof dk);
+    write_text(d->cfg,
+               "{ %s, \"feeds\": [ { \"name\": \"f0\","
+               " \"source\": {\"type\": \"zmq\", \"zmq\": {\"endpoint\": \"%s\", \"socket\": \"pull\","
+               " \"bind\": true, \"rcvhwm\": 100}},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d, \"max_parts\": 4},"
+               " \"queue\": {\"depth\": %d, \"policy\": \"%s\"}, %s } ] }\n",
+               dk, d->in, W, H, depth, policy, pipeline_keys(5.0));
+}
+
+/* The scene of every test: stars, noise, jitter and (optionally) movers;
+ * no hot pixels, cosmics or streaks, so that what is found is the movers. */
+static void scene(ss_synth_cfg_t *c, int movers)
+{
+    ss_synth_defaults(c);
+    c->width = W;
+    c->height = H;
+    c->dtype = SS_DT_U16;
+    c->seed = 7;
+    c->n_stars = 150;
+    c->jitter = 0.7;
+    c->n_hot = 0;
+    c->cosmic_rate = 0;
+    c->streak_prob = 0;
+    c->n_movers = movers;
+    c->mover_snr = 25;
+    c->mover_speed = 1.5;
+    c->start_mjd = 61000.0;
+    c->frame_interval = 10.0;
+}
+
+typedef struct sender {
+    ss_synth_t *gen;
+    ss_frame_t f;
+    void *sock;
+    char hdr[65536];
+} sender_t;
+
+static void sender_open(sender_t *s, const dmn_t *d, int movers)
+{
+    memset(s, 0, sizeof *s);
+    ss_synth_cfg_t c;
+    scene(&c, movers);
+    s->gen = ss_synth_new(&c);
+    ck_assert_ptr_nonnull(s->gen);
+    s->f.capacity = (size_t)W * H * 2;
+    s->f.pixels = malloc(s->f.capacity);
+    ck_assert_ptr_nonnull(s->f.pixels);
+    s->sock = zmq_socket(zctx, ZMQ_PUSH);
+    int linger = 5000, hwm = 1000;
+    zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    ck_assert_int_eq(zmq_connect(s->sock, d->in), 0);
+}
+
+/* Render the next frame (truth may be NULL) and encode its header. */
+static int sender_next(sender_t *s, ss_synth_truth_t *truth)
+{
+    ck_assert_int_eq(ss_synth_next(s->gen, &s->f, truth), SS_OK);
+    ss_strlcpy(s->f.meta.feed, "f0", sizeof s->f.meta.feed);
+    int hl = ss_proto_encode_frame_header(&s->f, s->hdr, sizeof s->hdr);
+    ck_assert_int_gt(hl, 0);
+    return hl;
+}
+
+static void send_parts(void *sock, const ss_proto_part_t *p, int n)
+{
+    ck_assert_int_eq(ss_proto_send_parts(sock, p, n, 0), SS_OK);
+}
+
+static void sender_send(sender_t *s, ss_synth_truth_t *truth)
+{
+    int hl = sender_next(s, truth);
+    ss_proto_part_t p[2] = { { s->hdr, (size_t)hl }, { s->f.pixels, ss_frame_bytes(&s->f) } };
+    send_parts(s->sock, p, 2);
+}
+
+static void sender_close(sender_t *s)
+{
+    zmq_close(s->sock);
+    free(s->f.pixels);
+    ss_synth_destroy(&s->gen);
+}
+
+static void *subscribe(const dmn_t *d)
+{
+    void *sub = zmq_socket(zctx, ZMQ_SUB);
+    int zero = 0, tmo = 200;
+    zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(sub, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
+    ck_assert_int_eq(zmq_connect(sub, d->pub), 0);
+    /* a status message proves the subscription has reached the daemon */
+    double t0 = now_s();
+    while (now_s() - t0 < 20.0) {
+        ss_proto_rx_t rx;
+        if (ss_proto_recv_parts(sub, 0, &rx) == SS_OK) {
+            ss_msg_type_t t = ss_proto_topic_parse(rx.part[0].data, rx.part[0].len, NULL);
+            ss_proto_rx_close(&rx);
+            if (t == SS_MSG_STATUS)
+                return sub;
+        }
+    }
+    ck_abort_msg("no status message on %s", d->pub);
+    return NULL;
+}
+
+static ss_proto_limits_t limits(void)
+{
+    ss_proto_limits_t l;
+    ss_proto_limits_default(&l);
+    return l;
+}
+
+/* ======================================================================
+ * end to end over ZeroMQ
+ * ==================================================================== */
+
+#define E2E_FRAMES 24
+#define MOVERS 3
+#define MATCH_PX 2.0
+
+START_TEST(test_zmq_end_to_end)
+{
+    dmn_t d;
+    dmn_init(&d);
+    write_zmq_config(&d, 4, "block");
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    void *sub = subscribe(&d);
+
+    sender_t s;
+    sender_open(&s, &d, MOVERS);
+    ss_synth_truth_t *truth = calloc(E2E_FRAMES, sizeof *truth);
+    ck_assert_ptr_nonnull(truth);
+    for (int i = 0; i < E2E_FRAMES; i++)
+        sender_send(&s, &truth[i]);
+
+    /* every frame: one detections message; frames with a residual (status
+     * ok): one residual message, decoded and checked against its pair */
+    ss_result_t res, rres;
+    ck_assert_int_eq(ss_result_init(&res, (size_t)W * H, 1000), 0);
+    ck_assert_int_eq(ss_result_init(&rres, (size_t)W * H, 1), 0);
+    ss_proto_limits_t lim = limits();
+    int got_det[E2E_FRAMES] = { 0 }, got_res[E2E_FRAMES] = { 0 }, ok_status[E2E_FRAMES] = { 0 };
+    int n_det = 0, n_ok = 0, found = 0, wanted = 0;
+    uint8_t *mask = malloc((size_t)W * H);
+    double t0 = now_s();
+    while ((n_det < E2E_FRAMES || n_ok > 0) && now_s() - t0 < 120.0) {
+        ss_proto_rx_t rx;
+        if (ss_proto_recv_parts(sub, 0, &rx) != SS_OK)
+            continue;
+        ss_proto_error_t err;
+        char feed[SS_NAME_MAX];
+        ss_msg_type_t t = ss_proto_topic_parse(rx.part[0].data, rx.part[0].len, feed);
+        if (t == SS_MSG_DETECTIONS) {
+            ck_assert_str_eq(feed, "f0");
+            ck_assert_msg(ss_proto_decode_detections(rx.part, rx.n, &lim, &res, &err) == SS_OK,
+                          "%s", err.text);
+            uint64_t k = res.meta.seq;
+            ck_assert_uint_lt(k, E2E_FRAMES);
+            ck_assert_int_eq(got_det[k]++, 0);
+            n_det++;
+            ck_assert_uint_eq(k, truth[k].seq);
+            if (res.status == SS_STATUS_OK) {
+                ok_status[k] = 1;
+                n_ok++;     /* a residual is owed */
+                ck_assert_int_lt(res.dets.count, 60);
+                for (int m = 0; m < truth[k].n_obj; m++) {
+                    const ss_synth_obj_t *o = &truth[k].obj[m];
+                    if (o->kind != SS_SYNTH_MOVER || o->x < 8 || o->y < 8 || o->x > W - 9 ||
+                        o->y > H - 9)
+                        continue;
+                    wanted++;
+                    for (int j = 0; j < res.dets.count; j++)
+                        if (hypot(res.dets.items[j].x - o->x, res.dets.items[j].y - o->y) < MATCH_PX &&
+                            res.dets.items[j].sign > 0) {
+                            found++;
+                            break;
+                        }
+                }
+            }
+            if (got_res[k] && ok_status[k])
+                n_ok--;
+        } else if (t == SS_MSG_RESIDUAL) {
+            int has_mask = 0;
+            ck_assert_msg(ss_proto_decode_residual(rx.part, rx.n, &lim, &rres, mask, &has_mask,
+                                                   &err) == SS_OK,
+                          "%s", err.text);
+            uint64_t k = rres.meta.seq;
+            ck_assert_uint_lt(k, E2E_FRAMES);
+            ck_assert_int_eq(got_res[k]++, 0);
+            ck_assert_int_eq(rres.width, W);
+            ck_assert_int_eq(rres.height, H);
+            ck_assert_int_eq(rres.status, SS_STATUS_OK);
+            ck_assert(isfinite(rres.sigma) && rres.sigma > 0);
+            ck_assert(has_mask);
+            size_t valid = 0;
+            for (size_t i = 0; i < (size_t)W * H; i++) {
+                ck_assert_int_eq(mask[i], isfinite(rres.residual[i]) ? 1 : 0);
+                valid += mask[i];
+            }
+            ck_assert_uint_gt(valid, (size_t)W * H / 2);
+            if (got_det[k] && ok_status[k])
+                n_ok--;
+        }
+        ss_proto_rx_close(&rx);
+    }
+    ck_assert_int_eq(n_det, E2E_FRAMES);
+    ck_assert_int_eq(n_ok, 0);
+    int n_res = 0, n_ok_frames = 0;
+    for (int k = 0; k < E2E_FRAMES; k++) {
+        n_res += got_res[k];
+        n_ok_frames += ok_status[k];
+        ck_assert_int_eq(got_res[k], ok_status[k]);     /* a residual exactly for the ok frames */
+    }
+    ck_assert_int_ge(n_ok_frames, E2E_FRAMES / 3);
+    /* the movers: found near their true positions in nearly every ok frame */
+    ck_assert_int_gt(wanted, 0);
+    fprintf(stderr, "end to end: %d frames, %d with a residual, movers found %d of %d\n",
+            E2E_FRAMES, n_ok_frames, found, wanted);
+    ck_assert_msg(found >= (int)ceil(0.9 * wanted), "movers found %d of %d", found, wanted);
+
+    ss_proto_status_t *st = stats_of(&d);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_eq(st->feeds[0].received, E2E_FRAMES);
+    ck_assert_uint_eq(st->feeds[0].accepted, E2E_FRAMES);
+    ck_assert_uint_eq(st->feeds[0].processed, E2E_FRAMES);
+    ck_assert_uint_eq(st->feeds[0].status_count[SS_STATUS_OK], (uint64_t)n_ok_frames);
+    ck_assert_uint_eq(st->feeds[0].published, (uint64_t)(E2E_FRAMES + n_res));
+    ck_assert_uint_eq(st->feeds[0].pub_dropped, 0);
+    free(st);
+
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    free(mask);
+    free(truth);
+    ss_result_free(&res);
+    ss_result_free(&rres);
+    sender_close(&s);
+    zmq_close(sub);
+    dmn_cleanup(&d);
+}
+END_TEST
+
+/* ======================================================================
+ * FITS directory ingest
+ * ==================================================================== */
+
+#define FITS_FILES 8
+
+static void write_fits(const char *path, ss_frame_t *f)
+{
+    char err[512];
+    ck_assert_msg(ss_fits_write_frame(path, f, err, sizeof err) == SS_OK, "%s", err);
+}
+
+/* Lines of the JSON-lines sink decoded as detections bodies: their seqs. */
+static int jsonl_seqs(const char *path, uint64_t *seqs, int max)
+{
+    char *text = read_all(path);
+    if (!text)
+        return 0;
+    int n = 0;
+    ss_result_t r;
+    ck_assert_int_eq(ss_result_init(&r, 16, 1000), 0);
+    ss_proto_limits_t lim = limits();
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        ss_proto_part_t p[2] = { { "detections.f0", 13 }, { line, strlen(line) } };
+        ss_proto_error_t err;
+        ck_assert_msg(ss_proto_decode_detections(p, 2, &lim, &r, &err) == SS_OK, "%s: %s",
+                      err.text, line);
+        if (n < max)
+            seqs[n] = r.meta.seq;
+        n++;
+    }
+    ss_result_free(&r);
+    free(text);
+    return n;
+}
+
+START_TEST(test_fits_directory)
+{
+    dmn_t d;
+    dmn_init(&d);
+    char in[128], stage[128], jsonl[128], dk[1024];
+    snprintf(in, sizeof in, "%s/in", d.dir);
+    snprintf(stage, sizeof stage, "%s/stage", d.dir);
+    snprintf(jsonl, sizeof jsonl, "%s/det.jsonl", d.dir);
+    ck_assert_int_eq(mkdir(in, 0755), 0);
+    ck_assert_int_eq(mkdir(stage, 0755), 0);
+    daemon_keys(&d, dk, sizeof dk);
+    write_text(d.cfg,
+               "{ %s, \"feeds\": [ { \"name\": \"f0\","
+               " \"source\": {\"type\": \"fits\", \"fits\": {\"mode\": \"directory\", \"path\": \"%s\","
+               " \"settle\": 0.6}},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
+               " \"queue\": {\"depth\": 4, \"policy\": \"block\"},"
+               " \"sinks\": {\"jsonl\": {\"path\": \"%s\"}}, %s } ] }\n",
+               dk, in, W, H, jsonl, pipeline_keys(5.0));
+    /* present before the start: not taken (source.fits.existing is off) */
+    sender_t s;
+    memset(&s, 0, sizeof s);
+    ss_synth_cfg_t c;
+    scene(&c, 2);
+    s.gen = ss_synth_new(&c);
+    s.f.capacity = (size_t)W * H * 2;
+    s.f.pixels = malloc(s.f.capacity);
+    char path[300], tmp[300];
+    snprintf(path, sizeof path, "%s/old.fits", in);
+    ck_assert_int_eq(ss_synth_next(s.gen, &s.f, NULL), SS_OK);
+    write_fits(path, &s.f);
+
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    /* FITS_FILES frames (seq 1..), each written aside and renamed in */
+    for (int i = 0; i < FITS_FILES; i++) {
+        ck_assert_int_eq(ss_synth_next(s.gen, &s.f, NULL), SS_OK);
+        snprintf(tmp, sizeof tmp, "%s/f%03d.fits", stage, i);
+        snprintf(path, sizeof path, "%s/f%03d.fits", in, i);
+        write_fits(tmp, &s.f);
+        ck_assert_int_eq(rename(tmp, path), 0);
+        sleep_s(0.03);
+    }
+    /* a corrupt file: rejected, counted, the daemon goes on */
+    snprintf(tmp, sizeof tmp, "%s/bad.fits", stage);
+    write_text(tmp, "SIMPLE  =                    T / not really a FITS file\n");
+    snprintf(path, sizeof path, "%s/bad.fits", in);
+    ck_assert_int_eq(rename(tmp, path), 0);
+    /* the last frame written in place, slowly, in four pieces */
+    ck_assert_int_eq(ss_synth_next(s.gen, &s.f, NULL), SS_OK);
+    uint64_t last_seq = s.f.meta.seq;
+    snprintf(tmp, sizeof tmp, "%s/slow.fits", stage);
+    write_fits(tmp, &s.f);
+    char *bytes = NULL;
+    size_t nbytes = 0;
+    {
+        FILE *fp = fopen(tmp, "rb");
+        ck_assert_ptr_nonnull(fp);
+        fseek(fp, 0, SEEK_END);
+        nbytes = (size_t)ftell(fp);
+        fseek(fp, 0, SEEK_SET);
+        bytes = malloc(nbytes);
+        ck_assert_uint_eq(fread(bytes, 1, nbytes, fp), nbytes);
+        fclose(fp);
+    }
+    snprintf(path, sizeof path, "%s/f%03d.fits", in, FITS_FILES);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    for (int piece = 0; piece < 4; piece++) {
+        size_t a = nbytes * (size_t)piece / 4, b = nbytes * (size_t)(piece + 1) / 4;
+        ck_assert_int_eq(write(fd, bytes + a, b - a), (ssize_t)(b - a));
+        sleep_s(0.12);
+    }
+    close(fd);
+    free(bytes);
+
+    /* every good file once, in order: seqs 1..FITS_FILES+1 */
+    uint64_t seqs[64];
+    int n = 0;
+    double t0 = now_s();
+    while ((n = jsonl_seqs(jsonl, seqs, 64)) < FITS_FILES + 1 && now_s() - t0 < 60.0)
+        sleep_s(0.1);
+    sleep_s(1.0);       /* nothing more comes (no duplicate) */
+    n = jsonl_seqs(jsonl, seqs, 64);
+    ck_assert_int_eq(n, FITS_FILES + 1);
+    for (int i = 0; i < n; i++)
+        ck_assert_uint_eq(seqs[i], (uint64_t)i + 1);
+    ck_assert_uint_eq(seqs[n - 1], last_seq);
+
+    ss_proto_status_t *st = stats_of(&d);
+    ck_assert_uint_eq(st->feeds[0].received, FITS_FILES + 2);
+    ck_assert_uint_eq(st->feeds[0].accepted, FITS_FILES + 1);
+    ck_assert_uint_eq(st->feeds[0].rejected, 1);
+    ck_assert_uint_eq(st->feeds[0].processed, FITS_FILES + 1);
+    free(st);
+    ck_assert(log_contains(&d, "bad.fits"));
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+
+    free(s.f.pixels);
+    ss_synth_destroy(&s.gen);
+    dmn_cleanup(&d);
+}
+END_TEST
+
+/* ======================================================================
+ * sd_notify
+ * ==================================================================== */
+
+typedef struct note {
+    char text[512];
+    double t;
+} note_t;
+
+static int notify_socket(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    ss_strlcpy(a.sun_path, path, sizeof a.sun_path);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+/* Next datagram within timeout; 0, or -1 on timeout. */
+static int next_note(int fd, note_t *n, double timeout)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    if (poll(&p, 1, (int)(timeout * 1000)) <= 0)
+        return -1;
+    ssize_t len = recv(fd, n->text, sizeof n->text - 1, 0);
+    if (len < 0)
+        return -1;
+    n->text[len] = '\0';
+    n->t = now_s();
+    return 0;
+}
+
+/* Read notes until one contains want (0), or timeout (-1). Counts the
+ * WATCHDOG=1 and STATUS= seen on the way. */
+static int wait_note(int fd, const char *want, double timeout, note_t *out, int *watchdogs,
+                     int *statuses)
+{
+    double t0 = now_s();
+    note_t n;
+    while (now_s() - t0 < timeout) {
+        if (next_note(fd, &n, 0.2) != 0)
+            continue;
+        if (watchdogs && strcmp(n.text, "WATCHDOG=1") == 0)
+            (*watchdogs)++;
+        if (statuses && strncmp(n.text, "STATUS=", 7) == 0)
+            (*statuses)++;
+        if (strstr(n.text, want)) {
+            if (out)
+                *out = n;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static void write_synth_config(const dmn_t *d, double thresh, const char *extra)
+{
+    char dk[1024];
+    daemon_keys(d, dk, sizeof dk);
+    write_text(d->cfg,
+               "{ %s%s, \"feeds\": [ { \"name\": \"f0\","
+               " \"source\": {\"type\": \"synth\", \"synth\": {\"rate\": 20, \"width\": %d,"
+               " \"height\": %d, \"n_stars\": 150, \"n_hot\": 0, \"cosmic_rate\": 0,"
+               " \"streak_prob\": 0, \"n_movers\": 2, \"mover_snr\": 20}},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
+               " \"queue\": {\"depth\": 4, \"policy\": \"drop_oldest\"}, %s } ] }\n",
+               dk, extra ? extra : "", W, H, W, H, pipeline_keys(thresh));
+}
+
+START_TEST(test_sd_notify_sequence)
+{
+    dmn_t d;
+    dmn_init(&d);
+    write_synth_config(&d, 5.0, NULL);
+    char sock[128], env_sock[200];
+    snprintf(sock, sizeof sock, "%s/notify", d.dir);
+    snprintf(env_sock, sizeof env_sock, "NOTIFY_SOCKET=%s", sock);
+    int fd = notify_socket(sock);
+    const char *env[] = { env_sock, "WATCHDOG_USEC=400000", NULL };
+    dmn_start(&d, env);
+
+    /* READY=1 comes first, and only once the control socket is bound */
+    note_t n;
+    ck_assert_int_eq(next_note(fd, &n, START_TIMEOUT_S), 0);
+    ck_assert_str_eq(n.text, "READY=1");
+    struct stat stt;
+    ck_assert_int_eq(stat(d.ctl + strlen("ipc://"), &stt), 0);
+    ck_assert_int_eq(stat(d.pub + strlen("ipc://"), &stt), 0);
+    ss_ctl_response_t r;
+    ck_assert_int_eq(ctl_cmd(&d, SS_CTL_STATUS, NULL, &r), 0);
+    ck_assert(r.ok);
+    ss_ctl_response_free(&r);
+
+    /* STATUS= with frames/s and drops, WATCHDOG=1 every WATCHDOG_USEC/2 */
+    int watchdogs = 0, statuses = 0;
+    note_t st;
+    ck_assert_int_eq(wait_note(fd, "STATUS=", 10.0, &st, &watchdogs, &statuses), 0);
+    ck_assert_ptr_nonnull(strstr(st.text, "frames/s"));
+    ck_assert_ptr_nonnull(strstr(st.text, "dropped"));
+    while (watchdogs < 3)
+        ck_assert_int_eq(wait_note(fd, "WATCHDOG=1", 10.0, NULL, &watchdogs, &statuses), 0);
+
+    /* SIGHUP: RELOADING=1 with MONOTONIC_USEC of now, then READY=1 */
+    uint64_t before = (uint64_t)(now_s() * 1e6);
+    kill(d.pid, SIGHUP);
+    note_t rel;
+    ck_assert_int_eq(wait_note(fd, "RELOADING=1", 10.0, &rel, NULL, NULL), 0);
+    uint64_t after = (uint64_t)(now_s() * 1e6);
+    const char *mu = strstr(rel.text, "MONOTONIC_USEC=");
+    ck_assert_ptr_nonnull(mu);
+    unsigned long long usec = strtoull(mu + strlen("MONOTONIC_USEC="), NULL, 10);
+    ck_assert_uint_ge(usec, before);
+    ck_assert_uint_le(usec, after);
+    ck_assert_int_eq(wait_note(fd, "READY=1", 10.0, NULL, NULL, NULL), 0);
+    watchdogs = 0;
+    while (watchdogs < 1)   /* the watchdog goes on after a reload */
+        ck_assert_int_eq(wait_note(fd, "WATCHDOG=1", 10.0, NULL, &watchdogs, NULL), 0);
+
+    /* SIGTERM: STOPPING=1, exit 0 */
+    kill(d.pid, SIGTERM);
+    ck_assert_int_eq(wait_note(fd, "STOPPING=1", 10.0, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    close(fd);
+    dmn_cleanup(&d);
+}
+END_TEST
+
+/* ======================================================================
+ * SIGHUP reloads
+ * ==================================================================== */
+
+/* The running config's pipeline.detect.thresh of feed 0 and
+ * status_interval, through the control "config" command. */
+static void running_config(const dmn_t *d, ss_config_t *out)
+{
+    ss_ctl_response_t r;
+    ck_assert_int_eq(ctl_cmd(d, SS_CTL_CONFIG, NULL, &r), 0);
+    ck_assert_msg(r.ok, "%s", r.error);
+    /* body: {"config":{...}}: the member is the config JSON */
+    const char *pre = "{\"config\":";
+    ck_assert_int_eq(strncmp(r.body, pre, strlen(pre)), 0);
+    size_t len = strlen(r.body) - strlen(pre) - 1;
+    char err[512];
+    ck_assert_msg(ss_config_load_string(r.body + strlen(pre), len, out, err, sizeof err) == SS_OK,
+                  "%s", err);
+    ss_ctl_response_free(&r);
+}
+
+START_TEST(test_sighup_reload)
+{
+    dmn_t d;
+    dmn_init(&d);
+    write_synth_config(&d, 5.0, NULL);
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    ss_config_t *c = malloc(sizeof *c);
+    running_config(&d, c);
+    ck_assert_double_eq(c->feeds[0].pipeline.thresh, 5.0);
+    ck_assert_str_eq(c->publish_endpoint, d.pub);
+
+    /* a valid file with a reloadable key changed */
+    write_synth_config(&d, 6.5, NULL);
+    kill(d.pid, SIGHUP);
+    double t0 = now_s();
+    do {
+        sleep_s(0.05);
+        running_config(&d, c);
+    } while (c->feeds[0].pipeline.thresh != 6.5 && now_s() - t0 < 20.0);
+    ck_assert_double_eq(c->feeds[0].pipeline.thresh, 6.5);
+    t0 = now_s();
+    while (!log_contains(&d, "pipeline config applied") && now_s() - t0 < 20.0)
+        sleep_s(0.05);
+    ck_assert(log_contains(&d, "pipeline config applied"));
+
+    /* an invalid file: rejected with the reason, the old config stays */
+    write_text(d.cfg, "{ \"feeds\": [ { \"name\": \"f0\" ] }\n");
+    kill(d.pid, SIGHUP);
+    t0 = now_s();
+    while (!log_contains(&d, "reload rejected") && now_s() - t0 < 20.0)
+        sleep_s(0.05);
+    ck_assert(log_contains(&d, "reload rejected"));
+    ck_assert(log_contains(&d, "invalid JSON"));
+    running_config(&d, c);
+    ck_assert_double_eq(c->feeds[0].pipeline.thresh, 6.5);
+    ck_assert(dmn_alive(&d, NULL));
+
+    /* a file that changes a key that is not reloadable: rejected, named */
+    char other[200];
+    snprintf(other, sizeof other, "ipc://%s/pub2", d.dir);
+    {
+        char dk[1024];
+        snprintf(dk, sizeof dk,
+                 "\"log_level\": \"info\", \"control\": {\"endpoint\": \"%s\"},"
+                 " \"publish\": {\"endpoint\": \"%s\"}, \"status_interval\": 0.2",
+                 d.ctl, other);
+        write_text(d.cfg,
+                   "{ %s, \"feeds\": [ { \"name\": \"f0\", \"source\": {\"type\": \"synth\","
+                   " \"synth\": {\"rate\": 20, \"width\": %d, \"height\": %d}},"
+                   " \"limits\": {\"max_width\": %d, \"max_height\": %d}, %s } ] }\n",
+                   dk, W, H, W, H, pipeline_keys(8.0));
+    }
+    kill(d.pid, SIGHUP);
+    t0 = now_s();
+    while (!log_contains(&d, "publish.endpoint") && now_s() - t0 < 20.0)
+        sleep_s(0.05);
+    ck_assert(log_contains(&d, "publish.endpoint cannot change without a restart"));
+    running_config(&d, c);
+    ck_assert_double_eq(c->feeds[0].pipeline.thresh, 6.5);
+    ck_assert_str_eq(c->publish_endpoint, d.pub);
+
+    ss_proto_status_t *st = stats_of(&d);
+    ck_assert_str_eq(st->feeds[0].state, "running");
+    free(st);
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    free(c);
+    dmn_cleanup(&d);
+}
+END_TEST
+
+/* ======================================================================
+ * SIGTERM drains
+ * ==================================================================== */
+
+#define DRAIN_FRAMES 40
+
+START_TEST(test_sigterm_drains)
+{
+    dmn_t d;
+    dmn_init(&d);
+    write_zmq_config(&d, 2, "block");
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    void *sub = subscribe(&d);
+    sender_t s;
+    sender_open(&s, &d, 0);
+    for (int i = 0; i < DRAIN_FRAMES; i++)
+        sender_send(&s, NULL);
+    /* stop while frames are queued and in flight */
+    double t0 = now_s();
+    for (;;) {
+        ss_proto_status_t *st = stats_of(&d);
+        ck_assert_ptr_nonnull(st);
+        uint64_t received = st->feeds[0].received;
+        free(st);
+        if (received >= 4)
+            break;
+        ck_assert(now_s() - t0 < 60.0);
+        sleep_s(0.01);
+    }
+    kill(d.pid, SIGTERM);
+
+    /* everything the daemon processed reaches the subscriber */
+    int dets = 0, residuals = 0, status_after = 0;
+    t0 = now_s();
+    int exited = 0, code = -1;
+    double quiet_since = now_s();
+    while (now_s() - t0 < 60.0) {
+        int st;
+        if (!exited && !dmn_alive(&d, &st)) {
+            exited = 1;
+            code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        ss_proto_rx_t rx;
+        if (ss_proto_recv_parts(sub, 0, &rx) == SS_OK) {
+            ss_msg_type_t t = ss_proto_topic_parse(rx.part[0].data, rx.part[0].len, NULL);
+            dets += t == SS_MSG_DETECTIONS;
+            residuals += t == SS_MSG_RESIDUAL;
+            status_after += t == SS_MSG_STATUS;
+            ss_proto_rx_close(&rx);
+            quiet_since = now_s();
+        } else if (exited && now_s() - quiet_since > 1.0) {
+            break;
+        }
+    }
+    ck_assert(exited);
+    ck_assert_int_eq(code, 0);
+    final_t f;
+    ck_assert_msg(final_counters(&d, "f0", &f) == 0, "no final counters in the log");
+    fprintf(stderr, "drain: sent %d, received %llu, processed %llu, dropped %llu; subscriber got %d "
+            "detections + %d residuals\n", DRAIN_FRAMES, f.received, f.processed, f.dropped, dets,
+            residuals);
+    ck_assert_uint_ge(f.received, 4);
+    ck_assert_uint_le(f.received, DRAIN_FRAMES);
+    ck_assert_uint_eq(f.rejected, 0);
+    ck_assert_uint_eq(f.received, f.accepted + f.rejected);
+    ck_assert_uint_eq(f.accepted, f.processed + f.dropped);
+    ck_assert_uint_eq(f.dropped, 0);                    /* block policy: nothing dropped */
+    ck_assert_uint_eq((unsigned long long)dets, f.processed);
+    ck_assert_uint_eq((unsigned long long)residuals, f.ok);
+    ck_assert_uint_eq(f.published, f.processed + f.ok);
+    ck_assert(log_contains(&d, "shutting down"));
+
+    sender_close(&s);
+    zmq_close(sub);
+    dmn_cleanup(&d);
+}
+END_TEST
+
+/* ======================================================================
+ * control commands
+ * ==================================================================== */
+
+START_TEST(test_control_commands)
+{
+    dmn_t d;
+    dmn_init(&d);
+    write_synth_config(&d, 5.0, NULL);
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    ss_ctl_response_t r;
+    ss_proto_error_t err;
+    ss_proto_status_t *st = malloc(sizeof *st);
+
+    /* status: the summary */
+    ck_assert_int_eq(ctl_cmd(&d, SS_CTL_STATUS, NULL, &r), 0);
+    ck_assert(r.ok);
+    ck_assert_str_eq(r.cmd, "status");
+    ck_assert_int_eq(ss_proto_decode_status_body(r.body, strlen(r.body), st, &err), SS_OK);
+    ck_assert_int_eq(st->n_feeds, 1);
+    ck_assert_str_eq(st->feeds[0].name, "f0");
+    ck_assert_str_eq(st->feeds[0].backend, "cpu");
+    ck_assert_ptr_nonnull(strstr(st->feeds[0].source, "synth"));
+    ck_assert_ptr_nonnull(strstr(st->version, "."));
+    ss_ctl_response_free(&r);
+
+    /* stats: every counter, consistent */
+    double t0 = now_s();
+    for (;;) {
+        free(st);
+        st = stats_of(&d);
+        if (st->feeds[0].status_count[SS_STATUS_OK] >= 2 || now_s() - t0 > 60.0)
+            break;
+        sleep_s(0.1);
+    }
+    const ss_proto_feed_stats_t *fs = &st->feeds[0];
+    ck_assert_uint_ge(fs->status_count[SS_STATUS_OK], 2);
+    ck_assert_uint_eq(fs->received, fs->accepted + fs->rejected);
+    ck_assert_uint_ge(fs->accepted, fs->processed + fs->dropped_queue);
+    ck_assert_uint_eq(fs->status_count[SS_STATUS_REFERENCE], 1);
+    ck_assert_int_eq(fs->queue_capacity, 4);
+    ck_assert(fs->total_ms > 0);
+    ck_assert(isfinite(fs->last_mjd));
+    ck_assert_uint_eq(fs->resets, 0);
+
+    /* reset: the history goes, the next frame becomes the reference */
+    ck_assert_int_eq(ctl_cmd(&d, SS_CTL_RESET, "f0", &r), 0);
+    ck_assert(r.ok);
+    ck_assert_str_eq(r.cmd, "reset");
+    ss_ctl_response_free(&r);
+    t0 = now_s();
+    do {
+        free(st);
+        st = stats_of(&d);
+        sleep_s(0.05);
+    } while (st->feeds[0].status_count[SS_STATUS_REFERENCE] < 2 && now_s() - t0 < 30.0);
+    ck_assert_uint_eq(st->feeds[0].status_count[SS_STATUS_REFERENCE], 2);
+    ck_assert_uint_eq(st->feeds[0].resets, 1);
+
+    /* config: the effective config */
+    ss_config_t *c = malloc(sizeof *c);
+    running_config(&d, c);
+    ck_assert_int_eq(c->n_feeds, 1);
+    ck_assert_str_eq(c->feeds[0].name, "f0");
+    ck_assert_int_eq(c->feeds[0].synth.gen.width, W);
+    ck_assert_str_eq(c->control_endpoint, d.ctl);
+
+    /* reload: ok for the same file; the reason when the file is bad */
+    ck_assert_int_eq(ctl_cmd(&d, SS_CTL_RELOAD, NULL, &r), 0);
+    ck_assert_msg(r.ok, "%s", r.error);
+    ss_ctl_response_free(&r);
+    write_text(d.cfg, "{\"feeds\": []}\n");
+    ck_assert_int_eq(ctl_cmd(&d, SS_CTL_RELOAD, NULL, &r), 0);
+    ck_assert(!r.ok);
+    ck_assert_str_eq(r.cmd, "reload");
+    ck_assert_ptr_nonnull(strstr(r.error, d.cfg));
+    ss_ctl_response_free(&r);
+
+    /* bad requests: unknown command, not JSON, unknown feed */
+    ck_assert_int_eq(ctl_request(&d, "{\"cmd\": \"frobnicate\"}", &r, 5.0), 0);
+    ck_assert(!r.ok);
+    ck_assert_ptr_nonnull(strstr(r.error, "unknown command"));
+    ss_ctl_response_free(&r);
+    ck_assert_int_eq(ctl_request(&d, "status please", &r, 5.0), 0);
+    ck_assert(!r.ok);
+    ck_assert_ptr_nonnull(strstr(r.error, "not valid JSON"));
+    ss_ctl_response_free(&r);
+    ck_assert_int_eq(ctl_cmd(&d, SS_CTL_STATS, "nope", &r), 0);
+    ck_assert(!r.ok);
+    ck_assert_ptr_nonnull(strstr(r.error, "nope"));
+    ss_ctl_response_free(&r);
+    /* and it still serves */
+    ck_assert_int_eq(ctl_cmd(&d, SS_CTL_STATS, "f0", &r), 0);
+    ck_assert(r.ok);
+    ss_ctl_response_free(&r);
+
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    free(c);
+    free(st);
+    dmn_cleanup(&d);
+}
+END_TEST
+
+/* ======================================================================
+ * hostile input
+ * ==================================================================== */
+
+START_TEST(test_hostile_input)
+{
+    dmn_t d;
+    dmn_init(&d);
+    write_zmq_config(&d, 4, "block");
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    sender_t s;
+    sender_open(&s, &d, 0);
+    int hl = sender_next(&s, NULL);
+    size_t bytes = ss_frame_bytes(&s.f);
+    char *bad = malloc((size_t)hl + 64);
+
+    /* 1. not JSON */
+    ss_proto_part_t p1[2] = { { "{not json", 9 }, { s.f.pixels, bytes } };
+    send_parts(s.sock, p1, 2);
+    /* 2. a header without its pixel part (truncated message) */
+    ss_proto_part_t p2[1] = { { s.hdr, (size_t)hl } };
+    send_parts(s.sock, p2, 1);
+    /* 3. a pixel part of the wrong size */
+    ss_proto_part_t p3[2] = { { s.hdr, (size_t)hl }, { s.f.pixels, 1000 } };
+    send_parts(s.sock, p3, 2);
+    /* 4. too many parts */
+    ss_proto_part_t p4[5] = { { s.hdr, (size_t)hl }, { s.f.pixels, bytes }, { "x", 1 },
+                              { "y", 1 }, { "z", 1 } };
+    send_parts(s.sock, p4, 5);
+    /* 5. an unknown dtype */
+    ck_assert_ptr_nonnull(strstr(s.hdr, "\"u16\""));
+    ss_strlcpy(bad, s.hdr, (size_t)hl + 64);
+    memcpy(strstr(bad, "\"u16\""), "\"c64\"", 5);
+    ss_proto_part_t p5[2] = { { bad, (size_t)hl }, { s.f.pixels, bytes } };
+    send_parts(s.sock, p5, 2);
+    /* 6. a mask part with a value other than 0/1 */
+    uint8_t *mask = malloc((size_t)W * H);
+    memset(mask, 1, (size_t)W * H);
+    mask[1000] = 7;
+    ss_proto_part_t p6[3] = { { s.hdr, (size_t)hl }, { s.f.pixels, bytes }, { mask, (size_t)W * H } };
+    send_parts(s.sock, p6, 3);
+    /* 7. a header that is a JSON array */
+    ss_proto_part_t p7[2] = { { "[1,2,3]", 7 }, { s.f.pixels, bytes } };
+    send_parts(s.sock, p7, 2);
+    /* then good frames: still served */
+    for (int i = 0; i < 3; i++)
+        sender_send(&s, NULL);
+
+    ss_proto_status_t *st = NULL;
+    double t0 = now_s();
+    do {
+        free(st);
+        sleep_s(0.05);
+        st = stats_of(&d);
+    } while (st->feeds[0].processed < 3 && now_s() - t0 < 60.0);
+    const ss_proto_feed_stats_t *fs = &st->feeds[0];
+    ck_assert_uint_eq(fs->processed, 3);
+    ck_assert_uint_eq(fs->accepted, 3);
+    ck_assert_uint_eq(fs->received, 10);
+    ck_assert_uint_eq(fs->rejected, 7);
+    ck_assert_uint_eq(fs->rejected_by[SS_PR_NOT_JSON], 1);
+    ck_assert_uint_eq(fs->rejected_by[SS_PR_MISSING_PART], 1);
+    ck_assert_uint_eq(fs->rejected_by[SS_PR_DATA_SIZE], 1);
+    ck_assert_uint_eq(fs->rejected_by[SS_PR_TOO_MANY_PARTS], 1);
+    ck_assert_uint_eq(fs->rejected_by[SS_PR_UNKNOWN_DTYPE], 1);
+    ck_assert_uint_eq(fs->rejected_by[SS_PR_BAD_VALUE], 1);
+    ck_assert_uint_eq(fs->rejected_by[SS_PR_NOT_OBJECT], 1);
+    free(st);
+    ck_assert(log_contains(&d, "message rejected"));
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    final_t f;
+    ck_assert_int_eq(final_counters(&d, "f0", &f), 0);
+    ck_assert_uint_eq(f.received, 10);
+    ck_assert_uint_eq(f.processed, 3);
+
+    free(mask);
+    free(bad);
+    sender_close(&s);
+    dmn_cleanup(&d);
+}
+END_TEST
+
+/* ======================================================================
+ * command line
+ * ==================================================================== */
+
+static int run_cli(const char *args, char *out, size_t n)
+{
+    const char *bd = getenv("SKYSIEVE_BINARY_DIR");
+    ck_assert_ptr_nonnull(bd);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s/daemon/skysieved' %s 2>&1", bd, args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t got = fread(out, 1, n - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_command_line)
+{
+    static char out[1 << 20];
+    ck_assert_int_eq(run_cli("--version", out, sizeof out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "skysieved "));
+    ck_assert_int_eq(run_cli("--help", out, sizeof out), 0);
+    for (const char *o = "--config\0--check-config\0--print-default-config\0--version\0--log-level\0";
+         *o; o += strlen(o) + 1)
+        ck_assert_msg(strstr(out, o) != NULL, "--help does not mention %s", o);
+    ck_assert_int_eq(run_cli("--frobnicate", out, sizeof out), 2);
+    /* the printed default config loads back to the built-in default */
+    ck_assert_int_eq(run_cli("--print-default-config", out, sizeof out), 0);
+    ss_config_t *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    char err[512];
+    char *json = strstr(out, "{");
+    ck_assert_ptr_nonnull(json);
+    ck_assert_msg(ss_config_load_string(json, strlen(json), a, err, sizeof err) == SS_OK, "%s", err);
+    ss_config_defaults(b);
+    ck_assert(ss_config_equal(a, b));
+    /* --check-config: a good file, a bad one (exit 78, the reason) */
+    dmn_t d;
+    dmn_init(&d);
+    write_synth_config(&d, 5.0, NULL);
+    char args[300];
+    snprintf(args, sizeof args, "--check-config --config '%s'", d.cfg);
+    ck_assert_int_eq(run_cli(args, out, sizeof out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "OK"));
+    write_text(d.cfg, "{\"feeds\": [{\"name\": \"f0\", \"queue\": {\"depth\": 0}}]}\n");
+    ck_assert_int_eq(run_cli(args, out, sizeof out), 78);
+    ck_assert_ptr_nonnull(strstr(out, "queue.depth"));
+    free(a);
+    free(b);
+    dmn_cleanup(&d);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("daemon");
+    TCase *tc = tcase_create("skysieved");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_command_line);
+    tcase_add_test(tc, test_control_commands);
+    tcase_add_test(tc, test_hostile_input);
+    tcase_add_test(tc, test_zmq_end_to_end);
+    tcase_add_test(tc, test_fits_directory);
+    tcase_add_test(tc, test_sd_notify_sequence);
+    tcase_add_test(tc, test_sighup_reload);
+    tcase_add_test(tc, test_sigterm_drains);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
