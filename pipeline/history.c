@@ -104,26 +104,43 @@ void ss_history_store(const float *frame, const float *P, const int32_t *labels,
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
         const size_t row = (size_t)y * (size_t)w;
-        for (int x = 0; x < w; x++) {
-            const size_t i = row + (size_t)x;
-            const float v = remove && (scratch[i] & 4) ? P[i] : frame[i];
-            switch (dt) {
-            case SS_DT_U8:
-                ((uint8_t *)dst)[i] = isnan(v) ? UINT8_MAX
-                                               : (uint8_t)round_clamp(v, 0.0f, UINT8_MAX - 1);
-                break;
-            case SS_DT_U16:
-                ((uint16_t *)dst)[i] = isnan(v) ? UINT16_MAX
-                                                : (uint16_t)round_clamp(v, 0.0f, UINT16_MAX - 1);
-                break;
-            case SS_DT_I16:
-                ((int16_t *)dst)[i] = isnan(v) ? INT16_MAX
-                                               : (int16_t)round_clamp(v, INT16_MIN, INT16_MAX - 1);
-                break;
-            default:
-                ((float *)dst)[i] = v;
-                break;
+        const float *fr = frame + row;
+        const float *pr = remove ? P + row : NULL;
+        const uint8_t *mr = remove ? scratch + row : NULL;
+        /* the value to store at x: P in the footprint, the frame elsewhere */
+#define SS_HIST_VALUE(x) (mr && (mr[x] & 4) ? pr[x] : fr[x])
+        switch (dt) {           /* one loop per type: no switch per pixel */
+        case SS_DT_U8: {
+            uint8_t *d = (uint8_t *)dst + row;
+            for (int x = 0; x < w; x++) {
+                const float v = SS_HIST_VALUE(x);
+                d[x] = isnan(v) ? UINT8_MAX : (uint8_t)round_clamp(v, 0.0f, UINT8_MAX - 1);
             }
+            break;
         }
+        case SS_DT_U16: {
+            uint16_t *d = (uint16_t *)dst + row;
+            for (int x = 0; x < w; x++) {
+                const float v = SS_HIST_VALUE(x);
+                d[x] = isnan(v) ? UINT16_MAX : (uint16_t)round_clamp(v, 0.0f, UINT16_MAX - 1);
+            }
+            break;
+        }
+        case SS_DT_I16: {
+            int16_t *d = (int16_t *)dst + row;
+            for (int x = 0; x < w; x++) {
+                const float v = SS_HIST_VALUE(x);
+                d[x] = isnan(v) ? INT16_MAX : (int16_t)round_clamp(v, INT16_MIN, INT16_MAX - 1);
+            }
+            break;
+        }
+        default: {
+            float *d = (float *)dst + row;
+            for (int x = 0; x < w; x++)
+                d[x] = SS_HIST_VALUE(x);
+            break;
+        }
+        }
+#undef SS_HIST_VALUE
     }
 }

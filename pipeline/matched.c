@@ -7,12 +7,14 @@
  *
  * All sums are float with taps in ascending order, as stages.h fixes, so
  * a CUDA kernel doing the same arithmetic agrees to the last bit or so.
- * Loops run over x innermost (tap outer) so that they vectorise; each
- * pixel still sees its taps in ascending order.
+ * Loops run over x innermost (tap outer) and are marked `omp simd` (the
+ * pixels of a row are independent), so that they vectorise; each pixel
+ * still sees its taps in ascending order, one rounding per operation.
  */
 #include "stages.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Output pixels per chunk of the column pass (its accumulators live on
  * the stack). */
@@ -54,23 +56,36 @@ void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float si
     const size_t npix = (size_t)w * (size_t)h;
     float *h1 = scratch, *hv1 = scratch + npix;
 
-    /* rows: h1 = Σ k·v·in, hv1 = Σ k·v */
+    /* rows: h1 = Σ k·v·in, hv1 = Σ k·v. Each chunk of a row is first
+     * copied with its apron into v·in and v (0 for invalid and
+     * out-of-frame taps: adding k·0 = 0 is exact), so the tap loops are
+     * plain multiply-adds */
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
         const float *ir = in + (size_t)y * (size_t)w;
-        float *hr = h1 + (size_t)y * (size_t)w, *vr = hv1 + (size_t)y * (size_t)w;
-        for (int x = 0; x < w; x++)
-            hr[x] = vr[x] = 0.0f;
-        for (int i = 0; i <= 2 * R; i++) {
-            const int d = i - R;
-            const int x0 = SS_MAX(0, -d), x1 = SS_MIN(w, w - d);   /* x + d in frame */
-            const float ki = k[i];
-            for (int x = x0; x < x1; x++) {
-                const float v = ir[x + d];
+        float mv[SS_MF_CHUNK + 2 * SS_KERNEL_MAX_RADIUS], mw[SS_MF_CHUNK + 2 * SS_KERNEL_MAX_RADIUS];
+        float hs[SS_MF_CHUNK], ws[SS_MF_CHUNK];
+        for (int c0 = 0; c0 < w; c0 += SS_MF_CHUNK) {
+            const int len = SS_MIN(SS_MF_CHUNK, w - c0);
+            for (int j = 0; j < len + 2 * R; j++) {
+                const int x = c0 - R + j;
+                const float v = x >= 0 && x < w ? ir[x] : NAN;
                 const int ok = isfinite(v);
-                hr[x] += ok ? ki * v : 0.0f;
-                vr[x] += ok ? ki : 0.0f;
+                mv[j] = ok ? v : 0.0f;
+                mw[j] = ok ? 1.0f : 0.0f;
             }
+            for (int x = 0; x < len; x++)
+                hs[x] = ws[x] = 0.0f;
+            for (int i = 0; i <= 2 * R; i++) {
+                const float ki = k[i];
+#pragma omp simd
+                for (int x = 0; x < len; x++) {
+                    hs[x] += ki * mv[x + i];
+                    ws[x] += ki * mw[x + i];
+                }
+            }
+            memcpy(h1 + (size_t)y * (size_t)w + c0, hs, (size_t)len * sizeof(float));
+            memcpy(hv1 + (size_t)y * (size_t)w + c0, ws, (size_t)len * sizeof(float));
         }
     }
 
@@ -87,6 +102,7 @@ void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float si
                 const size_t off = (size_t)(y + j - R) * (size_t)w + (size_t)c0;
                 const float kj = k[j];
                 const float *hr = h1 + off, *vr = hv1 + off;
+#pragma omp simd
                 for (int x = 0; x < len; x++) {
                     num[x] += kj * hr[x];
                     den[x] += kj * vr[x];

@@ -18,6 +18,9 @@
 /* Pixels per chunk: the double accumulator (4 KiB) stays in L1. */
 #define SS_WHITEN_CHUNK 512
 
+/* Pixels per lsq chunk: n rows of this many doubles are gathered. */
+#define SS_LSQ_CHUNK 128
+
 /* Rows of one band of the lsq moments: the unit whose partial sums are
  * combined in a fixed order, so the result does not depend on threads. */
 #define SS_LSQ_BAND 16
@@ -41,33 +44,46 @@ static int valid_span(const ss_hist_view_t *hv, int n, int w, int h, int y, int 
 }
 
 /* acc[j] += a·y_k(x0 + j), j < len, for history frame k read at its
- * offset. The sentinel of integer types reads as NaN (ss_hist_value), and
- * NaN (times any weight, 0 included) poisons the pixel, as the contract
- * asks. Specialised per type so that the inner loop has no switch. */
-static void acc_row(const ss_hist_view_t *v, double a, int w, int y, int x0, int len, double *acc)
+ * offset. An integer sentinel sets bad[j] instead of adding a NaN (the
+ * pixel is NaN in the end either way: NaN times any weight, 0 included,
+ * poisons a sum, as the contract asks), which keeps the loops free of
+ * branches so that they vectorise. Float history carries its NaN in the
+ * sum itself. Specialised per type: no switch in the inner loop. */
+static void acc_row(const ss_hist_view_t *v, double a, int w, int y, int x0, int len, double *acc,
+                    uint8_t *bad)
 {
     const size_t off = (size_t)(y + v->iy) * (size_t)w + (size_t)(x0 + v->ix);
     switch (v->dtype) {
     case SS_DT_U8: {
         const uint8_t *s = (const uint8_t *)v->pixels + off;
-        for (int j = 0; j < len; j++)
-            acc[j] += a * (s[j] == UINT8_MAX ? (double)NAN : (double)s[j]);
+#pragma omp simd
+        for (int j = 0; j < len; j++) {
+            acc[j] += a * (double)s[j];
+            bad[j] |= s[j] == UINT8_MAX;
+        }
         break;
     }
     case SS_DT_U16: {
         const uint16_t *s = (const uint16_t *)v->pixels + off;
-        for (int j = 0; j < len; j++)
-            acc[j] += a * (s[j] == UINT16_MAX ? (double)NAN : (double)s[j]);
+#pragma omp simd
+        for (int j = 0; j < len; j++) {
+            acc[j] += a * (double)s[j];
+            bad[j] |= s[j] == UINT16_MAX;
+        }
         break;
     }
     case SS_DT_I16: {
         const int16_t *s = (const int16_t *)v->pixels + off;
-        for (int j = 0; j < len; j++)
-            acc[j] += a * (s[j] == INT16_MAX ? (double)NAN : (double)s[j]);
+#pragma omp simd
+        for (int j = 0; j < len; j++) {
+            acc[j] += a * (double)s[j];
+            bad[j] |= s[j] == INT16_MAX;
+        }
         break;
     }
     default: {
         const float *s = (const float *)v->pixels + off;
+#pragma omp simd
         for (int j = 0; j < len; j++)
             acc[j] += a * (double)s[j];
         break;
@@ -92,19 +108,22 @@ void ss_whiten(const float *cur, const ss_hist_view_t *hv, const double *a, int 
         for (int x = x1; x < w; x++)
             P[row + x] = r[row + x] = NAN;
         double acc[SS_WHITEN_CHUNK];
+        uint8_t bad[SS_WHITEN_CHUNK];
         for (int c0 = x0; c0 < x1; c0 += SS_WHITEN_CHUNK) {
             const int len = SS_MIN(SS_WHITEN_CHUNK, x1 - c0);
-            for (int j = 0; j < len; j++)
+            for (int j = 0; j < len; j++) {
                 acc[j] = 0.0;
+                bad[j] = 0;
+            }
             for (int k = 0; k < n; k++)
-                acc_row(&hv[k], a[k], w, y, c0, len, acc);
+                acc_row(&hv[k], a[k], w, y, c0, len, acc, bad);
             const float *cr = cur + row + c0;
             float *pr = P + row + c0, *rr = r + row + c0;
             for (int j = 0; j < len; j++) {
                 const float p = (float)acc[j];
-                const int bad = isnan(cr[j]) || isnan(p);
-                pr[j] = bad ? NAN : p;
-                rr[j] = bad ? NAN : cr[j] - p;
+                const int invalid = bad[j] || isnan(cr[j]) || isnan(p);
+                pr[j] = invalid ? NAN : p;
+                rr[j] = invalid ? NAN : cr[j] - p;
             }
         }
     }
@@ -113,13 +132,17 @@ void ss_whiten(const float *cur, const ss_hist_view_t *hv, const double *a, int 
 /* One history row chunk as double, NaN for invalid pixels. */
 static void load_row(const ss_hist_view_t *v, int w, int y, int x0, int len, double *dst)
 {
-    for (int j = 0; j < len; j++)
+    uint8_t bad[SS_LSQ_CHUNK];
+    for (int j = 0; j < len; j++) {
         dst[j] = 0.0;
-    acc_row(v, 1.0, w, y, x0, len, dst);
+        bad[j] = 0;
+    }
+    acc_row(v, 1.0, w, y, x0, len, dst, bad);
+    for (int j = 0; j < len; j++)
+        if (bad[j])
+            dst[j] = NAN;
 }
 
-/* Pixels per lsq chunk: n rows of this many doubles are gathered. */
-#define SS_LSQ_CHUNK 128
 
 /* Σ_j u[j]·v[j] with four interleaved partial sums (fixed order, so the
  * compiler may vectorise it and the result is still reproducible). */

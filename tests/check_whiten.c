@@ -300,8 +300,9 @@ START_TEST(test_history_store_footprint)
 {
     rng_state = 304;
     for (int trial = 0; trial < 120; trial++) {
-        const int w = 1 + (int)(rng_u64() % 300), h = 1 + (int)(rng_u64() % 40);
-        const int radius = trial % 7 == 6 ? 50 : (int)(rng_u64() % 5);
+        const int big = trial % 7 == 6;             /* a radius beyond the frame */
+        const int w = 1 + (int)(rng_u64() % (big ? 60 : 300)), h = 1 + (int)(rng_u64() % 40);
+        const int radius = big ? 70 : (int)(rng_u64() % 5);
         const size_t np = (size_t)w * h;
         float *fr = malloc(np * sizeof(float)), *P = malloc(np * sizeof(float)),
               *out = malloc(np * sizeof(float));
@@ -629,6 +630,7 @@ static Suite *whiten_suite(void)
     tcase_add_test(tc, test_whiten_lsq_thread_independent);
     suite_add_tcase(s, tc);
     tc = tcase_create("history");
+    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_history_dtype);
     tcase_add_test(tc, test_history_store_conversion);
     tcase_add_test(tc, test_history_store_footprint);
