@@ -681,7 +681,8 @@ static int get_time_pair(dctx_t *c, const char *iso_key, const char *mjd_key, in
             from_iso = NAN;
         } else if (!cJSON_IsString(t)) {
             return wrong_type(c, iso_key, nullable ? "a string or null" : "a string", t);
-        } else if (ss_iso_to_mjd(t->valuestring, &from_iso) != 0) {
+        } else if (ss_iso_to_mjd(t->valuestring, &from_iso) != 0 || !isfinite(from_iso)) {
+            /* (sscanf's %lf would take "nan" seconds: not a time) */
             return fail(c->err, SS_PR_BAD_TIME, "field \"%s%s\" is not an ISO-8601 UTC time: \"%.80s\"",
                         c->prefix, iso_key, t->valuestring);
         }
@@ -1203,9 +1204,8 @@ size_t ss_proto_residual_mask(const float *pixels, size_t n, uint8_t *mask)
     return valid;
 }
 
-static void jw_detection(jw_t *w, const ss_detection_t *d)
+static void jw_detection_members(jw_t *w, const ss_detection_t *d)
 {
-    jw_open(w, NULL, '{');
     jw_num(w, "x", d->x);
     jw_num(w, "y", d->y);
     jw_num(w, "flux", d->flux);
@@ -1248,7 +1248,34 @@ static void jw_detection(jw_t *w, const ss_detection_t *d)
         jw_num(w, "ra", d->ra);
         jw_num(w, "dec", d->dec);
     }
+}
+
+static void jw_detection(jw_t *w, const ss_detection_t *d)
+{
+    jw_open(w, NULL, '{');
+    jw_detection_members(w, d);
     jw_close(w, '}');
+}
+
+int ss_proto_encode_detection_line(const ss_result_t *res, int index, char *buf, size_t n)
+{
+    if (index < 0 || index >= res->dets.count)
+        return -1;
+    const ss_frame_meta_t *m = &res->meta;
+    jw_t w;
+    jw_init(&w, buf, n);
+    jw_open(&w, NULL, '{');
+    jw_str(&w, "feed", m->feed);
+    jw_str(&w, "series", m->series);
+    jw_u64(&w, "seq", m->seq);
+    jw_time(&w, "time", "mjd", m->mjd_obs);
+    double mid = isfinite(m->mjd_obs) ? m->mjd_obs + m->exposure / 2.0 / 86400.0 : NAN;
+    jw_time(&w, "time_mid", "mjd_mid", mid);
+    jw_str(&w, "status", ss_status_name(res->status));
+    jw_f32(&w, "sigma", res->sigma);
+    jw_detection_members(&w, &res->dets.items[index]);
+    jw_close(&w, '}');
+    return jw_done(&w);
 }
 
 /* Generous per-detection bound: ~25 members of at most ~30 bytes each. */

@@ -233,6 +233,13 @@ ss_err_t ss_proto_decode_detections(const ss_proto_part_t *parts, int n_parts,
                                     const ss_proto_limits_t *lim, ss_result_t *res,
                                     ss_proto_error_t *err);
 
+/* One detection as a self-contained JSON line (PROTOCOL.md, "JSON
+ * lines"): the frame's feed, series, seq, time, mjd, time_mid, mjd_mid,
+ * status and sigma, then the detection's members as in the detections
+ * body. For JSON-lines files and skysieve-sub; no newline is written.
+ * index < res->dets.count, else -1. */
+int ss_proto_encode_detection_line(const ss_result_t *res, int index, char *buf, size_t n);
+
 /* Detection flags by name: "touches_invalid", "touches_edge". */
 const char *ss_proto_flag_name(int flag_bit);
 

@@ -897,6 +897,43 @@ START_TEST(test_golden_detections)
 }
 END_TEST
 
+/* The JSON-lines form: each line is the frame context plus one detection,
+ * and its detection members equal that detection's in the body. */
+START_TEST(test_detection_lines)
+{
+    ss_result_t r;
+    result_alloc(&r, 1, 8);
+    fx_detections(&r);
+    char body[16384], line[4096];
+    int n = ss_proto_encode_detections(&r, body, sizeof body);
+    ck_assert_int_gt(n, 0);
+    cJSON *b = cJSON_Parse(body);
+    const cJSON *list = cJSON_GetObjectItem(b, "detections");
+    for (int i = 0; i < r.dets.count; i++) {
+        ck_assert_int_gt(ss_proto_encode_detection_line(&r, i, line, sizeof line), 0);
+        ck_assert_ptr_null(strchr(line, '\n'));
+        cJSON *l = cJSON_Parse(line);
+        ck_assert_ptr_nonnull(l);
+        ck_assert_str_eq(cJSON_GetObjectItem(l, "feed")->valuestring, "cam1");
+        ck_assert_int_eq(cJSON_GetObjectItem(l, "seq")->valueint, 57);
+        ck_assert_str_eq(cJSON_GetObjectItem(l, "time")->valuestring, "2026-11-22T06:00:43.200Z");
+        ck_assert_str_eq(cJSON_GetObjectItem(l, "status")->valuestring, "ok");
+        const cJSON *d = cJSON_GetArrayItem(list, i), *m;
+        cJSON_ArrayForEach(m, d)
+        {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(l, m->string);
+            ck_assert_msg(x && cJSON_Compare(x, m, 1), "line %d: member %s differs", i, m->string);
+        }
+        /* 9 frame members (feed series seq time mjd time_mid mjd_mid status sigma) */
+        ck_assert_int_eq(cJSON_GetArraySize(l), cJSON_GetArraySize(d) + 9);
+        cJSON_Delete(l);
+    }
+    ck_assert_int_eq(ss_proto_encode_detection_line(&r, r.dets.count, line, sizeof line), -1);
+    cJSON_Delete(b);
+    result_release(&r);
+}
+END_TEST
+
 START_TEST(test_golden_status)
 {
     static ss_proto_status_t fx, st;
@@ -1746,6 +1783,7 @@ static Suite *proto_suite(void)
     tcase_add_test(g, test_golden_series);
     tcase_add_test(g, test_golden_residual);
     tcase_add_test(g, test_golden_detections);
+    tcase_add_test(g, test_detection_lines);
     tcase_add_test(g, test_golden_status);
     tcase_add_test(g, test_golden_control);
     suite_add_tcase(s, g);

@@ -1,0 +1,452 @@
+/*
+ * sub_cli.c — skysieve-sub: subscribe to a skysieve publisher and print
+ * what arrives as JSON lines; optionally save the residuals as FITS.
+ *
+ *   skysieve-sub [--endpoint EP] [--feed NAME] [--count N] [--timeout S]
+ *                [--save-residuals DIR] ...
+ *
+ * Every message is decoded (and so validated) by proto/; a malformed one
+ * is reported on stderr and skipped. Exit status: 0 done (--count
+ * reached, interrupted, or --timeout after messages arrived without a
+ * --count), 1 socket or file error, 2 bad usage, 3 --timeout with nothing
+ * (or fewer than --count messages) received.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zmq.h>
+
+#include "pipeline/frame_fits.h"
+#include "proto/proto.h"
+#include "proto/proto_zmq.h"
+
+#define PROG "skysieve-sub"
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+#define EXIT_TIMEOUT 3
+#define DEFAULT_ENDPOINT "tcp://127.0.0.1:5556"
+#define MAX_TOPICS 16
+#define POLL_MS 200             /* signal check interval */
+#define RCVHWM 1000
+#define LINE_MAX_BYTES 8192     /* one detection line */
+/* A detection takes at least this many bytes on the wire: sizes the
+ * detection list from the body before decoding it. */
+#define MIN_DET_WIRE_BYTES 150
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+"Usage: " PROG " [options]\n"
+"Subscribe to a skysieve publisher (skysieved's PUB socket) and print what\n"
+"arrives on stdout as JSON lines (proto/PROTOCOL.md, \"JSON lines\"):\n"
+"  detections  one line per detection: the frame's feed, series, seq, time,\n"
+"              mjd, time_mid, mjd_mid, status and sigma, then the detection's\n"
+"              fields (x, y, flux, ...); a frame without detections prints\n"
+"              nothing. With --per-message: one line per detections message\n"
+"              (its whole body, empty lists included).\n"
+"  status      one line per status message (with --status or --topic status).\n"
+"  residual    nothing on stdout; saved as FITS with --save-residuals.\n"
+"Malformed messages are reported on stderr and skipped (not counted).\n"
+"\n"
+"  -e, --endpoint EP       publisher to connect to              [" DEFAULT_ENDPOINT "]\n"
+"      --bind              bind EP instead of connecting\n"
+"  -t, --topic PREFIX      subscribe to a topic prefix (repeatable, up to %d)\n"
+"                          [detections. ; and residual. with --save-residuals]\n"
+"      --feed NAME         only this feed: subscribes residual.NAME and/or\n"
+"                          detections.NAME and matches the topic exactly\n"
+"      --status            also subscribe to \"status\"\n"
+"      --per-message       one line per detections message, not per detection\n"
+"      --save-residuals DIR  write each residual as DIR/<feed>-<seq>.fits (float32,\n"
+"                          NaN = invalid, with CHECKSUM); DIR is created\n"
+"      --compress          tile-compress those files (GZIP, lossless)\n"
+"  -n, --count N           exit after N messages (any subscribed topic) [0 = never]\n"
+"      --timeout S         exit when nothing arrives for S seconds      [0 = never]\n"
+"  -v, --verbose           a line on stderr per residual and status message\n"
+"  -q, --quiet             no summary line on stderr at exit\n"
+"  -h, --help              this text\n"
+"Exit status: 0 done (--count reached, SIGINT/SIGTERM, or --timeout after\n"
+"messages arrived when no --count was given); 1 socket or file error; 2 bad\n"
+"usage; 3 --timeout before any message (or before --count messages).\n",
+            MAX_TOPICS);
+}
+
+typedef struct opts {
+    const char *endpoint;
+    int bind;
+    const char *topics[MAX_TOPICS];
+    int n_topics;
+    const char *feed;
+    int status;
+    int per_message;
+    const char *save_dir;
+    int compress;
+    long long count;
+    double timeout;
+    int verbose, quiet;
+} opts_t;
+
+static int bad(const char *opt, const char *val)
+{
+    fprintf(stderr, PROG ": invalid value for %s: \"%s\" (see --help)\n", opt, val);
+    return -1;
+}
+
+enum { O_BIND = 256, O_FEED, O_STATUS, O_PER_MESSAGE, O_SAVE, O_COMPRESS, O_TIMEOUT };
+
+static int parse_args(int argc, char **argv, opts_t *o)
+{
+    static const struct option lo[] = {
+        { "endpoint", required_argument, 0, 'e' }, { "bind", no_argument, 0, O_BIND },
+        { "topic", required_argument, 0, 't' }, { "feed", required_argument, 0, O_FEED },
+        { "status", no_argument, 0, O_STATUS }, { "per-message", no_argument, 0, O_PER_MESSAGE },
+        { "save-residuals", required_argument, 0, O_SAVE },
+        { "compress", no_argument, 0, O_COMPRESS }, { "count", required_argument, 0, 'n' },
+        { "timeout", required_argument, 0, O_TIMEOUT }, { "verbose", no_argument, 0, 'v' },
+        { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+    };
+    int c;
+    char *end;
+    while ((c = getopt_long(argc, argv, "e:t:n:vqh", lo, NULL)) != -1) {
+        switch (c) {
+        case 'e': o->endpoint = optarg; break;
+        case O_BIND: o->bind = 1; break;
+        case 't':
+            if (o->n_topics >= MAX_TOPICS)
+                return bad("--topic", optarg);
+            o->topics[o->n_topics++] = optarg;
+            break;
+        case O_FEED:
+            if (!optarg[0] || strlen(optarg) >= SS_NAME_MAX)
+                return bad("--feed", optarg);
+            o->feed = optarg;
+            break;
+        case O_STATUS: o->status = 1; break;
+        case O_PER_MESSAGE: o->per_message = 1; break;
+        case O_SAVE: o->save_dir = optarg; break;
+        case O_COMPRESS: o->compress = 1; break;
+        case 'n':
+            errno = 0;
+            o->count = strtoll(optarg, &end, 10);
+            if (errno || end == optarg || *end || o->count < 0)
+                return bad("--count", optarg);
+            break;
+        case O_TIMEOUT:
+            errno = 0;
+            o->timeout = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(o->timeout >= 0) || o->timeout > 2e6)
+                return bad("--timeout", optarg);
+            break;
+        case 'v': o->verbose = 1; break;
+        case 'q': o->quiet = 1; break;
+        case 'h': usage(stdout); exit(0);
+        default: return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, PROG ": unexpected argument \"%s\" (see --help)\n", argv[optind]);
+        return -1;
+    }
+    return 0;
+}
+
+/* The result the messages decode into; its buffers grow to what arrives
+ * (a tool, not the daemon: allocation per message size is fine here). */
+typedef struct state {
+    const opts_t *o;
+    ss_proto_limits_t lim;
+    ss_result_t res;
+    uint8_t *mask;
+    size_t mask_cap;
+    char *buf;                      /* encoder output */
+    size_t buf_cap;
+    unsigned long long messages, detections, residuals, malformed;
+} state_t;
+
+static int ensure_pixels(state_t *s, size_t npix)
+{
+    if (npix <= s->res.residual_capacity && npix <= s->mask_cap)
+        return 0;
+    float *p = realloc(s->res.residual, npix * sizeof(float));
+    if (p)
+        s->res.residual = p;
+    uint8_t *m = realloc(s->mask, npix);
+    if (m)
+        s->mask = m;
+    if (!p || !m)
+        return -1;
+    s->res.residual_capacity = s->mask_cap = npix;
+    return 0;
+}
+
+static int ensure_dets(state_t *s, int n)
+{
+    if (n <= s->res.dets.capacity)
+        return 0;
+    ss_detection_t *d = realloc(s->res.dets.items, (size_t)n * sizeof *d);
+    if (!d)
+        return -1;
+    s->res.dets.items = d;
+    s->res.dets.capacity = n;
+    return 0;
+}
+
+static int ensure_buf(state_t *s, size_t n)
+{
+    if (n <= s->buf_cap)
+        return 0;
+    char *b = realloc(s->buf, n);
+    if (!b)
+        return -1;
+    s->buf = b;
+    s->buf_cap = n;
+    return 0;
+}
+
+static void malformed(state_t *s, ss_msg_type_t t, const ss_proto_error_t *err)
+{
+    s->malformed++;
+    fprintf(stderr, PROG ": skipped a malformed %s message: %s\n", ss_msg_type_name(t), err->text);
+}
+
+static int on_detections(state_t *s, const ss_proto_rx_t *rx)
+{
+    ss_proto_error_t err;
+    size_t body = rx->n > 1 ? rx->part[1].len : 0;
+    if (ensure_dets(s, (int)SS_MIN(body / MIN_DET_WIRE_BYTES + 16, (size_t)1 << 24)) != 0)
+        return -1;
+    if (ss_proto_decode_detections(rx->part, rx->total > rx->n ? rx->total : rx->n, &s->lim,
+                                   &s->res, &err) != SS_OK) {
+        malformed(s, SS_MSG_DETECTIONS, &err);
+        return 1;
+    }
+    if (s->o->per_message) {
+        if (ensure_buf(s, ss_proto_detections_bound(&s->res)) != 0)
+            return -1;
+        if (ss_proto_encode_detections(&s->res, s->buf, s->buf_cap) < 0)
+            return -1;
+        puts(s->buf);
+    } else {
+        if (ensure_buf(s, LINE_MAX_BYTES + strlen(s->res.meta.series)) != 0)
+            return -1;
+        for (int i = 0; i < s->res.dets.count; i++) {
+            if (ss_proto_encode_detection_line(&s->res, i, s->buf, s->buf_cap) < 0)
+                return -1;
+            puts(s->buf);
+        }
+    }
+    if (s->res.dets.truncated && s->o->verbose)
+        fprintf(stderr, PROG ": %s #%llu: %d detections beyond the list\n", s->res.meta.feed,
+                (unsigned long long)s->res.meta.seq, s->res.dets.truncated);
+    s->detections += (unsigned long long)s->res.dets.count;
+    fflush(stdout);
+    return 0;
+}
+
+static int on_residual(state_t *s, const ss_proto_rx_t *rx)
+{
+    ss_proto_error_t err;
+    int has_mask = 0;
+    if (rx->n >= 3 && ensure_pixels(s, rx->part[2].len / sizeof(float) + 1) != 0)
+        return -1;
+    if (ss_proto_decode_residual(rx->part, rx->total > rx->n ? rx->total : rx->n, &s->lim,
+                                 &s->res, s->mask, &has_mask, &err) != SS_OK) {
+        malformed(s, SS_MSG_RESIDUAL, &err);
+        return 1;
+    }
+    s->residuals++;
+    if (s->o->verbose)
+        fprintf(stderr, PROG ": residual %s #%llu %dx%d status %s sigma %.4g shift %s\n",
+                s->res.meta.feed, (unsigned long long)s->res.meta.seq, s->res.width,
+                s->res.height, ss_status_name(s->res.status), (double)s->res.sigma,
+                s->res.shift.ok ? "ok" : "none");
+    if (s->o->save_dir) {
+        char path[SS_PATH_MAX + 128], ferr[512];
+        snprintf(path, sizeof path, "%s/%s-%08llu.fits", s->o->save_dir, s->res.meta.feed,
+                 (unsigned long long)s->res.meta.seq);
+        if (ss_fits_write_residual(path, &s->res, s->o->compress, ferr, sizeof ferr) != SS_OK) {
+            fprintf(stderr, PROG ": %s\n", ferr);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int on_status(state_t *s, const ss_proto_rx_t *rx)
+{
+    static ss_proto_status_t st;
+    ss_proto_error_t err;
+    if (ss_proto_decode_status(rx->part, rx->total > rx->n ? rx->total : rx->n, &s->lim, &st,
+                               &err) != SS_OK) {
+        malformed(s, SS_MSG_STATUS, &err);
+        return 1;
+    }
+    if (ensure_buf(s, (size_t)1 << 20) != 0 || ss_proto_encode_status(&st, s->buf, s->buf_cap) < 0)
+        return -1;
+    puts(s->buf);
+    fflush(stdout);
+    return 0;
+}
+
+/* Handle one received message: 0 counted, 1 skipped, -1 fatal. */
+static int on_message(state_t *s, const ss_proto_rx_t *rx)
+{
+    char feed[SS_NAME_MAX];
+    ss_msg_type_t t = ss_proto_topic_parse(rx->part[0].data, rx->part[0].len, feed);
+    if (s->o->feed && t != SS_MSG_STATUS && strcmp(feed, s->o->feed) != 0)
+        return 1; /* a prefix match of another feed (cam1 vs cam10) */
+    switch (t) {
+    case SS_MSG_DETECTIONS: return on_detections(s, rx);
+    case SS_MSG_RESIDUAL: return on_residual(s, rx);
+    case SS_MSG_STATUS: return on_status(s, rx);
+    default: {
+        ss_proto_error_t err = { SS_PR_BAD_TOPIC, "" };
+        snprintf(err.text, sizeof err.text, "not a skysieve topic (%zu bytes)", rx->part[0].len);
+        malformed(s, SS_MSG_NONE, &err);
+        return 1;
+    }
+    }
+}
+
+static int subscribe(void *sock, const char *topic)
+{
+    if (zmq_setsockopt(sock, ZMQ_SUBSCRIBE, topic, strlen(topic)) != 0) {
+        fprintf(stderr, PROG ": subscribe \"%s\": %s\n", topic, zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    return 0;
+}
+
+/* Topics: --topic as given; default detections. (+ residual. when saving,
+ * + status with --status); with --feed, the feed is appended to the
+ * residual./detections. prefixes. */
+static int subscribe_all(void *sock, const opts_t *o)
+{
+    const char *defaults[3];
+    int n = 0;
+    const char *const *list = o->topics;
+    if (o->n_topics == 0) {
+        defaults[n++] = "detections.";
+        if (o->save_dir)
+            defaults[n++] = "residual.";
+        list = defaults;
+    } else {
+        n = o->n_topics;
+    }
+    for (int i = 0; i < n; i++) {
+        char t[SS_PROTO_TOPIC_MAX + 64];
+        size_t len = strlen(list[i]);
+        int per_feed = o->feed && len > 0 && list[i][len - 1] == '.';
+        snprintf(t, sizeof t, "%s%s", list[i], per_feed ? o->feed : "");
+        if (subscribe(sock, t) != 0)
+            return -1;
+    }
+    if (o->status && subscribe(sock, "status") != 0)
+        return -1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    memset(&o, 0, sizeof o);
+    o.endpoint = DEFAULT_ENDPOINT;
+    if (parse_args(argc, argv, &o) != 0)
+        return EXIT_USAGE;
+    if (o.save_dir && mkdir(o.save_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, PROG ": cannot create %s: %s\n", o.save_dir, strerror(errno));
+        return EXIT_FAIL;
+    }
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    state_t s;
+    memset(&s, 0, sizeof s);
+    s.o = &o;
+    ss_proto_limits_default(&s.lim);
+    s.res.sigma = NAN;
+    int rc = EXIT_FAIL;
+    void *ctx = zmq_ctx_new();
+    void *sock = ctx ? zmq_socket(ctx, ZMQ_SUB) : NULL;
+    if (!sock) {
+        fprintf(stderr, PROG ": zmq: %s\n", zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    int linger = 0, hwm = RCVHWM;
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    ss_proto_set_maxmsgsize(sock, &s.lim);
+    if (subscribe_all(sock, &o) != 0)
+        goto out;
+    if ((o.bind ? zmq_bind(sock, o.endpoint) : zmq_connect(sock, o.endpoint)) != 0) {
+        fprintf(stderr, PROG ": cannot %s %s: %s\n", o.bind ? "bind" : "connect to", o.endpoint,
+                zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    double last = ss_now_mono();
+    while (!g_stop && (o.count == 0 || s.messages < (unsigned long long)o.count)) {
+        zmq_pollitem_t pi = { sock, 0, ZMQ_POLLIN, 0 };
+        int pr = zmq_poll(&pi, 1, POLL_MS);
+        if (pr < 0 && zmq_errno() != EINTR) {
+            fprintf(stderr, PROG ": poll: %s\n", zmq_strerror(zmq_errno()));
+            goto out;
+        }
+        if (pr <= 0) {
+            if (o.timeout > 0 && ss_now_mono() - last >= o.timeout) {
+                if (!o.quiet)
+                    fprintf(stderr, PROG ": nothing for %g s\n", o.timeout);
+                rc = (o.count > 0 || s.messages == 0) ? EXIT_TIMEOUT : 0;
+                goto out;
+            }
+            continue;
+        }
+        ss_proto_rx_t rx;
+        ss_err_t e = ss_proto_recv_parts(sock, ZMQ_DONTWAIT, &rx);
+        if (e == SS_ERR_TIMEOUT)
+            continue;
+        if (e != SS_OK) {
+            fprintf(stderr, PROG ": receive: %s\n", zmq_strerror(zmq_errno()));
+            goto out;
+        }
+        last = ss_now_mono();
+        int r = on_message(&s, &rx);
+        ss_proto_rx_close(&rx);
+        if (r < 0) {
+            fprintf(stderr, PROG ": out of memory or output error\n");
+            goto out;
+        }
+        if (r == 0)
+            s.messages++;
+    }
+    rc = 0;
+out:
+    if (sock)
+        zmq_close(sock);
+    if (ctx)
+        zmq_ctx_term(ctx);
+    if (!o.quiet)
+        fprintf(stderr,
+                PROG ": %llu messages (%llu detections, %llu residuals), %llu malformed skipped\n",
+                s.messages, s.detections, s.residuals, s.malformed);
+    free(s.res.residual);
+    free(s.res.dets.items);
+    free(s.mask);
+    free(s.buf);
+    return rc;
+}
