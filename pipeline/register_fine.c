@@ -10,6 +10,7 @@
  */
 #include "stages.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -48,74 +49,73 @@ void ss_reference_prep(const float *ref, int w, int h, float *S, float *gx, floa
 
 /* ---- one pass of the sums --------------------------------------------------- */
 
-/* floor() without the libm call (baseline x86-64 has no rounding
- * instruction): exact for |v| < 2^62, which the caller guarantees. */
-static inline double floor_fast(double v)
-{
-    const double t = (double)(long long)v;
-    return t > v ? t - 1.0 : t;
-}
-
-/* Shifts beyond this (px) leave no pixel of the frame to sample; they are
- * also kept far from where floor_fast stops being exact. */
+/* Shifts beyond this (px) leave no pixel of the frame to sample, and keep
+ * the integer parts far inside int range. */
 #define FINE_MAX_SHIFT 1e9
 
 void ss_fine_sums(const float *cur, const float *S, const float *gx, const float *gy,
                   int w, int h, double sx, double sy, double sums[SS_FINE_NSUMS])
 {
     double part[FINE_CHUNKS][SS_FINE_NSUMS];
-    const int rows = h - 2;                         /* y = 1 .. h-2 */
-    const int per = rows > 0 ? (rows + FINE_CHUNKS - 1) / FINE_CHUNKS : 0;
 
     memset(part, 0, sizeof part);
-    if (!(fabs(sx) < FINE_MAX_SHIFT && fabs(sy) < FINE_MAX_SHIFT)) {
-        memset(sums, 0, SS_FINE_NSUMS * sizeof sums[0]);     /* nothing to sample */
+    memset(sums, 0, SS_FINE_NSUMS * sizeof sums[0]);
+    if (!(fabs(sx) < FINE_MAX_SHIFT && fabs(sy) < FINE_MAX_SHIFT))
+        return;                                     /* nothing to sample */
+
+    /* Pixel x samples cur at x - s = (x + ix + fx, y + iy + fy): the same
+     * integer offset and the same bilinear weights for every pixel, so the
+     * inner loop is a plain stencil that vectorises. */
+    const double ixf = floor(-sx), iyf = floor(-sy);
+    const double fx = -sx - ixf, fy = -sy - iyf;
+    const int ix = (int)ixf, iy = (int)iyf;
+    /* Rows and columns whose four taps lie inside the frame, within the
+     * 1-px margin: 0 <= x + ix and x + ix + 1 <= w - 1. */
+    const int xa = SS_MAX(1, -ix), xb = SS_MIN(w - 1, w - 1 - ix);
+    const int ya = SS_MAX(1, -iy), yb = SS_MIN(h - 1, h - 1 - iy);
+    if (xa >= xb || ya >= yb)
         return;
-    }
+    const int per = (yb - ya + FINE_CHUNKS - 1) / FINE_CHUNKS;
+
 #pragma omp parallel for schedule(dynamic, 1)
     for (int ch = 0; ch < FINE_CHUNKS; ch++) {
-        double a[SS_FINE_NSUMS] = { 0 };
-        const int y_begin = 1 + ch * per, y_end = SS_MIN(1 + (ch + 1) * per, h - 1);
+        double u = 0, v = 0, ww = 0, q = 0, p = 0, n = 0, E = 0, E2 = 0;
+        const int y_begin = ya + ch * per, y_end = SS_MIN(ya + (ch + 1) * per, yb);
         for (int y = y_begin; y < y_end; y++) {
-            /* The row of the source pixels, as the contract computes it. */
-            const double ys = (double)y - sy;
-            const double y0f = floor_fast(ys);
-            const double fy = ys - y0f;
-            if (y0f < 0.0 || y0f + 1.0 > (double)(h - 1))
-                continue;                           /* taps outside: nothing valid */
-            const int y0 = (int)y0f;
-            const float *c0 = cur + (size_t)y0 * (size_t)w, *c1 = c0 + w;
+            const float *c0 = cur + (size_t)(y + iy) * (size_t)w + ix, *c1 = c0 + w;
             const size_t row = (size_t)y * (size_t)w;
-            for (int x = 1; x < w - 1; x++) {
-                const size_t i = row + (size_t)x;
-                const float s = S[i], gxi = gx[i], gyi = gy[i];
-                if (!isfinite(s) || !isfinite(gxi) || !isfinite(gyi))
-                    continue;
-                const double xs = (double)x - sx;
-                const double x0f = floor_fast(xs);
-                const double fx = xs - x0f;
-                if (x0f < 0.0 || x0f + 1.0 > (double)(w - 1))
-                    continue;
-                const int x0 = (int)x0f;
-                const double v = (1.0 - fy) * ((1.0 - fx) * c0[x0] + fx * c0[x0 + 1]) +
-                                 fy * ((1.0 - fx) * c1[x0] + fx * c1[x0 + 1]);
-                if (!isfinite(v))                   /* a NaN tap (even at weight 0) */
-                    continue;
-                const double e = v - (double)s, gxd = gxi, gyd = gyi;
-                a[SS_FS_U] += gxd * gxd;
-                a[SS_FS_V] += gxd * gyd;
-                a[SS_FS_W] += gyd * gyd;
-                a[SS_FS_Q] += gxd * e;
-                a[SS_FS_P] += gyd * e;
-                a[SS_FS_N] += 1.0;
-                a[SS_FS_E] += e;
-                a[SS_FS_E2] += e * e;
+            const float *Sr = S + row, *gxr = gx + row, *gyr = gy + row;
+            /* Branch-free: a pixel that does not count adds zeros. A NaN
+             * tap (even at weight 0) or a NaN S makes e non-finite;
+             * |v| <= max is "finite". */
+#pragma omp simd reduction(+ : u, v, ww, q, p, n, E, E2)
+            for (int x = xa; x < xb; x++) {
+                const double val = (1.0 - fy) * ((1.0 - fx) * c0[x] + fx * c0[x + 1]) +
+                                   fy * ((1.0 - fx) * c1[x] + fx * c1[x + 1]);
+                const double e0 = val - (double)Sr[x];
+                const int ok = fabs(e0) <= DBL_MAX && fabsf(gxr[x]) <= FLT_MAX &&
+                               fabsf(gyr[x]) <= FLT_MAX;
+                const double e = ok ? e0 : 0.0;
+                const double a = ok ? (double)gxr[x] : 0.0, b = ok ? (double)gyr[x] : 0.0;
+                u += a * a;
+                v += a * b;
+                ww += b * b;
+                q += a * e;
+                p += b * e;
+                n += ok ? 1.0 : 0.0;
+                E += e;
+                E2 += e * e;
             }
         }
-        memcpy(part[ch], a, sizeof a);
+        part[ch][SS_FS_U] = u;
+        part[ch][SS_FS_V] = v;
+        part[ch][SS_FS_W] = ww;
+        part[ch][SS_FS_Q] = q;
+        part[ch][SS_FS_P] = p;
+        part[ch][SS_FS_N] = n;
+        part[ch][SS_FS_E] = E;
+        part[ch][SS_FS_E2] = E2;
     }
-    for (int k = 0; k < SS_FINE_NSUMS; k++)
-        sums[k] = 0.0;
     for (int ch = 0; ch < FINE_CHUNKS; ch++)
         for (int k = 0; k < SS_FINE_NSUMS; k++)
             sums[k] += part[ch][k];

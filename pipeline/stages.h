@@ -177,10 +177,15 @@ void ss_reference_prep(const float *ref, int w, int h, float *S, float *gx, floa
 /* One pass of the five sums for the current estimate (sx, sy):
  * for every pixel x (a 1-px margin excluded) with S, gx, gy finite, sample
  * cur at (x - sx, y - sy) bilinearly (NaN if any of the 4 taps is NaN or
- * outside); if finite, e = sample - S and accumulate (double)
- * u += gx², v += gx·gy, w += gy², q += gx·e, p += gy·e, n += 1, E += e,
- * E2 += e². Bilinear: with x0 = floor(xs), fx = xs - x0 (in double),
- * value = (1-fy)·((1-fx)·a + fx·b) + fy·((1-fx)·c + fx·d) in double. */
+ * outside, even at weight 0); if finite, e = sample - S and accumulate
+ * (double) u += gx², v += gx·gy, w += gy², q += gx·e, p += gy·e, n += 1,
+ * E += e, E2 += e². Bilinear, with one integer offset and one set of
+ * weights for the whole frame (so the pass is a plain stencil):
+ * ix = floor(-sx), fx = -sx - ix (double; likewise iy, fy), taps
+ * a, b = cur(x+ix, y+iy), cur(x+ix+1, y+iy), c, d = the same at y+iy+1,
+ * value = (1-fy)·((1-fx)·a + fx·b) + fy·((1-fx)·c + fx·d) in double.
+ * Summation order is unspecified (double rounding only); results do not
+ * depend on the thread count. |sx| or |sy| >= 1e9 (or NaN): all sums 0. */
 void ss_fine_sums(const float *cur, const float *S, const float *gx, const float *gy,
                   int w, int h, double sx, double sy, double sums[SS_FINE_NSUMS]);
 

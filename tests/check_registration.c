@@ -166,9 +166,9 @@ static void brute_sums(const float *cur, const float *S, const float *gx, const 
             const int i = y * w + x;
             if (!isfinite(S[i]) || !isfinite(gx[i]) || !isfinite(gy[i]))
                 continue;
-            const double xs = x - sx, ys = y - sy;
-            const double x0 = floor(xs), y0 = floor(ys);
-            const double fx = xs - x0, fy = ys - y0;
+            const double ix = floor(-sx), iy = floor(-sy);
+            const double fx = -sx - ix, fy = -sy - iy;
+            const double x0 = x + ix, y0 = y + iy;
             if (x0 < 0 || y0 < 0 || x0 + 1 > w - 1 || y0 + 1 > h - 1)
                 continue;
             const int a = (int)y0 * w + (int)x0;
