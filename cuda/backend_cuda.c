@@ -1,0 +1,1558 @@
+/*
+ * backend_cuda.c — the CUDA backend behind pipeline/backend.h: the frame
+ * history ring and every plane in device memory, every stage as kernels
+ * (cuda/k_*.cu), two streams per instance, CUDA graphs for the repeated
+ * launch sequences, checked errors with a sticky "broken" state.
+ *
+ * Streams and ordering. Each instance (one per feed; several may share a
+ * GPU) owns a compute stream and a copy stream. Raw frames go up on the
+ * copy stream into one of two device raw buffers (ss_cuda_prefetch starts
+ * the next frame's upload while the current one computes); the compute
+ * stream waits on the upload's event. Ops that need no host value
+ * (ingest, set_reference, whiten, guided, matched, history_store) only
+ * append "steps" to a pending segment; an op that needs a value from the
+ * device (registration, noise, detect, read_plane, ...) flushes the
+ * segment and waits on one event recorded after its small device-to-host
+ * copy — never on the whole device. So the per-frame flow of the driver
+ * runs as a few segments: [previous history store + ingest + coarse
+ * search], [coarse refinement], fine passes, [whiten + guided + noise],
+ * [matched + detect], the residual download.
+ *
+ * Graphs. A flushed segment is looked up by its shape (the list of step
+ * functions and their variants: radius, psf radius, n, ...) in a small
+ * cache of instantiated CUDA graphs and replayed; a new shape is captured
+ * once. Per-frame numbers (history slot pointers, offsets, weights, eps,
+ * sigma, ...) are never kernel arguments: they live in one device
+ * parameter block (cu_params_t) that the host fills through a pinned
+ * mirror and one copy before each segment, so the graphs stay valid.
+ *
+ * Errors. Every CUDA call and every launcher (which returns
+ * cudaGetLastError() after its launches) goes through CK(): the failing
+ * call's text, file and line are logged, the pending segment is dropped,
+ * and the op fails with SS_ERR_BACKEND. Errors that poison the context
+ * (illegal address, launch failure, device lost, ...) mark the instance
+ * broken: every later call returns SS_ERR_BROKEN, so the daemon can exit
+ * and systemd restarts it.
+ *
+ * No allocation on the per-frame path: device buffers, pinned mirrors,
+ * events and the graph cache are all sized at create.
+ */
+#include "cuda/backend_cuda.h"
+#include "cuda/cu_internal.h"
+
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define TAG "cuda"
+
+#define MAX_STEPS 16            /* steps in one segment */
+#define MAX_GRAPHS 32           /* cached graph shapes per instance */
+#define MAX_TIMERS 256          /* event pairs per frame */
+#define HOST_ACC 4096           /* accumulators in the pinned read-back buffer */
+
+/* Set once CUDA has been initialised in this process (create or
+ * host_alloc); from then on probe() may ask CUDA directly. */
+static volatile int cuda_touched;
+
+typedef cudaError_t (*step_fn)(ss_backend_t *b, cudaStream_t s, int variant);
+
+typedef struct step {
+    step_fn fn;
+    int variant;
+    int stage;                  /* ss_stage_id_t for the timed mode */
+} step_t;
+
+typedef struct graph_entry {
+    int nsteps;
+    step_fn fn[MAX_STEPS];
+    int variant[MAX_STEPS];
+    cudaGraphExec_t exec;
+    unsigned long last_used;
+} graph_entry_t;
+
+typedef struct timer {
+    cudaEvent_t a, b;
+    int stage;                  /* -1: a whole segment (graph mode) */
+    int copy;                   /* 1: a host<->device copy (not compute) */
+} timer_t_;
+
+struct ss_backend {
+    const ss_pipeline_cfg_t *cfg;
+    ss_geometry_t geo;
+    int w, h;
+    size_t npix;
+    int device, sms;
+    int broken;
+    long errors;
+    int capturing;
+
+    cudaStream_t cs, xs;            /* compute, copy */
+    cudaEvent_t ev_done, ev_param;
+    cudaEvent_t ev_up[2], ev_free[2];
+
+    /* device memory */
+    size_t dev_bytes;
+    size_t raw_bytes;
+    void *d_raw[2];
+    uint8_t *d_rawvalid[2];
+    float *d_dark, *d_flat;
+    uint8_t *d_bad;
+    uint16_t *d_hits;
+    uint8_t *d_learned;
+    float *d_plane[SS_PLANE__COUNT];
+    int32_t *d_labels;
+    uint8_t *d_hist;
+    size_t hist_slot_bytes;
+    int L;
+    float *d_ref_lvl[SS_MAX_LEVELS + 1], *d_cur_lvl[SS_MAX_LEVELS + 1];
+    int lw[SS_MAX_LEVELS + 1], lh[SS_MAX_LEVELS + 1];
+    float *d_gA, *d_gB, *d_misc;    /* guided A, B; misc: c */
+    int32_t *d_parent;
+    uint8_t *d_u8;
+    int *d_chunk;
+    cu_acc_t *d_acc;
+    int max_comp;
+    double *d_partials, *d_lsq;
+    unsigned int *d_counter;
+    cu_sel_ws_t *d_sel;
+    cu_params_t *d_params, *h_params;
+    cu_results_t *d_res, *h_res;
+    cu_acc_t *h_acc;                /* pinned, HOST_ACC */
+    cu_acc_t *h_acc_big;            /* pageable, the rest (rare) */
+    double *h_lsq;                  /* pinned */
+    int search_smem_max;
+
+    /* host state */
+    int hp_frames;
+    step_t pending[MAX_STEPS];
+    int npending;
+    graph_entry_t graphs[MAX_GRAPHS];
+    int ngraphs;
+    unsigned long clock;
+    long launches;
+    int timed, use_graphs;
+    ss_err_t cb_err;                /* error inside the fine-sums callback */
+
+    int raw_cur;                    /* raw buffer of the last ingested frame */
+    int upload_pending;
+    int pref_valid, pref_buf;
+    const void *pref_ptr;
+    const void *pref_valid_ptr;
+    uint64_t pref_seq;
+
+    timer_t_ timers[MAX_TIMERS];
+    int ntimers;
+};
+
+/* ---------------------------------------------------------------------- */
+/* errors                                                                  */
+/* ---------------------------------------------------------------------- */
+
+/* Errors after which the context is unusable (cudaDeviceReset territory):
+ * the instance is broken for good. */
+static int is_sticky(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorAssert:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorNoDevice:
+    case cudaErrorContextIsDestroyed:
+    case cudaErrorCudartUnloading:
+    case cudaErrorUnknown:
+    case cudaErrorSystemNotReady:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorExternalDevice:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void drop_pending(ss_backend_t *b)
+{
+    b->npending = 0;
+    if (b->capturing) {
+        cudaGraph_t g = NULL;
+        cudaStreamEndCapture(b->cs, &g);
+        if (g)
+            cudaGraphDestroy(g);
+        b->capturing = 0;
+    }
+}
+
+static ss_err_t cu_fail(ss_backend_t *b, cudaError_t e, const char *what, const char *file,
+                        int line)
+{
+    b->errors++;
+    drop_pending(b);
+    /* a non-sticky error is cleared here; a sticky one stays and also
+     * shows up on the stream */
+    (void)cudaGetLastError();
+    int sticky = is_sticky(e);
+    if (!sticky) {
+        const cudaError_t q = cudaStreamQuery(b->cs);
+        sticky = is_sticky(q);
+        (void)cudaGetLastError();
+    }
+    if (sticky)
+        b->broken = 1;
+    SS_LOG(SS_LOG_ERR, TAG, "%s failed: %s (%s) at %s:%d%s", what, cudaGetErrorName(e),
+           cudaGetErrorString(e), file, line, sticky ? " — backend broken" : "");
+    return sticky ? SS_ERR_BROKEN : SS_ERR_BACKEND;
+}
+
+#define CK(b, call)                                                         \
+    do {                                                                    \
+        const cudaError_t e_ = (call);                                      \
+        if (e_ != cudaSuccess)                                              \
+            return cu_fail((b), e_, #call, __FILE__, __LINE__);             \
+    } while (0)
+
+/* The same inside step functions, which return cudaError_t. */
+#define SK(call)                                                            \
+    do {                                                                    \
+        const cudaError_t e_ = (call);                                      \
+        if (e_ != cudaSuccess)                                              \
+            return e_;                                                      \
+    } while (0)
+
+/* Every op starts here: broken instances refuse, the device is made
+ * current for this thread, and a raw upload from the previous ingest is
+ * completed (the caller's frame buffer is free once this returns). */
+static ss_err_t op_begin(ss_backend_t *b)
+{
+    if (b->broken)
+        return SS_ERR_BROKEN;
+    CK(b, cudaSetDevice(b->device));
+    if (b->upload_pending) {
+        CK(b, cudaEventSynchronize(b->ev_up[b->raw_cur]));
+        b->upload_pending = 0;
+    }
+    return SS_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* timers                                                                  */
+/* ---------------------------------------------------------------------- */
+
+static timer_t_ *timer_start(ss_backend_t *b, cudaStream_t s, int stage, int copy)
+{
+    if (b->ntimers >= MAX_TIMERS)
+        return NULL;
+    timer_t_ *t = &b->timers[b->ntimers];
+    if (cudaEventRecord(t->a, s) != cudaSuccess)
+        return NULL;
+    t->stage = stage;
+    t->copy = copy;
+    b->ntimers++;
+    return t;
+}
+
+static void timer_stop(ss_backend_t *b, timer_t_ *t, cudaStream_t s)
+{
+    if (t && cudaEventRecord(t->b, s) != cudaSuccess)
+        b->ntimers = (int)(t - b->timers);      /* drop it */
+}
+
+/* ---------------------------------------------------------------------- */
+/* segments, graphs                                                        */
+/* ---------------------------------------------------------------------- */
+
+static ss_err_t flush(ss_backend_t *b);
+
+/* Before the host writes the parameter mirror for a new segment, the
+ * previous segment's copy of it must have left. */
+static ss_err_t params_begin(ss_backend_t *b)
+{
+    if (b->npending == 0)
+        CK(b, cudaEventSynchronize(b->ev_param));
+    return SS_OK;
+}
+
+static ss_err_t enqueue(ss_backend_t *b, step_fn fn, int variant, int stage)
+{
+    if (b->npending == MAX_STEPS) {
+        ss_err_t e = flush(b);
+        if (e)
+            return e;
+    }
+    b->pending[b->npending++] = (step_t){ fn, variant, stage };
+    return SS_OK;
+}
+
+static graph_entry_t *graph_find(ss_backend_t *b)
+{
+    for (int g = 0; g < b->ngraphs; g++) {
+        graph_entry_t *ge = &b->graphs[g];
+        if (ge->nsteps != b->npending)
+            continue;
+        int same = 1;
+        for (int k = 0; k < ge->nsteps && same; k++)
+            same = ge->fn[k] == b->pending[k].fn && ge->variant[k] == b->pending[k].variant;
+        if (same)
+            return ge;
+    }
+    return NULL;
+}
+
+/* Capture the pending steps as a graph into a free (or the least recently
+ * used) cache entry. */
+static ss_err_t graph_capture(ss_backend_t *b, graph_entry_t **out)
+{
+    graph_entry_t *ge;
+    if (b->ngraphs < MAX_GRAPHS) {
+        ge = &b->graphs[b->ngraphs++];
+    } else {
+        ge = &b->graphs[0];
+        for (int g = 1; g < MAX_GRAPHS; g++)
+            if (b->graphs[g].last_used < ge->last_used)
+                ge = &b->graphs[g];
+        CK(b, cudaGraphExecDestroy(ge->exec));
+        ge->exec = NULL;
+    }
+    ge->nsteps = 0;
+    CK(b, cudaStreamBeginCapture(b->cs, cudaStreamCaptureModeRelaxed));
+    b->capturing = 1;
+    for (int k = 0; k < b->npending; k++)
+        CK(b, b->pending[k].fn(b, b->cs, b->pending[k].variant));
+    cudaGraph_t g = NULL;
+    b->capturing = 0;
+    CK(b, cudaStreamEndCapture(b->cs, &g));
+    const cudaError_t e = cudaGraphInstantiate(&ge->exec, g, 0);
+    cudaGraphDestroy(g);
+    CK(b, e);
+    ge->nsteps = b->npending;
+    for (int k = 0; k < b->npending; k++) {
+        ge->fn[k] = b->pending[k].fn;
+        ge->variant[k] = b->pending[k].variant;
+    }
+    *out = ge;
+    return SS_OK;
+}
+
+/* Run the pending segment: parameters up, then the steps (timed one by
+ * one, replayed from a graph, or launched directly), then ev_done. */
+static ss_err_t flush(ss_backend_t *b)
+{
+    if (b->npending == 0)
+        return SS_OK;
+    CK(b, cudaMemcpyAsync(b->d_params, b->h_params, sizeof(cu_params_t), cudaMemcpyHostToDevice,
+                          b->cs));
+    CK(b, cudaEventRecord(b->ev_param, b->cs));
+    if (b->timed) {
+        for (int k = 0; k < b->npending; k++) {
+            timer_t_ *t = timer_start(b, b->cs, b->pending[k].stage, 0);
+            CK(b, b->pending[k].fn(b, b->cs, b->pending[k].variant));
+            timer_stop(b, t, b->cs);
+        }
+    } else if (b->use_graphs) {
+        graph_entry_t *ge = graph_find(b);
+        if (!ge) {
+            ss_err_t e = graph_capture(b, &ge);
+            if (e)
+                return e;
+        }
+        ge->last_used = ++b->clock;
+        timer_t_ *t = timer_start(b, b->cs, -1, 0);
+        CK(b, cudaGraphLaunch(ge->exec, b->cs));
+        timer_stop(b, t, b->cs);
+        b->launches++;
+    } else {
+        timer_t_ *t = timer_start(b, b->cs, -1, 0);
+        for (int k = 0; k < b->npending; k++)
+            CK(b, b->pending[k].fn(b, b->cs, b->pending[k].variant));
+        timer_stop(b, t, b->cs);
+    }
+    b->npending = 0;
+    CK(b, cudaEventRecord(b->ev_done, b->cs));
+    return SS_OK;
+}
+
+/* Flush and wait for this segment only (its last copy to the host). */
+static ss_err_t flush_wait(ss_backend_t *b)
+{
+    ss_err_t e = flush(b);
+    if (e)
+        return e;
+    CK(b, cudaEventSynchronize(b->ev_done));
+    return SS_OK;
+}
+
+/* In the timed mode ops run at once, so each is timed inside its frame. */
+static ss_err_t op_end(ss_backend_t *b)
+{
+    return b->timed ? flush(b) : SS_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* steps (each runs on stream s; captured into graphs as they are)         */
+/* ---------------------------------------------------------------------- */
+
+static int sel_grid(const ss_backend_t *b, long long samples)
+{
+    long long g = (samples + 255) / 256;
+    const long long cap = 2LL * b->sms;
+    if (g > cap)
+        g = cap;
+    return g < 1 ? 1 : (int)g;
+}
+
+static cudaError_t st_calibrate(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    return cu_calibrate(b->d_params, b->geo.raw_dtype, b->geo.raw_w, b->geo.roi, b->d_dark,
+                        b->d_flat, b->d_bad, b->d_plane[SS_PLANE_FRAME], s);
+}
+
+static cudaError_t st_raw_free(ss_backend_t *b, cudaStream_t s, int buf)
+{
+    return cudaEventRecord(b->ev_free[buf], s);
+}
+
+static cudaError_t st_median(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    return cu_median3x3(b->d_plane[SS_PLANE_FRAME], b->w, b->h, b->d_plane[SS_PLANE_FILTERED], s);
+}
+
+static cudaError_t st_hotpix(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    const long long ns = (long long)((b->w + SS_HOTPIX_STRIDE - 1) / SS_HOTPIX_STRIDE) *
+                         ((b->h + SS_HOTPIX_STRIDE - 1) / SS_HOTPIX_STRIDE);
+    SK(cu_select_mad(&b->d_params->hot_samp, b->d_sel, 0, &b->d_res->hot_sigma, NULL,
+                     sel_grid(b, ns), s));
+    SK(cu_hot_hits(b->d_params, b->d_plane[SS_PLANE_FRAME], b->d_plane[SS_PLANE_FILTERED],
+                   &b->d_res->hot_sigma, b->w, b->h, b->d_hits, b->d_learned, s));
+    return cu_hot_apply(b->d_learned, b->d_plane[SS_PLANE_FRAME], b->d_plane[SS_PLANE_FILTERED],
+                        b->npix, s);
+}
+
+/* The pyramid of REFERENCE (v = 1) or FILTERED (v = 0). */
+static cudaError_t st_pyramid(ss_backend_t *b, cudaStream_t s, int ref)
+{
+    float *const *lv = ref ? b->d_ref_lvl : b->d_cur_lvl;
+    for (int l = 1; l <= b->L; l++)
+        SK(cu_bin2(lv[l - 1], b->lw[l - 1], b->lh[l - 1], lv[l], s));
+    return cudaSuccess;
+}
+
+static cudaError_t st_level_noise(ss_backend_t *b, cudaStream_t s, int ref)
+{
+    const long long ns = (long long)((b->lh[b->L] + 1) / 2) * (b->lw[b->L] > 1 ? b->lw[b->L] - 1 : 0);
+    return cu_select_mad(ref ? &b->d_params->lvl_samp_ref : &b->d_params->lvl_samp_cur, b->d_sel,
+                         1, NULL, ref ? &b->d_res->noise_ref : &b->d_res->noise_cur,
+                         sel_grid(b, ns), s);
+}
+
+static cudaError_t st_ref_copy(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    return cudaMemcpyAsync(b->d_plane[SS_PLANE_REFERENCE], b->d_plane[SS_PLANE_FILTERED],
+                           b->npix * sizeof(float), cudaMemcpyDeviceToDevice, s);
+}
+
+static cudaError_t st_ref_prep(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    return cu_reference_prep(b->d_plane[SS_PLANE_REFERENCE], b->w, b->h,
+                             b->d_plane[SS_PLANE_REF_S], b->d_plane[SS_PLANE_REF_GX],
+                             b->d_plane[SS_PLANE_REF_GY], s);
+}
+
+/* v = g (grid side): the search, then the block results and both noise
+ * values back to the host. */
+static cudaError_t st_search(ss_backend_t *b, cudaStream_t s, int g)
+{
+    const cu_params_t *hp = b->h_params;
+    SK(cu_block_search(b->d_params, b->d_ref_lvl[b->L], b->d_cur_lvl[b->L], &b->d_res->noise_ref,
+                       g, hp->B, hp->R, b->d_res->blocks, s));
+    SK(cudaMemcpyAsync(b->h_res->blocks, b->d_res->blocks, (size_t)g * g * sizeof(cu_block_res_t),
+                       cudaMemcpyDeviceToHost, s));
+    return cudaMemcpyAsync(&b->h_res->noise_ref, &b->d_res->noise_ref, 2 * sizeof(double),
+                           cudaMemcpyDeviceToHost, s);
+}
+
+static cudaError_t st_refine(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    SK(cu_refine(b->d_params, b->d_ref_lvl, b->d_cur_lvl, b->lw, b->lh, b->L, b->d_res, s));
+    return cudaMemcpyAsync(&b->h_res->ref_dx, &b->d_res->ref_dx, 2 * sizeof(int),
+                           cudaMemcpyDeviceToHost, s);
+}
+
+static cudaError_t st_lsq(ss_backend_t *b, cudaStream_t s, int n)
+{
+    SK(cu_lsq_moments(b->d_params, b->geo.hist_dtype, n, b->d_plane[SS_PLANE_FRAME], b->w, b->h,
+                      b->d_lsq, s));
+    return cudaMemcpyAsync(b->h_lsq, b->d_lsq, ((size_t)n * n + n) * sizeof(double),
+                           cudaMemcpyDeviceToHost, s);
+}
+
+static cudaError_t st_whiten(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    return cu_whiten(b->d_params, b->geo.hist_dtype, b->d_plane[SS_PLANE_FRAME], b->w, b->h,
+                     b->d_plane[SS_PLANE_PREDICTION], b->d_plane[SS_PLANE_RESIDUAL], s);
+}
+
+static cudaError_t st_guided(ss_backend_t *b, cudaStream_t s, int radius)
+{
+    if (radius <= 0)
+        return cu_copy_plane(b->d_plane[SS_PLANE_RESIDUAL], b->d_plane[SS_PLANE_CLEAN], b->npix, s);
+    return cu_guided(b->d_params, b->d_plane[SS_PLANE_PREDICTION], b->d_plane[SS_PLANE_RESIDUAL],
+                     b->w, b->h, radius, b->d_gA, b->d_gB, b->d_plane[SS_PLANE_CLEAN],
+                     b->d_partials, b->d_counter, b->d_misc, s);
+}
+
+static cudaError_t st_noise(ss_backend_t *b, cudaStream_t s, int stride)
+{
+    const int st = stride < 1 ? 1 : stride;
+    const long long ns = (long long)((b->w + st - 1) / st) * ((b->h + st - 1) / st);
+    SK(cu_select_mad(&b->d_params->noise_samp, b->d_sel, 0, &b->d_res->sigma, NULL,
+                     sel_grid(b, ns), s));
+    return cudaMemcpyAsync(&b->h_res->sigma, &b->d_res->sigma, sizeof(float),
+                           cudaMemcpyDeviceToHost, s);
+}
+
+static cudaError_t st_matched(ss_backend_t *b, cudaStream_t s, int R)
+{
+    return cu_matched(b->d_params, R, b->d_plane[SS_PLANE_CLEAN], b->w, b->h,
+                      b->d_plane[SS_PLANE_SNR], s);
+}
+
+static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    SK(cu_detect(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_CLEAN],
+                 b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_parent, b->d_u8,
+                 b->d_chunk, b->d_acc, b->d_res, s));
+    SK(cudaMemcpyAsync(&b->h_res->np, &b->d_res->np, 2 * sizeof(int), cudaMemcpyDeviceToHost, s));
+    const size_t n = (size_t)SS_MIN(b->max_comp, HOST_ACC);
+    return cudaMemcpyAsync(b->h_acc, b->d_acc, n * sizeof(cu_acc_t), cudaMemcpyDeviceToHost, s);
+}
+
+static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    return cu_history_store(b->d_params, b->geo.hist_dtype, b->d_plane[SS_PLANE_FRAME],
+                            b->d_plane[SS_PLANE_PREDICTION], b->d_labels, b->w, b->h, b->d_u8, s);
+}
+
+/* ---------------------------------------------------------------------- */
+/* probe, host memory                                                      */
+/* ---------------------------------------------------------------------- */
+
+/* Asks CUDA directly (initialises it in this process). */
+static int probe_here(int device, char *why, size_t n)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        snprintf(why, n, "no CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "count 0");
+        return 0;
+    }
+    if (device < 0 || device >= count) {
+        snprintf(why, n, "device %d not present (%d CUDA devices)", device, count);
+        return 0;
+    }
+    struct cudaDeviceProp prop;
+    if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
+        snprintf(why, n, "device %d: %s", device, cudaGetErrorString(e));
+        return 0;
+    }
+    if ((e = cudaSetDevice(device)) != cudaSuccess || (e = cu_check_image()) != cudaSuccess) {
+        snprintf(why, n, "device %d (%s, sm_%d%d): %s", device, prop.name, prop.major,
+                 prop.minor, cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return 0;
+    }
+    snprintf(why, n, "%s (sm_%d%d, %d SMs)", prop.name, prop.major, prop.minor,
+             prop.multiProcessorCount);
+    return 1;
+}
+
+/* Must not leave CUDA initialised in a process that may fork later (Check
+ * forks each test; a daemon may fork): unless this process already uses
+ * CUDA, the question is asked in a short-lived child. */
+static int cuda_probe(int device, char *why, size_t n)
+{
+    if (cuda_touched)
+        return probe_here(device, why, n);
+    int fd[2];
+    if (pipe(fd) != 0) {
+        snprintf(why, n, "probe: pipe: %s", strerror(errno));
+        return 0;
+    }
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        snprintf(why, n, "probe: fork: %s", strerror(errno));
+        return 0;
+    }
+    if (pid == 0) {
+        struct {
+            int ok;
+            char msg[200];
+        } r;
+        memset(&r, 0, sizeof r);
+        close(fd[0]);
+        r.ok = probe_here(device, r.msg, sizeof r.msg);
+        ssize_t wr = write(fd[1], &r, sizeof r);
+        _exit(wr == (ssize_t)sizeof r ? 0 : 1);
+    }
+    close(fd[1]);
+    struct {
+        int ok;
+        char msg[200];
+    } r;
+    memset(&r, 0, sizeof r);
+    size_t got = 0;
+    while (got < sizeof r) {
+        const ssize_t k = read(fd[0], (char *)&r + got, sizeof r - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    close(fd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (got != sizeof r) {
+        snprintf(why, n, "probe process failed (status %d)", status);
+        return 0;
+    }
+    r.msg[sizeof r.msg - 1] = '\0';
+    ss_strlcpy(why, r.msg, n);
+    return r.ok;
+}
+
+static void *cuda_host_alloc(size_t bytes, void *user)
+{
+    (void)user;
+    void *p = NULL;
+    cuda_touched = 1;
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_host_free(void *p, void *user)
+{
+    (void)user;
+    if (p)
+        cudaFreeHost(p);
+}
+
+/* ---------------------------------------------------------------------- */
+/* create / destroy                                                        */
+/* ---------------------------------------------------------------------- */
+
+static void cuda_destroy(ss_backend_t **pb)
+{
+    if (!pb || !*pb)
+        return;
+    ss_backend_t *b = *pb;
+    cudaSetDevice(b->device);
+    if (b->cs)
+        cudaStreamSynchronize(b->cs);
+    if (b->xs)
+        cudaStreamSynchronize(b->xs);
+    (void)cudaGetLastError();
+    for (int g = 0; g < b->ngraphs; g++)
+        if (b->graphs[g].exec)
+            cudaGraphExecDestroy(b->graphs[g].exec);
+    void *dev[] = {
+        b->d_raw[0], b->d_raw[1], b->d_rawvalid[0], b->d_rawvalid[1], b->d_dark, b->d_flat,
+        b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist, b->d_gA, b->d_gB, b->d_misc,
+        b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
+        b->d_sel, b->d_params, b->d_res,
+    };
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i])
+            cudaFree(dev[i]);
+    for (int i = 0; i < SS_PLANE__COUNT; i++)
+        if (b->d_plane[i])
+            cudaFree(b->d_plane[i]);
+    for (int l = 1; l <= SS_MAX_LEVELS; l++) {
+        if (b->d_ref_lvl[l])
+            cudaFree(b->d_ref_lvl[l]);
+        if (b->d_cur_lvl[l])
+            cudaFree(b->d_cur_lvl[l]);
+    }
+    if (b->h_params)
+        cudaFreeHost(b->h_params);
+    if (b->h_res)
+        cudaFreeHost(b->h_res);
+    if (b->h_acc)
+        cudaFreeHost(b->h_acc);
+    if (b->h_lsq)
+        cudaFreeHost(b->h_lsq);
+    free(b->h_acc_big);
+    for (int i = 0; i < MAX_TIMERS; i++) {
+        if (b->timers[i].a)
+            cudaEventDestroy(b->timers[i].a);
+        if (b->timers[i].b)
+            cudaEventDestroy(b->timers[i].b);
+    }
+    cudaEvent_t evs[] = { b->ev_done, b->ev_param, b->ev_up[0], b->ev_up[1], b->ev_free[0],
+                          b->ev_free[1] };
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+        if (evs[i])
+            cudaEventDestroy(evs[i]);
+    if (b->cs)
+        cudaStreamDestroy(b->cs);
+    if (b->xs)
+        cudaStreamDestroy(b->xs);
+    (void)cudaGetLastError();
+    free(b);
+    *pb = NULL;
+}
+
+static cudaError_t dalloc(ss_backend_t *b, void **p, size_t bytes)
+{
+    const cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+    if (e == cudaSuccess)
+        b->dev_bytes += bytes;
+    return e;
+}
+
+#define DALLOC(b, ptr, bytes) dalloc((b), (void **)&(ptr), (bytes))
+
+static ss_err_t create_fail(ss_backend_t **pb, cudaError_t e, const char *what)
+{
+    SS_LOG(SS_LOG_ERR, TAG, "create: %s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    (void)cudaGetLastError();
+    cuda_destroy(pb);
+    return e == cudaErrorMemoryAllocation ? SS_ERR_NOMEM : SS_ERR_BACKEND;
+}
+
+#define CC(call)                                                            \
+    do {                                                                    \
+        const cudaError_t e_ = (call);                                      \
+        if (e_ != cudaSuccess)                                              \
+            return create_fail(&b, e_, #call);                              \
+    } while (0)
+
+static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *geo,
+                            const ss_calib_data_t *calib, ss_backend_t **out)
+{
+    *out = NULL;
+    if (geo->roi.w <= 0 || geo->roi.h <= 0 || geo->history <= 0 ||
+        geo->history > SS_MAX_HISTORY || cfg->reg_levels < 0 || cfg->reg_levels > SS_MAX_LEVELS ||
+        geo->roi.x < 0 || geo->roi.y < 0 || geo->roi.x + geo->roi.w > geo->raw_w ||
+        geo->roi.y + geo->roi.h > geo->raw_h || ss_dtype_size(geo->raw_dtype) == 0 ||
+        (geo->hist_dtype != SS_DT_F32 && geo->hist_dtype != SS_DT_U8 &&
+         geo->hist_dtype != SS_DT_U16 && geo->hist_dtype != SS_DT_I16))
+        return SS_ERR_INVALID;
+    if ((size_t)geo->roi.w * (size_t)geo->roi.h >= (size_t)INT32_MAX)
+        return SS_ERR_SIZE;
+    ss_backend_t *b = calloc(1, sizeof *b);
+    if (!b)
+        return SS_ERR_NOMEM;
+    cuda_touched = 1;
+    b->cfg = cfg;
+    b->geo = *geo;
+    b->w = geo->roi.w;
+    b->h = geo->roi.h;
+    b->npix = (size_t)b->w * (size_t)b->h;
+    b->device = cfg->device;
+    b->use_graphs = 1;
+    const size_t npix = b->npix;
+
+    CC(cudaSetDevice(b->device));
+    struct cudaDeviceProp prop;
+    CC(cudaGetDeviceProperties(&prop, b->device));
+    b->sms = prop.multiProcessorCount;
+    b->search_smem_max = (int)prop.sharedMemPerBlockOptin;
+    CC(cudaStreamCreateWithFlags(&b->cs, cudaStreamNonBlocking));
+    CC(cudaStreamCreateWithFlags(&b->xs, cudaStreamNonBlocking));
+    CC(cudaEventCreateWithFlags(&b->ev_done, cudaEventDisableTiming));
+    CC(cudaEventCreateWithFlags(&b->ev_param, cudaEventDisableTiming));
+    for (int i = 0; i < 2; i++) {
+        CC(cudaEventCreateWithFlags(&b->ev_up[i], cudaEventDisableTiming));
+        CC(cudaEventCreateWithFlags(&b->ev_free[i], cudaEventDisableTiming));
+    }
+    for (int i = 0; i < MAX_TIMERS; i++) {
+        CC(cudaEventCreate(&b->timers[i].a));
+        CC(cudaEventCreate(&b->timers[i].b));
+    }
+
+    b->raw_bytes = (size_t)geo->raw_w * (size_t)geo->raw_h * ss_dtype_size(geo->raw_dtype);
+    const size_t raw_pix = (size_t)geo->raw_w * (size_t)geo->raw_h;
+    for (int i = 0; i < 2; i++) {
+        CC(DALLOC(b, b->d_raw[i], b->raw_bytes));
+        CC(DALLOC(b, b->d_rawvalid[i], raw_pix));
+    }
+    if (calib && calib->dark) {
+        CC(DALLOC(b, b->d_dark, npix * sizeof(float)));
+        CC(cudaMemcpy(b->d_dark, calib->dark, npix * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    if (calib && calib->flat) {
+        CC(DALLOC(b, b->d_flat, npix * sizeof(float)));
+        CC(cudaMemcpy(b->d_flat, calib->flat, npix * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    if (calib && calib->bad) {
+        CC(DALLOC(b, b->d_bad, npix));
+        CC(cudaMemcpy(b->d_bad, calib->bad, npix, cudaMemcpyHostToDevice));
+    }
+    CC(DALLOC(b, b->d_hits, npix * sizeof(uint16_t)));
+    CC(DALLOC(b, b->d_learned, npix));
+    CC(cudaMemset(b->d_hits, 0, npix * sizeof(uint16_t)));
+    CC(cudaMemset(b->d_learned, 0, npix));
+    for (int i = SS_PLANE_FRAME; i <= SS_PLANE_SNR; i++) {
+        CC(DALLOC(b, b->d_plane[i], npix * sizeof(float)));
+        CC(cudaMemset(b->d_plane[i], 0xff, npix * sizeof(float)));      /* NaN */
+    }
+    CC(DALLOC(b, b->d_labels, npix * sizeof(int32_t)));
+    CC(cudaMemset(b->d_labels, 0, npix * sizeof(int32_t)));
+    b->hist_slot_bytes = npix * ss_dtype_size(geo->hist_dtype);
+    CC(DALLOC(b, b->d_hist, b->hist_slot_bytes * (size_t)geo->history));
+    CC(cudaMemset(b->d_hist, 0, b->hist_slot_bytes * (size_t)geo->history));
+
+    b->L = cfg->reg_levels;
+    b->lw[0] = b->w;
+    b->lh[0] = b->h;
+    b->d_ref_lvl[0] = b->d_plane[SS_PLANE_REFERENCE];
+    b->d_cur_lvl[0] = b->d_plane[SS_PLANE_FILTERED];
+    for (int l = 1; l <= b->L; l++) {
+        b->lw[l] = b->lw[l - 1] / 2;
+        b->lh[l] = b->lh[l - 1] / 2;
+        const size_t n = (size_t)b->lw[l] * (size_t)b->lh[l];
+        CC(DALLOC(b, b->d_ref_lvl[l], (n ? n : 1) * sizeof(float)));
+        CC(DALLOC(b, b->d_cur_lvl[l], (n ? n : 1) * sizeof(float)));
+        CC(cudaMemset(b->d_ref_lvl[l], 0xff, (n ? n : 1) * sizeof(float)));
+        CC(cudaMemset(b->d_cur_lvl[l], 0xff, (n ? n : 1) * sizeof(float)));
+    }
+
+    CC(DALLOC(b, b->d_gA, npix * sizeof(float)));
+    CC(DALLOC(b, b->d_gB, npix * sizeof(float)));
+    CC(DALLOC(b, b->d_misc, 256));
+    CC(DALLOC(b, b->d_parent, npix * sizeof(int32_t)));
+    CC(DALLOC(b, b->d_u8, npix));
+    const size_t nchunks = (npix + CU_CHUNK - 1) / CU_CHUNK;
+    CC(DALLOC(b, b->d_chunk, 2 * nchunks * sizeof(int)));
+    b->max_comp = (int)SS_MIN((size_t)CU_MAX_COMPONENTS, npix / 2 + 1);
+    CC(DALLOC(b, b->d_acc, (size_t)b->max_comp * sizeof(cu_acc_t)));
+    CC(DALLOC(b, b->d_partials, (size_t)CU_RED_BLOCKS * SS_FINE_NSUMS * sizeof(double)));
+    CC(DALLOC(b, b->d_lsq, ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) *
+                               sizeof(double)));
+    CC(DALLOC(b, b->d_counter, sizeof(unsigned int)));
+    CC(cudaMemset(b->d_counter, 0, sizeof(unsigned int)));
+    CC(DALLOC(b, b->d_sel, sizeof(cu_sel_ws_t)));
+    CC(DALLOC(b, b->d_params, sizeof(cu_params_t)));
+    CC(DALLOC(b, b->d_res, sizeof(cu_results_t)));
+    CC(cudaMemset(b->d_res, 0, sizeof(cu_results_t)));
+    CC(cudaHostAlloc((void **)&b->h_params, sizeof(cu_params_t), cudaHostAllocPortable));
+    CC(cudaHostAlloc((void **)&b->h_res, sizeof(cu_results_t), cudaHostAllocPortable));
+    CC(cudaHostAlloc((void **)&b->h_acc, HOST_ACC * sizeof(cu_acc_t), cudaHostAllocPortable));
+    CC(cudaHostAlloc((void **)&b->h_lsq,
+                     ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) * sizeof(double),
+                     cudaHostAllocPortable));
+    if (b->max_comp > HOST_ACC) {
+        b->h_acc_big = malloc((size_t)b->max_comp * sizeof(cu_acc_t));
+        if (!b->h_acc_big)
+            return create_fail(&b, cudaErrorMemoryAllocation, "host accumulators");
+    }
+    memset(b->h_params, 0, sizeof *b->h_params);
+    memset(b->h_res, 0, sizeof *b->h_res);
+    CC(cu_search_max_smem(b->search_smem_max));
+
+    /* parameters that never change for this instance */
+    cu_params_t *hp = b->h_params;
+    hp->hot_samp = (cu_sampler_t){ b->d_plane[SS_PLANE_FRAME], b->d_plane[SS_PLANE_FILTERED],
+                                   b->w, b->h, CU_SAMP_DIFF, SS_HOTPIX_STRIDE };
+    hp->lvl_samp_ref = (cu_sampler_t){ b->d_ref_lvl[b->L], NULL, b->lw[b->L], b->lh[b->L],
+                                       CU_SAMP_HDIFF, 1 };
+    hp->lvl_samp_cur = (cu_sampler_t){ b->d_cur_lvl[b->L], NULL, b->lw[b->L], b->lh[b->L],
+                                       CU_SAMP_HDIFF, 1 };
+    hp->max_comp = b->max_comp;
+    hp->sat = cfg->saturation > 0.0 ? cfg->saturation : ss_dtype_max(geo->raw_dtype);
+
+    /* the raw buffers start free; the parameter event starts completed */
+    CC(cudaEventRecord(b->ev_free[0], b->cs));
+    CC(cudaEventRecord(b->ev_free[1], b->cs));
+    CC(cudaEventRecord(b->ev_param, b->cs));
+    CC(cudaEventRecord(b->ev_up[0], b->xs));
+    CC(cudaEventRecord(b->ev_up[1], b->xs));
+    CC(cudaDeviceSynchronize());
+    const char *t = getenv("SKYSIEVE_CUDA_TIMED");
+    if (t && *t == '1')
+        b->timed = 1;
+    const char *g = getenv("SKYSIEVE_CUDA_GRAPHS");
+    if (g && *g == '0')
+        b->use_graphs = 0;
+    SS_LOG(SS_LOG_INFO, TAG, "device %d (%s): %dx%d, history %d × %s, %.1f MiB on the device",
+           b->device, prop.name, b->w, b->h, geo->history, ss_dtype_name(geo->hist_dtype),
+           (double)b->dev_bytes / (1024.0 * 1024.0));
+    *out = b;
+    return SS_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* ops                                                                     */
+/* ---------------------------------------------------------------------- */
+
+/* Raw frame up on the copy stream into buffer buf, once the compute
+ * stream has finished reading that buffer. */
+static ss_err_t upload(ss_backend_t *b, const ss_frame_t *raw, int buf)
+{
+    CK(b, cudaStreamWaitEvent(b->xs, b->ev_free[buf], 0));
+    timer_t_ *t = timer_start(b, b->xs, SS_STAGE_UPLOAD, 1);
+    CK(b, cudaMemcpyAsync(b->d_raw[buf], raw->pixels, b->raw_bytes, cudaMemcpyHostToDevice, b->xs));
+    if (raw->valid)
+        CK(b, cudaMemcpyAsync(b->d_rawvalid[buf], raw->valid,
+                              (size_t)b->geo.raw_w * (size_t)b->geo.raw_h, cudaMemcpyHostToDevice,
+                              b->xs));
+    timer_stop(b, t, b->xs);
+    CK(b, cudaEventRecord(b->ev_up[buf], b->xs));
+    return SS_OK;
+}
+
+static int frame_fits(const ss_backend_t *b, const ss_frame_t *f)
+{
+    return f && f->pixels && f->width == b->geo.raw_w && f->height == b->geo.raw_h &&
+           f->dtype == b->geo.raw_dtype;
+}
+
+ss_err_t ss_cuda_prefetch(ss_backend_t *b, const ss_frame_t *next)
+{
+    ss_err_t e = op_begin(b);
+    if (e)
+        return e;
+    if (!frame_fits(b, next))
+        return SS_ERR_SIZE;
+    const int buf = 1 - b->raw_cur;
+    /* a prefetch not yet ingested is simply replaced */
+    b->pref_valid = 0;
+    if ((e = upload(b, next, buf)) != SS_OK)
+        return e;
+    b->pref_valid = 1;
+    b->pref_buf = buf;
+    b->pref_ptr = next->pixels;
+    b->pref_valid_ptr = next->valid;
+    b->pref_seq = next->meta.seq;
+    return SS_OK;
+}
+
+static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw)
+{
+    ss_err_t e = op_begin(b);
+    if (e)
+        return e;
+    if (!frame_fits(b, raw))
+        return SS_ERR_SIZE;
+    /* a new frame: its timers start here, with the previous frame's
+     * deferred work (its history store) counted in */
+    b->ntimers = 0;
+    if ((e = flush(b)) != SS_OK)
+        return e;
+    int buf;
+    if (b->pref_valid && b->pref_ptr == raw->pixels && b->pref_valid_ptr == raw->valid &&
+        b->pref_seq == raw->meta.seq) {
+        buf = b->pref_buf;
+    } else {
+        buf = b->pref_valid ? 1 - b->pref_buf : 1 - b->raw_cur;
+        if ((e = upload(b, raw, buf)) != SS_OK)
+            return e;
+    }
+    b->pref_valid = 0;
+    b->raw_cur = buf;
+    b->upload_pending = 1;
+    CK(b, cudaStreamWaitEvent(b->cs, b->ev_up[buf], 0));
+
+    if ((e = params_begin(b)) != SS_OK)
+        return e;
+    const ss_pipeline_cfg_t *c = b->cfg;
+    cu_params_t *hp = b->h_params;
+    hp->raw = b->d_raw[buf];
+    hp->raw_valid = raw->valid ? b->d_rawvalid[buf] : NULL;
+    hp->sat = c->saturation > 0.0 ? c->saturation : ss_dtype_max(b->geo.raw_dtype);
+    if ((e = enqueue(b, st_calibrate, 0, SS_STAGE_CALIBRATE)) ||
+        (e = enqueue(b, st_raw_free, buf, SS_STAGE_CALIBRATE)) ||
+        (e = enqueue(b, st_median, 0, SS_STAGE_CALIBRATE)))
+        return e;
+    if (c->hotpix_learn) {
+        const int window = SS_CLAMP(c->hotpix_frames, 1, 65535);
+        hp->hot_k = c->hotpix_k;
+        hp->hot_need = SS_MAX(1, (int)ceil(c->hotpix_fraction * window - 1e-9));
+        hp->hot_learn_now = ++b->hp_frames >= window;
+        if (hp->hot_learn_now)
+            b->hp_frames = 0;
+        if ((e = enqueue(b, st_hotpix, 0, SS_STAGE_CALIBRATE)))
+            return e;
+    }
+    return op_end(b);
+}
+
+static ss_err_t ref_steps(ss_backend_t *b)
+{
+    ss_err_t e;
+    if ((e = enqueue(b, st_pyramid, 1, SS_STAGE_REG_COARSE)) ||
+        (e = enqueue(b, st_ref_prep, 0, SS_STAGE_REG_COARSE)) ||
+        (e = enqueue(b, st_level_noise, 1, SS_STAGE_REG_COARSE)))
+        return e;
+    return SS_OK;
+}
+
+static ss_err_t cuda_set_reference(ss_backend_t *b)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (e = params_begin(b)))
+        return e;
+    if ((e = enqueue(b, st_ref_copy, 0, SS_STAGE_REG_COARSE)) || (e = ref_steps(b)))
+        return e;
+    return op_end(b);
+}
+
+/* Constants of ss_register_coarse (register_coarse.c) that decide from
+ * the block results; the parity tests compare the outcome. */
+#define CO_SQRT_2_OVER_PI 0.7978845608028654
+#define CO_MIN_VOTES 3
+
+static int lower_median_int(const int *v, int n)
+{
+    int s[CU_MAX_BLOCKS];
+    for (int i = 0; i < n; i++) {
+        int k = i;
+        while (k > 0 && s[k - 1] > v[i]) {
+            s[k] = s[k - 1];
+            k--;
+        }
+        s[k] = v[i];
+    }
+    return s[(n - 1) / 2];
+}
+
+static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
+{
+    ss_err_t e = op_begin(b);
+    if (e)
+        return e;
+    memset(out, 0, sizeof *out);
+    const ss_pipeline_cfg_t *c = b->cfg;
+    const int L = b->L, B = c->reg_block, R = c->reg_search;
+    int g = (int)floor(sqrt((double)c->reg_blocks));
+    g = SS_CLAMP(g, 1, CU_MAX_GRID);
+    if (c->reg_levels != L) {
+        ss_strlcpy(out->why, "pyramids disagree in depth", sizeof out->why);
+        return SS_OK;
+    }
+    if (B < 1 || R < 1) {
+        ss_strlcpy(out->why, "bad block size or search range", sizeof out->why);
+        return SS_OK;
+    }
+    const int w = b->lw[L], h = b->lh[L];
+    const int lox = R + B / 2, hix = w - R - B / 2, loy = R + B / 2, hiy = h - R - B / 2;
+    if (hix <= lox || hiy <= loy) {
+        ss_strlcpy(out->why, "frame too small for the block search", sizeof out->why);
+        return SS_OK;
+    }
+    if (cu_search_smem(B, R) > (size_t)b->search_smem_max) {
+        SS_LOG(SS_LOG_ERR, TAG, "block %d with search ±%d needs %zu B of shared memory (max %d)",
+               B, R, cu_search_smem(B, R), b->search_smem_max);
+        return SS_ERR_UNSUPPORTED;
+    }
+    if ((e = params_begin(b)))
+        return e;
+    cu_params_t *hp = b->h_params;
+    hp->g = g;
+    hp->B = B;
+    hp->R = R;
+    hp->lox = lox;
+    hp->hix = hix;
+    hp->loy = loy;
+    hp->hiy = hiy;
+    hp->lw = w;
+    hp->lh = h;
+    if ((e = enqueue(b, st_pyramid, 0, SS_STAGE_REG_COARSE)) ||
+        (e = enqueue(b, st_level_noise, 0, SS_STAGE_REG_COARSE)) ||
+        (e = enqueue(b, st_search, g, SS_STAGE_REG_COARSE)) || (e = flush_wait(b)))
+        return e;
+
+    /* the vote, as ss_register_coarse decides it */
+    const cu_results_t *res = b->h_res;
+    const double nr = res->noise_ref, nc = res->noise_cur;
+    double floor_sad = CO_SQRT_2_OVER_PI * sqrt(nr * nr + nc * nc);
+    if (!isfinite(floor_sad))
+        floor_sad = 0.0;
+    int vx[CU_MAX_BLOCKS], vy[CU_MAX_BLOCKS], nv = 0;
+    for (int k = 0; k < g * g; k++) {
+        const cu_block_res_t *br = &res->blocks[k];
+        if (!br->used)
+            continue;
+        out->n_blocks++;
+        const double ex_best = SS_MAX(br->best - floor_sad, 0.0), ex_second = br->second - floor_sad;
+        const int votes = ex_second > 0.0 && ex_best < c->reg_ambiguity * ex_second;
+        if (!votes) {
+            out->n_ambiguous++;
+            continue;
+        }
+        vx[nv] = br->dx;
+        vy[nv] = br->dy;
+        nv++;
+    }
+    if (nv < CO_MIN_VOTES) {
+        snprintf(out->why, sizeof out->why,
+                 "no distinct match: %d of %d structured blocks vote (%d ambiguous)", nv,
+                 out->n_blocks, out->n_ambiguous);
+        return SS_OK;
+    }
+    const int dx = lower_median_int(vx, nv), dy = lower_median_int(vy, nv);
+    for (int i = 0; i < nv; i++)
+        out->n_agree += abs(vx[i] - dx) <= 1 && abs(vy[i] - dy) <= 1;
+    if (out->n_agree < CO_MIN_VOTES || 2 * out->n_agree < nv) {
+        snprintf(out->why, sizeof out->why, "blocks disagree: %d of %d within 1 px of (%d,%d)",
+                 out->n_agree, nv, dx, dy);
+        return SS_OK;
+    }
+    out->dx = dx;
+    out->dy = dy;
+    if (L > 0) {
+        if ((e = params_begin(b)))
+            return e;
+        hp->ref_dx = dx;
+        hp->ref_dy = dy;
+        if ((e = enqueue(b, st_refine, 0, SS_STAGE_REG_COARSE)) || (e = flush_wait(b)))
+            return e;
+        out->dx = b->h_res->ref_dx;
+        out->dy = b->h_res->ref_dy;
+    }
+    out->ok = 1;
+    return SS_OK;
+}
+
+static void fine_cb(void *ctx, double sx, double sy, double sums[SS_FINE_NSUMS])
+{
+    ss_backend_t *b = ctx;
+    memset(sums, 0, SS_FINE_NSUMS * sizeof sums[0]);
+    if (b->cb_err)
+        return;
+    cudaError_t e;
+    timer_t_ *t = b->timed ? timer_start(b, b->cs, SS_STAGE_REG_FINE, 0) : NULL;
+    if ((e = cu_fine_sums(b->d_plane[SS_PLANE_FILTERED], b->d_plane[SS_PLANE_REF_S],
+                          b->d_plane[SS_PLANE_REF_GX], b->d_plane[SS_PLANE_REF_GY], b->w, b->h, sx,
+                          sy, b->d_partials, b->d_counter, b->d_res->fine, b->cs)) != cudaSuccess) {
+        b->cb_err = cu_fail(b, e, "cu_fine_sums", __FILE__, __LINE__);
+        return;
+    }
+    timer_stop(b, t, b->cs);
+    if ((e = cudaMemcpyAsync(b->h_res->fine, b->d_res->fine, sizeof b->h_res->fine,
+                             cudaMemcpyDeviceToHost, b->cs)) != cudaSuccess ||
+        (e = cudaEventRecord(b->ev_done, b->cs)) != cudaSuccess ||
+        (e = cudaEventSynchronize(b->ev_done)) != cudaSuccess) {
+        b->cb_err = cu_fail(b, e, "fine sums read-back", __FILE__, __LINE__);
+        return;
+    }
+    memcpy(sums, b->h_res->fine, SS_FINE_NSUMS * sizeof sums[0]);
+}
+
+static ss_err_t cuda_register_fine(ss_backend_t *b, double sx0, double sy0, ss_shift_t *out)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (e = flush(b)))
+        return e;
+    b->cb_err = SS_OK;
+    ss_register_fine(fine_cb, b, sx0, sy0, b->cfg, out);
+    if (b->cb_err) {
+        out->ok = 0;
+        ss_strlcpy(out->why, "GPU error", sizeof out->why);
+        return b->cb_err;
+    }
+    return SS_OK;
+}
+
+/* Slots, offsets (and weights) into the parameter block. */
+static ss_err_t set_history(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
+                            const double *a, int n)
+{
+    if (n < 1 || n > b->geo.history)
+        return SS_ERR_INVALID;
+    for (int k = 0; k < n; k++)
+        if (slots[k] < 0 || slots[k] >= b->geo.history)
+            return SS_ERR_INVALID;
+    ss_err_t e = params_begin(b);
+    if (e)
+        return e;
+    cu_params_t *hp = b->h_params;
+    hp->n = n;
+    for (int k = 0; k < n; k++) {
+        hp->hist[k] = b->d_hist + (size_t)slots[k] * b->hist_slot_bytes;
+        hp->ix[k] = ix[k];
+        hp->iy[k] = iy[k];
+        hp->a[k] = a ? a[k] : 0.0;
+    }
+    return SS_OK;
+}
+
+static ss_err_t cuda_lsq_moments(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
+                                 int n, double *R, double *p)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (e = set_history(b, slots, ix, iy, NULL, n)))
+        return e;
+    if ((e = enqueue(b, st_lsq, n, SS_STAGE_WHITEN)) || (e = flush_wait(b)))
+        return e;
+    const double *Rp = b->h_lsq;
+    for (int k = 0; k < n; k++) {
+        for (int l = k; l < n; l++)
+            R[k * n + l] = R[l * n + k] = Rp[(size_t)k * n + l];
+        p[k] = Rp[(size_t)n * n + k];
+    }
+    return SS_OK;
+}
+
+static ss_err_t cuda_whiten(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
+                            const double *a, int n)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (e = set_history(b, slots, ix, iy, a, n)))
+        return e;
+    if ((e = enqueue(b, st_whiten, 0, SS_STAGE_WHITEN)))
+        return e;
+    return op_end(b);
+}
+
+static ss_err_t cuda_guided(ss_backend_t *b, int radius, float eps)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (e = params_begin(b)))
+        return e;
+    b->h_params->gf_radius = radius;
+    b->h_params->gf_eps = eps;
+    if ((e = enqueue(b, st_guided, radius > 0 ? radius : 0, SS_STAGE_GUIDED)))
+        return e;
+    return op_end(b);
+}
+
+static ss_err_t cuda_noise(ss_backend_t *b, ss_plane_t which, int stride, float *sigma)
+{
+    ss_err_t e = op_begin(b);
+    if (e)
+        return e;
+    if (which < SS_PLANE_FRAME || which > SS_PLANE_SNR)
+        return SS_ERR_INVALID;
+    if ((e = params_begin(b)))
+        return e;
+    const int st = stride < 1 ? 1 : stride;
+    b->h_params->noise_samp =
+        (cu_sampler_t){ b->d_plane[which], NULL, b->w, b->h, CU_SAMP_PLANE, st };
+    if ((e = enqueue(b, st_noise, st, SS_STAGE_NOISE)) || (e = flush_wait(b)))
+        return e;
+    *sigma = b->h_res->sigma;
+    return SS_OK;
+}
+
+static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, float sigma)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (e = params_begin(b)))
+        return e;
+    cu_params_t *hp = b->h_params;
+    const int R = ss_psf_kernel(psf_sigma, hp->mf_k);
+    double sk2 = 0.0;
+    for (int i = 0; i <= 2 * R; i++)
+        sk2 += (double)hp->mf_k[i] * (double)hp->mf_k[i];
+    hp->mf_R = R;
+    hp->mf_norm = (float)((double)sigma * sk2);
+    if ((e = enqueue(b, st_matched, R, SS_STAGE_MATCHED)))
+        return e;
+    return op_end(b);
+}
+
+/* A device accumulator as ss_comp_acc_t. */
+static float key_to_float(unsigned int k)
+{
+    const uint32_t u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void acc_decode(const cu_acc_t *d, ss_comp_acc_t *a)
+{
+    memset(a, 0, sizeof *a);
+    a->sign = d->sign;
+    a->area = d->area;
+    a->sw = d->sw;
+    a->swx = d->swx;
+    a->swy = d->swy;
+    a->swxx = d->swxx;
+    a->swxy = d->swxy;
+    a->swyy = d->swyy;
+    a->sx = d->sx;
+    a->sy = d->sy;
+    a->flux = d->flux;
+    a->rpos = d->rpos;
+    a->rmax = d->rkey ? key_to_float(d->rkey) : -INFINITY;
+    if (d->zkey) {
+        a->zmax = key_to_float((unsigned int)(d->zkey >> 32));
+        a->zidx = (int)~(unsigned int)(d->zkey & 0xffffffffu);
+    } else {
+        a->zmax = -INFINITY;
+        a->zidx = -1;
+    }
+    a->x0 = d->x0;
+    a->y0 = d->y0;
+    a->x1 = d->x1;
+    a->y1 = d->y1;
+    a->kx0 = d->kx0;
+    a->ky0 = d->ky0;
+    a->kx1 = d->kx1;
+    a->ky1 = d->ky1;
+    a->invalid_nb = d->invalid_nb;
+    a->edge = d->edge;
+}
+
+static ss_err_t cuda_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (e = params_begin(b)))
+        return e;
+    const ss_pipeline_cfg_t *c = b->cfg;
+    cu_params_t *hp = b->h_params;
+    hp->thresh = (float)c->thresh;
+    hp->thresh_low = (float)c->thresh_low;
+    hp->negative = c->negative;
+    hp->max_comp = b->max_comp;
+    if ((e = enqueue(b, st_detect, 0, SS_STAGE_DETECT)) || (e = flush_wait(b)))
+        return e;
+    timer_t_ *t = b->timed ? timer_start(b, b->cs, SS_STAGE_DETECT, 0) : NULL;
+    const int np = b->h_res->np, nn = b->h_res->nn;
+    const int keep_p = SS_MIN(np, b->max_comp), keep_n = SS_MIN(nn, b->max_comp - keep_p);
+    const int nc = keep_p + keep_n;
+    const cu_acc_t *acc = b->h_acc;
+    if (nc > HOST_ACC) {
+        CK(b, cudaMemcpyAsync(b->h_acc_big, b->d_acc, (size_t)nc * sizeof(cu_acc_t),
+                              cudaMemcpyDeviceToHost, b->cs));
+        CK(b, cudaEventRecord(b->ev_done, b->cs));
+        CK(b, cudaEventSynchronize(b->ev_done));
+        acc = b->h_acc_big;
+    }
+    timer_stop(b, t, b->cs);
+    ss_detlist_clear(out);
+    const int min_area = c->min_area > 1 ? c->min_area : 1;
+    for (int k = 0; k < nc; k++) {
+        if (acc[k].area < min_area)
+            continue;
+        ss_detection_t *d = ss_detlist_push(out);
+        if (!d)
+            continue;
+        ss_comp_acc_t a;
+        acc_decode(&acc[k], &a);
+        const int label = k < keep_p ? k + 1 : -(k - keep_p + 1);
+        ss_measure_finish(&a, label, sigma, b->w, c, d);
+    }
+    out->truncated += (np - keep_p) + (nn - keep_n);
+    return SS_OK;
+}
+
+static ss_err_t cuda_history_store(ss_backend_t *b, int slot, int remove, int radius)
+{
+    ss_err_t e = op_begin(b);
+    if (e)
+        return e;
+    if (slot < 0 || slot >= b->geo.history)
+        return SS_ERR_INVALID;
+    if ((e = params_begin(b)))
+        return e;
+    cu_params_t *hp = b->h_params;
+    hp->store_dst = b->d_hist + (size_t)slot * b->hist_slot_bytes;
+    hp->store_remove = remove != 0;
+    hp->store_radius = radius < 0 ? 0 : radius;
+    if ((e = enqueue(b, st_store, 0, SS_STAGE_HISTORY)))
+        return e;
+    return op_end(b);
+}
+
+static void *plane_ptr(ss_backend_t *b, ss_plane_t p, int slot, size_t *bytes)
+{
+    if (p >= SS_PLANE_FRAME && p <= SS_PLANE_SNR) {
+        *bytes = b->npix * sizeof(float);
+        return b->d_plane[p];
+    }
+    if (p == SS_PLANE_LABELS) {
+        *bytes = b->npix * sizeof(int32_t);
+        return b->d_labels;
+    }
+    if (p == SS_PLANE_HISTORY && slot >= 0 && slot < b->geo.history) {
+        *bytes = b->hist_slot_bytes;
+        return b->d_hist + (size_t)slot * b->hist_slot_bytes;
+    }
+    return NULL;
+}
+
+static ss_err_t cuda_read_plane(ss_backend_t *b, ss_plane_t p, int slot, void *dst)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (e = flush(b)))
+        return e;
+    size_t bytes;
+    const void *src;
+    if (p == SS_PLANE_BADMASK) {
+        CK(b, cu_badmask(b->d_bad, b->d_learned, b->npix, b->d_u8, b->cs));
+        src = b->d_u8;
+        bytes = b->npix;
+    } else if (!(src = plane_ptr(b, p, slot, &bytes))) {
+        return SS_ERR_INVALID;
+    }
+    timer_t_ *t = timer_start(b, b->cs, SS_STAGE_DOWNLOAD, 1);
+    CK(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, b->cs));
+    timer_stop(b, t, b->cs);
+    CK(b, cudaEventRecord(b->ev_done, b->cs));
+    CK(b, cudaEventSynchronize(b->ev_done));
+    return SS_OK;
+}
+
+static ss_err_t cuda_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const void *src)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (e = flush(b)))
+        return e;
+    size_t bytes;
+    void *dst = plane_ptr(b, p, slot, &bytes);
+    if (!dst)
+        return SS_ERR_INVALID;
+    CK(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, b->cs));
+    if (p == SS_PLANE_REFERENCE) {
+        /* a written reference is followed by its pyramid and gradients */
+        if ((e = params_begin(b)) || (e = ref_steps(b)))
+            return e;
+        if ((e = flush(b)))
+            return e;
+    }
+    CK(b, cudaEventRecord(b->ev_done, b->cs));
+    CK(b, cudaEventSynchronize(b->ev_done));
+    return SS_OK;
+}
+
+static void cuda_stage_times(ss_backend_t *b, double ms[SS_STAGE__COUNT])
+{
+    for (int s = 0; s < SS_STAGE__COUNT; s++)
+        ms[s] = -1.0;
+    if (b->broken || b->ntimers == 0)
+        return;
+    for (int i = 0; i < b->ntimers; i++) {
+        timer_t_ *t = &b->timers[i];
+        if (t->stage < 0)
+            continue;
+        float f = 0.0f;
+        if (cudaEventSynchronize(t->b) != cudaSuccess ||
+            cudaEventElapsedTime(&f, t->a, t->b) != cudaSuccess) {
+            (void)cudaGetLastError();
+            continue;
+        }
+        ms[t->stage] = (ms[t->stage] < 0.0 ? 0.0 : ms[t->stage]) + (double)f;
+    }
+}
+
+double ss_cuda_frame_ms(ss_backend_t *b)
+{
+    if (b->broken)
+        return -1.0;
+    if (flush(b) != SS_OK)
+        return -1.0;
+    double total = 0.0;
+    for (int i = 0; i < b->ntimers; i++) {
+        timer_t_ *t = &b->timers[i];
+        if (t->copy)
+            continue;
+        float f = 0.0f;
+        if (cudaEventSynchronize(t->b) != cudaSuccess ||
+            cudaEventElapsedTime(&f, t->a, t->b) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return -1.0;
+        }
+        total += (double)f;
+    }
+    return total;
+}
+
+void ss_cuda_set_mode(ss_backend_t *b, int timed, int graphs)
+{
+    b->timed = timed != 0;
+    b->use_graphs = graphs != 0;
+}
+
+void ss_cuda_graph_stats(ss_backend_t *b, int *graphs, long *launches)
+{
+    if (graphs)
+        *graphs = b->ngraphs;
+    if (launches)
+        *launches = b->launches;
+}
+
+long ss_cuda_error_count(ss_backend_t *b)
+{
+    return b->errors;
+}
+
+ss_err_t ss_cuda_inject_fault(ss_backend_t *b, int kind)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (e = flush(b)))
+        return e;
+    CK(b, cu_fault(kind, b->cs));
+    CK(b, cudaEventRecord(b->ev_done, b->cs));
+    CK(b, cudaEventSynchronize(b->ev_done));
+    return SS_OK;
+}
+
+static void cuda_memory(ss_backend_t *b, size_t *used, size_t *total)
+{
+    size_t fr = 0, tot = 0;
+    *used = b->dev_bytes;
+    *total = 0;
+    if (!b->broken && cudaSetDevice(b->device) == cudaSuccess &&
+        cudaMemGetInfo(&fr, &tot) == cudaSuccess)
+        *total = tot;
+    (void)cudaGetLastError();
+}
+
+static const ss_backend_ops_t cuda_ops = {
+    .name = "cuda",
+    .probe = cuda_probe,
+    .create = cuda_create,
+    .destroy = cuda_destroy,
+    .host_alloc = { cuda_host_alloc, cuda_host_free, NULL },
+    .ingest = cuda_ingest,
+    .set_reference = cuda_set_reference,
+    .register_coarse = cuda_register_coarse,
+    .register_fine = cuda_register_fine,
+    .lsq_moments = cuda_lsq_moments,
+    .whiten = cuda_whiten,
+    .guided = cuda_guided,
+    .noise = cuda_noise,
+    .matched = cuda_matched,
+    .detect = cuda_detect,
+    .history_store = cuda_history_store,
+    .read_plane = cuda_read_plane,
+    .write_plane = cuda_write_plane,
+    .stage_times = cuda_stage_times,
+    .memory = cuda_memory,
+};
+
+const ss_backend_ops_t *ss_backend_cuda_ops(void)
+{
+    return &cuda_ops;
+}

@@ -1,0 +1,54 @@
+/*
+ * backend_cuda.h — what the CUDA backend offers beyond the ops table of
+ * pipeline/backend.h: prefetching the next raw frame (its upload then
+ * overlaps the compute of the current one), the timing modes the
+ * benchmark uses, and fault injection for the error-path tests.
+ *
+ * Every function here takes an instance created by ss_backend_cuda_ops()
+ * ->create; passing a CPU instance is a bug. Declared only when the build
+ * has CUDA (SKYSIEVE_HAVE_CUDA).
+ */
+#ifndef SS_BACKEND_CUDA_H
+#define SS_BACKEND_CUDA_H
+
+#include "pipeline/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Start moving `next` (a raw frame of the instance's geometry, ideally in
+ * pinned memory from host_alloc) to the device on the copy stream, into
+ * the raw buffer the current frame does not use. The following ingest of
+ * the same frame (same pixels pointer and seq) then only waits for that
+ * copy. `next` must stay untouched until the processing of that frame
+ * (the ops after its ingest) has returned. */
+ss_err_t ss_cuda_prefetch(ss_backend_t *b, const ss_frame_t *next);
+
+/* timed = 1: every op runs at once, each step between CUDA events, and
+ * stage_times() reports per-stage GPU ms (no graphs). timed = 0 (the
+ * default): post-registration work is deferred to the next op that needs
+ * a result and replayed from cached CUDA graphs when graphs = 1. */
+void ss_cuda_set_mode(ss_backend_t *b, int timed, int graphs);
+
+/* GPU compute time (ms, CUDA events) of the work enqueued since the last
+ * ingest began, including the previous frame's deferred history store;
+ * copies excluded. Waits for that work. -1 on error. */
+double ss_cuda_frame_ms(ss_backend_t *b);
+
+/* Graphs instantiated so far and graph launches (replays included). */
+void ss_cuda_graph_stats(ss_backend_t *b, int *graphs, long *launches);
+
+/* CUDA errors met (frames failed) since create. */
+long ss_cuda_error_count(ss_backend_t *b);
+
+/* Tests only: launch a faulty kernel. kind 0: an illegal address (a
+ * sticky error: the instance becomes broken); kind 1: an invalid launch
+ * configuration (the op fails, the instance keeps working). Returns the
+ * error the op reports. */
+ss_err_t ss_cuda_inject_fault(ss_backend_t *b, int kind);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,219 @@
+/*
+ * cu_internal.h — what the CUDA backend's host code (backend_cuda.c, plain
+ * C) and its kernels (k_*.cu) share: the device-side parameter and result
+ * blocks, the launchers each .cu file exports (extern "C", each takes a
+ * cudaStream_t and returns the cudaGetLastError() of its launches), and
+ * sizes.
+ *
+ * Why parameters live in device memory: every launch that follows
+ * registration reads its per-frame values (history pointers, offsets,
+ * weights, radius, eps, sigma, ...) from one device block (cu_params_t)
+ * that the host fills through one pinned mirror and one copy per segment.
+ * Kernel arguments are then fixed pointers, so a captured CUDA graph stays
+ * valid from frame to frame and is only re-captured when the shape of the
+ * work changes (not when the numbers do).
+ *
+ * Exactness: the kernels are compiled with --fmad=false, so that every
+ * float/double operation rounds exactly as the C reference does; where the
+ * reference fixes an order (taps ascending, history k ascending, raster
+ * order of a block's SAD) the kernels keep it, and only reductions over
+ * many pixels (sums of the fine registration, guided-filter windows,
+ * measurement accumulators) round differently (in double).
+ */
+#ifndef SS_CU_INTERNAL_H
+#define SS_CU_INTERNAL_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "pipeline/stages.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- sizes ------------------------------------------------------------- */
+
+#define CU_SEL_BINS 2048            /* radix-selection histogram (11 bits) */
+#define CU_MAX_GRID 32              /* coarse block grid g ≤ 32 (as the CPU) */
+#define CU_MAX_BLOCKS (CU_MAX_GRID * CU_MAX_GRID)
+#define CU_MAX_COMPONENTS (1 << 18) /* measured components per frame (as the CPU) */
+#define CU_ACC_CHUNK 1024           /* accumulators copied back with the detect segment */
+#define CU_RED_BLOCKS 1024          /* fixed grid of the deterministic reductions */
+#define CU_KTAPS (2 * SS_KERNEL_MAX_RADIUS + 1)
+#define CU_CCL_TILE 32              /* CCL tiles are 32×32 pixels */
+#define CU_CHUNK 1024               /* pixels per block in the label numbering */
+
+/* Samplers of the exact radix selection (ALGORITHM §5 and the noise
+ * estimates of §1 and §2a). */
+enum {
+    CU_SAMP_PLANE = 0,      /* a(x) at rows/columns that are multiples of stride */
+    CU_SAMP_DIFF,           /* a(x) - b(x) at the same grid (hot-pixel d) */
+    CU_SAMP_HDIFF           /* a(x+1,y) - a(x,y), even rows, every x (coarse level noise) */
+};
+
+typedef struct cu_sampler {
+    const float *a, *b;
+    int w, h, kind, stride;
+} cu_sampler_t;
+
+/* One radix selection in progress (device). */
+typedef struct cu_sel_state {
+    unsigned int prefix, mask;
+    long long rank, n;
+    float result;
+    int pad;
+} cu_sel_state_t;
+
+/* Workspace of a median + MAD selection pair. */
+typedef struct cu_sel_ws {
+    cu_sel_state_t st[2];           /* 0: median, 1: MAD around it */
+    unsigned int hist[CU_SEL_BINS];
+} cu_sel_ws_t;
+
+/* Output of one coarse block search. */
+typedef struct cu_block_res {
+    double var;                     /* population variance of its finite ref pixels (-1: none) */
+    double best, second;            /* SAD minimum and the runner-up (Chebyshev >= 2) */
+    int used;                       /* var > 4·n_ref² */
+    int dx, dy;                     /* argmin */
+    int pad;
+} cu_block_res_t;
+
+/* Per-component accumulator on the device (ss_comp_acc_t encoded for
+ * atomics: float maxima as order-preserving keys, zmax with its index). */
+typedef struct cu_acc {
+    double sw, swx, swy, swxx, swxy, swyy, sx, sy, flux, rpos;
+    unsigned long long zkey;        /* key(zmax) << 32 | ~zidx: max = largest z, smallest index */
+    unsigned int rkey;              /* key(rmax) */
+    int area, x0, y0, x1, y1, invalid_nb, edge, sign;
+    int kx0, ky0, kx1, ky1;         /* bbox of the seed pixels (s·z >= thresh) */
+} cu_acc_t;
+
+/* ---- the parameter block (device; host fills a pinned mirror) -------- */
+
+typedef struct cu_params {
+    /* ingest */
+    const void *raw;                /* raw frame on the device */
+    const uint8_t *raw_valid;       /* NULL: none */
+    double sat;                     /* saturation (resolved) */
+    double hot_k;
+    int hot_learn_now;              /* window complete: learn and clear hits */
+    int hot_need;                   /* hits that make a pixel learned */
+    cu_sampler_t hot_samp;          /* d = frame - med, stride SS_HOTPIX_STRIDE */
+
+    /* coarse registration */
+    cu_sampler_t lvl_samp_ref, lvl_samp_cur;
+    int g, B, R, lox, hix, loy, hiy, lw, lh;   /* grid and level-L geometry */
+    int ref_dx, ref_dy;             /* refinement start (level L) */
+
+    /* whitening */
+    int n;
+    int ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY];
+    const void *hist[SS_MAX_HISTORY];
+    double a[SS_MAX_HISTORY];
+
+    /* guided filter */
+    int gf_radius;
+    float gf_eps;
+
+    /* noise */
+    cu_sampler_t noise_samp;
+
+    /* matched filter */
+    int mf_R;
+    float mf_norm;                  /* (float)(sigma · Σk²) */
+    float mf_k[CU_KTAPS];
+
+    /* detection */
+    float thresh, thresh_low;
+    int negative;
+    int max_comp;                   /* accumulators kept */
+
+    /* history store */
+    void *store_dst;
+    int store_remove, store_radius;
+} cu_params_t;
+
+/* ---- the result block (device; copied to a pinned mirror) ------------- */
+
+typedef struct cu_results {
+    float sigma;                    /* noise op */
+    float hot_sigma;                /* hot-pixel d noise (kept for inspection) */
+    double noise_ref, noise_cur;    /* coarse level noise */
+    int ref_dx, ref_dy;             /* coarse refinement result */
+    int np, nn;                     /* components, both signs, before truncation */
+    double fine[SS_FINE_NSUMS];     /* fine-registration sums */
+    double mad[9 * 2];              /* refinement scratch: (sum, count) per candidate */
+    cu_block_res_t blocks[CU_MAX_BLOCKS];
+} cu_results_t;
+
+/* ---- launchers (each returns cudaGetLastError() after its launches) --- */
+
+/* k_calib.cu */
+cudaError_t cu_calibrate(const cu_params_t *p, ss_dtype_t dt, int raw_w, ss_roi_t roi,
+                         const float *dark, const float *flat, const uint8_t *bad, float *out,
+                         cudaStream_t s);
+cudaError_t cu_median3x3(const float *in, int w, int h, float *out, cudaStream_t s);
+cudaError_t cu_hot_hits(const cu_params_t *p, const float *frame, const float *med,
+                        const float *sigma, int w, int h, uint16_t *hits, uint8_t *learned,
+                        cudaStream_t s);
+cudaError_t cu_hot_apply(const uint8_t *learned, float *frame, float *med, size_t n,
+                         cudaStream_t s);
+cudaError_t cu_badmask(const uint8_t *bad, const uint8_t *learned, size_t n, uint8_t *out,
+                       cudaStream_t s);
+
+/* k_select.cu: exact lower median and MAD of the sampler's finite samples.
+ * mode 0: *out_f = (float)(1.4826·MAD); mode 1: *out_d = 1.4826·MAD/√2. */
+cudaError_t cu_select_mad(const cu_sampler_t *samp, cu_sel_ws_t *ws, int mode, float *out_f,
+                          double *out_d, int grid, cudaStream_t s);
+
+/* k_register.cu */
+cudaError_t cu_bin2(const float *in, int w, int h, float *out, cudaStream_t s);
+cudaError_t cu_reference_prep(const float *ref, int w, int h, float *S, float *gx, float *gy,
+                              cudaStream_t s);
+size_t cu_search_smem(int B, int R);
+cudaError_t cu_block_search(const cu_params_t *p, const float *ref, const float *cur,
+                            const double *noise_ref, int g, int B, int R, cu_block_res_t *out,
+                            cudaStream_t s);
+cudaError_t cu_search_max_smem(int bytes);
+cudaError_t cu_refine(const cu_params_t *p, float *const *ref_lvl, float *const *cur_lvl,
+                      const int *lw, const int *lh, int L, cu_results_t *res, cudaStream_t s);
+cudaError_t cu_fine_sums(const float *cur, const float *S, const float *gx, const float *gy,
+                         int w, int h, double sx, double sy, double *partials,
+                         unsigned int *counter, double *out, cudaStream_t s);
+
+/* k_whiten.cu */
+cudaError_t cu_whiten(const cu_params_t *p, ss_dtype_t hdt, const float *cur, int w, int h,
+                      float *P, float *r, cudaStream_t s);
+cudaError_t cu_lsq_moments(const cu_params_t *p, ss_dtype_t hdt, int n, const float *cur,
+                           int w, int h, double *Rp, cudaStream_t s);
+cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, const float *frame,
+                             const float *P, const int32_t *labels, int w, int h,
+                             uint8_t *scratch, cudaStream_t s);
+
+/* k_guided.cu */
+cudaError_t cu_guided(const cu_params_t *p, const float *I, const float *pin, int w, int h,
+                      int radius, float *A, float *B, float *out, double *partials,
+                      unsigned int *counter, float *c, cudaStream_t s);
+cudaError_t cu_copy_plane(const float *in, float *out, size_t n, cudaStream_t s);
+
+/* k_matched.cu */
+cudaError_t cu_matched(const cu_params_t *p, int R, const float *in, int w, int h, float *z,
+                       cudaStream_t s);
+
+/* k_detect.cu: hysteresis + CCL + numbering + accumulation. */
+cudaError_t cu_detect(const cu_params_t *p, const float *z, const float *rc, const float *r,
+                      int w, int h, int32_t *labels, int32_t *parent, uint8_t *seed,
+                      int *chunk_cnt, cu_acc_t *acc, cu_results_t *res, cudaStream_t s);
+
+/* Fault injection for the error-path tests: kind 0 = an illegal address
+ * (sticky), kind 1 = an invalid launch configuration (not sticky). */
+cudaError_t cu_fault(int kind, cudaStream_t s);
+/* cudaSuccess when this build has a kernel image the current device runs. */
+cudaError_t cu_check_image(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

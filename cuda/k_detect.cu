@@ -1,0 +1,484 @@
+/*
+ * k_detect.cu — ALGORITHM.md §7 on the GPU: hysteresis threshold,
+ * 8-connected labelling, canonical numbering and per-component
+ * accumulation (label.c and measure.c are the reference).
+ *
+ * Labelling (seed 003's idea, with atomics):
+ *  1. tile-local: each 32×32 tile labels its pixels in shared memory by
+ *     min-label propagation with pointer jumping (double-buffered, so no
+ *     shared-memory races), each pixel ending with the smallest raster
+ *     index of its component within the tile;
+ *  2. merge: only the pixels on a tile's top row and left column look at
+ *     their neighbours in other tiles (O(perimeter)), and union the two
+ *     trees in global memory with atomicMin on the parent (the larger
+ *     root is hung under the smaller index);
+ *  3. flatten: every pixel points at its root, and a seed pixel (|z| >= hi)
+ *     flags its root.
+ * Because union always keeps the smaller index, a component's root is its
+ * smallest raster index, i.e. its first pixel: numbering the kept roots
+ * (those flagged by a seed) in index order — per 1024-pixel chunk a count,
+ * one scan over the chunks, then a block scan inside each chunk — gives
+ * exactly ss_label's numbering (positives and negatives counted apart), so
+ * the label planes are identical, not just equal up to renumbering.
+ * The relabelling pass also accumulates each component's sums, minima and
+ * maxima with atomics (ss_comp_acc_t encoded as cu_acc_t); the host turns
+ * them into detections with ss_measure_finish.
+ */
+#include "cu_internal.h"
+
+#include <math.h>
+
+namespace {
+
+constexpr int T = CU_CCL_TILE;      /* 32 */
+constexpr int TY = 8;
+constexpr int CH = CU_CHUNK;        /* 1024 pixels per numbering chunk */
+constexpr int CH_THREADS = 256;     /* 4 consecutive pixels per thread */
+constexpr int SCAN_THREADS = 1024;
+
+__device__ __forceinline__ int pclass(float v, float lo, int negative)
+{
+    if (v >= lo)
+        return 1;
+    if (negative && -v >= lo)
+        return 2;
+    return 0;
+}
+
+__device__ __forceinline__ bool is_seed(float v, int cls, float hi)
+{
+    return cls == 1 ? v >= hi : -v >= hi;
+}
+
+__device__ __forceinline__ unsigned int float_key(float f)
+{
+    const unsigned int u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ int find_root(const int *parent, int i)
+{
+    const volatile int *vp = parent;
+    for (;;) {
+        const int p = vp[i];
+        if (p == i)
+            return i;
+        i = p;
+    }
+}
+
+/* Union of the trees of a and b: the larger root goes under the smaller. */
+__device__ void merge(int *parent, int a, int b)
+{
+    for (;;) {
+        a = find_root(parent, a);
+        b = find_root(parent, b);
+        if (a == b)
+            return;
+        if (a < b) {
+            const int t = a;
+            a = b;
+            b = t;
+        }
+        const int old = atomicMin(&parent[a], b);
+        if (old == a)
+            return;
+        a = old;
+    }
+}
+
+__global__ void k_ccl_local(const cu_params_t *__restrict__ p, const float *__restrict__ z, int w,
+                            int h, int *__restrict__ parent, uint8_t *__restrict__ seed)
+{
+    __shared__ int L[2][T * T];
+    __shared__ signed char C[T * T];
+    const float lo = p->thresh_low;
+    const int negative = p->negative;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int x0 = blockIdx.x * T, y0 = blockIdx.y * T;
+    for (int k = 0; k < T / TY; k++) {
+        const int ly = ty + k * TY, idx = ly * T + tx;
+        const int x = x0 + tx, y = y0 + ly;
+        int c = 0;
+        if (x < w && y < h) {
+            const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            c = pclass(z[i], lo, negative);
+            seed[i] = 0;
+        }
+        C[idx] = (signed char)c;
+        L[0][idx] = idx;
+    }
+    __syncthreads();
+    int cur = 0;
+    for (;;) {
+        int changed = 0;
+        for (int k = 0; k < T / TY; k++) {
+            const int ly = ty + k * TY, idx = ly * T + tx;
+            const int c = C[idx];
+            if (!c)
+                continue;
+            int m = L[cur][idx];
+            for (int dy = -1; dy <= 1; dy++) {
+                const int yy = ly + dy;
+                if (yy < 0 || yy >= T)
+                    continue;
+                for (int dx = -1; dx <= 1; dx++) {
+                    const int xx = tx + dx;
+                    if (xx < 0 || xx >= T || (dx == 0 && dy == 0))
+                        continue;
+                    const int q = yy * T + xx;
+                    if (C[q] == c)
+                        m = min(m, L[cur][q]);
+                }
+            }
+            m = min(m, L[cur][m]);          /* pointer jump */
+            changed |= m != L[cur][idx];
+            L[1 - cur][idx] = m;
+        }
+        changed = __syncthreads_or(changed);
+        cur = 1 - cur;
+        if (!changed)
+            break;
+    }
+    for (int k = 0; k < T / TY; k++) {
+        const int ly = ty + k * TY, idx = ly * T + tx;
+        const int x = x0 + tx, y = y0 + ly;
+        if (x >= w || y >= h)
+            continue;
+        const int l = L[cur][idx];
+        parent[(size_t)y * (size_t)w + (size_t)x] =
+            C[idx] ? (y0 + l / T) * w + (x0 + l % T) : -1;
+    }
+}
+
+/* Tile borders: top row with N, NW, NE; left column with W, NW, SW. */
+__global__ void k_ccl_merge(const cu_params_t *__restrict__ p, const float *__restrict__ z, int w,
+                            int h, int *parent)
+{
+    const float lo = p->thresh_low;
+    const int negative = p->negative;
+    const int x0 = blockIdx.x * T, y0 = blockIdx.y * T;
+    const int t = threadIdx.x;
+    int x, y;
+    int nb[3][2];
+    if (t < T) {
+        x = x0 + t;
+        y = y0;
+        if (y0 == 0 || x >= w)
+            return;
+        nb[0][0] = x - 1; nb[0][1] = y - 1;
+        nb[1][0] = x;     nb[1][1] = y - 1;
+        nb[2][0] = x + 1; nb[2][1] = y - 1;
+    } else {
+        x = x0;
+        y = y0 + t - T;
+        if (x0 == 0 || y >= h)
+            return;
+        nb[0][0] = x - 1; nb[0][1] = y - 1;
+        nb[1][0] = x - 1; nb[1][1] = y;
+        nb[2][0] = x - 1; nb[2][1] = y + 1;
+    }
+    const int i = y * w + x;
+    const int c = pclass(z[i], lo, negative);
+    if (!c)
+        return;
+    for (int k = 0; k < 3; k++) {
+        const int xx = nb[k][0], yy = nb[k][1];
+        if (xx < 0 || xx >= w || yy < 0 || yy >= h)
+            continue;
+        const int j = yy * w + xx;
+        if (pclass(z[j], lo, negative) == c)
+            merge(parent, i, j);
+    }
+}
+
+__global__ void k_ccl_flatten(const cu_params_t *__restrict__ p, const float *__restrict__ z,
+                              size_t npix, int *parent, uint8_t *__restrict__ seed)
+{
+    const float lo = p->thresh_low, hi = p->thresh;
+    const int negative = p->negative;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < npix;
+         i += (size_t)gridDim.x * blockDim.x) {
+        if (parent[i] < 0)
+            continue;
+        const int r = find_root(parent, (int)i);
+        parent[i] = r;
+        const float v = z[i];
+        if (is_seed(v, pclass(v, lo, negative), hi))
+            seed[r] = 1;
+    }
+}
+
+/* Per chunk: kept roots of each sign. */
+__global__ void k_ccl_count(const cu_params_t *__restrict__ p, const float *__restrict__ z,
+                            size_t npix, const int *__restrict__ parent,
+                            const uint8_t *__restrict__ seed, int *__restrict__ cnt)
+{
+    __shared__ int sp[CH_THREADS / 32], sn[CH_THREADS / 32];
+    const float lo = p->thresh_low;
+    const int negative = p->negative;
+    int np = 0, nn = 0;
+    const size_t base = (size_t)blockIdx.x * CH + (size_t)threadIdx.x * 4;
+    for (int q = 0; q < 4; q++) {
+        const size_t i = base + q;
+        if (i < npix && parent[i] == (int)i && seed[i]) {
+            if (pclass(z[i], lo, negative) == 1)
+                np++;
+            else
+                nn++;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        np += __shfl_down_sync(0xffffffffu, np, o);
+        nn += __shfl_down_sync(0xffffffffu, nn, o);
+    }
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    if (lane == 0) {
+        sp[wid] = np;
+        sn[wid] = nn;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int tp = 0, tn = 0;
+        for (int k = 0; k < CH_THREADS / 32; k++) {
+            tp += sp[k];
+            tn += sn[k];
+        }
+        cnt[2 * blockIdx.x] = tp;
+        cnt[2 * blockIdx.x + 1] = tn;
+    }
+}
+
+/* Exclusive scan of the chunk counts, in place; totals to res. */
+__global__ void k_ccl_scan(int nchunks, int *cnt, cu_results_t *res)
+{
+    __shared__ long long part[SCAN_THREADS];
+    const int t = threadIdx.x;
+    const int per = (nchunks + SCAN_THREADS - 1) / SCAN_THREADS;
+    const int c0 = t * per, c1 = min(nchunks, c0 + per);
+    int tp = 0, tn = 0;
+    for (int c = c0; c < c1; c++) {
+        tp += cnt[2 * c];
+        tn += cnt[2 * c + 1];
+    }
+    part[t] = ((long long)tn << 32) | (unsigned int)tp;
+    __syncthreads();
+    for (int off = 1; off < SCAN_THREADS; off <<= 1) {
+        const long long v = t >= off ? part[t - off] : 0;
+        __syncthreads();
+        part[t] += v;
+        __syncthreads();
+    }
+    const long long ex = part[t] - (((long long)tn << 32) | (unsigned int)tp);
+    int op = (int)(ex & 0xffffffffLL), on = (int)(ex >> 32);
+    for (int c = c0; c < c1; c++) {
+        const int a = cnt[2 * c], b = cnt[2 * c + 1];
+        cnt[2 * c] = op;
+        cnt[2 * c + 1] = on;
+        op += a;
+        on += b;
+    }
+    if (t == SCAN_THREADS - 1) {
+        res->np = (int)(part[t] & 0xffffffffLL);
+        res->nn = (int)(part[t] >> 32);
+    }
+}
+
+__device__ __forceinline__ void acc_init(cu_acc_t *a, int sign, int w, int h)
+{
+    a->sw = a->swx = a->swy = a->swxx = a->swxy = a->swyy = 0.0;
+    a->sx = a->sy = a->flux = a->rpos = 0.0;
+    a->zkey = 0ull;
+    a->rkey = 0u;
+    a->area = 0;
+    a->x0 = a->kx0 = w;
+    a->y0 = a->ky0 = h;
+    a->x1 = a->kx1 = -1;
+    a->y1 = a->ky1 = -1;
+    a->invalid_nb = 0;
+    a->edge = 0;
+    a->sign = sign;
+}
+
+/* Number the kept roots of each chunk in raster order; label 0 for
+ * seedless roots; initialise the kept components' accumulators. */
+__global__ void k_ccl_number(const cu_params_t *__restrict__ p, const float *__restrict__ z,
+                             int w, int h, const int *__restrict__ parent,
+                             const uint8_t *__restrict__ seed, const int *__restrict__ off,
+                             const cu_results_t *__restrict__ res, int32_t *__restrict__ labels,
+                             cu_acc_t *__restrict__ acc)
+{
+    __shared__ int wp[CH_THREADS / 32], wn[CH_THREADS / 32];
+    const float lo = p->thresh_low;
+    const int negative = p->negative;
+    const size_t npix = (size_t)w * (size_t)h;
+    const size_t base = (size_t)blockIdx.x * CH + (size_t)threadIdx.x * 4;
+    int cls[4];
+    int tp = 0, tn = 0;
+    for (int q = 0; q < 4; q++) {
+        const size_t i = base + q;
+        cls[q] = 0;
+        if (i < npix && parent[i] == (int)i) {
+            cls[q] = seed[i] ? pclass(z[i], lo, negative) : -1;
+            tp += cls[q] == 1;
+            tn += cls[q] == 2;
+        }
+    }
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    int ip = tp, in = tn;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int a = __shfl_up_sync(0xffffffffu, ip, o), b = __shfl_up_sync(0xffffffffu, in, o);
+        if (lane >= o) {
+            ip += a;
+            in += b;
+        }
+    }
+    if (lane == 31) {
+        wp[wid] = ip;
+        wn[wid] = in;
+    }
+    __syncthreads();
+    int ep = ip - tp + off[2 * blockIdx.x], en = in - tn + off[2 * blockIdx.x + 1];
+    for (int k = 0; k < wid; k++) {
+        ep += wp[k];
+        en += wn[k];
+    }
+    const int np = res->np, nn = res->nn, maxc = p->max_comp;
+    const int keep_p = min(np, maxc), keep_n = min(nn, maxc - keep_p);
+    for (int q = 0; q < 4; q++) {
+        const size_t i = base + q;
+        if (cls[q] == 0)
+            continue;
+        if (cls[q] < 0) {
+            labels[i] = 0;
+        } else if (cls[q] == 1) {
+            labels[i] = ep + 1;
+            if (ep < keep_p)
+                acc_init(&acc[ep], +1, w, h);
+            ep++;
+        } else {
+            labels[i] = -(en + 1);
+            if (en < keep_n)
+                acc_init(&acc[keep_p + en], -1, w, h);
+            en++;
+        }
+    }
+}
+
+/* Every pixel takes its root's label; kept components accumulate. */
+__global__ void k_ccl_relabel(const float *__restrict__ z, const float *__restrict__ rc,
+                              const float *__restrict__ r, int w, int h,
+                              const int *__restrict__ parent, const cu_params_t *__restrict__ p,
+                              const cu_results_t *__restrict__ res, int32_t *labels,
+                              cu_acc_t *acc)
+{
+    const size_t npix = (size_t)w * (size_t)h;
+    const int np = res->np, nn = res->nn, maxc = p->max_comp;
+    const int keep_p = min(np, maxc), keep_n = min(nn, maxc - keep_p);
+    const float hi = p->thresh;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < npix;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int pr = parent[i];
+        int L;
+        if (pr < 0) {
+            labels[i] = 0;
+            continue;
+        }
+        if (pr == (int)i) {
+            L = labels[i];
+        } else {
+            L = labels[pr];
+            labels[i] = L;
+        }
+        int k;
+        if (L > 0 && L <= keep_p)
+            k = L - 1;
+        else if (L < 0 && -L <= keep_n)
+            k = keep_p + (-L) - 1;
+        else
+            continue;
+        cu_acc_t *a = &acc[k];
+        const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
+        const double s = L > 0 ? 1.0 : -1.0;
+        const double xd = x, yd = y;
+        atomicAdd(&a->area, 1);
+        const double vc = s * (double)rc[i];
+        if (isfinite(vc)) {
+            atomicAdd(&a->flux, vc);
+            if (vc > 0.0) {
+                atomicAdd(&a->sw, vc);
+                atomicAdd(&a->swx, vc * xd);
+                atomicAdd(&a->swy, vc * yd);
+                atomicAdd(&a->swxx, vc * xd * xd);
+                atomicAdd(&a->swxy, vc * xd * yd);
+                atomicAdd(&a->swyy, vc * yd * yd);
+            }
+        }
+        atomicAdd(&a->sx, xd);
+        atomicAdd(&a->sy, yd);
+        const float vr = (float)s * r[i];
+        if (isfinite(vr)) {
+            if (vr > 0.0f)
+                atomicAdd(&a->rpos, (double)vr);
+            atomicMax(&a->rkey, float_key(vr));
+        }
+        const float vz = (float)s * z[i];
+        atomicMax(&a->zkey, ((unsigned long long)float_key(vz) << 32) | (unsigned int)~(unsigned int)i);
+        atomicMin(&a->x0, x);
+        atomicMax(&a->x1, x);
+        atomicMin(&a->y0, y);
+        atomicMax(&a->y1, y);
+        if (vz >= hi) {
+            atomicMin(&a->kx0, x);
+            atomicMax(&a->kx1, x);
+            atomicMin(&a->ky0, y);
+            atomicMax(&a->ky1, y);
+        }
+        if (x == 0 || y == 0 || x == w - 1 || y == h - 1)
+            atomicOr(&a->edge, 1);
+        bool inv = false;
+        for (int dy = -1; dy <= 1 && !inv; dy++) {
+            const int yy = y + dy;
+            if (yy < 0 || yy >= h)
+                continue;
+            for (int dx = -1; dx <= 1; dx++) {
+                const int xx = x + dx;
+                if ((dx == 0 && dy == 0) || xx < 0 || xx >= w)
+                    continue;
+                if (isnan(z[(size_t)yy * (size_t)w + (size_t)xx])) {
+                    inv = true;
+                    break;
+                }
+            }
+        }
+        if (inv)
+            atomicOr(&a->invalid_nb, 1);
+    }
+}
+
+inline unsigned grid1(size_t n, int threads)
+{
+    size_t g = (n + (size_t)threads - 1) / (size_t)threads;
+    return (unsigned)(g < 8192 ? (g ? g : 1) : 8192);
+}
+
+} // namespace
+
+extern "C" cudaError_t cu_detect(const cu_params_t *p, const float *z, const float *rc,
+                                 const float *r, int w, int h, int32_t *labels, int32_t *parent,
+                                 uint8_t *seed, int *chunk_cnt, cu_acc_t *acc, cu_results_t *res,
+                                 cudaStream_t s)
+{
+    const size_t npix = (size_t)w * (size_t)h;
+    const dim3 tiles((unsigned)((w + T - 1) / T), (unsigned)((h + T - 1) / T));
+    const int nchunks = (int)((npix + CH - 1) / CH);
+    k_ccl_local<<<tiles, dim3(T, TY), 0, s>>>(p, z, w, h, parent, seed);
+    k_ccl_merge<<<tiles, 2 * T, 0, s>>>(p, z, w, h, parent);
+    k_ccl_flatten<<<grid1(npix, 256), 256, 0, s>>>(p, z, npix, parent, seed);
+    k_ccl_count<<<nchunks, CH_THREADS, 0, s>>>(p, z, npix, parent, seed, chunk_cnt);
+    k_ccl_scan<<<1, SCAN_THREADS, 0, s>>>(nchunks, chunk_cnt, res);
+    k_ccl_number<<<nchunks, CH_THREADS, 0, s>>>(p, z, w, h, parent, seed, chunk_cnt, res, labels,
+                                                acc);
+    k_ccl_relabel<<<grid1(npix, 256), 256, 0, s>>>(z, rc, r, w, h, parent, p, res, labels, acc);
+    return cudaGetLastError();
+}

@@ -1,0 +1,96 @@
+/*
+ * k_matched.cu — ALGORITHM.md §6 on the GPU: the valid-aware separable
+ * matched filter and SNR map (matched.c is the reference).
+ *
+ * One kernel, tiled in shared memory: a 32×32 output tile loads its input
+ * with an apron of R on every side, runs the row pass over the tile's
+ * rows plus the vertical apron (h1 = Σ k·v·in, hv1 = Σ k·v, float, taps
+ * ascending), keeps h1 and hv1 in shared memory, and runs the column pass
+ * (num = Σ k·h1, den = Σ k·hv1). The row pass of the apron rows is
+ * recomputed by the neighbouring tiles instead of going through device
+ * memory. Out-of-frame taps are loaded as NaN, i.e. as invalid taps: they
+ * add +0 where the CPU skips them, which is the same float.
+ */
+#include "cu_internal.h"
+
+#include <math.h>
+
+namespace {
+
+constexpr int MT = 32;              /* output tile (square) */
+constexpr int MTY = 8;              /* block is MT × MTY threads */
+
+__global__ void k_matched(const cu_params_t *__restrict__ p, int R, const float *__restrict__ in,
+                          int w, int h, float *__restrict__ z)
+{
+    extern __shared__ float sm[];
+    __shared__ float k[CU_KTAPS];
+    const int TWI = MT + 2 * R;                 /* input tile width and height */
+    float *tin = sm;                            /* TWI × TWI */
+    float *h1 = tin + TWI * TWI;                /* TWI rows × MT */
+    float *hv1 = h1 + TWI * MT;
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * MT + tx;
+    const int nthr = MT * MTY;
+    const int x0 = blockIdx.x * MT, y0 = blockIdx.y * MT;
+    for (int i = tid; i <= 2 * R; i += nthr)
+        k[i] = p->mf_k[i];
+    for (int e = tid; e < TWI * TWI; e += nthr) {
+        const int yy = y0 - R + e / TWI, xx = x0 - R + e % TWI;
+        tin[e] = yy >= 0 && yy < h && xx >= 0 && xx < w ? in[(size_t)yy * (size_t)w + (size_t)xx]
+                                                          : __int_as_float(0x7fc00000);
+    }
+    __syncthreads();
+    /* rows */
+    for (int e = tid; e < TWI * MT; e += nthr) {
+        const int ry = e / MT, cx = e % MT;
+        const float *row = tin + ry * TWI + cx;
+        float hs = 0.0f, vs = 0.0f;
+        for (int i = 0; i <= 2 * R; i++) {
+            const float v = row[i];
+            const bool ok = isfinite(v);
+            hs += ok ? k[i] * v : 0.0f;
+            vs += ok ? k[i] : 0.0f;
+        }
+        h1[e] = hs;
+        hv1[e] = vs;
+    }
+    __syncthreads();
+    /* columns */
+    const float norm = p->mf_norm;
+    const int x = x0 + tx;
+    if (x >= w)
+        return;
+    for (int oy = ty; oy < MT; oy += MTY) {
+        const int y = y0 + oy;
+        if (y >= h)
+            break;
+        const int j0 = max(0, R - y), j1 = min(2 * R, h - 1 - y + R);
+        float num = 0.0f, den = 0.0f;
+        for (int j = j0; j <= j1; j++) {
+            const int e = (oy + j) * MT + tx;
+            num += k[j] * h1[e];
+            den += k[j] * hv1[e];
+        }
+        const float c = tin[(oy + R) * TWI + tx + R];
+        z[(size_t)y * (size_t)w + (size_t)x] =
+            isfinite(c) && den >= 0.5f ? num / den / norm : __int_as_float(0x7fc00000);
+    }
+}
+
+} // namespace
+
+extern "C" cudaError_t cu_matched(const cu_params_t *p, int R, const float *in, int w, int h,
+                                  float *z, cudaStream_t s)
+{
+    const int TWI = MT + 2 * R;
+    const size_t sm = ((size_t)TWI * TWI + 2 * (size_t)TWI * MT) * sizeof(float);
+    if (sm > 48 * 1024) {
+        cudaError_t e =
+            cudaFuncSetAttribute(k_matched, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        if (e != cudaSuccess)
+            return e;
+    }
+    const dim3 grid((unsigned)((w + MT - 1) / MT), (unsigned)((h + MT - 1) / MT));
+    k_matched<<<grid, dim3(MT, MTY), sm, s>>>(p, R, in, w, h, z);
+    return cudaGetLastError();
+}

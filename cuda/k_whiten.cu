@@ -1,0 +1,333 @@
+/*
+ * k_whiten.cu — ALGORITHM.md §3 on the GPU: prediction and residual from
+ * the shifted history (one pass over the history ring, in its own storage
+ * type), the lsq moments (one pass, all N(N+1)/2 + N products from one
+ * read of each history pixel), and object removal + storage of the frame
+ * into a history slot.
+ *
+ * whiten.c / history.c are the reference. The prediction accumulates
+ * a_k·y_k in double over k ascending, exactly as the CPU does, so P and r
+ * are bit-identical; the lsq sums are reduced in parallel (double).
+ * Everything per frame (slot pointers, offsets, weights, n) is read from
+ * the parameter block, so the launches can be replayed from a graph.
+ */
+#include "cu_internal.h"
+
+#include <math.h>
+
+namespace {
+
+constexpr int TX = 32, TY = 8;
+constexpr int LSQ_THREADS = 256;
+constexpr int LSQ_PPT = 8;          /* (k, l) pairs per thread */
+constexpr int LSQ_TP = 64;          /* pixels per tile */
+
+__device__ __forceinline__ float qnan()
+{
+    return __int_as_float(0x7fc00000);
+}
+
+/* A history pixel as double, NaN for the sentinel (ss_hist_value). */
+template <typename T> struct hv;
+template <> struct hv<uint8_t> {
+    static __device__ __forceinline__ double get(const void *p, size_t i)
+    {
+        const uint8_t v = static_cast<const uint8_t *>(p)[i];
+        return v == UINT8_MAX ? (double)NAN : (double)v;
+    }
+};
+template <> struct hv<uint16_t> {
+    static __device__ __forceinline__ double get(const void *p, size_t i)
+    {
+        const uint16_t v = static_cast<const uint16_t *>(p)[i];
+        return v == UINT16_MAX ? (double)NAN : (double)v;
+    }
+};
+template <> struct hv<int16_t> {
+    static __device__ __forceinline__ double get(const void *p, size_t i)
+    {
+        const int16_t v = static_cast<const int16_t *>(p)[i];
+        return v == INT16_MAX ? (double)NAN : (double)v;
+    }
+};
+template <> struct hv<float> {
+    static __device__ __forceinline__ double get(const void *p, size_t i)
+    {
+        return (double)static_cast<const float *>(p)[i];
+    }
+};
+
+template <typename T>
+__global__ void k_whiten(const cu_params_t *__restrict__ p, const float *__restrict__ cur, int w,
+                         int h, float *__restrict__ P, float *__restrict__ r)
+{
+    __shared__ const void *hs[SS_MAX_HISTORY];
+    __shared__ int ixs[SS_MAX_HISTORY], iys[SS_MAX_HISTORY];
+    __shared__ double as[SS_MAX_HISTORY];
+    const int n = p->n;
+    const int tid = threadIdx.y * TX + threadIdx.x;
+    for (int k = tid; k < n; k += TX * TY) {
+        hs[k] = p->hist[k];
+        ixs[k] = p->ix[k];
+        iys[k] = p->iy[k];
+        as[k] = p->a[k];
+    }
+    __syncthreads();
+    const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
+    if (x >= w || y >= h)
+        return;
+    const size_t i = (size_t)y * (size_t)w + (size_t)x;
+    bool inside = n >= 1;
+    for (int k = 0; k < n; k++) {
+        const int xx = x + ixs[k], yy = y + iys[k];
+        inside = inside && xx >= 0 && xx < w && yy >= 0 && yy < h;
+    }
+    if (!inside) {
+        P[i] = r[i] = qnan();
+        return;
+    }
+    double acc = 0.0;
+#pragma unroll 4
+    for (int k = 0; k < n; k++) {
+        const size_t j = (size_t)(y + iys[k]) * (size_t)w + (size_t)(x + ixs[k]);
+        acc += as[k] * hv<T>::get(hs[k], j);
+    }
+    const float pv = (float)acc, c = cur[i];
+    const bool bad = isnan(c) || isnan(pv);
+    P[i] = bad ? qnan() : pv;
+    r[i] = bad ? qnan() : c - pv;
+}
+
+/* lsq moments. Each block walks pixel tiles (grid-stride), gathers the
+ * n history values and cur of LSQ_TP pixels into shared memory, and each
+ * thread accumulates LSQ_PPT of the (k, l) products over the valid pixels
+ * (cur and every y_k valid and inside). blockIdx.y picks the group of
+ * pairs. Pairs q < n(n+1)/2 are R[k][l], l >= k (row-major upper
+ * triangle); the next n are p[k] = Σ cur·y_k. */
+template <typename T>
+__global__ void k_lsq(const cu_params_t *__restrict__ p, int n, const float *__restrict__ cur,
+                      int w, int h, double *__restrict__ Rp)
+{
+    extern __shared__ float Y[];                    /* (n+1) rows of LSQ_TP+1 */
+    __shared__ const void *hs[SS_MAX_HISTORY];
+    __shared__ int ixs[SS_MAX_HISTORY], iys[SS_MAX_HISTORY];
+    __shared__ int valid[LSQ_TP];
+    const int stride = LSQ_TP + 1;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) {
+        hs[k] = p->hist[k];
+        ixs[k] = p->ix[k];
+        iys[k] = p->iy[k];
+    }
+    const int ntri = n * (n + 1) / 2, npairs = ntri + n;
+    int pk[LSQ_PPT], pl[LSQ_PPT];
+    double acc[LSQ_PPT];
+#pragma unroll
+    for (int j = 0; j < LSQ_PPT; j++) {
+        int q = blockIdx.y * (blockDim.x * LSQ_PPT) + j * blockDim.x + threadIdx.x;
+        acc[j] = 0.0;
+        pk[j] = -1;
+        pl[j] = -1;
+        if (q >= npairs)
+            continue;
+        if (q >= ntri) {
+            pk[j] = q - ntri;
+            pl[j] = n;              /* the current frame */
+        } else {
+            int k = 0;
+            while (q >= n - k) {
+                q -= n - k;
+                k++;
+            }
+            pk[j] = k;
+            pl[j] = k + q;
+        }
+    }
+    __syncthreads();
+    const long long npix = (long long)w * h;
+    const long long ntiles = (npix + LSQ_TP - 1) / LSQ_TP;
+    for (long long tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        const long long base = tile * LSQ_TP;
+        /* gather: element e = k·LSQ_TP + px, k = 0..n (n = cur) */
+        for (int e = threadIdx.x; e < (n + 1) * LSQ_TP; e += blockDim.x) {
+            const int k = e / LSQ_TP, px = e % LSQ_TP;
+            const long long li = base + px;
+            float v = qnan();
+            if (li < npix) {
+                const int y = (int)(li / w), x = (int)(li % w);
+                if (k == n) {
+                    v = cur[li];
+                } else {
+                    const int xx = x + ixs[k], yy = y + iys[k];
+                    if (xx >= 0 && xx < w && yy >= 0 && yy < h)
+                        v = (float)hv<T>::get(hs[k], (size_t)yy * (size_t)w + (size_t)xx);
+                }
+            }
+            Y[k * stride + px] = v;
+        }
+        __syncthreads();
+        for (int px = threadIdx.x; px < LSQ_TP; px += blockDim.x) {
+            int ok = 1;
+            for (int k = 0; k <= n && ok; k++)
+                ok = !isnan(Y[k * stride + px]);
+            valid[px] = ok;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < LSQ_PPT; j++) {
+            if (pk[j] < 0)
+                continue;
+            const float *yk = Y + pk[j] * stride, *yl = Y + pl[j] * stride;
+            double a = acc[j];
+            for (int px = 0; px < LSQ_TP; px++)
+                if (valid[px])
+                    a += (double)yk[px] * (double)yl[px];
+            acc[j] = a;
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int j = 0; j < LSQ_PPT; j++) {
+        if (pk[j] < 0 || acc[j] == 0.0)
+            continue;
+        double *dst = pl[j] == n ? &Rp[(size_t)n * n + pk[j]] : &Rp[(size_t)pk[j] * n + pl[j]];
+        atomicAdd(dst, acc[j]);
+    }
+}
+
+/* Object removal, first half: bit 1 where a positive label lies within
+ * r columns in the same row. */
+__global__ void k_dilate_rows(const cu_params_t *__restrict__ p, const int32_t *__restrict__ labels,
+                              int w, int h, uint8_t *__restrict__ m)
+{
+    const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
+    if (x >= w || y >= h)
+        return;
+    uint8_t v = 0;
+    if (p->store_remove) {
+        const int r = max(p->store_radius, 0);
+        const int32_t *row = labels + (size_t)y * (size_t)w;
+        for (int xx = max(x - r, 0); xx <= min(x + r, w - 1) && !v; xx++)
+            v = row[xx] > 0;
+    }
+    m[(size_t)y * (size_t)w + (size_t)x] = v;
+}
+
+__device__ __forceinline__ float round_clamp(float v, float lo, float hi)
+{
+    v = roundf(v);
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+template <typename T> __device__ __forceinline__ T store_conv(float v);
+template <> __device__ __forceinline__ uint8_t store_conv<uint8_t>(float v)
+{
+    return isnan(v) ? UINT8_MAX : (uint8_t)round_clamp(v, 0.0f, UINT8_MAX - 1);
+}
+template <> __device__ __forceinline__ uint16_t store_conv<uint16_t>(float v)
+{
+    return isnan(v) ? UINT16_MAX : (uint16_t)round_clamp(v, 0.0f, UINT16_MAX - 1);
+}
+template <> __device__ __forceinline__ int16_t store_conv<int16_t>(float v)
+{
+    return isnan(v) ? INT16_MAX : (int16_t)round_clamp(v, INT16_MIN, INT16_MAX - 1);
+}
+template <> __device__ __forceinline__ float store_conv<float>(float v)
+{
+    return v;
+}
+
+/* Second half and the store: the footprint is the column dilation of
+ * bit 1; footprint pixels take P, the others the frame. */
+template <typename T>
+__global__ void k_store(const cu_params_t *__restrict__ p, const float *__restrict__ frame,
+                        const float *__restrict__ P, const uint8_t *__restrict__ m, int w, int h)
+{
+    const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
+    if (x >= w || y >= h)
+        return;
+    const size_t i = (size_t)y * (size_t)w + (size_t)x;
+    bool fp = false;
+    if (p->store_remove) {
+        const int r = max(p->store_radius, 0);
+        for (int yy = max(y - r, 0); yy <= min(y + r, h - 1) && !fp; yy++)
+            fp = m[(size_t)yy * (size_t)w + (size_t)x] != 0;
+    }
+    const float v = fp ? P[i] : frame[i];
+    static_cast<T *>(p->store_dst)[i] = store_conv<T>(v);
+}
+
+inline dim3 grid2(int w, int h)
+{
+    return dim3((unsigned)((w + TX - 1) / TX), (unsigned)((h + TY - 1) / TY));
+}
+
+} // namespace
+
+extern "C" cudaError_t cu_whiten(const cu_params_t *p, ss_dtype_t hdt, const float *cur, int w,
+                                 int h, float *P, float *r, cudaStream_t s)
+{
+    const dim3 g = grid2(w, h), b(TX, TY);
+    switch (hdt) {
+    case SS_DT_U8: k_whiten<uint8_t><<<g, b, 0, s>>>(p, cur, w, h, P, r); break;
+    case SS_DT_U16: k_whiten<uint16_t><<<g, b, 0, s>>>(p, cur, w, h, P, r); break;
+    case SS_DT_I16: k_whiten<int16_t><<<g, b, 0, s>>>(p, cur, w, h, P, r); break;
+    case SS_DT_F32: k_whiten<float><<<g, b, 0, s>>>(p, cur, w, h, P, r); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+static size_t lsq_smem(int n)
+{
+    return (size_t)(n + 1) * (LSQ_TP + 1) * sizeof(float);
+}
+
+extern "C" cudaError_t cu_lsq_moments(const cu_params_t *p, ss_dtype_t hdt, int n,
+                                      const float *cur, int w, int h, double *Rp, cudaStream_t s)
+{
+    cudaError_t e = cudaMemsetAsync(Rp, 0, ((size_t)n * n + n) * sizeof(double), s);
+    if (e != cudaSuccess)
+        return e;
+    const int npairs = n * (n + 1) / 2 + n;
+    const unsigned gy = (unsigned)((npairs + LSQ_THREADS * LSQ_PPT - 1) / (LSQ_THREADS * LSQ_PPT));
+    const long long ntiles = ((long long)w * h + LSQ_TP - 1) / LSQ_TP;
+    const unsigned gx = (unsigned)(ntiles < 528 ? ntiles : 528);
+    const dim3 g(gx, gy);
+    const size_t sm = lsq_smem(n);
+    switch (hdt) {
+    case SS_DT_U8:
+        cudaFuncSetAttribute(k_lsq<uint8_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        k_lsq<uint8_t><<<g, LSQ_THREADS, sm, s>>>(p, n, cur, w, h, Rp);
+        break;
+    case SS_DT_U16:
+        cudaFuncSetAttribute(k_lsq<uint16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        k_lsq<uint16_t><<<g, LSQ_THREADS, sm, s>>>(p, n, cur, w, h, Rp);
+        break;
+    case SS_DT_I16:
+        cudaFuncSetAttribute(k_lsq<int16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        k_lsq<int16_t><<<g, LSQ_THREADS, sm, s>>>(p, n, cur, w, h, Rp);
+        break;
+    case SS_DT_F32:
+        cudaFuncSetAttribute(k_lsq<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        k_lsq<float><<<g, LSQ_THREADS, sm, s>>>(p, n, cur, w, h, Rp);
+        break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, const float *frame,
+                                        const float *P, const int32_t *labels, int w, int h,
+                                        uint8_t *scratch, cudaStream_t s)
+{
+    const dim3 g = grid2(w, h), b(TX, TY);
+    k_dilate_rows<<<g, b, 0, s>>>(p, labels, w, h, scratch);
+    switch (hdt) {
+    case SS_DT_U8: k_store<uint8_t><<<g, b, 0, s>>>(p, frame, P, scratch, w, h); break;
+    case SS_DT_U16: k_store<uint16_t><<<g, b, 0, s>>>(p, frame, P, scratch, w, h); break;
+    case SS_DT_I16: k_store<int16_t><<<g, b, 0, s>>>(p, frame, P, scratch, w, h); break;
+    case SS_DT_F32: k_store<float><<<g, b, 0, s>>>(p, frame, P, scratch, w, h); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
