@@ -336,10 +336,17 @@ static ss_err_t cpu_history_store(ss_backend_t *b, int slot, int remove, int rad
 {
     if (slot < 0 || slot >= b->geo.history)
         return SS_ERR_INVALID;
-    TIMED(b, SS_STAGE_HISTORY,
-          ss_history_store(b->plane[SS_PLANE_FRAME], remove ? b->plane[SS_PLANE_PREDICTION] : NULL,
-                           remove ? b->labels : NULL, radius, b->w, b->h, b->hist[slot],
-                           b->geo.hist_dtype, b->bscratch));
+    TIMED(b, SS_STAGE_HISTORY, {
+        const float *src = b->plane[SS_PLANE_FRAME];
+        if (b->cfg->clean_sharp) {
+            ss_clean_sharp(src, b->plane[SS_PLANE_FILTERED], b->w, b->h, b->cfg->clean_k,
+                           b->cfg->clean_ratio, b->fscratch, b->fscratch + b->npix);
+            src = b->fscratch;
+        }
+        ss_history_store(src, remove ? b->plane[SS_PLANE_PREDICTION] : NULL,
+                         remove ? b->labels : NULL, radius, b->w, b->h, b->hist[slot],
+                         b->geo.hist_dtype, b->bscratch);
+    });
     return SS_OK;
 }
 

@@ -12,12 +12,14 @@
 #include "pipeline.h"
 
 #include "frame_fits.h"
+#include "wcs.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define TAG "pipeline"
+#define REF_CHECK_STRIDE 8          /* sampling of the "has valid pixels" check */
 
 typedef struct hist_entry {
     int slot;
@@ -341,6 +343,24 @@ static ss_err_t compute_weights(ss_pipeline_t *p, const ss_shift_t *s, int n, in
     return SS_OK;
 }
 
+/* Detections from processed-region coordinates to input-frame pixel
+ * coordinates, with RA/Dec when the frame carries a celestial WCS (whose
+ * CRPIX refers to the input frame). */
+static void to_input_frame(ss_detlist_t *l, ss_roi_t roi, const ss_frame_meta_t *meta)
+{
+    ss_wcs_t wcs;
+    char why[160];
+    int have_wcs = meta->n_wcs > 0 && ss_wcs_from_meta(&wcs, meta, why, sizeof why) == SS_OK;
+    for (int i = 0; i < l->count; i++) {
+        ss_detection_t *d = &l->items[i];
+        d->x += roi.x, d->y += roi.y;
+        d->x0 += roi.x, d->y0 += roi.y, d->x1 += roi.x, d->y1 += roi.y;
+        d->peak_x += roi.x, d->peak_y += roi.y;
+        d->bbox_x0 += roi.x, d->bbox_x1 += roi.x, d->bbox_y0 += roi.y, d->bbox_y1 += roi.y;
+        d->has_radec = have_wcs && ss_wcs_pix2sky(&wcs, d->x, d->y, &d->ra, &d->dec) == 0;
+    }
+}
+
 ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *res)
 {
     double t0 = ss_now_mono();
@@ -376,11 +396,23 @@ ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t 
     }
     res->width = roi.w;
     res->height = roi.h;
+    res->origin_x = roi.x;
+    res->origin_y = roi.y;
 
     TRY(p->ops->ingest(p->be, f));
 
     ss_shift_t *s = &res->shift;
     if (!p->have_ref) {
+        /* a reference needs valid pixels: an all-invalid frame is refused */
+        float spread;
+        TRY(p->ops->noise(p->be, SS_PLANE_FILTERED, REF_CHECK_STRIDE, &spread));
+        if (!isfinite(spread)) {
+            res->status = SS_STATUS_REG_FAILED;
+            ss_strlcpy(res->reason, "registration failed: no valid pixels for a reference",
+                       sizeof res->reason);
+            p->fail_run++;
+            goto done;
+        }
         TRY(p->ops->set_reference(p->be));
         p->have_ref = 1;
         s->ok = 1;
@@ -427,6 +459,7 @@ ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t 
             return fail_frame(p, res, SS_ERR_BACKEND, "no valid residual pixels (noise undefined)");
         TRY(p->ops->matched(p->be, p->cfg.psf_sigma, res->sigma));
         TRY(p->ops->detect(p->be, res->sigma, &res->dets));
+        to_input_frame(&res->dets, roi, &f->meta);
         TRY(p->ops->read_plane(p->be, SS_PLANE_CLEAN, 0, res->residual));
         res->has_residual = 1;
         p->sigma_prev = res->sigma;

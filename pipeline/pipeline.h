@@ -29,6 +29,8 @@ const char *ss_status_name(ss_frame_status_t s);   /* "ok" "reference" "warmup" 
 typedef struct ss_result {
     ss_frame_meta_t meta;           /* copied from the input frame */
     int width, height;              /* processed (roi) size */
+    int origin_x, origin_y;         /* the processed region's first pixel in the input frame;
+                                     * detections are in input-frame pixel coordinates */
     ss_frame_status_t status;
     char reason[160];               /* why, for REG_FAILED / ERROR / REFERENCE */
     ss_coarse_t coarse;

@@ -64,6 +64,9 @@ typedef struct ss_pipeline_cfg {
     int poly_degree;            /* "whiten.degree": 0, 1 or 2 */
     double gamma;               /* "whiten.gamma": regulariser; < 0 = 1e-3·N */
     double forget;              /* "whiten.forget": λ in (0,1]; 1 = none */
+    int clean_sharp;            /* "history_clean.enabled": clean sharp outliers (cosmics) from stored frames */
+    double clean_k;             /* "history_clean.k": k·σ above the 3×3 median */
+    double clean_ratio;         /* "history_clean.ratio": share of the rise over the ring minimum */
     int remove_objects;         /* "object_removal.enabled" */
     double mask_radius;         /* "object_removal.radius": px; < 0 = 2·psf_sigma + 1 */
 

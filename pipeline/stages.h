@@ -282,6 +282,19 @@ void ss_lsq_moments(const float *cur, const ss_hist_view_t *hv, int n, int w, in
 void ss_history_store(const float *frame, const float *P, const int32_t *labels, int radius,
                       int w, int h, void *dst, ss_dtype_t dt, uint8_t *scratch);
 
+/* Sharp-outlier cleaning of a frame before storage in the history
+ * (clean.c): d = frame - med (med = ss_median3x3(frame)); σ =
+ * ss_noise_mad(d, SS_CLEAN_STRIDE); a finite pixel v with finite med is
+ * replaced by med when v - med > k·σ and v - med >= ratio·(v - lo), lo being
+ * the minimum of its finite 8 neighbours (med when none): brighter than its
+ * surroundings in a way no PSF wider than ~0.8 px can be (a Gaussian of
+ * σ = 1.4 px gives a ratio of 0.56, a cosmic-ray hit ~1). Comparisons in
+ * float, as written. Returns the number of pixels replaced. scratch: 2·w·h
+ * floats. out may not alias frame. */
+#define SS_CLEAN_STRIDE 4
+int ss_clean_sharp(const float *frame, const float *med, int w, int h, double k, double ratio,
+                   float *out, float *scratch);
+
 /* ======================================================================
  * §4 guided filter (guided.c)
  * ==================================================================== */
