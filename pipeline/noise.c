@@ -3,89 +3,144 @@
  * σ = 1.4826 · MAD over the finite pixels on a sub-sampling grid.
  *
  * Both medians are exact order statistics (rank floor((n-1)/2), the lower
- * median) found by selection, not by sorting: a Hoare-partition
- * quickselect with a median-of-three pivot, O(n) expected, in place on a
- * copy in the caller's scratch. Any exact selection gives the same value,
- * so a CUDA histogram/selection can reproduce the result bit for bit.
+ * median), found by radix selection rather than by sorting: a float's
+ * bits, with the sign handled, order like the float itself, so the k-th
+ * smallest value is found digit by digit (11, 11 and 10 bits, most
+ * significant first): one histogram pass per digit over the samples that
+ * share the digits found so far. Six passes in all (three per median),
+ * read straight from the frame with the stride (no copy), rows in
+ * parallel with per-thread histograms (integer counts: the same result
+ * for any number of threads). Any exact selection gives the same value,
+ * and a GPU does the same histograms with atomics.
  */
 #include "stages.h"
 
 #include <math.h>
+#include <string.h>
 
 /* The Gaussian consistency factor: MAD = 0.6745·σ for normal noise. */
 #define SS_MAD_TO_SIGMA 1.4826
 
-static inline void swapf(float *a, float *b)
+/* Digits of the radix selection: bits [31..21], [20..10], [9..0]. */
+#define SS_RADIX_BITS 11
+#define SS_RADIX_BINS (1 << SS_RADIX_BITS)
+#define SS_RADIX_WAYS 4
+static const int radix_shift[3] = { 21, 10, 0 };
+static const uint32_t radix_mask[3] = { 0x7ffu, 0x7ffu, 0x3ffu };
+
+static inline uint32_t float_bits(float f)
 {
-    float t = *a;
-    *a = *b;
-    *b = t;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
 }
 
-/* The k-th smallest (0-based) of v[0..n-1]; v is permuted. No NaN in v.
- * Classic iterative quickselect (Numerical Recipes' `select`): the pivot
- * is the median of v[lo], v[mid], v[hi], which also places sentinels at
- * both ends so that the inner scans need no bounds checks. */
-static float select_kth(float *v, size_t n, size_t k)
+static inline float bits_float(uint32_t u)
 {
-    size_t lo = 0, hi = n - 1;
-    for (;;) {
-        if (hi <= lo + 1) {
-            if (hi == lo + 1 && v[hi] < v[lo])
-                swapf(&v[lo], &v[hi]);
-            return v[k];
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* An unsigned key that orders like the float (for non-NaN floats):
+ * negative floats have their bits flipped, positive ones the sign set. */
+static inline uint32_t float_key(float f)
+{
+    const uint32_t u = float_bits(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+static inline float key_float(uint32_t k)
+{
+    return bits_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+static inline int is_finite_bits(uint32_t u)
+{
+    return (u & 0x7f800000u) != 0x7f800000u;
+}
+
+/* Histogram of digit `d` of the keys of the samples whose higher digits
+ * equal `prefix` (under `pmask`). The samples are x at rows and columns
+ * that are multiples of stride, finite; with mad, the sample is
+ * fabsf(x - m) (in float) instead of x. */
+static void radix_hist(const float *x, int w, int h, int stride, int mad, float m, uint32_t prefix,
+                       uint32_t pmask, int d, uint64_t hist[SS_RADIX_BINS])
+{
+    const int shift = radix_shift[d];
+    const uint32_t dm = radix_mask[d];
+    memset(hist, 0, SS_RADIX_BINS * sizeof hist[0]);
+#pragma omp parallel
+    {
+        /* SS_RADIX_WAYS interleaved sub-histograms per thread: noise piles
+         * into a few bins, and consecutive increments of one counter would
+         * wait on each other */
+        uint32_t sub[SS_RADIX_WAYS][SS_RADIX_BINS];
+        memset(sub, 0, sizeof sub);
+#pragma omp for schedule(static)
+        for (int y = 0; y < h; y += stride) {
+            const float *row = x + (size_t)y * (size_t)w;
+            int j = 0;
+            for (int i = 0; i < w; i += stride, j = (j + 1) & (SS_RADIX_WAYS - 1)) {
+                const float v = row[i];
+                if (!is_finite_bits(float_bits(v)))
+                    continue;
+                const uint32_t key = float_key(mad ? fabsf(v - m) : v);
+                if ((key & pmask) == prefix)
+                    sub[j][(key >> shift) & dm]++;
+            }
         }
-        size_t mid = lo + (hi - lo) / 2;
-        swapf(&v[mid], &v[lo + 1]);
-        if (v[lo] > v[hi])
-            swapf(&v[lo], &v[hi]);
-        if (v[lo + 1] > v[hi])
-            swapf(&v[lo + 1], &v[hi]);
-        if (v[lo] > v[lo + 1])
-            swapf(&v[lo], &v[lo + 1]);
-        /* now v[lo] <= v[lo+1] (pivot) <= v[hi] */
-        size_t i = lo + 1, j = hi;
-        const float pivot = v[lo + 1];
-        for (;;) {
-            do
-                i++;
-            while (v[i] < pivot);
-            do
-                j--;
-            while (v[j] > pivot);
-            if (j < i)
-                break;
-            swapf(&v[i], &v[j]);
-        }
-        v[lo + 1] = v[j];
-        v[j] = pivot;
-        if (j >= k)
-            hi = j - 1;
-        if (j <= k)
-            lo = i;
+#pragma omp critical(ss_noise_hist)
+        for (int b = 0; b < SS_RADIX_BINS; b++)
+            for (int q = 0; q < SS_RADIX_WAYS; q++)
+                hist[b] += sub[q][b];
     }
+}
+
+/* The k-th smallest sample (0-based); *n_out (if not NULL) gets the
+ * number of samples, and k = -1 asks for the lower median. Returns NaN
+ * when there are no samples. */
+static float radix_select(const float *x, int w, int h, int stride, int mad, float m, int64_t k,
+                          uint64_t *n_out)
+{
+    uint64_t hist[SS_RADIX_BINS];
+    uint32_t prefix = 0, pmask = 0;
+    for (int d = 0; d < 3; d++) {
+        radix_hist(x, w, h, stride, mad, m, prefix, pmask, d, hist);
+        if (d == 0) {
+            uint64_t n = 0;
+            for (int b = 0; b < SS_RADIX_BINS; b++)
+                n += hist[b];
+            if (n_out)
+                *n_out = n;
+            if (n == 0)
+                return NAN;
+            if (k < 0)
+                k = (int64_t)((n - 1) / 2);
+        }
+        /* the bin holding rank k; k becomes the rank within it */
+        int b = 0;
+        while ((uint64_t)k >= hist[b]) {
+            k -= (int64_t)hist[b];
+            b++;
+        }
+        prefix |= (uint32_t)b << radix_shift[d];
+        pmask |= radix_mask[d] << radix_shift[d];
+    }
+    return key_float(prefix);
 }
 
 float ss_noise_mad(const float *x, int w, int h, int stride, float *scratch)
 {
+    (void)scratch;              /* the selection reads the frame in place */
     if (stride < 1)
         stride = 1;
-    size_t n = 0;
-    for (int y = 0; y < h; y += stride) {
-        const float *row = x + (size_t)y * (size_t)w;
-        for (int i = 0; i < w; i += stride) {
-            const float v = row[i];
-            if (isfinite(v))
-                scratch[n++] = v;
-        }
-    }
+    if (w <= 0 || h <= 0)
+        return NAN;
+    uint64_t n = 0;
+    const float m = radix_select(x, w, h, stride, 0, 0.0f, -1, &n);
     if (n == 0)
         return NAN;
-    const size_t k = (n - 1) / 2;
-    const float m = select_kth(scratch, n, k);
-    /* the samples are still all in scratch (permuted): reuse them in place */
-    for (size_t i = 0; i < n; i++)
-        scratch[i] = fabsf(scratch[i] - m);
-    const float mad = select_kth(scratch, n, k);
+    const float mad = radix_select(x, w, h, stride, 1, m, -1, NULL);
     return (float)(SS_MAD_TO_SIGMA * (double)mad);
 }
