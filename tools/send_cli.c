@@ -30,7 +30,7 @@
 #define PROG "skysieve-send"
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
-#define DEFAULT_ENDPOINT "tcp://127.0.0.1:5555"
+#define DEFAULT_ENDPOINT "tcp://127.0.0.1:5559"   /* skysieved source.zmq.endpoint default */
 #define DEFAULT_SYNTH_COUNT 10
 #define DEFAULT_HWM 4
 #define DEFAULT_PUB_WAIT 0.5

@@ -29,7 +29,7 @@
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
 #define EXIT_TIMEOUT 3
-#define DEFAULT_ENDPOINT "tcp://127.0.0.1:5556"
+#define DEFAULT_ENDPOINT "tcp://127.0.0.1:5560"   /* skysieved publish.endpoint default */
 #define MAX_TOPICS 16
 #define POLL_MS 200             /* signal check interval */
 #define RCVHWM 1000

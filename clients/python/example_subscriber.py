@@ -5,7 +5,7 @@ Prints every detection as one JSON line on stdout (the message's feed, seq
 and time added), a one-line summary of every residual on stderr, and can
 save the residuals as .npy files (or FITS files when astropy is present).
 
-    /usr/bin/python3 clients/python/example_subscriber.py tcp://127.0.0.1:5556 \
+    /usr/bin/python3 clients/python/example_subscriber.py tcp://127.0.0.1:5560 \
         --feed cam1 --count 100 --save-residuals /tmp/res
 
 Needs pyzmq and numpy (Debian: python3-zmq, python3-numpy).
@@ -24,7 +24,7 @@ import skysieve_client as sc  # noqa: E402
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("endpoint", help="skysieved's PUB endpoint, e.g. tcp://127.0.0.1:5556")
+    ap.add_argument("endpoint", help="skysieved's PUB endpoint, e.g. tcp://127.0.0.1:5560")
     ap.add_argument("--feed", help="only this feed (exact match)")
     ap.add_argument("--status", action="store_true", help="also print status messages")
     ap.add_argument("--count", type=int, default=0, help="stop after N messages (0: never)")

@@ -7,7 +7,7 @@ needs pyzmq and numpy; astropy is optional (FITS output, WCS objects).
 Receiving (what skysieved publishes)::
 
     from skysieve_client import Subscriber
-    with Subscriber("tcp://127.0.0.1:5556", feed="cam1") as sub:
+    with Subscriber("tcp://127.0.0.1:5560", feed="cam1") as sub:
         for msg in sub:                      # Residual, Detections or Status
             if msg.type == "detections":
                 for d in msg.detections:     # plain dicts, keys as on the wire
@@ -18,7 +18,7 @@ Receiving (what skysieved publishes)::
 Sending frames (driving skysieved from Python)::
 
     from skysieve_client import Sender
-    with Sender("tcp://127.0.0.1:5555") as tx:       # PUSH, connect
+    with Sender("tcp://127.0.0.1:5559") as tx:       # PUSH, connect
         tx.series_start("night-1", frames=len(images))
         for seq, img in enumerate(images):
             tx.send_frame(img, seq=seq, mjd=t0 + seq * dt, exposure=2.0)
