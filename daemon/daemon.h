@@ -192,7 +192,8 @@ typedef struct ss_jsonl ss_jsonl_t;
 ss_jsonl_t *ss_jsonl_open(const char *path);
 void ss_jsonl_close(ss_jsonl_t **j);
 const char *ss_jsonl_path(const ss_jsonl_t *j);
-/* Append the detections body of res as one line; 0 or -1 (logged). */
+/* Append one line per detection of res; returns the lines written, or
+ * -1 (logged). */
 int ss_jsonl_write(ss_jsonl_t *j, const ss_result_t *res);
 
 /* control.c: answer one request (main thread). buf receives the response

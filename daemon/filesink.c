@@ -12,11 +12,15 @@
 #include <string.h>
 
 #define TAG "file-sink"
+#define REOPEN_INTERVAL_S 10.0      /* retry a JSON-lines file that would not open */
 
 void *ss_filesink_main(void *arg)
 {
     ss_daemon_t *d = arg;
     ss_jsonl_t *jl[SS_MAX_FEEDS] = { 0 };
+    double open_failed[SS_MAX_FEEDS];  /* when the last open failed (monotonic s) */
+    for (int i = 0; i < SS_MAX_FEEDS; i++)
+        open_failed[i] = -REOPEN_INTERVAL_S - 1.0;
     for (;;) {
         void *item = NULL;
         ss_err_t e = ss_queue_pop(d->file_q, &item, -1);
@@ -43,11 +47,13 @@ void *ss_filesink_main(void *arg)
         ss_jsonl_t **j = &jl[f->index];
         if (*j && strcmp(ss_jsonl_path(*j), jpath) != 0)
             ss_jsonl_close(j);
-        if (jpath[0] && !*j)
-            *j = ss_jsonl_open(jpath);
-        if (jpath[0]) {
-            if (*j && ss_jsonl_write(*j, &o->res) == 0)
-                SS_SINK_ADD(f->stats, jsonl_written, 1);
+        if (jpath[0] && !*j && ss_now_mono() - open_failed[f->index] > REOPEN_INTERVAL_S &&
+            !(*j = ss_jsonl_open(jpath)))
+            open_failed[f->index] = ss_now_mono();
+        if (jpath[0] && o->res.dets.count > 0) {
+            int lines = *j ? ss_jsonl_write(*j, &o->res) : -1;
+            if (lines >= 0)
+                SS_SINK_ADD(f->stats, jsonl_written, (uint64_t)lines);
             else
                 SS_SINK_ADD(f->stats, jsonl_errors, 1);
         }

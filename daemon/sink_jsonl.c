@@ -1,9 +1,10 @@
 /*
- * sink_jsonl.c — detections as JSON lines: one line per processed frame,
- * the detections body of proto/PROTOCOL.md (so a line reads exactly like a
- * detections message), appended and flushed line by line.
- *
- * The encode buffer grows to the largest body seen (once, not per frame).
+ * sink_jsonl.c — detections as JSON lines: one self-contained line per
+ * detection, in proto/'s "JSON lines" form (the frame's feed, series, seq,
+ * times, status and sigma, then the detection's members) — the same lines
+ * skysieve-sub prints, so one parser reads both. A frame's lines are
+ * written together and flushed once per frame; frames without detections
+ * write nothing (the detections messages and the counters cover those).
  */
 #include "daemon.h"
 
@@ -13,12 +14,12 @@
 #include <string.h>
 
 #define TAG "jsonl-sink"
+#define LINE_MAX_BYTES 16384        /* one detection line; ~1 KB in practice */
 
 struct ss_jsonl {
     FILE *fp;
     char path[SS_PATH_MAX];
-    char *buf;
-    size_t cap;
+    char buf[LINE_MAX_BYTES];
 };
 
 ss_jsonl_t *ss_jsonl_open(const char *path)
@@ -43,7 +44,6 @@ void ss_jsonl_close(ss_jsonl_t **pj)
     ss_jsonl_t *j = *pj;
     if (fclose(j->fp) != 0)
         SS_LOG(SS_LOG_ERR, TAG, "closing %s: %s", j->path, strerror(errno));
-    free(j->buf);
     free(j);
     *pj = NULL;
 }
@@ -55,27 +55,25 @@ const char *ss_jsonl_path(const ss_jsonl_t *j)
 
 int ss_jsonl_write(ss_jsonl_t *j, const ss_result_t *res)
 {
-    size_t need = ss_proto_detections_bound(res) + 1;
-    if (need > j->cap) {
-        char *nb = realloc(j->buf, need);
-        if (!nb) {
-            SS_LOG(SS_LOG_ERR, TAG, "%s: out of memory", j->path);
-            return -1;
+    int failed = 0;
+    for (int i = 0; i < res->dets.count; i++) {
+        int len = ss_proto_encode_detection_line(res, i, j->buf, sizeof j->buf - 1);
+        if (len < 0) {
+            SS_LOG(SS_LOG_ERR, TAG, "%s: frame %llu detection %d does not encode", j->path,
+                   (unsigned long long)res->meta.seq, i);
+            failed++;
+            continue;
         }
-        j->buf = nb;
-        j->cap = need;
+        j->buf[len++] = '\n';
+        if (fwrite(j->buf, 1, (size_t)len, j->fp) != (size_t)len)
+            failed++;
     }
-    int len = ss_proto_encode_detections(res, j->buf, j->cap - 1);
-    if (len < 0) {
-        SS_LOG(SS_LOG_ERR, TAG, "%s: frame %llu does not encode", j->path,
-               (unsigned long long)res->meta.seq);
-        return -1;
-    }
-    j->buf[len++] = '\n';
-    if (fwrite(j->buf, 1, (size_t)len, j->fp) != (size_t)len || fflush(j->fp) != 0) {
+    if (fflush(j->fp) != 0)
+        failed++;
+    if (failed) {
         SS_LOG(SS_LOG_ERR, TAG, "%s: write failed: %s", j->path, strerror(errno));
         clearerr(j->fp);
         return -1;
     }
-    return 0;
+    return res->dets.count;
 }

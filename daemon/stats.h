@@ -32,7 +32,7 @@ typedef struct ss_sink_counters {
     uint64_t fits_written;      /* residual FITS files written */
     uint64_t fits_errors;       /* residual FITS files that failed */
     uint64_t jsonl_written;     /* detection lines appended */
-    uint64_t jsonl_errors;      /* lines that failed */
+    uint64_t jsonl_errors;      /* frames whose lines failed (or the file would not open) */
     uint64_t source_errors;     /* FITS source: files that could not be moved/deleted, socket errors */
     uint64_t series;            /* series_start/series_end messages received */
 } ss_sink_counters_t;

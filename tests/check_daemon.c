@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
+#include <cJSON.h>
 
 #include "config/config.h"
 #include "pipeline/frame_fits.h"
@@ -508,6 +509,17 @@ START_TEST(test_zmq_end_to_end)
             if (res.status == SS_STATUS_OK) {
                 ok_status[k] = 1;
                 n_ok++;     /* a residual is owed */
+                if (getenv("SS_TEST_DEBUG")) {
+                    fprintf(stderr, "frame %d: %d dets, sigma %g, shift %.3f %.3f:", (int)k,
+                            res.dets.count, res.sigma, res.shift.sx, res.shift.sy);
+                    for (int j = 0; j < res.dets.count && j < 8; j++)
+                        fprintf(stderr, " (%.1f,%.1f %.1f)", res.dets.items[j].x, res.dets.items[j].y,
+                                res.dets.items[j].peak_snr);
+                    fprintf(stderr, "\n truth:");
+                    for (int m = 0; m < truth[k].n_obj; m++)
+                        fprintf(stderr, " (%.1f,%.1f)", truth[k].obj[m].x, truth[k].obj[m].y);
+                    fprintf(stderr, "\n");
+                }
                 ck_assert_int_lt(res.dets.count, 60);
                 for (int m = 0; m < truth[k].n_obj; m++) {
                     const ss_synth_obj_t *o = &truth[k].obj[m];
@@ -597,26 +609,24 @@ static void write_fits(const char *path, ss_frame_t *f)
     ck_assert_msg(ss_fits_write_frame(path, f, err, sizeof err) == SS_OK, "%s", err);
 }
 
-/* Lines of the JSON-lines sink decoded as detections bodies: their seqs. */
-static int jsonl_seqs(const char *path, uint64_t *seqs, int max)
+/* The JSON-lines sink: one object per detection, with the frame's seq and
+ * the detection's position; returns the number of lines. */
+static int jsonl_lines(const char *path)
 {
     char *text = read_all(path);
     if (!text)
         return 0;
     int n = 0;
-    ss_result_t r;
-    ck_assert_int_eq(ss_result_init(&r, 16, 1000), 0);
-    ss_proto_limits_t lim = limits();
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        ss_proto_part_t p[2] = { { "detections.f0", 13 }, { line, strlen(line) } };
-        ss_proto_error_t err;
-        ck_assert_msg(ss_proto_decode_detections(p, 2, &lim, &r, &err) == SS_OK, "%s: %s",
-                      err.text, line);
-        if (n < max)
-            seqs[n] = r.meta.seq;
+        cJSON *o = cJSON_Parse(line);
+        ck_assert_msg(o != NULL, "not JSON: %s", line);
+        ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(o, "seq")));
+        ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(o, "x")));
+        ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(o, "y")));
+        ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(o, "feed")), "f0");
+        cJSON_Delete(o);
         n++;
     }
-    ss_result_free(&r);
     free(text);
     return n;
 }
@@ -625,12 +635,14 @@ START_TEST(test_fits_directory)
 {
     dmn_t d;
     dmn_init(&d);
-    char in[128], stage[128], jsonl[128], dk[1024];
+    char in[128], stage[128], jsonl[128], resdir[128], dk[1024];
     snprintf(in, sizeof in, "%s/in", d.dir);
     snprintf(stage, sizeof stage, "%s/stage", d.dir);
     snprintf(jsonl, sizeof jsonl, "%s/det.jsonl", d.dir);
+    snprintf(resdir, sizeof resdir, "%s/residuals", d.dir);
     ck_assert_int_eq(mkdir(in, 0755), 0);
     ck_assert_int_eq(mkdir(stage, 0755), 0);
+    ck_assert_int_eq(mkdir(resdir, 0755), 0);
     daemon_keys(&d, dk, sizeof dk);
     write_text(d.cfg,
                "{ %s, \"feeds\": [ { \"name\": \"f0\","
@@ -638,8 +650,8 @@ START_TEST(test_fits_directory)
                " \"settle\": 0.6}},"
                " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
                " \"queue\": {\"depth\": 4, \"policy\": \"block\"},"
-               " \"sinks\": {\"jsonl\": {\"path\": \"%s\"}}, %s } ] }\n",
-               dk, in, W, H, jsonl, pipeline_keys(5.0));
+               " \"sinks\": {\"jsonl\": {\"path\": \"%s\"}, \"fits\": {\"dir\": \"%s\"}}, %s } ] }\n",
+               dk, in, W, H, jsonl, resdir, pipeline_keys(5.0));
     /* present before the start: not taken (source.fits.existing is off) */
     sender_t s;
     memset(&s, 0, sizeof s);
@@ -655,6 +667,7 @@ START_TEST(test_fits_directory)
 
     dmn_start(&d, NULL);
     dmn_wait_ready(&d);
+    void *sub = subscribe(&d);
     /* FITS_FILES frames (seq 1..), each written aside and renamed in */
     for (int i = 0; i < FITS_FILES; i++) {
         ck_assert_int_eq(ss_synth_next(s.gen, &s.f, NULL), SS_OK);
@@ -697,14 +710,28 @@ START_TEST(test_fits_directory)
     close(fd);
     free(bytes);
 
-    /* every good file once, in order: seqs 1..FITS_FILES+1 */
+    /* every good file once, in order: the detections messages (one per
+     * processed frame, in processing order) carry seqs 1..FITS_FILES+1 */
     uint64_t seqs[64];
     int n = 0;
-    double t0 = now_s();
-    while ((n = jsonl_seqs(jsonl, seqs, 64)) < FITS_FILES + 1 && now_s() - t0 < 60.0)
-        sleep_s(0.1);
-    sleep_s(1.0);       /* nothing more comes (no duplicate) */
-    n = jsonl_seqs(jsonl, seqs, 64);
+    ss_result_t r;
+    ck_assert_int_eq(ss_result_init(&r, 16, 1000), 0);
+    ss_proto_limits_t lim = limits();
+    double t0 = now_s(), quiet = now_s();
+    while (now_s() - t0 < 60.0 && (n < FITS_FILES + 1 || now_s() - quiet < 1.0)) {
+        ss_proto_rx_t rx;
+        if (ss_proto_recv_parts(sub, 0, &rx) != SS_OK)
+            continue;
+        if (ss_proto_topic_parse(rx.part[0].data, rx.part[0].len, NULL) == SS_MSG_DETECTIONS) {
+            ss_proto_error_t err;
+            ck_assert(ss_proto_decode_detections(rx.part, rx.n, &lim, &r, &err) == SS_OK);
+            ck_assert_int_lt(n, 64);
+            seqs[n++] = r.meta.seq;
+            quiet = now_s();    /* then a second of nothing more (no duplicate) */
+        }
+        ss_proto_rx_close(&rx);
+    }
+    ss_result_free(&r);
     ck_assert_int_eq(n, FITS_FILES + 1);
     for (int i = 0; i < n; i++)
         ck_assert_uint_eq(seqs[i], (uint64_t)i + 1);
@@ -715,9 +742,29 @@ START_TEST(test_fits_directory)
     ck_assert_uint_eq(st->feeds[0].accepted, FITS_FILES + 1);
     ck_assert_uint_eq(st->feeds[0].rejected, 1);
     ck_assert_uint_eq(st->feeds[0].processed, FITS_FILES + 1);
-    free(st);
     ck_assert(log_contains(&d, "bad.fits"));
     ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    /* the sinks, flushed at exit: a line per detection, a residual FITS
+     * file per frame with a residual */
+    ck_assert_int_eq(jsonl_lines(jsonl), (int)st->feeds[0].detections);
+    int files = 0;
+    for (uint64_t k = 1; k <= last_seq; k++) {
+        snprintf(path, sizeof path, "%s/f0-%010llu.fits.fz", resdir, (unsigned long long)k);
+        if (access(path, R_OK) != 0)
+            continue;
+        files++;
+        float *px = NULL;
+        int rw = 0, rh = 0;
+        char err[512];
+        ck_assert_msg(ss_fits_read_float(path, &px, &rw, &rh, err, sizeof err) == SS_OK, "%s", err);
+        ck_assert_int_eq(rw, W);
+        ck_assert_int_eq(rh, H);
+        free(px);
+    }
+    ck_assert_int_eq(files, (int)st->feeds[0].status_count[SS_STATUS_OK]);
+    ck_assert_int_ge(files, 1);
+    free(st);
+    zmq_close(sub);
 
     free(s.f.pixels);
     ss_synth_destroy(&s.gen);
