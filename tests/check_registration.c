@@ -22,6 +22,10 @@
 #include "pipeline/stages.h"
 #include "tools/synth.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 /* ---- a small deterministic PRNG (splitmix64) ---------------------------- */
 
 static uint64_t rng_state;
@@ -641,6 +645,45 @@ START_TEST(test_blank_frame_fails)
 }
 END_TEST
 
+/* Results must not depend on the number of threads (stages.h): the same
+ * registration with 1 and with 3 OpenMP threads, compared bit for bit. */
+START_TEST(test_thread_count_independent)
+{
+#ifdef _OPENMP
+    ss_synth_cfg_t sc;
+    field_cfg(&sc, 3);
+    sc.width = 512;
+    sc.height = 384;
+    feed_t f;
+    feed_open(&f, &sc);
+    ss_synth_truth_t tr;
+    feed_ingest(&f, &tr);
+    feed_set_reference(&f);
+    feed_ingest(&f, &tr);
+    ss_coarse_t co[2];
+    ss_shift_t sh[2];
+    double sums[2][SS_FINE_NSUMS];
+    const int threads[2] = { 1, 3 };
+    const int saved = omp_get_max_threads();
+    for (int k = 0; k < 2; k++) {
+        omp_set_num_threads(threads[k]);
+        feed_register(&f, &co[k], &sh[k]);
+        ss_fine_sums(f.filt, f.S, f.gx, f.gy, f.w, f.h, 0.37, -1.61, sums[k]);
+    }
+    omp_set_num_threads(saved);
+    ck_assert_msg(co[0].ok && sh[0].ok, "%s %s", co[0].why, sh[0].why);
+    ck_assert(co[0].dx == co[1].dx && co[0].dy == co[1].dy && co[0].n_blocks == co[1].n_blocks &&
+              co[0].n_agree == co[1].n_agree);
+    ck_assert(sh[0].sx == sh[1].sx && sh[0].sy == sh[1].sy && sh[0].err_x == sh[1].err_x &&
+              sh[0].contrast == sh[1].contrast);
+    ck_assert(memcmp(sums[0], sums[1], sizeof sums[0]) == 0);
+    feed_close(&f);
+#else
+    printf("built without OpenMP: nothing to compare\n");
+#endif
+}
+END_TEST
+
 static Suite *registration_suite(void)
 {
     Suite *s = suite_create("registration");
@@ -655,6 +698,7 @@ static Suite *registration_suite(void)
     tcase_add_test(tc, test_jittered_field_accuracy);
     tcase_add_test(tc, test_large_shifts);
     tcase_add_test(tc, test_blank_frame_fails);
+    tcase_add_test(tc, test_thread_count_independent);
     suite_add_tcase(s, tc);
     return s;
 }
