@@ -5,7 +5,8 @@
  * agreeing).
  *
  * Definitions (block grid, noise estimate, SAD, tie-breaks, refinement)
- * are those of stages.h; a GPU version reproduces them exactly. Nothing is
+ * are those of stages.h; a GPU version reproduces them up to the rounding
+ * of double sums (the argmin and its ties included). Nothing is
  * allocated: the pyramids come from the caller, and the only scratch is a
  * few kilobytes on the stack.
  */
@@ -381,9 +382,9 @@ void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
     int dx = lower_median(vx, nv), dy = lower_median(vy, nv);
     for (int i = 0; i < nv; i++)
         out->n_agree += abs(vx[i] - dx) <= 1 && abs(vy[i] - dy) <= 1;
-    /* At least MIN_VOTES and half of the voters must agree: a few blocks
-     * voting at random (a blank frame's SAD surfaces have minima where the
-     * sliding reference window holds the least starlight) rarely land
+    /* At least MIN_VOTES and half of the voters must agree: blocks that
+     * vote at random (against a blank frame a SAD surface still has a
+     * minimum, where the frame's noise happens to fit best) rarely land
      * within a pixel of each other. */
     if (out->n_agree < MIN_VOTES || 2 * out->n_agree < nv) {
         snprintf(out->why, sizeof out->why, "blocks disagree: %d of %d within 1 px of (%d,%d)",
