@@ -5,8 +5,9 @@
  * iteration itself, which both backends share through a callback.
  *
  * Reductions are made deterministic and independent of the thread count by
- * cutting the rows into a fixed number of chunks: each chunk is summed in
- * raster order, and the chunk partials are added in chunk order.
+ * cutting the rows into a fixed number of chunks: each chunk is summed row
+ * by row (within a row in the vectoriser's order, fixed at compile time),
+ * and the chunk partials are added in chunk order.
  */
 #include "stages.h"
 
@@ -185,10 +186,14 @@ void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
     const double var_fit = SS_MAX(rss, 0.0) / n - mean_e * mean_e;
     double pr[SS_FINE_NSUMS];
     fn(ctx, out->sx + SS_FINE_PROBE_PX, out->sy + SS_FINE_PROBE_PX, pr);
-    double contrast = -1.0;
-    if (pr[SS_FS_N] >= FINE_MIN_PIXELS && var_fit > 0.0) {
+    double contrast = -1.0;                         /* no probe: cannot tell, fail */
+    if (pr[SS_FS_N] >= FINE_MIN_PIXELS) {
         const double pm = pr[SS_FS_E] / pr[SS_FS_N];
-        contrast = (pr[SS_FS_E2] / pr[SS_FS_N] - pm * pm) / var_fit - 1.0;
+        const double var_probe = pr[SS_FS_E2] / pr[SS_FS_N] - pm * pm;
+        if (var_fit > 0.0)
+            contrast = var_probe / var_fit - 1.0;
+        else                                        /* a noiseless perfect fit */
+            contrast = var_probe > 0.0 ? INFINITY : 0.0;
     }
     out->contrast = contrast;
     if (!(contrast >= SS_FINE_MIN_CONTRAST)) {

@@ -201,8 +201,9 @@ typedef void (*ss_fine_sums_fn)(void *ctx, double sx, double sy, double sums[SS_
  * dome, another field) from a good one: one more pass at (sx + P, sy + P),
  * P = SS_FINE_PROBE_PX; with var_fit = max(E2 - δx·q - δy·p, 0)/n - (E/n)²
  * of the last pass and var_probe = E2'/n' - (E'/n')² of the probe,
- * contrast = var_probe / var_fit - 1 (out->contrast); fails when it is
- * below SS_FINE_MIN_CONTRAST (or the probe has n' < 16). */
+ * contrast = var_probe / var_fit - 1 (out->contrast; var_fit <= 0, a
+ * noiseless fit: +inf if var_probe > 0, else 0); fails when it is below
+ * SS_FINE_MIN_CONTRAST, or when the probe has n' < 16 (contrast -1). */
 void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
                       const ss_pipeline_cfg_t *c, ss_shift_t *out);
 

@@ -304,6 +304,14 @@ START_TEST(test_register_fine_linear_model)
     ck_assert_int_eq(m.calls, 2);
     reg_cfg(&c);
 
+    /* a noiseless perfect fit: no residual left, the probe must still pass */
+    lin_model_t exact = m;
+    exact.var = 0.0;
+    ss_register_fine(lin_sums, &exact, 3.0, -2.0, &c, &r);
+    ck_assert_msg(r.ok, "%s", r.why);
+    ck_assert(isinf(r.contrast) && r.contrast > 0.0);
+    ck_assert_double_eq(r.err_x, 0.0);
+
     /* featureless: gradients all along one direction (v² = u·w) */
     lin_model_t flat = m;
     flat.v = sqrt(flat.u * flat.w);
