@@ -32,6 +32,8 @@ static void usage(FILE *out)
             "                            default config runs: one synthetic feed)\n"
             "      --check-config        load and validate the config, print the result, exit\n"
             "      --print-default-config  print the built-in default config as JSON, exit\n"
+            "      --print-config-reference  print every config key (type, default, range,\n"
+            "                            reloadable, meaning) as Markdown: docs/CONFIG.md\n"
             "      --log-level LEVEL     err|warning|notice|info|debug (overrides log_level)\n"
             "      --version             print the version and the backends built in, exit\n"
             "  -h, --help                print this help, exit\n"
@@ -83,7 +85,7 @@ int main(int argc, char **argv)
     ss_log_setup(SS_LOG_INFO, ss_log_prefix_wanted(SS_LOG_PREFIX_AUTO));
 
     const char *config_path = NULL;
-    int check = 0, print_default = 0, log_level = -1;
+    int check = 0, print_default = 0, print_reference = 0, log_level = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if ((strcmp(a, "--config") == 0 || strcmp(a, "-c") == 0) && i + 1 < argc) {
@@ -94,6 +96,8 @@ int main(int argc, char **argv)
             check = 1;
         } else if (strcmp(a, "--print-default-config") == 0) {
             print_default = 1;
+        } else if (strcmp(a, "--print-config-reference") == 0) {
+            print_reference = 1;
         } else if (strcmp(a, "--log-level") == 0 && i + 1 < argc) {
             if ((log_level = ss_log_level_parse(argv[++i])) < 0) {
                 fprintf(stderr, "skysieved: unknown log level '%s'\n", argv[i]);
@@ -113,6 +117,14 @@ int main(int argc, char **argv)
         }
     }
 
+    if (print_reference) {
+        char *md = ss_config_doc_markdown();
+        if (!md)
+            return 1;
+        fputs(md, stdout);
+        free(md);
+        return 0;
+    }
     ss_config_t *cfg = malloc(sizeof *cfg);
     if (!cfg) {
         fprintf(stderr, "skysieved: out of memory\n");

@@ -1282,10 +1282,24 @@ START_TEST(test_command_line)
     ck_assert_int_eq(run_cli("--version", out, sizeof out), 0);
     ck_assert_ptr_nonnull(strstr(out, "skysieved "));
     ck_assert_int_eq(run_cli("--help", out, sizeof out), 0);
-    for (const char *o = "--config\0--check-config\0--print-default-config\0--version\0--log-level\0";
+    for (const char *o = "--config\0--check-config\0--print-default-config\0--version\0--log-level\0"
+                         "--print-config-reference\0";
          *o; o += strlen(o) + 1)
         ck_assert_msg(strstr(out, o) != NULL, "--help does not mention %s", o);
     ck_assert_int_eq(run_cli("--frobnicate", out, sizeof out), 2);
+    /* docs/CONFIG.md is the key table's reference, up to date */
+    ck_assert_int_eq(run_cli("--print-config-reference", out, sizeof out), 0);
+    const char *src = getenv("SKYSIEVE_SOURCE_DIR");
+    ck_assert_ptr_nonnull(src);
+    char docpath[512];
+    snprintf(docpath, sizeof docpath, "%s/docs/CONFIG.md", src);
+    char *doc = read_all(docpath);
+    ck_assert_msg(doc != NULL, "%s is missing", docpath);
+    ck_assert_msg(strcmp(doc, out) == 0,
+                  "docs/CONFIG.md is out of date: regenerate it with "
+                  "`build/daemon/skysieved --print-config-reference > docs/CONFIG.md`");
+    free(doc);
+    ck_assert_ptr_nonnull(strstr(out, "| `pipeline.detect.thresh` |"));
     /* the printed default config loads back to the built-in default */
     ck_assert_int_eq(run_cli("--print-default-config", out, sizeof out), 0);
     ss_config_t *a = malloc(sizeof *a), *b = malloc(sizeof *b);
