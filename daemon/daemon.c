@@ -277,6 +277,7 @@ ss_daemon_t *ss_daemon_new(const ss_config_t *cfg, const char *config_path)
     }
     d->cfg = *cfg;
     ss_strlcpy(d->config_path, config_path ? config_path : "", sizeof d->config_path);
+    d->log_level_override = -1;
     pthread_mutex_init(&d->cfg_lock, NULL);
     d->start_mono = ss_now_mono();
     d->start_unix = ss_now_unix();
@@ -391,7 +392,8 @@ static int reload_file(ss_daemon_t *d, char *err, size_t n)
         }
     }
     pthread_mutex_unlock(&d->cfg_lock);
-    ss_log_setup(d->cfg.log_level, ss_log_prefix_wanted(d->cfg.log_prefix));
+    ss_log_setup(d->log_level_override >= 0 ? d->log_level_override : d->cfg.log_level,
+                 ss_log_prefix_wanted(d->cfg.log_prefix));
     rc = 0;
     SS_LOG(SS_LOG_NOTICE, TAG, "reloaded %s", d->config_path);
 out:

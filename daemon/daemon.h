@@ -87,6 +87,7 @@ struct ss_daemon {
     ss_config_t cfg;                /* running config */
     pthread_mutex_t cfg_lock;       /* guards cfg and feeds[].cfg / reconf after start */
     char config_path[SS_PATH_MAX];  /* "" = built-in default config */
+    int log_level_override;         /* --log-level (kept across reloads); -1 = none */
 
     void *zctx;
     void *pub_sock;                 /* owned by the publisher thread once it runs */

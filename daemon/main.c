@@ -175,6 +175,7 @@ int main(int argc, char **argv)
     free(cfg);
     if (!d)
         return 1;
+    d->log_level_override = log_level;
     int rc = ss_daemon_run(d);
     ss_daemon_destroy(&d);
     return rc;

@@ -317,14 +317,16 @@ static int final_counters(const dmn_t *d, const char *feed, final_t *f)
  * helpers: configs, frames, subscribers
  * ==================================================================== */
 
+static const char *log_level = "info";     /* a test may want "debug" */
+
 /* Common daemon keys: endpoints in the temp dir, fast status. */
 static void daemon_keys(const dmn_t *d, char *buf, size_t n)
 {
     snprintf(buf, n,
-             "\"log_level\": \"info\", \"control\": {\"endpoint\": \"%s\"},"
+             "\"log_level\": \"%s\", \"control\": {\"endpoint\": \"%s\"},"
              " \"publish\": {\"endpoint\": \"%s\"}, \"status_interval\": 0.2,"
              " \"shutdown\": {\"drain_timeout\": 30}",
-             d->ctl, d->pub);
+             log_level, d->ctl, d->pub);
 }
 
 /* Pipeline keys for short sequences: CPU, a short history. */
@@ -1017,7 +1019,7 @@ START_TEST(test_sigterm_drains)
         ck_assert_ptr_nonnull(st);
         uint64_t received = st->feeds[0].received;
         free(st);
-        if (received >= 4)
+        if (received >= 12)     /* past the warm-up: some frames have residuals */
             break;
         ck_assert(now_s() - t0 < 60.0);
         sleep_s(0.01);
@@ -1054,7 +1056,7 @@ START_TEST(test_sigterm_drains)
     fprintf(stderr, "drain: sent %d, received %llu, processed %llu, dropped %llu; subscriber got %d "
             "detections + %d residuals\n", DRAIN_FRAMES, f.received, f.processed, f.dropped, dets,
             residuals);
-    ck_assert_uint_ge(f.received, 4);
+    ck_assert_uint_ge(f.received, 12);
     ck_assert_uint_le(f.received, DRAIN_FRAMES);
     ck_assert_uint_eq(f.rejected, 0);
     ck_assert_uint_eq(f.received, f.accepted + f.rejected);
@@ -1258,6 +1260,142 @@ START_TEST(test_hostile_input)
 }
 END_TEST
 
+
+/* ======================================================================
+ * drop_oldest: a full queue drops, and every drop is counted
+ * ==================================================================== */
+
+#define BURST_FRAMES 30
+
+START_TEST(test_drop_oldest_counted)
+{
+    dmn_t d;
+    dmn_init(&d);
+    write_zmq_config(&d, 1, "drop_oldest");
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    void *sub = subscribe(&d);
+    sender_t s;
+    sender_open(&s, &d, 0);
+    /* a burst: the source takes a frame in microseconds, the pipeline in
+     * milliseconds, so a queue of one must drop */
+    for (int i = 0; i < BURST_FRAMES; i++)
+        sender_send(&s, NULL);
+    ss_proto_status_t *st = NULL;
+    double t0 = now_s();
+    do {
+        free(st);
+        sleep_s(0.05);
+        st = stats_of(&d);
+    } while (st->feeds[0].processed + st->feeds[0].dropped_queue < BURST_FRAMES &&
+             now_s() - t0 < 60.0);
+    const ss_proto_feed_stats_t *fs = &st->feeds[0];
+    ck_assert_uint_eq(fs->received, BURST_FRAMES);
+    ck_assert_uint_eq(fs->accepted, BURST_FRAMES);
+    ck_assert_uint_eq(fs->processed + fs->dropped_queue, BURST_FRAMES);
+    ck_assert_uint_gt(fs->dropped_queue, 0);
+    ck_assert_uint_gt(fs->processed, 0);
+    /* the newest frame always survives a drop_oldest queue */
+    ck_assert_uint_eq(fs->last_seq, BURST_FRAMES - 1);
+    fprintf(stderr, "drop_oldest: %d sent, %llu processed, %llu dropped\n", BURST_FRAMES,
+            (unsigned long long)fs->processed, (unsigned long long)fs->dropped_queue);
+    /* one detections message per processed frame, none for the dropped */
+    int dets = 0;
+    t0 = now_s();
+    while (dets < (int)fs->processed && now_s() - t0 < 20.0) {
+        ss_proto_rx_t rx;
+        if (ss_proto_recv_parts(sub, 0, &rx) == SS_OK) {
+            dets += ss_proto_topic_parse(rx.part[0].data, rx.part[0].len, NULL) == SS_MSG_DETECTIONS;
+            ss_proto_rx_close(&rx);
+        }
+    }
+    ck_assert_int_eq(dets, (int)fs->processed);
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    final_t f;
+    ck_assert_int_eq(final_counters(&d, "f0", &f), 0);
+    ck_assert_uint_eq(f.accepted, f.processed + f.dropped);
+    ck_assert_uint_eq(f.dropped, fs->dropped_queue);
+    free(st);
+    sender_close(&s);
+    zmq_close(sub);
+    dmn_cleanup(&d);
+}
+END_TEST
+
+/* ======================================================================
+ * FITS glob mode: DATE-OBS order, move after, exit_at_end
+ * ==================================================================== */
+
+#define GLOB_FILES 6
+
+START_TEST(test_fits_glob_exit_at_end)
+{
+    dmn_t d;
+    dmn_init(&d);
+    char in[128], done[128], dk[1024], pattern[160], path[300];
+    snprintf(in, sizeof in, "%s/in", d.dir);
+    snprintf(done, sizeof done, "%s/done", d.dir);
+    snprintf(pattern, sizeof pattern, "%s/*.fits", in);
+    ck_assert_int_eq(mkdir(in, 0755), 0);
+    ck_assert_int_eq(mkdir(done, 0755), 0);
+    log_level = "debug";        /* the source logs each file it takes */
+    daemon_keys(&d, dk, sizeof dk);
+    write_text(d.cfg,
+               "{ %s, \"feeds\": [ { \"name\": \"f0\","
+               " \"source\": {\"type\": \"fits\", \"fits\": {\"mode\": \"glob\", \"pattern\": \"%s\","
+               " \"after\": \"move\", \"move_dir\": \"%s\", \"exit_at_end\": true}},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
+               " \"queue\": {\"depth\": 2, \"policy\": \"block\"}, %s } ] }\n",
+               dk, pattern, done, W, H, pipeline_keys(5.0));
+    /* names run against time: z_0 is the earliest frame, u_5 the latest */
+    ss_synth_cfg_t c;
+    scene(&c, 0);
+    ss_synth_t *gen = ss_synth_new(&c);
+    ss_frame_t f = { .capacity = (size_t)W * H * 2 };
+    f.pixels = malloc(f.capacity);
+    for (int i = 0; i < GLOB_FILES; i++) {
+        ck_assert_int_eq(ss_synth_next(gen, &f, NULL), SS_OK);
+        snprintf(path, sizeof path, "%s/%c_%d.fits", in, 'z' - i, i);
+        write_fits(path, &f);
+    }
+    dmn_start(&d, NULL);
+    /* it stops by itself, after draining, with exit status 0 */
+    double t0 = now_s();
+    int st = 0;
+    while (dmn_alive(&d, &st) && now_s() - t0 < 60.0)
+        sleep_s(0.05);
+    ck_assert_int_eq(d.pid, 0);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    ck_assert(log_contains(&d, "exit_at_end"));
+    final_t fc;
+    ck_assert_int_eq(final_counters(&d, "f0", &fc), 0);
+    ck_assert_uint_eq(fc.received, GLOB_FILES);
+    ck_assert_uint_eq(fc.processed, GLOB_FILES);
+    /* moved after reading */
+    for (int i = 0; i < GLOB_FILES; i++) {
+        snprintf(path, sizeof path, "%s/%c_%d.fits", in, 'z' - i, i);
+        ck_assert_msg(access(path, F_OK) != 0, "%s was not moved", path);
+        snprintf(path, sizeof path, "%s/%c_%d.fits", done, 'z' - i, i);
+        ck_assert_msg(access(path, F_OK) == 0, "%s is missing", path);
+    }
+    /* taken in DATE-OBS order (z_0 first), not in name order (u_5 first) */
+    char *log = read_all(d.log);
+    const char *p = log;
+    for (int i = 0; i < GLOB_FILES; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "/%c_%d.fits", 'z' - i, i);
+        const char *q = strstr(p, name);
+        ck_assert_msg(q != NULL, "%s not logged in order", name);
+        p = q + 1;
+    }
+    free(log);
+    free(f.pixels);
+    ss_synth_destroy(&gen);
+    dmn_cleanup(&d);
+}
+END_TEST
+
 /* ======================================================================
  * command line
  * ==================================================================== */
@@ -1339,6 +1477,8 @@ int main(void)
     tcase_add_test(tc, test_sd_notify_sequence);
     tcase_add_test(tc, test_sighup_reload);
     tcase_add_test(tc, test_sigterm_drains);
+    tcase_add_test(tc, test_drop_oldest_counted);
+    tcase_add_test(tc, test_fits_glob_exit_at_end);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
