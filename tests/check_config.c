@@ -210,8 +210,8 @@ START_TEST(test_pipeline_defaults)
     ck_assert_int_eq(p.hotpix_frames, 20);
     ck_assert(p.hotpix_fraction == 0.75);
     ck_assert_int_eq(p.reg_levels, 2);
-    ck_assert_int_eq(p.reg_block, 16);
-    ck_assert_int_eq(p.reg_blocks, 16);
+    ck_assert_int_eq(p.reg_block, 24);
+    ck_assert_int_eq(p.reg_blocks, 36);
     ck_assert_int_eq(p.reg_search, 8);
     ck_assert_int_eq(p.reg_max_iter, 4);
     ck_assert(p.reg_tol == 0.002);
