@@ -83,12 +83,16 @@ static void dilate_cols(int w, int h, int r, uint8_t *m)
     }
 }
 
-/* Round half away from zero and clamp to [lo, hi] (hi = type max - 1,
- * since the maximum is the invalid sentinel). v is finite. */
-static inline float round_clamp(float v, float lo, float hi)
+/* Clamp to [lo, hi] (hi = type max - 1, since the maximum is the invalid
+ * sentinel) and round half away from zero; v is finite. The bounds are
+ * integers, so clamping first gives the same as rounding first. Rounded
+ * in double, where d + 0.5 is exact for every float below 2^52, and by
+ * truncation — roundf() would be a library call per pixel on baseline
+ * x86-64. */
+static inline long round_clamp(float v, float lo, float hi)
 {
-    v = roundf(v);
-    return v < lo ? lo : v > hi ? hi : v;
+    const double d = v < lo ? lo : v > hi ? hi : v;
+    return d >= 0.0 ? (long)(d + 0.5) : -(long)(0.5 - d);
 }
 
 void ss_history_store(const float *frame, const float *P, const int32_t *labels, int radius,
