@@ -96,13 +96,21 @@ int ss_control_handle(ss_daemon_t *d, const void *req, size_t len, char *buf, si
         return status_reply(d, &r, 0, buf, n);
     case SS_CTL_STATS:
         return status_reply(d, &r, 1, buf, n);
-    case SS_CTL_RESET:
+    case SS_CTL_RESET: {
+        /* the member "feeds" names the feeds reset (names are [A-Za-z0-9_-]:
+         * nothing to escape) */
+        char body[SS_MAX_FEEDS * (SS_NAME_MAX + 3) + 16];
+        size_t at = (size_t)snprintf(body, sizeof body, "{\"feeds\":[");
         for (int i = 0; i < d->n_feeds; i++)
             if (!r.feed[0] || strcmp(r.feed, d->feeds[i].name) == 0) {
                 atomic_store(&d->feeds[i].reset_req, 1);
                 SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: history reset requested", d->feeds[i].name);
+                at += (size_t)snprintf(body + at, sizeof body - at, "%s\"%s\"",
+                                       body[at - 1] == '[' ? "" : ",", d->feeds[i].name);
             }
-        return ss_proto_encode_response(cmd, NULL, buf, n);
+        snprintf(body + at, sizeof body - at, "]}");
+        return ss_proto_encode_response(cmd, body, buf, n);
+    }
     case SS_CTL_RELOAD: {
         char e[600];
         if (ss_daemon_reload(d, "control request", e, sizeof e) != 0)

@@ -152,15 +152,12 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
     ss_strlcpy(f->name, f->cfg->name, sizeof f->name);
     feed_sizes(f->cfg, &f->frame_bytes, &f->max_pixels);
 
-    char why[256] = "";
-    const ss_backend_ops_t *ops =
-        ss_backend_select(f->cfg->pipeline.backend, f->cfg->pipeline.device, why, sizeof why);
-    if (!ops) {
-        snprintf(err, n, "feed %s: no backend: %s", f->name, why);
-        return -1;
-    }
     if (!(f->pipe = ss_pipeline_new(&f->cfg->pipeline, f->name, err, n)))
         return -1;
+    /* the backend chosen for the feed gives the frame pool its host memory
+     * (pinned under CUDA, for asynchronous uploads) */
+    const ss_backend_ops_t *ops = NULL;
+    ss_pipeline_backend(f->pipe, &ops);
 
     /* queue depth + 2: the queue's frames, the worker's, the source's */
     int pool_n = f->cfg->queue_depth + 2;

@@ -94,8 +94,7 @@ static void discard_queue(ss_feed_t *f)
 void *ss_worker_main(void *arg)
 {
     ss_feed_t *f = arg;
-    int broken = 0;
-    ss_stats_set_state(f->stats, "running");
+    int broken = 0, first = 1;
     fit_detections(f, f->work);
     while (!broken) {
         void *item = NULL;
@@ -123,6 +122,10 @@ void *ss_worker_main(void *arg)
         ss_pipeline_memory(f->pipe, &used, &total);
         ss_stats_processed(f->stats, res, &ps, used, total, ss_queue_depth(f->frames),
                            f->cfg->queue_depth);
+        if (first) {
+            ss_stats_set_state(f->stats, "running");    /* "idle" until the first frame */
+            first = 0;
+        }
         if (e == SS_ERR_BROKEN) {
             ss_stats_set_state(f->stats, "broken");
             ss_queue_close(f->frames);

@@ -1123,6 +1123,7 @@ START_TEST(test_control_commands)
     ck_assert_int_eq(ctl_cmd(&d, SS_CTL_RESET, "f0", &r), 0);
     ck_assert(r.ok);
     ck_assert_str_eq(r.cmd, "reset");
+    ck_assert_str_eq(r.body, "{\"feeds\":[\"f0\"]}");
     ss_ctl_response_free(&r);
     t0 = now_s();
     do {
