@@ -55,6 +55,7 @@
 #define MAX_GRAPHS 32           /* cached graph shapes per instance */
 #define MAX_TIMERS 256          /* event pairs per frame */
 #define HOST_ACC 4096           /* accumulators in the pinned read-back buffer */
+#define ACC_INLINE 256          /* of which the detect segment copies back at once */
 
 /* Set once CUDA has been initialised in this process (create or
  * host_alloc); from then on probe() may ask CUDA directly. */
@@ -141,10 +142,11 @@ struct ss_backend {
 
     int raw_cur;                    /* raw buffer of the last ingested frame */
     int upload_pending;
-    int pref_valid, pref_buf;
-    const void *pref_ptr;
-    const void *pref_valid_ptr;
-    uint64_t pref_seq;
+    struct {                        /* a prefetched frame waiting in raw buffer k */
+        int pending;
+        const void *pixels, *valid;
+        uint64_t seq;
+    } pref[2];
 
     timer_t_ timers[MAX_TIMERS];
     int ntimers;
@@ -543,15 +545,22 @@ static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
                  b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_parent, b->d_u8,
                  b->d_chunk, b->d_acc, b->d_res, s));
     SK(cudaMemcpyAsync(&b->h_res->np, &b->d_res->np, 2 * sizeof(int), cudaMemcpyDeviceToHost, s));
-    const size_t n = (size_t)SS_MIN(b->max_comp, HOST_ACC);
+    const size_t n = (size_t)SS_MIN(b->max_comp, ACC_INLINE);
     return cudaMemcpyAsync(b->h_acc, b->d_acc, n * sizeof(cu_acc_t), cudaMemcpyDeviceToHost, s);
 }
 
-static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int v)
+/* v = 1: clean sharp outliers before storing (their noise first). */
+static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int clean)
 {
-    (void)v;
+    if (clean) {
+        const long long ns = (long long)((b->w + 3) / 4) * ((b->h + 3) / 4);
+        SK(cu_select_mad(&b->d_params->clean_samp, b->d_sel, 0, &b->d_res->clean_sigma, NULL,
+                         sel_grid(b, ns), s));
+    }
     return cu_history_store(b->d_params, b->geo.hist_dtype, b->d_plane[SS_PLANE_FRAME],
-                            b->d_plane[SS_PLANE_PREDICTION], b->d_labels, b->w, b->h, b->d_u8, s);
+                            b->d_plane[SS_PLANE_PREDICTION], b->d_labels,
+                            b->d_plane[SS_PLANE_FILTERED], clean ? &b->d_res->clean_sigma : NULL,
+                            b->w, b->h, b->d_u8, s);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -886,6 +895,10 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
                                        CU_SAMP_HDIFF, 1 };
     hp->lvl_samp_cur = (cu_sampler_t){ b->d_cur_lvl[b->L], NULL, b->lw[b->L], b->lh[b->L],
                                        CU_SAMP_HDIFF, 1 };
+#ifdef SS_CLEAN_STRIDE
+    hp->clean_samp = (cu_sampler_t){ b->d_plane[SS_PLANE_FRAME], b->d_plane[SS_PLANE_FILTERED],
+                                     b->w, b->h, CU_SAMP_DIFF, SS_CLEAN_STRIDE };
+#endif
     hp->max_comp = b->max_comp;
     hp->sat = cfg->saturation > 0.0 ? cfg->saturation : ss_dtype_max(geo->raw_dtype);
 
@@ -935,6 +948,18 @@ static int frame_fits(const ss_backend_t *b, const ss_frame_t *f)
            f->dtype == b->geo.raw_dtype;
 }
 
+/* A raw buffer for a new upload: the other one than the last ingested
+ * frame's, unless that one holds a prefetched frame still to come. */
+static int free_raw_buffer(const ss_backend_t *b)
+{
+    const int other = 1 - b->raw_cur;
+    if (!b->pref[other].pending)
+        return other;
+    if (!b->pref[b->raw_cur].pending)
+        return b->raw_cur;
+    return other;
+}
+
 ss_err_t ss_cuda_prefetch(ss_backend_t *b, const ss_frame_t *next)
 {
     ss_err_t e = op_begin(b);
@@ -942,16 +967,21 @@ ss_err_t ss_cuda_prefetch(ss_backend_t *b, const ss_frame_t *next)
         return e;
     if (!frame_fits(b, next))
         return SS_ERR_SIZE;
-    const int buf = 1 - b->raw_cur;
-    /* a prefetch not yet ingested is simply replaced */
-    b->pref_valid = 0;
+    for (int k = 0; k < 2; k++)
+        if (b->pref[k].pending && b->pref[k].pixels == next->pixels &&
+            b->pref[k].valid == next->valid && b->pref[k].seq == next->meta.seq)
+            return SS_OK;                       /* already on its way */
+    /* pending steps hold the "raw buffer consumed" events: record them */
+    if ((e = flush(b)) != SS_OK)
+        return e;
+    const int buf = free_raw_buffer(b);
+    b->pref[buf].pending = 0;
     if ((e = upload(b, next, buf)) != SS_OK)
         return e;
-    b->pref_valid = 1;
-    b->pref_buf = buf;
-    b->pref_ptr = next->pixels;
-    b->pref_valid_ptr = next->valid;
-    b->pref_seq = next->meta.seq;
+    b->pref[buf].pending = 1;
+    b->pref[buf].pixels = next->pixels;
+    b->pref[buf].valid = next->valid;
+    b->pref[buf].seq = next->meta.seq;
     return SS_OK;
 }
 
@@ -967,16 +997,18 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw)
     b->ntimers = 0;
     if ((e = flush(b)) != SS_OK)
         return e;
-    int buf;
-    if (b->pref_valid && b->pref_ptr == raw->pixels && b->pref_valid_ptr == raw->valid &&
-        b->pref_seq == raw->meta.seq) {
-        buf = b->pref_buf;
-    } else {
-        buf = b->pref_valid ? 1 - b->pref_buf : 1 - b->raw_cur;
+    int buf = -1;
+    for (int k = 0; k < 2; k++)
+        if (b->pref[k].pending && b->pref[k].pixels == raw->pixels &&
+            b->pref[k].valid == raw->valid && b->pref[k].seq == raw->meta.seq)
+            buf = k;
+    if (buf < 0) {
+        buf = free_raw_buffer(b);
+        b->pref[buf].pending = 0;
         if ((e = upload(b, raw, buf)) != SS_OK)
             return e;
     }
-    b->pref_valid = 0;
+    b->pref[buf].pending = 0;
     b->raw_cur = buf;
     b->upload_pending = 1;
     CK(b, cudaStreamWaitEvent(b->cs, b->ev_up[buf], 0));
@@ -1149,7 +1181,7 @@ static void fine_cb(void *ctx, double sx, double sy, double sums[SS_FINE_NSUMS])
     if (b->cb_err)
         return;
     cudaError_t e;
-    timer_t_ *t = b->timed ? timer_start(b, b->cs, SS_STAGE_REG_FINE, 0) : NULL;
+    timer_t_ *t = timer_start(b, b->cs, b->timed ? SS_STAGE_REG_FINE : -1, 0);
     if ((e = cu_fine_sums(b->d_plane[SS_PLANE_FILTERED], b->d_plane[SS_PLANE_REF_S],
                           b->d_plane[SS_PLANE_REF_GX], b->d_plane[SS_PLANE_REF_GY], b->w, b->h, sx,
                           sy, b->d_partials, b->d_counter, b->d_res->fine, b->cs)) != cudaSuccess) {
@@ -1337,17 +1369,18 @@ static ss_err_t cuda_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
     hp->max_comp = b->max_comp;
     if ((e = enqueue(b, st_detect, 0, SS_STAGE_DETECT)) || (e = flush_wait(b)))
         return e;
-    timer_t_ *t = b->timed ? timer_start(b, b->cs, SS_STAGE_DETECT, 0) : NULL;
+    timer_t_ *t = b->timed ? timer_start(b, b->cs, SS_STAGE_DETECT, 1) : NULL;
     const int np = b->h_res->np, nn = b->h_res->nn;
     const int keep_p = SS_MIN(np, b->max_comp), keep_n = SS_MIN(nn, b->max_comp - keep_p);
     const int nc = keep_p + keep_n;
     const cu_acc_t *acc = b->h_acc;
-    if (nc > HOST_ACC) {
-        CK(b, cudaMemcpyAsync(b->h_acc_big, b->d_acc, (size_t)nc * sizeof(cu_acc_t),
+    if (nc > ACC_INLINE) {          /* a busy frame: the rest in a second copy */
+        cu_acc_t *dst = nc > HOST_ACC ? b->h_acc_big : b->h_acc;
+        CK(b, cudaMemcpyAsync(dst, b->d_acc, (size_t)nc * sizeof(cu_acc_t),
                               cudaMemcpyDeviceToHost, b->cs));
         CK(b, cudaEventRecord(b->ev_done, b->cs));
         CK(b, cudaEventSynchronize(b->ev_done));
-        acc = b->h_acc_big;
+        acc = dst;
     }
     timer_stop(b, t, b->cs);
     ss_detlist_clear(out);
@@ -1380,7 +1413,13 @@ static ss_err_t cuda_history_store(ss_backend_t *b, int slot, int remove, int ra
     hp->store_dst = b->d_hist + (size_t)slot * b->hist_slot_bytes;
     hp->store_remove = remove != 0;
     hp->store_radius = radius < 0 ? 0 : radius;
-    if ((e = enqueue(b, st_store, 0, SS_STAGE_HISTORY)))
+    int clean = 0;
+#ifdef SS_CLEAN_STRIDE
+    clean = b->cfg->clean_sharp != 0;
+    hp->clean_k = b->cfg->clean_k;
+    hp->clean_ratio = b->cfg->clean_ratio;
+#endif
+    if ((e = enqueue(b, st_store, clean, SS_STAGE_HISTORY)))
         return e;
     return op_end(b);
 }

@@ -19,9 +19,11 @@ extern "C" {
 
 /* Start moving `next` (a raw frame of the instance's geometry, ideally in
  * pinned memory from host_alloc) to the device on the copy stream, into
- * the raw buffer the current frame does not use. The following ingest of
- * the same frame (same pixels pointer and seq) then only waits for that
- * copy. `next` must stay untouched until the processing of that frame
+ * one of the two device raw buffers (not one whose frame is still to be
+ * ingested). The ingest of the same frame (same pixels and valid pointers
+ * and seq) then only waits for that copy. May be called before the
+ * current frame is processed: its upload then overlaps that frame's
+ * compute. `next` must stay untouched until the processing of that frame
  * (the ops after its ingest) has returned. */
 ss_err_t ss_cuda_prefetch(ss_backend_t *b, const ss_frame_t *next);
 

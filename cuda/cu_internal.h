@@ -38,7 +38,6 @@ extern "C" {
 #define CU_MAX_GRID 32              /* coarse block grid g ≤ 32 (as the CPU) */
 #define CU_MAX_BLOCKS (CU_MAX_GRID * CU_MAX_GRID)
 #define CU_MAX_COMPONENTS (1 << 18) /* measured components per frame (as the CPU) */
-#define CU_ACC_CHUNK 1024           /* accumulators copied back with the detect segment */
 #define CU_RED_BLOCKS 1024          /* fixed grid of the deterministic reductions */
 #define CU_KTAPS (2 * SS_KERNEL_MAX_RADIUS + 1)
 #define CU_CCL_TILE 32              /* CCL tiles are 32×32 pixels */
@@ -130,9 +129,11 @@ typedef struct cu_params {
     int negative;
     int max_comp;                   /* accumulators kept */
 
-    /* history store */
+    /* history store (and the sharp-outlier cleaning before it) */
     void *store_dst;
     int store_remove, store_radius;
+    double clean_k, clean_ratio;
+    cu_sampler_t clean_samp;        /* d = frame - med for its noise */
 } cu_params_t;
 
 /* ---- the result block (device; copied to a pinned mirror) ------------- */
@@ -140,6 +141,7 @@ typedef struct cu_params {
 typedef struct cu_results {
     float sigma;                    /* noise op */
     float hot_sigma;                /* hot-pixel d noise (kept for inspection) */
+    float clean_sigma;              /* noise of frame - med for the history cleaning */
     double noise_ref, noise_cur;    /* coarse level noise */
     int ref_dx, ref_dy;             /* coarse refinement result */
     int np, nn;                     /* components, both signs, before truncation */
@@ -188,9 +190,12 @@ cudaError_t cu_whiten(const cu_params_t *p, ss_dtype_t hdt, const float *cur, in
                       float *P, float *r, cudaStream_t s);
 cudaError_t cu_lsq_moments(const cu_params_t *p, ss_dtype_t hdt, int n, const float *cur,
                            int w, int h, double *Rp, cudaStream_t s);
+/* clean_sigma != NULL: clean sharp outliers (ss_clean_sharp, med = the
+ * 3×3 median plane) from the frame before storing it. */
 cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, const float *frame,
-                             const float *P, const int32_t *labels, int w, int h,
-                             uint8_t *scratch, cudaStream_t s);
+                             const float *P, const int32_t *labels, const float *med,
+                             const float *clean_sigma, int w, int h, uint8_t *scratch,
+                             cudaStream_t s);
 
 /* k_guided.cu */
 cudaError_t cu_guided(const cu_params_t *p, const float *I, const float *pin, int w, int h,

@@ -15,6 +15,7 @@
  */
 #include "cu_internal.h"
 
+#include <float.h>
 #include <math.h>
 
 namespace {
@@ -326,33 +327,28 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
 #pragma unroll
     for (int k = 0; k < SS_FINE_NSUMS; k++)
         a[k] = 0.0;
+    /* one integer offset and one set of bilinear weights for the whole
+     * frame, as ss_fine_sums defines them */
     const bool sane = fabs(sx) < 1e9 && fabs(sy) < 1e9;
-    const int iw = w - 2, ih = h - 2;
+    const double ixf = sane ? floor(-sx) : 0.0, iyf = sane ? floor(-sy) : 0.0;
+    const double fx = -sx - ixf, fy = -sy - iyf;
+    const int ix = (int)ixf, iy = (int)iyf;
+    const int xa = max(1, -ix), xb = min(w - 1, w - 1 - ix);
+    const int ya = max(1, -iy), yb = min(h - 1, h - 1 - iy);
+    const int iw = xb - xa, ih = yb - ya;
     const long long total = sane && iw > 0 && ih > 0 ? (long long)iw * ih : 0;
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < total;
          j += (long long)gridDim.x * blockDim.x) {
-        const int y = 1 + (int)(j / iw), x = 1 + (int)(j % iw);
-        const double ys = (double)y - sy;
-        const double y0f = floor(ys);
-        const double fy = ys - y0f;
-        if (y0f < 0.0 || y0f + 1.0 > (double)(h - 1))
-            continue;
+        const int y = ya + (int)(j / iw), x = xa + (int)(j % iw);
+        const float *c0 = cur + (size_t)(y + iy) * (size_t)w + (size_t)(x + ix), *c1 = c0 + w;
         const size_t i = (size_t)y * (size_t)w + (size_t)x;
-        const float s = S[i], gxi = gxp[i], gyi = gyp[i];
-        if (!isfinite(s) || !isfinite(gxi) || !isfinite(gyi))
+        const double val = (1.0 - fy) * ((1.0 - fx) * c0[0] + fx * c0[1]) +
+                           fy * ((1.0 - fx) * c1[0] + fx * c1[1]);
+        const double e = val - (double)S[i];
+        const float gxi = gxp[i], gyi = gyp[i];
+        if (!(fabs(e) <= DBL_MAX) || !isfinite(gxi) || !isfinite(gyi))
             continue;
-        const double xs = (double)x - sx;
-        const double x0f = floor(xs);
-        const double fx = xs - x0f;
-        if (x0f < 0.0 || x0f + 1.0 > (double)(w - 1))
-            continue;
-        const int x0 = (int)x0f, y0 = (int)y0f;
-        const float *c0 = cur + (size_t)y0 * (size_t)w, *c1 = c0 + w;
-        const double v = (1.0 - fy) * ((1.0 - fx) * c0[x0] + fx * c0[x0 + 1]) +
-                         fy * ((1.0 - fx) * c1[x0] + fx * c1[x0 + 1]);
-        if (!isfinite(v))
-            continue;
-        const double e = v - (double)s, gxd = gxi, gyd = gyi;
+        const double gxd = gxi, gyd = gyi;
         a[SS_FS_U] += gxd * gxd;
         a[SS_FS_V] += gxd * gyd;
         a[SS_FS_W] += gyd * gyd;

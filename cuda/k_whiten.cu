@@ -236,11 +236,35 @@ template <> __device__ __forceinline__ float store_conv<float>(float v)
     return v;
 }
 
+/* Minimum of the finite 8-neighbours (NaN if none), as clean.c. */
+__device__ __forceinline__ float ring_min(const float *f, int w, int h, int x, int y)
+{
+    float m = qnan();
+    for (int dy = -1; dy <= 1; dy++) {
+        const int yy = y + dy;
+        if (yy < 0 || yy >= h)
+            continue;
+        for (int dx = -1; dx <= 1; dx++) {
+            const int xx = x + dx;
+            if ((dx == 0 && dy == 0) || xx < 0 || xx >= w)
+                continue;
+            const float v = f[(size_t)yy * (size_t)w + (size_t)xx];
+            if (isfinite(v) && !(v >= m))
+                m = v;
+        }
+    }
+    return m;
+}
+
 /* Second half and the store: the footprint is the column dilation of
- * bit 1; footprint pixels take P, the others the frame. */
+ * bit 1; footprint pixels take P, the others the frame — cleaned of sharp
+ * outliers first when csig is given (ss_clean_sharp: replaced by the
+ * median where v - med > (float)k·σ and v - med >= ratio·(v - ring min)). */
 template <typename T>
 __global__ void k_store(const cu_params_t *__restrict__ p, const float *__restrict__ frame,
-                        const float *__restrict__ P, const uint8_t *__restrict__ m, int w, int h)
+                        const float *__restrict__ P, const uint8_t *__restrict__ m,
+                        const float *__restrict__ med, const float *__restrict__ csig, int w,
+                        int h)
 {
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x >= w || y >= h)
@@ -252,7 +276,26 @@ __global__ void k_store(const cu_params_t *__restrict__ p, const float *__restri
         for (int yy = max(y - r, 0); yy <= min(y + r, h - 1) && !fp; yy++)
             fp = m[(size_t)yy * (size_t)w + (size_t)x] != 0;
     }
-    const float v = fp ? P[i] : frame[i];
+    float v;
+    if (fp) {
+        v = P[i];
+    } else {
+        v = frame[i];
+        if (csig) {
+            const float sigma = *csig, md = med[i];
+            const float thresh = (float)p->clean_k * sigma;
+            if (isfinite(v) && isfinite(md) && sigma > 0.0f) {
+                const float dv = v - md;
+                if (dv > thresh) {
+                    float lo = ring_min(frame, w, h, x, y);
+                    if (!isfinite(lo))
+                        lo = md;
+                    if (dv >= (float)p->clean_ratio * (v - lo))
+                        v = md;
+                }
+            }
+        }
+    }
     static_cast<T *>(p->store_dst)[i] = store_conv<T>(v);
 }
 
@@ -317,16 +360,17 @@ extern "C" cudaError_t cu_lsq_moments(const cu_params_t *p, ss_dtype_t hdt, int 
 }
 
 extern "C" cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, const float *frame,
-                                        const float *P, const int32_t *labels, int w, int h,
-                                        uint8_t *scratch, cudaStream_t s)
+                                        const float *P, const int32_t *labels, const float *med,
+                                        const float *clean_sigma, int w, int h, uint8_t *scratch,
+                                        cudaStream_t s)
 {
     const dim3 g = grid2(w, h), b(TX, TY);
     k_dilate_rows<<<g, b, 0, s>>>(p, labels, w, h, scratch);
     switch (hdt) {
-    case SS_DT_U8: k_store<uint8_t><<<g, b, 0, s>>>(p, frame, P, scratch, w, h); break;
-    case SS_DT_U16: k_store<uint16_t><<<g, b, 0, s>>>(p, frame, P, scratch, w, h); break;
-    case SS_DT_I16: k_store<int16_t><<<g, b, 0, s>>>(p, frame, P, scratch, w, h); break;
-    case SS_DT_F32: k_store<float><<<g, b, 0, s>>>(p, frame, P, scratch, w, h); break;
+    case SS_DT_U8: k_store<uint8_t><<<g, b, 0, s>>>(p, frame, P, scratch, med, clean_sigma, w, h); break;
+    case SS_DT_U16: k_store<uint16_t><<<g, b, 0, s>>>(p, frame, P, scratch, med, clean_sigma, w, h); break;
+    case SS_DT_I16: k_store<int16_t><<<g, b, 0, s>>>(p, frame, P, scratch, med, clean_sigma, w, h); break;
+    case SS_DT_F32: k_store<float><<<g, b, 0, s>>>(p, frame, P, scratch, med, clean_sigma, w, h); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();

@@ -1,0 +1,521 @@
+/*
+ * bench.c — skysieve-bench: speed of the processing chain per backend
+ * (issue 2 "Speed", issue 3 item 7). A program, never a test: it prints
+ * figures, it asserts nothing.
+ *
+ *   skysieve-bench [--backend cpu|cuda|both] [--size 512,2048] [--history 20,64]
+ *                  [--frames N] [--device D] [--csv FILE]
+ *
+ * Input: synthetic u16 star fields (tools/synth.h: stars, jitter, hot
+ * pixels, cosmic rays, movers, a streak now and then), a few frames
+ * rendered before any timing and rotated, so the generator costs nothing
+ * and the caches see new data every frame.
+ *
+ * Each configuration runs the daemon's own path, ss_pipeline_process, after
+ * N frames of warm-up (the history full, every graph captured):
+ *  - per stage: CPU wall clock through the ops (stage_times); GPU: CUDA
+ *    events around every step in the backend's timed mode (which runs
+ *    each op at once, without graphs);
+ *  - per frame (GPU, graph mode): GPU compute ms (the sum of the segments'
+ *    event times, copies excluded) and wall ms per frame;
+ *  - end to end (GPU): frames/s of the whole loop with the raw frames in
+ *    pinned memory, the next frame prefetched (its upload overlaps the
+ *    current frame's compute) and the residual read back every frame;
+ *  - bytes moved per frame (a model: the least traffic of each stage,
+ *    every input read once, every output written once) over the
+ *    device-to-device copy bandwidth measured in the same run = the floor;
+ *    and the PCIe-bound frame rate from the measured pinned H2D/D2H rates.
+ * Without arguments: CPU at 1024² and 2048² (N = 20); CUDA at 512², 2048²,
+ * 4096² (N = 20) and 2048² (N = 64).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "pipeline/pipeline.h"
+#include "tools/synth.h"
+#ifdef SKYSIEVE_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "cuda/backend_cuda.h"
+#endif
+
+#define MAX_CASES 16
+#define PRERENDER 4                 /* distinct frames rotated through */
+
+typedef struct bench_case {
+    int cuda;                       /* 0 cpu, 1 cuda */
+    int size, history;
+} bench_case_t;
+
+typedef struct bench_out {
+    double stage_ms[SS_STAGE__COUNT];
+    double total_ms;                /* CPU: wall per frame; GPU: compute ms (graph mode) */
+    double wall_ms;                 /* GPU graph mode, wall per frame (no prefetch) */
+    double e2e_fps;                 /* GPU: with prefetch, pinned frames */
+    double timed_sum_ms;            /* GPU timed mode: sum of the stage times */
+    double bytes_model;             /* least device traffic per frame (bytes) */
+    int ok_frames, dets;
+} bench_out_t;
+
+typedef struct bw {
+    double d2d, h2d, d2h, d2h_pageable;     /* GB/s (d2d counts read + write) */
+} bw_t;
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: skysieve-bench [--backend cpu|cuda|both] [--size LIST] [--history LIST]\n"
+            "                      [--frames N] [--device D] [--csv FILE]\n"
+            "LIST is comma-separated, e.g. --size 512,2048. Without --size/--history: the\n"
+            "issue's matrix (cpu 1024² and 2048² at N=20; cuda 512², 2048², 4096² at N=20 and\n"
+            "2048² at N=64).\n");
+}
+
+static int parse_list(const char *s, int *v, int max)
+{
+    int n = 0;
+    while (s && *s && n < max) {
+        char *end;
+        const long x = strtol(s, &end, 10);
+        if (end == s || x <= 0)
+            return -1;
+        v[n++] = (int)x;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return -1;
+    }
+    return n;
+}
+
+/* The least bytes each stage moves through device memory per pixel
+ * (inputs read once, outputs written once), as ALGORITHM.md's budget:
+ * ingest raw -> frame, median; one fine-registration pass (frame + S, gx,
+ * gy); whitening N history frames + frame -> P, r; guided I, p -> r';
+ * matched r' -> z; detection z -> labels; history store frame ->
+ * slot (+ labels). Noise estimates sample a quarter of the pixels. */
+static double bytes_model(int size, int history, int hist_bytes)
+{
+    const double px = (double)size * size;
+    const double per_px = (2 + 4) + (4 + 4) + 16 + (history * hist_bytes + 4 + 8) + (8 + 4) +
+                          1 + (4 + 4) + (4 + 4) + (4 + 4 + hist_bytes) + 1;
+    return per_px * px;
+}
+
+static ss_pipeline_cfg_t bench_cfg(int cuda, int history, int device)
+{
+    ss_pipeline_cfg_t c;
+    ss_pipeline_cfg_defaults(&c);
+    c.backend = cuda ? SS_BACKEND_CUDA : SS_BACKEND_CPU;
+    c.device = device;
+    c.history = history;
+    return c;
+}
+
+static ss_synth_t *bench_synth(int size, uint64_t seed)
+{
+    ss_synth_cfg_t sc;
+    ss_synth_defaults(&sc);
+    sc.width = sc.height = size;
+    sc.seed = seed;
+    sc.n_stars = (int)(2000.0 * (double)size * size / (1024.0 * 1024.0));
+    if (sc.n_stars < 50)
+        sc.n_stars = 50;
+    sc.jitter = 1.0;
+    sc.n_hot = 50;
+    sc.cosmic_rate = 20.0;
+    sc.n_movers = 5;
+    sc.mover_snr = 10.0;
+    sc.streak_prob = 0.1;
+    return ss_synth_new(&sc);
+}
+
+/* Run one configuration. */
+static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int s = 0; s < SS_STAGE__COUNT; s++)
+        o->stage_ms[s] = -1.0;
+    const ss_backend_ops_t *ops = bc->cuda ? ss_backend_cuda_ops() : &ss_backend_cpu;
+    if (!ops) {
+        fprintf(stderr, "bench: built without CUDA\n");
+        return -1;
+    }
+    const int S = bc->size;
+    const size_t bytes = (size_t)S * S * sizeof(uint16_t);
+    ss_frame_t fr[PRERENDER];
+    ss_synth_t *syn = bench_synth(S, 12345);
+    if (!syn)
+        return -1;
+    for (int k = 0; k < PRERENDER; k++) {
+        memset(&fr[k], 0, sizeof fr[k]);
+        fr[k].pixels = ops->host_alloc.alloc(bytes, ops->host_alloc.user);
+        fr[k].capacity = bytes;
+        if (!fr[k].pixels || ss_synth_next(syn, &fr[k], NULL) != SS_OK) {
+            fprintf(stderr, "bench: cannot render %dx%d frames\n", S, S);
+            return -1;
+        }
+    }
+    ss_synth_destroy(&syn);
+    o->bytes_model = bytes_model(S, bc->history, 2);
+
+    ss_pipeline_cfg_t cfg = bench_cfg(bc->cuda, bc->history, device);
+    char err[256];
+    ss_result_t res;
+    if (ss_result_init(&res, (size_t)S * S, 4096) != 0)
+        return -1;
+#ifdef SKYSIEVE_HAVE_CUDA
+    /* the residual lands in pinned memory, as a daemon's result pool would */
+    float *pinned_res = NULL;
+    if (bc->cuda) {
+        pinned_res = ops->host_alloc.alloc((size_t)S * S * sizeof(float), NULL);
+        if (pinned_res) {
+            free(res.residual);
+            res.residual = pinned_res;
+        }
+    }
+#endif
+    const int warm = bc->history + 4;
+    const int passes = bc->cuda ? 3 : 1;
+    uint64_t seq = 0;
+    for (int pass = 0; pass < passes; pass++) {
+        ss_pipeline_t *pl = ss_pipeline_new(&cfg, "bench", err, sizeof err);
+        if (!pl) {
+            fprintf(stderr, "bench: %s\n", err);
+            return -1;
+        }
+        /* pass 0: per-stage times (CPU wall clock; GPU timed mode)
+         * pass 1: GPU graph mode, compute ms and wall ms per frame
+         * pass 2: GPU end to end with prefetching */
+        double stage_sum[SS_STAGE__COUNT] = { 0 };
+        int stage_n[SS_STAGE__COUNT] = { 0 };
+        double t0 = 0.0, gpu_ms = 0.0, wall = 0.0;
+        int timed = 0;
+        for (int t = 0; t < warm + frames; t++) {
+            ss_frame_t *cur = &fr[t % PRERENDER];
+            cur->meta.seq = ++seq;
+            if (t == warm)
+                t0 = ss_now_mono();
+#ifdef SKYSIEVE_HAVE_CUDA
+            const ss_backend_ops_t *bops = NULL;
+            ss_backend_t *be = ss_pipeline_backend(pl, &bops);
+            if (bc->cuda && be) {
+                ss_cuda_set_mode(be, pass == 0, 1);
+                if (pass == 2) {
+                    ss_frame_t *next = &fr[(t + 1) % PRERENDER];
+                    next->meta.seq = seq + 1;
+                    if (ss_cuda_prefetch(be, next) != SS_OK)
+                        return -1;
+                }
+            }
+#endif
+            const double f0 = ss_now_mono();
+            const ss_err_t e = ss_pipeline_process(pl, cur, &res);
+            const double f1 = ss_now_mono();
+            if (e != SS_OK) {
+                fprintf(stderr, "bench: frame %d: %s (%s)\n", t, ss_strerror(e), res.reason);
+                return -1;
+            }
+            if (getenv("SKYSIEVE_BENCH_DEBUG"))
+                fprintf(stderr, "frame %d: %s %s\n", t, ss_status_name(res.status), res.reason);
+            if (t < warm)
+                continue;
+            if (res.status == SS_STATUS_OK) {
+                o->ok_frames++;
+                o->dets += res.dets.count;
+            }
+            if (pass == 0) {
+                for (int s = 0; s < SS_STAGE__COUNT; s++)
+                    if (res.stage_ms[s] >= 0.0) {
+                        stage_sum[s] += res.stage_ms[s];
+                        stage_n[s]++;
+                    }
+                wall += (f1 - f0) * 1e3;
+                timed++;
+            }
+#ifdef SKYSIEVE_HAVE_CUDA
+            if (pass == 1) {
+                const ss_backend_ops_t *bops2 = NULL;
+                ss_backend_t *be2 = ss_pipeline_backend(pl, &bops2);
+                gpu_ms += ss_cuda_frame_ms(be2);
+                wall += (f1 - f0) * 1e3;
+                timed++;
+            }
+#endif
+        }
+        const double t1 = ss_now_mono();
+        if (pass == 0) {
+            double sum = 0.0;
+            for (int s = 0; s < SS_STAGE__COUNT; s++)
+                if (stage_n[s] > 0) {
+                    o->stage_ms[s] = stage_sum[s] / frames;
+                    if (s != SS_STAGE_UPLOAD && s != SS_STAGE_DOWNLOAD)
+                        sum += o->stage_ms[s];
+                }
+            o->timed_sum_ms = sum;
+            if (!bc->cuda)
+                o->total_ms = wall / timed;
+        } else if (pass == 1) {
+            o->total_ms = gpu_ms / timed;
+            o->wall_ms = wall / timed;
+        } else {
+            o->e2e_fps = frames / (t1 - t0);
+        }
+        ss_pipeline_destroy(&pl);
+    }
+    o->ok_frames /= passes;
+    o->dets /= passes;
+#ifdef SKYSIEVE_HAVE_CUDA
+    if (pinned_res) {
+        ops->host_alloc.free(pinned_res, NULL);
+        res.residual = NULL;
+    }
+#endif
+    ss_result_free(&res);
+    for (int k = 0; k < PRERENDER; k++)
+        ops->host_alloc.free(fr[k].pixels, ops->host_alloc.user);
+    return 0;
+}
+
+#ifdef SKYSIEVE_HAVE_CUDA
+/* Copy bandwidths of this GPU, measured now: a large device-to-device
+ * copy (bytes read + written), pinned host->device and device->host, and
+ * device->host into pageable memory. Median of several runs. */
+static double time_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind k, int reps)
+{
+    cudaEvent_t a, b;
+    double best[16];
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    cudaMemcpy(dst, src, n, k);     /* warm-up */
+    for (int r = 0; r < reps; r++) {
+        cudaEventRecord(a, 0);
+        cudaMemcpyAsync(dst, src, n, k, 0);
+        cudaEventRecord(b, 0);
+        cudaEventSynchronize(b);
+        float ms = 0.0f;
+        cudaEventElapsedTime(&ms, a, b);
+        best[r] = ms;
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    for (int i = 1; i < reps; i++)      /* median */
+        for (int j = i; j > 0 && best[j - 1] > best[j]; j--) {
+            const double t = best[j];
+            best[j] = best[j - 1];
+            best[j - 1] = t;
+        }
+    return best[reps / 2] * 1e-3;
+}
+
+static int measure_bw(int device, bw_t *bw, char *dev_name, size_t n_name, int *driver)
+{
+    memset(bw, 0, sizeof *bw);
+    if (cudaSetDevice(device) != cudaSuccess)
+        return -1;
+    struct cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, device);
+    snprintf(dev_name, n_name, "%s", prop.name);
+    cudaDriverGetVersion(driver);
+    const size_t big = (size_t)1 << 30, mid = (size_t)256 << 20;
+    void *d0 = NULL, *d1 = NULL, *h = NULL, *hp = malloc(mid);
+    if (cudaMalloc(&d0, big) != cudaSuccess || cudaMalloc(&d1, big) != cudaSuccess ||
+        cudaHostAlloc(&h, mid, cudaHostAllocDefault) != cudaSuccess || !hp) {
+        cudaGetLastError();
+        return -1;
+    }
+    cudaMemset(d0, 1, big);
+    memset(h, 1, mid);
+    memset(hp, 1, mid);
+    bw->d2d = 2.0 * (double)big / time_copy(d1, d0, big, cudaMemcpyDeviceToDevice, 9) * 1e-9;
+    bw->h2d = (double)mid / time_copy(d0, h, mid, cudaMemcpyHostToDevice, 7) * 1e-9;
+    bw->d2h = (double)mid / time_copy(h, d0, mid, cudaMemcpyDeviceToHost, 7) * 1e-9;
+    bw->d2h_pageable = (double)mid / time_copy(hp, d0, mid, cudaMemcpyDeviceToHost, 5) * 1e-9;
+    cudaFree(d0);
+    cudaFree(d1);
+    cudaFreeHost(h);
+    free(hp);
+    return 0;
+}
+#endif
+
+int main(int argc, char **argv)
+{
+    int want_cpu = 1, want_cuda = 1, frames = -1, device = 0;
+    int sizes[8], nsizes = 0, hists[8], nhists = 0;
+    const char *csv = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--backend") && v) {
+            want_cpu = !strcmp(v, "cpu") || !strcmp(v, "both");
+            want_cuda = !strcmp(v, "cuda") || !strcmp(v, "both");
+            if (!want_cpu && !want_cuda) {
+                usage();
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--size") && v) {
+            if ((nsizes = parse_list(v, sizes, 8)) <= 0) {
+                usage();
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--history") && v) {
+            if ((nhists = parse_list(v, hists, 8)) <= 0) {
+                usage();
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--frames") && v) {
+            frames = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--device") && v) {
+            device = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--csv") && v) {
+            csv = v;
+            i++;
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    ss_log_setup(SS_LOG_WARNING, 0);
+
+    bench_case_t cases[MAX_CASES];
+    int nc = 0;
+    const int cpu_default[] = { 1024, 2048 }, gpu_default[][2] = { { 512, 20 }, { 2048, 20 },
+                                                                  { 4096, 20 }, { 2048, 64 } };
+    for (int b = 0; b < 2; b++) {
+        if ((b == 0 && !want_cpu) || (b == 1 && !want_cuda))
+            continue;
+        if (nsizes == 0 && nhists == 0) {
+            if (b == 0)
+                for (int k = 0; k < 2; k++)
+                    cases[nc++] = (bench_case_t){ 0, cpu_default[k], 20 };
+            else
+                for (int k = 0; k < 4; k++)
+                    cases[nc++] = (bench_case_t){ 1, gpu_default[k][0], gpu_default[k][1] };
+            continue;
+        }
+        const int *sz = nsizes ? sizes : (b == 0 ? cpu_default : NULL);
+        const int nsz = nsizes ? nsizes : (b == 0 ? 2 : 3);
+        static const int gsz[] = { 512, 2048, 4096 };
+        const int nh = nhists ? nhists : 1;
+        for (int s = 0; s < nsz; s++)
+            for (int h = 0; h < nh && nc < MAX_CASES; h++)
+                cases[nc++] = (bench_case_t){ b, sz ? sz[s] : gsz[s], nhists ? hists[h] : 20 };
+    }
+
+    char dev_name[256] = "-";
+    int driver = 0;
+    bw_t bw = { 0 };
+#ifdef SKYSIEVE_HAVE_CUDA
+    if (want_cuda) {
+        char why[256];
+        const ss_backend_ops_t *g = ss_backend_cuda_ops();
+        if (!g->probe(device, why, sizeof why)) {
+            fprintf(stderr, "bench: no usable GPU: %s\n", why);
+            return 1;
+        }
+        if (measure_bw(device, &bw, dev_name, sizeof dev_name, &driver) != 0) {
+            fprintf(stderr, "bench: bandwidth measurement failed\n");
+            return 1;
+        }
+        printf("# device %s, CUDA driver %d.%d\n", dev_name, driver / 1000, (driver % 1000) / 10);
+        printf("# measured: device copy %.0f GB/s (read+write), H2D pinned %.1f GB/s, "
+               "D2H pinned %.1f GB/s, D2H pageable %.1f GB/s\n",
+               bw.d2d, bw.h2d, bw.d2h, bw.d2h_pageable);
+    }
+#else
+    if (want_cuda && !want_cpu) {
+        fprintf(stderr, "bench: built without CUDA\n");
+        return 1;
+    }
+    want_cuda = 0;
+#endif
+
+    FILE *cf = csv ? fopen(csv, "w") : NULL;
+    if (cf) {
+        fprintf(cf, "backend,size,history,frames");
+        for (int s = 0; s < SS_STAGE__COUNT; s++)
+            fprintf(cf, ",%s_ms", ss_stage_name((ss_stage_id_t)s));
+        fprintf(cf, ",stage_sum_ms,total_ms,wall_ms,e2e_fps,bytes_model,floor_ms,pcie_fps,"
+                    "ok_frames,detections\n");
+    }
+    bench_out_t outs[MAX_CASES];
+    double cpu_total_at[8193];
+    memset(cpu_total_at, 0, sizeof cpu_total_at);
+    for (int k = 0; k < nc; k++) {
+        const bench_case_t *bc = &cases[k];
+        if (bc->cuda && !want_cuda)
+            continue;
+        const int nf = frames > 0 ? frames : bc->cuda ? 60 : 3;
+        fprintf(stderr, "bench: %s %d² N=%d, %d frames after %d of warm-up ...\n",
+                bc->cuda ? "cuda" : "cpu", bc->size, bc->history, nf, bc->history + 4);
+        if (run_case(bc, nf, device, &outs[k]) != 0) {
+            fprintf(stderr, "bench: %s %d² failed\n", bc->cuda ? "cuda" : "cpu", bc->size);
+            return 1;
+        }
+        const bench_out_t *o = &outs[k];
+        if (!bc->cuda && bc->size <= 8192 && bc->history == 20)
+            cpu_total_at[bc->size] = o->total_ms;
+        const double floor_ms = bw.d2d > 0 ? o->bytes_model / (bw.d2d * 1e9) * 1e3 : 0.0;
+        const double in_b = (double)bc->size * bc->size * 2, out_b = (double)bc->size * bc->size * 4;
+        const double pcie_fps = bw.h2d > 0 ? 1.0 / fmax(in_b / (bw.h2d * 1e9), out_b / (bw.d2h * 1e9)) : 0.0;
+        if (cf) {
+            fprintf(cf, "%s,%d,%d,%d", bc->cuda ? "cuda" : "cpu", bc->size, bc->history, nf);
+            for (int s = 0; s < SS_STAGE__COUNT; s++)
+                fprintf(cf, ",%.4f", o->stage_ms[s]);
+            fprintf(cf, ",%.4f,%.4f,%.4f,%.2f,%.0f,%.4f,%.2f,%d,%d\n", o->timed_sum_ms, o->total_ms,
+                    o->wall_ms, o->e2e_fps, o->bytes_model, floor_ms, pcie_fps, o->ok_frames,
+                    o->dets);
+            fflush(cf);
+        }
+    }
+
+    /* the short table */
+    printf("\n%-5s %5s %3s |", "back", "size", "N");
+    static const ss_stage_id_t show[] = { SS_STAGE_CALIBRATE, SS_STAGE_REG_COARSE,
+                                          SS_STAGE_REG_FINE, SS_STAGE_WHITEN, SS_STAGE_GUIDED,
+                                          SS_STAGE_NOISE, SS_STAGE_MATCHED, SS_STAGE_DETECT,
+                                          SS_STAGE_HISTORY };
+    for (size_t s = 0; s < sizeof show / sizeof show[0]; s++)
+        printf(" %8.8s", ss_stage_name(show[s]));
+    printf(" | %9s %9s %8s %8s %7s %8s %7s\n", "total_ms", "wall_ms", "e2e_fps", "MB/frame",
+           "floor", "floor/t", "pcie%");
+    for (int k = 0; k < nc; k++) {
+        const bench_case_t *bc = &cases[k];
+        if (bc->cuda && !want_cuda)
+            continue;
+        const bench_out_t *o = &outs[k];
+        printf("%-5s %5d %3d |", bc->cuda ? "cuda" : "cpu", bc->size, bc->history);
+        for (size_t s = 0; s < sizeof show / sizeof show[0]; s++)
+            printf(" %8.3f", o->stage_ms[show[s]]);
+        const double floor_ms = bw.d2d > 0 ? o->bytes_model / (bw.d2d * 1e9) * 1e3 : 0.0;
+        const double in_b = (double)bc->size * bc->size * 2, out_b = (double)bc->size * bc->size * 4;
+        const double pcie_fps = bw.h2d > 0 ? 1.0 / fmax(in_b / (bw.h2d * 1e9), out_b / (bw.d2h * 1e9)) : 0.0;
+        printf(" | %9.3f %9.3f %8.1f %8.1f %7.3f %8.2f %7.1f\n", o->total_ms,
+               bc->cuda ? o->wall_ms : o->total_ms, bc->cuda ? o->e2e_fps : 1e3 / o->total_ms,
+               o->bytes_model / 1e6, bc->cuda ? floor_ms : 0.0,
+               bc->cuda && o->total_ms > 0 ? floor_ms / o->total_ms : 0.0,
+               bc->cuda && pcie_fps > 0 ? 100.0 * o->e2e_fps / pcie_fps : 0.0);
+    }
+    for (int k = 0; k < nc; k++) {
+        const bench_case_t *bc = &cases[k];
+        if (bc->cuda && want_cuda && bc->history == 20 && bc->size <= 8192 &&
+            cpu_total_at[bc->size] > 0 && outs[k].total_ms > 0)
+            printf("# speed-up cuda/cpu at %d², N=20: %.0fx (GPU compute) / %.0fx (wall per frame)\n",
+                   bc->size, cpu_total_at[bc->size] / outs[k].total_ms,
+                   cpu_total_at[bc->size] / outs[k].wall_ms);
+    }
+    printf("# total_ms: CPU wall per frame; CUDA GPU compute per frame (CUDA events, graph mode).\n"
+           "# stage columns: CPU wall clock / CUDA events in the timed mode (ms per frame).\n"
+           "# floor = bytes moved (model) / measured device copy bandwidth; floor/t = fraction of it achieved.\n"
+           "# pcie%%: end-to-end frames/s over the PCIe-bound rate (u16 in, f32 residual out, overlapped).\n");
+    if (cf)
+        fclose(cf);
+    return 0;
+}

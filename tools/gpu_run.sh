@@ -1,0 +1,94 @@
+#!/bin/bash
+# gpu_run.sh — everything the CUDA backend needs checked on a GPU machine,
+# in one go: build (CUDA on, sm_90), the GPU tests (ctest -L gpu), the
+# parity test under compute-sanitizer (memcheck, racecheck; initcheck and
+# synccheck on the stage tests), the benchmark, and a short table at the
+# end. Full logs go to $OUT (or ./gpu-out when OUT is unset).
+#
+# Usage: tools/gpu_run.sh [STEPS] [-- bench args...]
+#   STEPS: a comma list of build, test, sanitize, bench (default: all four;
+#   build is always done first). Each call of the device tool has 10
+#   minutes: a first call can do build,test,bench and a later one sanitize.
+# The GPU host has no packages: run ../shared/tools/gpu-deps-bundle once in
+# the checkout (it writes .gpudeps/), carry .gpudeps along; this script
+# sources .gpudeps/env.sh when it is there.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+[ -f .gpudeps/env.sh ] && source .gpudeps/env.sh
+mode=${1:-all}
+[ $# -gt 0 ] && shift
+[ "${1:-}" = "--" ] && shift
+B=build-gpu
+JOBS=$(nproc)
+S=$OUT/summary.txt
+: > "$S"
+
+note() { echo "$*" | tee -a "$S"; }
+
+# step NAME LOGFILE TIMEOUT_S CMD...: run, log, record rc and seconds
+step() {
+    local name=$1 log=$2 limit=$3
+    shift 3
+    local t0=$(date +%s)
+    timeout "$limit" "$@" >> "$log" 2>&1
+    local rc=$?
+    note "$(printf '%-28s rc=%-3d %4ds' "$name" "$rc" "$(( $(date +%s) - t0 ))")"
+    return $rc
+}
+
+device_info() {
+    note "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1 | head -1)"
+    note "nvcc: $(nvcc --version 2>&1 | tail -2 | head -1)"
+    note "host: $(nproc) cores, $(uname -r)"
+}
+
+do_build() {
+    step configure "$OUT/build.log" 120 cmake -S . -B $B -DSKYSIEVE_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=RelWithDebInfo || return 1
+    # only what this script runs: other targets may be work in progress
+    step build "$OUT/build.log" 400 cmake --build $B -j"$JOBS" --target \
+        check_cuda_parity check_cuda_errors skysieve-bench || { tail -30 "$OUT/build.log"; return 1; }
+}
+
+do_test() {
+    step "ctest -L gpu" "$OUT/ctest.log" 400 ctest --test-dir $B -L gpu --output-on-failure
+    grep -E "Checks|tests passed|tests failed|Failed|SKIP|Passed|\*\*\*" "$OUT/ctest.log" | tail -12 | tee -a "$S"
+}
+
+do_sanitize() {
+    local cs="compute-sanitizer --error-exitcode 99 --target-processes all"
+    export CK_FORK=no
+    step "memcheck parity" "$OUT/memcheck.log" 280 $cs --tool memcheck --leak-check full \
+        $B/tests/check_cuda_parity
+    step "racecheck parity" "$OUT/racecheck.log" 200 $cs --tool racecheck $B/tests/check_cuda_parity
+    CK_RUN_CASE=stages step "initcheck+synccheck stages" "$OUT/initcheck.log" 100 \
+        sh -c "$cs --tool initcheck $B/tests/check_cuda_parity && $cs --tool synccheck $B/tests/check_cuda_parity"
+    unset CK_FORK
+    for f in memcheck racecheck initcheck; do
+        note "$f: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Checks:' "$OUT/$f.log" | tr '\n' ' ' | cut -c1-300)"
+    done
+}
+
+do_bench() {
+    step bench "$OUT/bench.log" 400 $B/tools/skysieve-bench --csv "$OUT/bench.csv" "$@"
+    sed -n '/^# device/,/^# measured/p;/^back/,$p' "$OUT/bench.log" | tee -a "$S"
+}
+
+device_info
+[ "$mode" = all ] && mode=build,test,sanitize,bench
+do_build || { echo "build failed"; cat "$S"; exit 1; }
+IFS=, read -ra steps <<< "$mode"
+for st in "${steps[@]}"; do
+    case $st in
+    build) ;;
+    test) do_test ;;
+    sanitize) do_sanitize ;;
+    bench) do_bench "$@" ;;
+    *) echo "unknown step $st" >&2; exit 2 ;;
+    esac
+done
+echo "---- summary ($OUT/summary.txt)"
+cat "$S"
