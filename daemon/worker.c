@@ -45,7 +45,9 @@ static void apply_requests(ss_feed_t *f)
  * raised detect.max: the buffer grows once, here, not per frame). */
 static void fit_detections(ss_feed_t *f, ss_out_t *o)
 {
+    pthread_mutex_lock(&f->d->cfg_lock);
     int want = f->cfg->pipeline.max_detections;
+    pthread_mutex_unlock(&f->d->cfg_lock);
     if (o->res.dets.capacity >= want)
         return;
     ss_detlist_t l;

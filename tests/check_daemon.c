@@ -1223,6 +1223,25 @@ START_TEST(test_hostile_input)
     /* 7. a header that is a JSON array */
     ss_proto_part_t p7[2] = { { "[1,2,3]", 7 }, { s.f.pixels, bytes } };
     send_parts(s.sock, p7, 2);
+    /* 8. not hostile: a float frame of NaN only (every pixel invalid) is
+     * accepted and processed (its status says what became of it) */
+    {
+        ss_frame_t nf = { .width = W, .height = H, .dtype = SS_DT_F32 };
+        nf.capacity = (size_t)W * H * sizeof(float);
+        float *nan_px = malloc(nf.capacity);
+        for (size_t i = 0; i < (size_t)W * H; i++)
+            nan_px[i] = NAN;
+        nf.pixels = nan_px;
+        ss_frame_meta_clear(&nf.meta);
+        nf.meta.seq = 1000;
+        nf.meta.mjd_obs = 61000.5;
+        char nh[4096];
+        int nl = ss_proto_encode_frame_header(&nf, nh, sizeof nh);
+        ck_assert_int_gt(nl, 0);
+        ss_proto_part_t p8[2] = { { nh, (size_t)nl }, { nan_px, nf.capacity } };
+        send_parts(s.sock, p8, 2);
+        free(nan_px);
+    }
     /* then good frames: still served */
     for (int i = 0; i < 3; i++)
         sender_send(&s, NULL);
@@ -1233,11 +1252,11 @@ START_TEST(test_hostile_input)
         free(st);
         sleep_s(0.05);
         st = stats_of(&d);
-    } while (st->feeds[0].processed < 3 && now_s() - t0 < 60.0);
+    } while (st->feeds[0].processed < 4 && now_s() - t0 < 60.0);
     const ss_proto_feed_stats_t *fs = &st->feeds[0];
-    ck_assert_uint_eq(fs->processed, 3);
-    ck_assert_uint_eq(fs->accepted, 3);
-    ck_assert_uint_eq(fs->received, 10);
+    ck_assert_uint_eq(fs->processed, 4);
+    ck_assert_uint_eq(fs->accepted, 4);
+    ck_assert_uint_eq(fs->received, 11);
     ck_assert_uint_eq(fs->rejected, 7);
     ck_assert_uint_eq(fs->rejected_by[SS_PR_NOT_JSON], 1);
     ck_assert_uint_eq(fs->rejected_by[SS_PR_MISSING_PART], 1);
@@ -1251,8 +1270,8 @@ START_TEST(test_hostile_input)
     ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
     final_t f;
     ck_assert_int_eq(final_counters(&d, "f0", &f), 0);
-    ck_assert_uint_eq(f.received, 10);
-    ck_assert_uint_eq(f.processed, 3);
+    ck_assert_uint_eq(f.received, 11);
+    ck_assert_uint_eq(f.processed, 4);
 
     free(mask);
     free(bad);
