@@ -329,14 +329,22 @@ static void daemon_keys(const dmn_t *d, char *buf, size_t n)
              log_level, d->ctl, d->pub);
 }
 
-/* Pipeline keys for short sequences: CPU, a short history. */
+/* The backend the daemon runs: cpu, or $SKYSIEVE_TEST_BACKEND (cuda on a
+ * GPU machine: the same tests then drive the CUDA backend). */
+static const char *test_backend(void)
+{
+    const char *b = getenv("SKYSIEVE_TEST_BACKEND");
+    return b && b[0] ? b : "cpu";
+}
+
+/* Pipeline keys for short sequences: one CPU thread, a short history. */
 static const char *pipeline_keys(double thresh)
 {
     static char buf[256];
     snprintf(buf, sizeof buf,
-             "\"pipeline\": {\"backend\": \"cpu\", \"threads\": 1, \"history\": 10,"
+             "\"pipeline\": {\"backend\": \"%s\", \"threads\": 1, \"history\": 10,"
              " \"whiten\": {\"degree\": 1}, \"detect\": {\"thresh\": %g}}",
-             thresh);
+             test_backend(), thresh);
     return buf;
 }
 
@@ -1095,7 +1103,7 @@ START_TEST(test_control_commands)
     ck_assert_int_eq(ss_proto_decode_status_body(r.body, strlen(r.body), st, &err), SS_OK);
     ck_assert_int_eq(st->n_feeds, 1);
     ck_assert_str_eq(st->feeds[0].name, "f0");
-    ck_assert_str_eq(st->feeds[0].backend, "cpu");
+    ck_assert_str_eq(st->feeds[0].backend, test_backend());
     ck_assert_ptr_nonnull(strstr(st->feeds[0].source, "synth"));
     ck_assert_ptr_nonnull(strstr(st->version, "."));
     ss_ctl_response_free(&r);
