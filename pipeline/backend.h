@@ -120,7 +120,9 @@ typedef struct ss_backend_ops {
                             int n, double *R, double *p);
     ss_err_t (*whiten)(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
                        const double *a, int n);
-    /* §4: RESIDUAL, PREDICTION -> CLEAN (radius 0: CLEAN = RESIDUAL). */
+    /* §4: RESIDUAL, PREDICTION -> CLEAN (radius 0: CLEAN = RESIDUAL).
+     * cfg->guided_laplacian picks the two-channel ss_guided_filter2 (the
+     * default) or the one-channel ss_guided_filter. */
     ss_err_t (*guided)(ss_backend_t *b, int radius, float eps);
     /* §5: σ of a plane (RESIDUAL or CLEAN). */
     ss_err_t (*noise)(ss_backend_t *b, ss_plane_t which, int stride, float *sigma);

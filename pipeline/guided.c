@@ -37,7 +37,7 @@
  * rows, so bands of at least 4·(2r+1) rows keep that start-up below a
  * quarter of the work. */
 #define SS_BOX_BAND 64
-#define SS_BOX_MAX_CH 4             /* channels besides the count */
+#define SS_BOX_MAX_CH 8             /* channels besides the count */
 
 /* The inner routines take the mode and channel count as parameters that
  * are constants at their call sites; forcing them inline lets each use
@@ -48,17 +48,19 @@
 /* What the channels are and what is written at the end. */
 enum box_mode {
     BOX_PLAIN,                      /* C planes in, their C box means out */
-    BOX_GUIDED_AB                   /* I, p in; A, B of the guided filter out */
+    BOX_GUIDED_AB,                  /* I, p in; A, B of the guided filter out */
+    BOX_GUIDED2_AB                  /* I, L, p in; A1, A2, B of the two-channel guide out */
 };
 
 typedef struct box_job {
     int mode, C;                    /* C: channels summed (4 for the guided moments) */
     int w, h, r;
     const float *in[SS_BOX_MAX_CH]; /* BOX_PLAIN: validity is that of in[0] */
-    const float *I, *p;             /* BOX_GUIDED_AB */
+    const float *I, *p;             /* BOX_GUIDED_AB, BOX_GUIDED2_AB */
+    const float *L;                 /* BOX_GUIDED2_AB: the second guide channel */
     float c;                        /*   I' = I - c */
     double eps;
-    float *out[SS_BOX_MAX_CH];      /* BOX_PLAIN: C planes; GUIDED: A, B */
+    float *out[SS_BOX_MAX_CH];      /* BOX_PLAIN: C planes; GUIDED: A, B; GUIDED2: A1, A2, B */
 } box_job_t;
 
 static int max_threads(void)
@@ -84,6 +86,21 @@ static int thread_id(void)
  * and the loops around it specialise. */
 BOX_INLINE void load_px(const box_job_t *j, int mode, int C, size_t i, double *v)
 {
+    if (mode == BOX_GUIDED2_AB) {
+        const float I = j->I[i], L = j->L[i], p = j->p[i];
+        const int ok = isfinite(I) && isfinite(L) && isfinite(p);
+        const float ic = ok ? I - j->c : 0.0f, lv = ok ? L : 0.0f, pv = ok ? p : 0.0f;
+        v[0] = ok;
+        v[1] = ic;
+        v[2] = lv;
+        v[3] = pv;
+        v[4] = (double)ic * (double)pv;
+        v[5] = (double)lv * (double)pv;
+        v[6] = (double)ic * (double)ic;
+        v[7] = (double)ic * (double)lv;
+        v[8] = (double)lv * (double)lv;
+        return;
+    }
     if (mode == BOX_GUIDED_AB) {
         const float I = j->I[i], p = j->p[i];
         const int ok = isfinite(I) && isfinite(p);
@@ -157,6 +174,25 @@ BOX_INLINE void add_row(const box_job_t *j, int mode, int C, int ya, int ys, dou
 /* Turn the window sums of pixel i into the outputs. */
 BOX_INLINE void finish_px(const box_job_t *j, int mode, int C, size_t i, const double *a)
 {
+    if (mode == BOX_GUIDED2_AB) {
+        /* the 2×2 system [S11+ε S12; S12 S22+ε]·[A1; A2] = [C1p; C2p] of
+         * the window's (co)variances, by Cramer's rule, in double */
+        const int part = isfinite(j->I[i]) && isfinite(j->L[i]) && isfinite(j->p[i]);
+        const double n = a[0], inv = 1.0 / n;
+        const double m1 = a[1] * inv, m2 = a[2] * inv, mp = a[3] * inv;
+        const double c1p = a[4] * inv - m1 * mp, c2p = a[5] * inv - m2 * mp;
+        const double s11 = a[6] * inv - m1 * m1 + j->eps, s12 = a[7] * inv - m1 * m2;
+        const double s22 = a[8] * inv - m2 * m2 + j->eps;
+        const double det = s11 * s22 - s12 * s12;
+        const float A1 = (float)((c1p * s22 - c2p * s12) / det);
+        const float A2 = (float)((c2p * s11 - c1p * s12) / det);
+        const float B = (float)(mp - (double)A1 * m1 - (double)A2 * m2);
+        const int ok = part && n > 0.5 && isfinite(A1) && isfinite(A2) && isfinite(B);
+        j->out[0][i] = ok ? A1 : NAN;
+        j->out[1][i] = ok ? A2 : NAN;
+        j->out[2][i] = ok ? B : NAN;
+        return;
+    }
     if (mode == BOX_GUIDED_AB) {
         /* A and B only where the pixel itself takes part (box(A) and
          * box(B) average over those pixels, as every mean here does);
@@ -199,10 +235,10 @@ BOX_INLINE void box_band(const box_job_t *j, int mode, int C, int y0, int y1, do
     }
 }
 
-/* Frames too short for a band's state in the scratch (h <= 4 at most):
+/* Frames too short for a band's state in the scratch (h <= 8 at most):
  * each output row sums the running horizontal sums of its window's rows
  * directly, in row order (O(h) per pixel, and h is tiny here). */
-#define SS_BOX_FEW_ROWS 4
+#define SS_BOX_FEW_ROWS 8
 static void box_few_rows(const box_job_t *j, int mode, int C)
 {
     const int S = C + 1, w = j->w, h = j->h, r = j->r;
@@ -249,13 +285,17 @@ static void box_run(const box_job_t *j, double *ds, size_t nds)
     if (w <= 0 || h <= 0)
         return;
     const size_t per = 2 * (size_t)(C + 1) * (size_t)w;
-    if (per > nds) {                         /* h < C+1 <= 5 */
-        if (j->mode == BOX_GUIDED_AB)
+    if (per > nds) {                         /* h < C+1 <= 9 */
+        if (j->mode == BOX_GUIDED2_AB)
+            box_few_rows(j, BOX_GUIDED2_AB, 8);
+        else if (j->mode == BOX_GUIDED_AB)
             box_few_rows(j, BOX_GUIDED_AB, 4);
         else if (C == 1)
             box_few_rows(j, BOX_PLAIN, 1);
-        else
+        else if (C == 2)
             box_few_rows(j, BOX_PLAIN, 2);
+        else
+            box_few_rows(j, BOX_PLAIN, 3);
         return;
     }
     const int band = SS_MAX(SS_BOX_BAND, 4 * (2 * j->r + 1));
@@ -268,12 +308,16 @@ static void box_run(const box_job_t *j, double *ds, size_t nds)
     for (int b = 0; b < nb; b++) {
         double *buf = ds + (size_t)thread_id() * per;
         const int y0 = b * band, y1 = SS_MIN(h, y0 + band);
-        if (j->mode == BOX_GUIDED_AB)
+        if (j->mode == BOX_GUIDED2_AB)
+            box_band(j, BOX_GUIDED2_AB, 8, y0, y1, buf);
+        else if (j->mode == BOX_GUIDED_AB)
             box_band(j, BOX_GUIDED_AB, 4, y0, y1, buf);
         else if (C == 1)
             box_band(j, BOX_PLAIN, 1, y0, y1, buf);
-        else
+        else if (C == 2)
             box_band(j, BOX_PLAIN, 2, y0, y1, buf);
+        else
+            box_band(j, BOX_PLAIN, 3, y0, y1, buf);
     }
 }
 
@@ -285,25 +329,18 @@ void ss_box_mean(const float *in, int w, int h, int r, float *out, double *scrat
     box_run(&j, scratch, 2 * (size_t)SS_MAX(w, 0) * (size_t)SS_MAX(h, 0));
 }
 
-void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float eps, float *out,
-                      float *scratch, double *dscratch)
+/* c: mean of I over the pixels where every input is finite; row sums
+ * first (in dscratch), added in row order, so threads do not change it. */
+static float guide_mean(const float *I, const float *L, const float *p, int w, int h,
+                        double *dscratch)
 {
-    if (w <= 0 || h <= 0)
-        return;
-    const size_t npix = (size_t)w * (size_t)h, nds = 2 * npix;
-    float *A = scratch, *B = scratch + npix, *bA = scratch + 2 * npix, *bB = scratch + 3 * npix;
-    if (r < 0)
-        r = 0;
-
-    /* c: mean of I over the pixels that take part; row sums first (in
-     * dscratch), added in row order, so threads do not change it */
     double *rs = dscratch, *rn = dscratch + h;
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
         double s = 0.0, n = 0.0;
         for (int x = 0; x < w; x++) {
             const size_t i = (size_t)y * (size_t)w + (size_t)x;
-            if (isfinite(I[i]) && isfinite(p[i])) {
+            if (isfinite(I[i]) && isfinite(p[i]) && (!L || isfinite(L[i]))) {
                 s += (double)I[i];
                 n += 1.0;
             }
@@ -316,7 +353,19 @@ void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float
         sum += rs[y];
         cnt += rn[y];
     }
-    const float c = cnt > 0.0 ? (float)(sum / cnt) : 0.0f;
+    return cnt > 0.0 ? (float)(sum / cnt) : 0.0f;
+}
+
+void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float eps, float *out,
+                      float *scratch, double *dscratch)
+{
+    if (w <= 0 || h <= 0)
+        return;
+    const size_t npix = (size_t)w * (size_t)h, nds = 2 * npix;
+    float *A = scratch, *B = scratch + npix, *bA = scratch + 2 * npix, *bB = scratch + 3 * npix;
+    if (r < 0)
+        r = 0;
+    const float c = guide_mean(I, NULL, p, w, h, dscratch);
 
     /* A, B from the window moments of I' = I - c and p */
     box_job_t jm = { .mode = BOX_GUIDED_AB, .C = 4, .w = w, .h = h, .r = r, .I = I, .p = p,
@@ -343,4 +392,72 @@ void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float
             out[i] = isfinite(I[i]) && isfinite(p[i]) ? (float)((double)p[i] - q) : NAN;
         }
     }
+}
+
+void ss_laplacian5(const float *in, int w, int h, float *out)
+{
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            if (x == 0 || y == 0 || x == w - 1 || y == h - 1) {
+                out[i] = NAN;
+                continue;
+            }
+            /* NaN in any of the five propagates */
+            out[i] = in[i - 1] + in[i + 1] + in[i - (size_t)w] + in[i + (size_t)w] - 4.0f * in[i];
+        }
+    }
+}
+
+/* The two-channel fit: window moments over the pixels where I, L and p
+ * are finite, then out = p - q where they are. */
+static void guided2_pass(const float *I, const float *L, const float *p,
+                         int w, int h, int r, float eps, float c, float *out, float *scratch,
+                         double *dscratch)
+{
+    const size_t npix = (size_t)w * (size_t)h, nds = 2 * npix;
+    float *A1 = scratch, *A2 = scratch + npix, *B = scratch + 2 * npix;
+    float *bA1 = scratch + 3 * npix, *bA2 = scratch + 4 * npix, *bB = scratch + 5 * npix;
+    box_job_t jm = { .mode = BOX_GUIDED2_AB, .C = 8, .w = w, .h = h, .r = r, .I = I, .L = L,
+                     .p = p, .c = c, .eps = (double)eps };
+    jm.out[0] = A1;
+    jm.out[1] = A2;
+    jm.out[2] = B;
+    box_run(&jm, dscratch, nds);
+
+    box_job_t jb = { .mode = BOX_PLAIN, .C = 3, .w = w, .h = h, .r = r };
+    jb.in[0] = A1;
+    jb.in[1] = A2;
+    jb.in[2] = B;
+    jb.out[0] = bA1;
+    jb.out[1] = bA2;
+    jb.out[2] = bB;
+    box_run(&jb, dscratch, nds);
+
+    /* r' = p - (box(A1)·I' + box(A2)·L + box(B)) */
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            const float ic = I[i] - c;
+            const double q = (double)bA1[i] * (double)ic + (double)bA2[i] * (double)L[i] +
+                             (double)bB[i];
+            out[i] = isfinite(I[i]) && isfinite(L[i]) && isfinite(p[i])
+                         ? (float)((double)p[i] - q) : NAN;
+        }
+    }
+}
+
+void ss_guided_filter2(const float *I, const float *p, int w, int h, int r, float eps,
+                       float *out, float *scratch, double *dscratch)
+{
+    if (w <= 0 || h <= 0)
+        return;
+    float *L = scratch + 6 * (size_t)w * (size_t)h;
+    if (r < 0)
+        r = 0;
+    ss_laplacian5(I, w, h, L);
+    const float c = guide_mean(I, L, p, w, h, dscratch);
+    guided2_pass(I, L, p, w, h, r, eps, c, out, scratch, dscratch);
 }

@@ -324,6 +324,29 @@ void ss_box_mean(const float *in, int w, int h, int r, float *out, double *scrat
 void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float eps,
                       float *out, float *scratch, double *dscratch);
 
+/* 5-point Laplacian: out = l + r + u + d - 4·c summed in float in that
+ * order; NaN on the frame's outer row/column and where any tap is NaN. */
+void ss_laplacian5(const float *in, int w, int h, float *out);
+
+/* The two-channel guided filter (the default, guided.laplacian = true):
+ * guide channels I' = I - c and L = ss_laplacian5(I), fitting
+ *   p ≈ A1·I' + A2·L + B   in every window.
+ * Why: a change of seeing between the history and the current frame
+ * leaves a residual ∝ ∇²I (the heat equation: ∂I/∂σ² = ½∇²I), which no
+ * A·I + B can model; a transparency change leaves ∝ I, a sky change B.
+ * A pixel takes part when I, L and p are finite; c is the mean of I over
+ * those. Per window (double): m1, m2, mp the means of I', L, p;
+ * S11 = <I'I'> - m1² + eps, S12 = <I'L> - m1·m2, S22 = <LL> - m2² + eps,
+ * C1p = <I'p> - m1·mp, C2p = <Lp> - m2·mp, det = S11·S22 - S12²,
+ * A1 = (C1p·S22 - C2p·S12)/det, A2 = (C2p·S11 - C1p·S12)/det,
+ * B = mp - A1·m1 - A2·m2 (each stored as float, B from the float A1, A2);
+ * A1, A2, B NaN where the pixel does not take part. Then box means of A1,
+ * A2, B (valid-aware) and out = p - (box(A1)·I' + box(A2)·L + box(B)),
+ * computed in double, NaN where I, L or p is NaN.
+ * scratch: 8·w·h floats + 2·w·h doubles. */
+void ss_guided_filter2(const float *I, const float *p, int w, int h, int r, float eps,
+                       float *out, float *scratch, double *dscratch);
+
 /* ======================================================================
  * §5 noise (noise.c)
  * ==================================================================== */
