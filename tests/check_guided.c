@@ -330,6 +330,177 @@ START_TEST(test_guided_brute_force)
 }
 END_TEST
 
+/* ss_guided_filter2 by brute force in double: the Laplacian channel, then
+ * the 2x2 window systems, then the box means of A1, A2, B. */
+static void brute_guided2(const float *I, const float *p, int w, int h, int r, double eps,
+                          double *out, double *q_out)
+{
+    const size_t n = (size_t)w * h;
+    double *L = malloc(n * sizeof(double));
+    unsigned char *part = malloc(n);
+    double *A1 = malloc(n * sizeof(double)), *A2 = malloc(n * sizeof(double));
+    double *B = malloc(n * sizeof(double));
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            const size_t i = (size_t)y * w + x;
+            L[i] = (x == 0 || y == 0 || x == w - 1 || y == h - 1)
+                       ? NAN
+                       : (double)I[i - 1] + I[i + 1] + I[i - w] + I[i + w] - 4.0 * I[i];
+        }
+    double c = 0.0;
+    long nc = 0;
+    for (size_t i = 0; i < n; i++) {
+        part[i] = isfinite(I[i]) && isfinite(p[i]) && isfinite(L[i]);
+        if (part[i]) {
+            c += I[i];
+            nc++;
+        }
+    }
+    c = nc ? c / (double)nc : 0.0;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            double s1 = 0, s2 = 0, sp = 0, s1p = 0, s2p = 0, s11 = 0, s12 = 0, s22 = 0;
+            long k = 0;
+            for (int yy = SS_MAX(0, y - r); yy <= SS_MIN(h - 1, y + r); yy++)
+                for (int xx = SS_MAX(0, x - r); xx <= SS_MIN(w - 1, x + r); xx++) {
+                    const size_t j = (size_t)yy * w + xx;
+                    if (!part[j])
+                        continue;
+                    const double a = I[j] - c, l = L[j], v = p[j];
+                    s1 += a, s2 += l, sp += v, s1p += a * v, s2p += l * v;
+                    s11 += a * a, s12 += a * l, s22 += l * l;
+                    k++;
+                }
+            const size_t i = (size_t)y * w + x;
+            if (!part[i] || k == 0) {
+                A1[i] = A2[i] = B[i] = NAN;
+                continue;
+            }
+            const double m1 = s1 / k, m2 = s2 / k, mp = sp / k;
+            const double c1 = s1p / k - m1 * mp, c2 = s2p / k - m2 * mp;
+            const double v11 = s11 / k - m1 * m1 + eps, v12 = s12 / k - m1 * m2;
+            const double v22 = s22 / k - m2 * m2 + eps, det = v11 * v22 - v12 * v12;
+            A1[i] = (c1 * v22 - c2 * v12) / det;
+            A2[i] = (c2 * v11 - c1 * v12) / det;
+            B[i] = mp - A1[i] * m1 - A2[i] * m2;
+        }
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            const size_t i = (size_t)y * w + x;
+            if (!part[i]) {
+                out[i] = q_out[i] = NAN;
+                continue;
+            }
+            double sa = 0, sl = 0, sb = 0;
+            long k = 0;
+            for (int yy = SS_MAX(0, y - r); yy <= SS_MIN(h - 1, y + r); yy++)
+                for (int xx = SS_MAX(0, x - r); xx <= SS_MIN(w - 1, x + r); xx++) {
+                    const size_t j = (size_t)yy * w + xx;
+                    if (!isfinite(A1[j]))
+                        continue;
+                    sa += A1[j], sl += A2[j], sb += B[j];
+                    k++;
+                }
+            const double t1 = (sa / k) * (I[i] - c), t2 = (sl / k) * L[i], t3 = sb / k;
+            q_out[i] = fabs(t1) + fabs(t2) + fabs(t3);
+            out[i] = p[i] - (t1 + t2 + t3);
+        }
+    free(L);
+    free(part);
+    free(A1);
+    free(A2);
+    free(B);
+}
+
+/* The two-channel filter against its definition, NaN and borders
+ * included (the frame's outer ring is NaN: the Laplacian needs it). */
+START_TEST(test_guided2_brute_force)
+{
+    static const int shapes[][2] = { { 1, 1 }, { 3, 12 }, { 12, 3 }, { 5, 5 }, { 19, 9 },
+                                     { 61, 47 }, { 40, 90 } };
+    static const int radii[] = { 1, 3, 8, 60 };
+    rng_state = 303;
+    double worst = 0.0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int w = shapes[s][0], h = shapes[s][1];
+        const size_t n = (size_t)w * h;
+        float *I = malloc(n * sizeof(float)), *p = malloc(n * sizeof(float));
+        float *out = malloc(n * sizeof(float)), *scr = malloc(8 * n * sizeof(float));
+        double *dscr = malloc(2 * n * sizeof(double));
+        double *ref = malloc(n * sizeof(double)), *q = malloc(n * sizeof(double));
+        make_guided_inputs(I, p, w, h, 0.03);
+        for (size_t ri = 0; ri < sizeof radii / sizeof radii[0]; ri++) {
+            const int r = radii[ri];
+            const double eps = ri == 0 ? 9.0 : 90.0;
+            ss_guided_filter2(I, p, w, h, r, (float)eps, out, scr, dscr);
+            brute_guided2(I, p, w, h, r, eps, ref, q);
+            for (size_t i = 0; i < n; i++) {
+                if (isnan(ref[i])) {
+                    ck_assert_msg(isnan(out[i]), "%dx%d r %d px %zu: want NaN got %g", w, h, r, i,
+                                  (double)out[i]);
+                    continue;
+                }
+                ck_assert_msg(isfinite(out[i]), "%dx%d r %d px %zu: NaN, want %g", w, h, r, i,
+                              ref[i]);
+                const double rel = fabs(out[i] - ref[i]) / (fabs((double)p[i]) + q[i]);
+                worst = fmax(worst, rel);
+                ck_assert_msg(rel <= 1e-5, "%dx%d r %d px %zu: got %.8g want %.8g", w, h, r, i,
+                              (double)out[i], ref[i]);
+            }
+        }
+        free(I);
+        free(p);
+        free(out);
+        free(scr);
+        free(dscr);
+        free(ref);
+        free(q);
+    }
+    fprintf(stderr, "guided2 vs brute force: worst relative error %.2e\n", worst);
+}
+END_TEST
+
+/* A residual made of a brightness change (∝ I) and a seeing change
+ * (∝ ∇²I) over a star field: the two-channel filter removes both, the
+ * one-channel filter cannot remove the second. */
+START_TEST(test_guided2_removes_seeing_residual)
+{
+    enum { W = 160, H = 140 };
+    const size_t n = (size_t)W * H;
+    float *I = malloc(n * sizeof(float)), *p = malloc(n * sizeof(float)), *L = malloc(n * sizeof(float));
+    float *o1 = malloc(n * sizeof(float)), *o2 = malloc(n * sizeof(float));
+    float *scr = malloc(8 * n * sizeof(float));
+    double *dscr = malloc(2 * n * sizeof(double));
+    rng_state = 77;
+    make_guided_inputs(I, p, W, H, 0.0);
+    ss_laplacian5(I, W, H, L);
+    double sp = 0.0;
+    long k = 0;
+    for (size_t i = 0; i < n; i++) {
+        p[i] = isfinite(L[i]) ? (float)(0.02 * (I[i] - 1000.0) + 0.15 * L[i]) : NAN;
+        if (isfinite(p[i]))
+            sp += (double)p[i] * p[i], k++;
+    }
+    ss_guided_filter(I, p, W, H, 8, 1.0f, o1, scr, dscr);
+    ss_guided_filter2(I, p, W, H, 8, 1.0f, o2, scr, dscr);
+    double s1 = 0.0, s2 = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(o2[i]) && isfinite(o1[i]))
+            s1 += (double)o1[i] * o1[i], s2 += (double)o2[i] * o2[i];
+    fprintf(stderr, "seeing residual rms %.3g: one channel leaves %.3g, two leave %.3g\n",
+            sqrt(sp / k), sqrt(s1 / k), sqrt(s2 / k));
+    ck_assert(sqrt(s2 / k) < 0.02 * sqrt(sp / k));
+    ck_assert(sqrt(s1 / k) > 0.1 * sqrt(sp / k));
+    free(I);
+    free(p);
+    free(L);
+    free(o1);
+    free(o2);
+    free(scr);
+    free(dscr);
+}
+END_TEST
+
 START_TEST(test_guided_thread_independent)
 {
     enum { W = 257, H = 300 };
@@ -546,6 +717,8 @@ static Suite *guided_suite(void)
     tc = tcase_create("guided_filter");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_guided_brute_force);
+    tcase_add_test(tc, test_guided2_brute_force);
+    tcase_add_test(tc, test_guided2_removes_seeing_residual);
     tcase_add_test(tc, test_guided_thread_independent);
     tcase_add_test(tc, test_guided_removes_linear_residual);
     tcase_add_test(tc, test_guided_keeps_compact_mover);
