@@ -357,6 +357,8 @@ static const ss_config_key_t feed_keys[] = {
           "[7] A streak also needs a >= this many psf_sigma."),
     F_DBL("pipeline.detect.cosmic_fraction", P(cosmic_fraction), 0.0, 1.0, 0.25, RELOAD,
           "[7] Share of the flux in the brightest pixel that marks a cosmic ray."),
+    F_DBL("pipeline.detect.streak_gap", P(streak_gap), 0.0, 1000.0, 15.0, RELOAD,
+          "[7] Collinear streak pieces with a gap of at most this many px are merged into one detection; 0 = never."),
     F_INT("pipeline.detect.max", P(max_detections), 1.0, 1e6, 1000.0, RELOAD,
           "[7] Detections kept per frame."),
 

@@ -459,6 +459,7 @@ ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t 
             return fail_frame(p, res, SS_ERR_BACKEND, "no valid residual pixels (noise undefined)");
         TRY(p->ops->matched(p->be, p->cfg.psf_sigma, res->sigma));
         TRY(p->ops->detect(p->be, res->sigma, &res->dets));
+        ss_merge_streaks(&res->dets, p->cfg.streak_gap, fmax(3.0, 2.0 * p->cfg.psf_sigma));
         to_input_frame(&res->dets, roi, &f->meta);
         TRY(p->ops->read_plane(p->be, SS_PLANE_CLEAN, 0, res->residual));
         res->has_residual = 1;

@@ -91,6 +91,7 @@ typedef struct ss_pipeline_cfg {
     double streak_min_len;      /* "detect.streak_min_a": a ≥ this × psf_sigma (3) */
     double cosmic_fraction;     /* "detect.cosmic_fraction": peak pixel share of flux that marks a cosmic */
     int max_detections;         /* "detect.max": detections kept per frame */
+    double streak_gap;          /* "detect.streak_gap": px; collinear streak pieces this close merge (0 = off) */
 } ss_pipeline_cfg_t;
 
 /* Derived values, computed once from a config (shared by both backends so

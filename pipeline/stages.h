@@ -439,6 +439,18 @@ void ss_measure(const int32_t *labels, int np, int nn, const float *rc, const fl
 /* acc_scratch: room for np + nn accumulators (the caller bounds these by
  * the frame size / 2 + 1 at most, which 8-connectivity cannot exceed). */
 
+/* One streak, one detection (streak_merge.c, host code after ss_measure /
+ * the CUDA equivalent): two streak detections of the same sign merge when
+ * their axes differ by at most SS_STREAK_MERGE_ANGLE, both ends of the
+ * shorter lie within max_off px of the longer one's line, and the gap
+ * between them along that line is at most max_gap px. The merged detection
+ * keeps the earlier list slot: ends = the outermost end points, centroid =
+ * area-weighted, flux and area summed, flux_err in quadrature, peak = the
+ * higher, bbox = union, a = max(a, L/√12), θ along the new ends. Repeats
+ * until nothing merges; returns the number of merges. max_gap <= 0: off. */
+#define SS_STREAK_MERGE_ANGLE (10.0 * 3.14159265358979323846 / 180.0)
+int ss_merge_streaks(ss_detlist_t *l, double max_gap, double max_off);
+
 #ifdef __cplusplus
 }
 #endif
