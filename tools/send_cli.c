@@ -91,6 +91,7 @@ static void usage(FILE *out)
 "      --mover-speed PX  their speed, px per frame\n"
 "      --streak-prob P   probability per frame of a streak\n"
 "      --exposure S      exposure time written in the headers\n"
+"                        (frame times start now, 1/rate s apart; 1 s at --rate 0)\n"
 "Other\n"
 "  -q, --quiet           no summary line on stderr\n"
 "  -h, --help            this text\n"

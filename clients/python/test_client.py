@@ -453,5 +453,130 @@ class TestTools(unittest.TestCase):
             self.assertEqual((got["x"], got["y"], got["kind"]), (w["x"], w["y"], w["kind"]))
 
 
+def star_field(rng, n, size, stars, shifts, mover):
+    """n frames of a star field seen with the given shifts (frame pixel x sees
+    sky x + s), Poisson noise on a sky of 1000 ADU, and a mover."""
+    h, w = size
+    yy, xx = np.mgrid[0:h, 0:w]
+    frames = []
+    for k in range(n):
+        img = np.full((h, w), 1000.0)
+        sx, sy = shifts[k]
+        pts = [(x - sx, y - sy, f) for x, y, f in stars]
+        mx, my = mover[0] + mover[2] * k, mover[1] + mover[3] * k
+        pts.append((mx, my, mover[4]))
+        for x, y, f in pts:
+            img += f / (2 * np.pi * 1.4 ** 2) * np.exp(-((xx - x) ** 2 + (yy - y) ** 2) / (2 * 1.4 ** 2))
+        frames.append(rng.poisson(img).astype(np.uint16))
+    return frames
+
+
+class TestDaemon(unittest.TestCase):
+    """This client against a running skysieved: frames in over PUSH/PULL,
+    residuals and detections out over PUB/SUB, control over REQ/REP."""
+
+    @unittest.skipUnless(BINARY and os.access(os.path.join(BINARY, "daemon", "skysieved"), os.X_OK),
+                         "skysieved not built")
+    def test_round_trip(self):
+        import shutil
+        import signal
+        import tempfile
+        d = tempfile.mkdtemp(prefix="skysieve-py-")
+        src, out, ctl = ("ipc://%s/%s" % (d, n) for n in ("in", "out", "ctl"))
+        cfg = {"log_level": "warning", "control": {"endpoint": ctl},
+               "publish": {"endpoint": out}, "status_interval": 0.2,
+               "feeds": [{"name": "pycam",
+                          "source": {"type": "zmq",
+                                     "zmq": {"endpoint": src, "socket": "pull", "bind": True}},
+                          "limits": {"max_width": 256, "max_height": 256},
+                          # every frame is processed: the sender is faster than the pipeline
+                          "queue": {"policy": "block", "depth": 16},
+                          # 128 px frames: one binning level leaves room for the block search
+                          # one thread: OpenMP spinning on a loaded CI machine is slow
+                          "pipeline": {"backend": "cpu", "history": 6, "threads": 1,
+                                       "registration": {"levels": 1}}}]}
+        path = os.path.join(d, "skysieved.json")
+        with open(path, "w") as fp:
+            json.dump(cfg, fp)
+        log = open(os.path.join(d, "skysieved.log"), "w+")
+        proc = subprocess.Popen([os.path.join(BINARY, "daemon", "skysieved"), "--config", path],
+                                stdout=log, stderr=subprocess.STDOUT)
+
+        def daemon_log():
+            log.seek(0)
+            return log.read()
+
+        ctx = zmq.Context()
+        try:
+            with sc.Subscriber(out, topics=("detections.", "residual.", "status"), feed="pycam",
+                               context=ctx) as sub:
+                # the daemon is up and we are subscribed once a status message arrives
+                m, deadline = None, time.monotonic() + 30
+                while (m is None or m.type != "status") and time.monotonic() < deadline:
+                    if proc.poll() is not None:
+                        self.fail("skysieved exited: %s" % daemon_log())
+                    m = sub.recv(timeout=0.5)
+                self.assertIsNotNone(m, "no status message from skysieved")
+                self.assertEqual(m.feeds[0]["name"], "pycam")
+
+                rng = np.random.default_rng(3)
+                stars = [(rng.uniform(8, 120), rng.uniform(8, 120), rng.uniform(2e3, 4e4))
+                         for _ in range(120)]
+                n = 14
+                shifts = [(0.0, 0.0)] + [tuple(rng.normal(0, 0.7, 2)) for _ in range(n - 1)]
+                frames = star_field(rng, n, (128, 128), stars, shifts, (30, 40, 4.0, 3.0, 6000))
+                with sc.Sender(src, context=ctx, send_timeout=10) as tx:
+                    tx.series_start("py", frames=n)
+                    for k, img in enumerate(frames):
+                        tx.send_frame(img, seq=k, mjd=61366.25 + k * 1e-4, exposure=1.0,
+                                      meta={"k": k})
+                    tx.series_end("py", frames=n)
+
+                dets, res = {}, {}
+                deadline = time.monotonic() + 60
+                while len(dets) < n and time.monotonic() < deadline:
+                    m = sub.recv(timeout=1.0)
+                    if m is None or m.type == "status":
+                        continue
+                    (dets if m.type == "detections" else res)[m.seq] = m
+                self.assertEqual(sorted(dets), list(range(n)), "a detections message per frame")
+                ok = [k for k in range(n) if dets[k].status == "ok"]
+                self.assertGreater(len(ok), 0, [dets[k].status for k in range(n)])
+                for k in range(n):
+                    self.assertEqual(dets[k].meta, {"k": k})     # passed through
+                for k in ok:
+                    self.assertIn(k, res, "a residual message per ok frame")
+                    r = res[k]
+                    self.assertEqual(r.pixels.shape, (128, 128))
+                    self.assertEqual(r.pixels.dtype, np.dtype("<f4"))
+                    self.assertTrue(math.isfinite(r.sigma) and r.sigma > 0)
+                    # the registration found the true shift (frame 0 is the reference)
+                    self.assertLess(abs(r.shift["x"] - shifts[k][0]), 0.1)
+                    self.assertLess(abs(r.shift["y"] - shifts[k][1]), 0.1)
+                    # and the mover is among the detections
+                    mx, my = 30 + 4.0 * k, 40 + 3.0 * k
+                    near = [d for d in dets[k].detections
+                            if abs(d["x"] - mx) < 2 and abs(d["y"] - my) < 2 and d["sign"] == 1]
+                    self.assertTrue(near, "mover at (%.0f, %.0f) not found in frame %d" % (mx, my, k))
+
+            st = sc.control(ctl, "stats", context=ctx)
+            self.assertTrue(st["ok"], st)
+            f = st["feeds"][0]
+            self.assertEqual((f["name"], f["processed"], f["rejected"]), ("pycam", n, 0))
+            bad = sc.control(ctl, "reset", feed="pycam", context=ctx)
+            self.assertTrue(bad["ok"], bad)
+        finally:
+            ctx.destroy(linger=0)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.assertEqual(proc.returncode, 0, daemon_log())
+        log.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
