@@ -1149,6 +1149,12 @@ static void jw_shift(jw_t *w, const ss_shift_t *s)
     jw_close(w, '}');
 }
 
+/* ALGORITHM §9: a detection's time is the middle of the exposure. */
+static double mid_mjd(const ss_frame_meta_t *m)
+{
+    return isfinite(m->mjd_obs) ? m->mjd_obs + m->exposure / 2.0 / 86400.0 : NAN;
+}
+
 /* Members both result messages share, in wire order. */
 static void jw_result_common(jw_t *w, const ss_result_t *res, ss_msg_type_t type)
 {
@@ -1159,9 +1165,7 @@ static void jw_result_common(jw_t *w, const ss_result_t *res, ss_msg_type_t type
     jw_str(w, "series", m->series);
     jw_u64(w, "seq", m->seq);
     jw_time(w, "time", "mjd", m->mjd_obs);
-    /* ALGORITHM §9: a detection's time is the middle of the exposure */
-    double mid = isfinite(m->mjd_obs) ? m->mjd_obs + m->exposure / 2.0 / 86400.0 : NAN;
-    jw_time(w, "time_mid", "mjd_mid", mid);
+    jw_time(w, "time_mid", "mjd_mid", mid_mjd(m));
     jw_num(w, "exposure", m->exposure);
     jw_int(w, "width", res->width);
     jw_int(w, "height", res->height);
@@ -1269,8 +1273,7 @@ int ss_proto_encode_detection_line(const ss_result_t *res, int index, char *buf,
     jw_str(&w, "series", m->series);
     jw_u64(&w, "seq", m->seq);
     jw_time(&w, "time", "mjd", m->mjd_obs);
-    double mid = isfinite(m->mjd_obs) ? m->mjd_obs + m->exposure / 2.0 / 86400.0 : NAN;
-    jw_time(&w, "time_mid", "mjd_mid", mid);
+    jw_time(&w, "time_mid", "mjd_mid", mid_mjd(m));
     jw_str(&w, "status", ss_status_name(res->status));
     jw_f32(&w, "sigma", res->sigma);
     jw_detection_members(&w, &res->dets.items[index]);
@@ -1281,6 +1284,7 @@ int ss_proto_encode_detection_line(const ss_result_t *res, int index, char *buf,
 /* Generous per-detection bound: ~25 members of at most ~30 bytes each. */
 #define DET_JSON_BOUND 1024
 #define RESULT_JSON_BOUND 2048
+#define DETECTIONS_BODY_MAX ((size_t)64 << 20) /* 64 MiB: ~250 000 detections */
 
 size_t ss_proto_detections_bound(const ss_result_t *res)
 {
@@ -1648,8 +1652,10 @@ ss_err_t ss_proto_decode_detections(const ss_proto_part_t *parts, int n_parts,
     ok_error(err);
     if (parts_count(n_parts, 2, 2, DETECTIONS_PARTS_TEXT, err) < 0)
         return reason_err(err->reason);
-    /* a detections body grows with the list: allow it past the header cap */
-    size_t cap = lim->max_header_bytes + (size_t)(res->dets.capacity + 1) * DET_JSON_BOUND;
+    /* a detections body grows with its list: it may pass the header cap by
+     * DETECTIONS_BODY_MAX (whatever the capacity of res: a list longer
+     * than that is truncated, not rejected) */
+    size_t cap = lim->max_header_bytes + DETECTIONS_BODY_MAX;
     cJSON *root = parse_object(parts[1].data, parts[1].len, cap, "body", err);
     if (!root)
         return reason_err(err->reason);

@@ -83,7 +83,7 @@ RESIDUAL_PARTS_TEXT = ("a residual message has a topic, a header, a pixel part a
                        "optional mask part")
 DETECTIONS_PARTS_TEXT = "a detections message has a topic and a body"
 STATUS_PARTS_TEXT = "a status message has a topic and a body"
-DET_JSON_BOUND = 1024
+DETECTIONS_BODY_MAX = 64 << 20         # a detections body may pass the header cap by this
 
 
 class ProtocolError(ValueError):
@@ -756,9 +756,9 @@ def _detection(c):
     return d
 
 
-def _decode_detections(parts, limits, max_detections=None):
+def _decode_detections(parts, limits):
     _parts_count(len(parts), 2, 2, DETECTIONS_PARTS_TEXT)
-    cap = limits.max_header_bytes + ((max_detections or 1 << 20) + 1) * DET_JSON_BOUND
+    cap = limits.max_header_bytes + DETECTIONS_BODY_MAX
     obj = _parse_object(_part_bytes(parts[1]), cap, "body")
     c = _Ctx(obj)
     m = Detections()
@@ -841,7 +841,7 @@ def _decode_status(parts, limits):
     return m
 
 
-def decode_output(parts, limits=None, max_detections=None):
+def decode_output(parts, limits=None):
     """Decode a message skysieved publishes (topic part first): returns a
     Residual, Detections or Status; raises ProtocolError."""
     limits = limits or Limits()
@@ -851,7 +851,7 @@ def decode_output(parts, limits=None, max_detections=None):
     if topic.startswith("residual."):
         return _decode_residual(parts, limits)
     if topic.startswith("detections."):
-        return _decode_detections(parts, limits, max_detections)
+        return _decode_detections(parts, limits)
     if topic == "status":
         return _decode_status(parts, limits)
     raise ProtocolError("bad_topic", 'topic "%s" is not a skysieve topic' % topic[:79])
