@@ -542,7 +542,9 @@ int main(int argc, char **argv)
                     strlen(o.meta) >= SS_META_MAX ? "too large" : perr.text);
             return EXIT_USAGE;
         }
-        o.meta = strdup(in.meta.meta_json); /* compact */
+        static char compact[SS_META_MAX];
+        ss_strlcpy(compact, in.meta.meta_json, sizeof compact);
+        o.meta = compact;
     }
     if (!o.series[0])
         snprintf(o.series, sizeof o.series, "send-%lld", (long long)time(NULL));
