@@ -36,6 +36,8 @@ extern "C" {
 #endif
 
 #define SS_OUTS_PER_FEED 4          /* result buffers: one at the worker, the rest with the sinks */
+#define SS_FILE_HELD_MAX 2          /* of those, at most this many waiting for the file sink */
+#define SS_SINK_WAIT_S 1.0          /* the longest a worker waits for the publisher to free a buffer */
 #define SS_POLL_S 0.1               /* how often blocked threads look at their stop flags */
 #define SS_PUB_LINGER_MS 2000       /* what a closing PUB socket may still flush */
 
@@ -69,6 +71,7 @@ struct ss_feed {
     int n_outs;
     ss_queue_t *free_outs;          /* result buffers not in use */
     ss_out_t *work;                 /* the worker's current result buffer */
+    atomic_int file_held;           /* result buffers queued for / held by the file sink */
 
     ss_source_t *source;
     pthread_t worker;

@@ -3,9 +3,10 @@
  * files (sinks.fits.dir) and detection JSON lines (sinks.jsonl.path), for
  * every feed. It runs apart from the publisher so that a slow disk never
  * delays the network, and apart from the workers so that it never delays
- * a pipeline (the worker skips the sinks, counted, when they hold every
- * result buffer). Both sink keys are reloadable: the JSON-lines file is
- * reopened when its path changes.
+ * a pipeline (it may hold SS_FILE_HELD_MAX result buffers; beyond that
+ * the worker skips the file sinks for a frame, counted as file_dropped).
+ * Both sink keys are reloadable: the JSON-lines file is reopened when its
+ * path changes.
  */
 #include "daemon.h"
 
@@ -57,6 +58,7 @@ void *ss_filesink_main(void *arg)
             else
                 SS_SINK_ADD(f->stats, jsonl_errors, 1);
         }
+        atomic_fetch_sub(&f->file_held, 1);
         ss_out_release(o);
     }
     for (int i = 0; i < SS_MAX_FEEDS; i++)

@@ -28,7 +28,8 @@ extern "C" {
 
 /* Counters of the result sinks (not in the status message). */
 typedef struct ss_sink_counters {
-    uint64_t sink_dropped;      /* processed frames whose results no sink saw (no free result buffer) */
+    uint64_t sink_dropped;      /* processed frames whose results no sink saw (no result buffer came free within SS_SINK_WAIT_S) */
+    uint64_t file_dropped;      /* processed frames the file sinks skipped (the disk was behind) */
     uint64_t fits_written;      /* residual FITS files written */
     uint64_t fits_errors;       /* residual FITS files that failed */
     uint64_t jsonl_written;     /* detection lines appended */

@@ -3,10 +3,8 @@
  * them through the pipeline (pipeline/pipeline.h), hand the result to the
  * sinks, give the frame back to its pool.
  *
- * The worker never waits for a sink: when every result buffer is still
- * held by the sinks (a slow disk, a slow network), the sinks miss this
- * frame's result (counted as sink_dropped) and the worker reuses its own
- * buffer. Between frames it applies what the main thread asked for: a
+ * The worker does not wait on the network or the disk (see hand_over):
+ * only, briefly, on the publisher's own encoding. Between frames it applies what the main thread asked for: a
  * history reset (control "reset") or a new pipeline config (reload).
  *
  * SS_ERR_BROKEN from the pipeline (a sticky GPU error) ends the feed: the
@@ -60,25 +58,39 @@ static void fit_detections(ss_feed_t *f, ss_out_t *o)
     o->res.dets = l;
 }
 
-/* Give the result to the sinks and take a free buffer for the next frame;
- * if none is free, keep the current one and count the miss. */
+/* Give the result to the sinks and take a free buffer for the next frame.
+ *
+ * The publisher never waits on the network (non-blocking sends), so the
+ * buffers it holds come back within its own encoding time: the worker
+ * waits for one (at most SS_SINK_WAIT_S; then the sinks miss this frame,
+ * counted as sink_dropped, and the worker reuses its buffer). The file
+ * sink may wait on a disk, so it may hold only SS_FILE_HELD_MAX buffers:
+ * beyond that the file sinks skip the frame (file_dropped) rather than
+ * make the pipeline wait for the disk. */
 static void hand_over(ss_feed_t *f)
 {
     void *next = NULL;
-    if (ss_queue_pop(f->free_outs, &next, 0) != SS_OK) {
+    if (ss_queue_pop(f->free_outs, &next, SS_SINK_WAIT_S) != SS_OK) {
         SS_SINK_ADD(f->stats, sink_dropped, 1);
         return;
     }
     ss_out_t *o = f->work;
     pthread_mutex_lock(&f->d->cfg_lock);
-    o->to_files = f->cfg->fits_dir[0] != '\0' || f->cfg->jsonl_path[0] != '\0';
+    int files = f->cfg->fits_dir[0] != '\0' || f->cfg->jsonl_path[0] != '\0';
     pthread_mutex_unlock(&f->d->cfg_lock);
+    o->to_files = files && atomic_load(&f->file_held) < SS_FILE_HELD_MAX;
+    if (files && !o->to_files)
+        SS_SINK_ADD(f->stats, file_dropped, 1);
+    if (o->to_files)
+        atomic_fetch_add(&f->file_held, 1);
     atomic_store(&o->refs, 1 + o->to_files);
     /* both queues hold every buffer of every feed: these never fail */
     if (ss_queue_try_push(f->d->pub_q, o) != SS_OK)
         ss_out_release(o);
-    if (o->to_files && ss_queue_try_push(f->d->file_q, o) != SS_OK)
+    if (o->to_files && ss_queue_try_push(f->d->file_q, o) != SS_OK) {
+        atomic_fetch_sub(&f->file_held, 1);
         ss_out_release(o);
+    }
     f->work = next;
     fit_detections(f, f->work);
 }

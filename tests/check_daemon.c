@@ -57,6 +57,7 @@
 
 typedef struct dmn {
     pid_t pid;
+    const char *test;               /* the test's name, for kept logs */
     char dir[64];
     char cfg[128], log[128];
     char ctl[160], pub[160], in[160];
@@ -77,9 +78,13 @@ static void sleep_s(double s)
     nanosleep(&ts, NULL);
 }
 
-static void dmn_init(dmn_t *d)
+/* A fresh temp dir and endpoints for one daemon; test names the logs kept
+ * in $SKYSIEVE_TEST_LOGDIR (when set: for debugging on other machines). */
+#define dmn_init(d) dmn_init_named((d), __func__)
+static void dmn_init_named(dmn_t *d, const char *test)
 {
     memset(d, 0, sizeof *d);
+    d->test = test;
     snprintf(d->dir, sizeof d->dir, "/tmp/ssd-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(d->dir));
     snprintf(d->cfg, sizeof d->cfg, "%s/skysieved.json", d->dir);
@@ -277,7 +282,13 @@ static void dmn_cleanup(dmn_t *d)
         waitpid(d->pid, NULL, 0);
         d->pid = 0;
     }
-    char cmd[128];
+    char cmd[512];
+    const char *keep = getenv("SKYSIEVE_TEST_LOGDIR");
+    if (keep && keep[0]) {
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s/%s.log'", d->log, keep, d->test);
+        if (system(cmd) != 0)
+            fprintf(stderr, "cannot keep %s\n", d->log);
+    }
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
     if (system(cmd) != 0)
         fprintf(stderr, "cannot remove %s\n", d->dir);
