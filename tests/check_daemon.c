@@ -368,7 +368,7 @@ static void write_zmq_config(const dmn_t *d, int depth, const char *policy)
                "{ %s, \"feeds\": [ { \"name\": \"f0\","
                " \"source\": {\"type\": \"zmq\", \"zmq\": {\"endpoint\": \"%s\", \"socket\": \"pull\","
                " \"bind\": true, \"rcvhwm\": 100}},"
-               " \"limits\": {\"max_width\": %d, \"max_height\": %d, \"max_parts\": 4},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d, \"max_parts\": 3},"
                " \"queue\": {\"depth\": %d, \"policy\": \"%s\"}, %s } ] }\n",
                dk, d->in, W, H, depth, policy, pipeline_keys(5.0));
 }
