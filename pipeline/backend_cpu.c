@@ -10,6 +10,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* Components measured per frame at most (both signs together). A frame
  * with more is pathological (thresholding noise); the rest are counted as
@@ -193,6 +196,11 @@ static ss_err_t cpu_ingest(ss_backend_t *b, const ss_frame_t *raw)
     for (int s = 0; s < SS_STAGE__COUNT; s++)
         b->ms[s] = -1.0;
     b->ms[SS_STAGE_UPLOAD] = 0.0;
+#ifdef _OPENMP
+    /* "threads" (reloadable): the team size of this worker thread's
+     * parallel regions (an OpenMP setting of the calling thread only) */
+    omp_set_num_threads(b->cfg->threads > 0 ? b->cfg->threads : omp_get_num_procs());
+#endif
     float *frame = b->plane[SS_PLANE_FRAME], *filt = b->plane[SS_PLANE_FILTERED];
     const ss_pipeline_cfg_t *c = b->cfg;
     TIMED(b, SS_STAGE_CALIBRATE, {
