@@ -674,8 +674,10 @@ static void put_log(fitsfile *fp, const char *key, int v, const char *com, int *
     fits_update_key(fp, TLOGICAL, key, &x, com, st);
 }
 
-/* Keywords every output carries: identity, time, WCS. */
-static void put_meta(fitsfile *fp, const ss_frame_meta_t *m, int *st)
+/* Keywords every output carries: identity, time, WCS. (ox, oy): the
+ * first pixel of the written image in the input frame (a region of
+ * interest), by which CRPIX shifts so that the WCS stays right. */
+static void put_meta(fitsfile *fp, const ss_frame_meta_t *m, int ox, int oy, int *st)
 {
     put_int(fp, "SEQ", (long long)SS_MIN(m->seq, (uint64_t)LLONG_MAX), "frame sequence number",
             st);
@@ -699,8 +701,17 @@ static void put_meta(fitsfile *fp, const ss_frame_meta_t *m, int *st)
             continue;
         if (k->is_string)
             put_str(fp, k->key, k->sval, NULL, st);
+        else if (strcmp(k->key, "CRPIX1") == 0)
+            put_dbl(fp, k->key, k->dval - ox, NULL, st);
+        else if (strcmp(k->key, "CRPIX2") == 0)
+            put_dbl(fp, k->key, k->dval - oy, NULL, st);
         else
             put_dbl(fp, k->key, k->dval, NULL, st);
+    }
+    if (ox || oy) {
+        /* IRAF's physical-to-image offset: input pixel = image pixel - LTV */
+        put_dbl(fp, "LTV1", -ox, "region of interest: input x = x - LTV1", st);
+        put_dbl(fp, "LTV2", -oy, "region of interest: input y = y - LTV2", st);
     }
 }
 
@@ -780,7 +791,7 @@ ss_err_t ss_fits_write_frame(const char *path, const ss_frame_t *f, char *err, s
     int st = 0;
     long naxes[2] = { f->width, f->height };
     fits_create_img(fp, img_type[f->dtype], 2, naxes, &st);
-    put_meta(fp, &f->meta, &st);
+    put_meta(fp, &f->meta, 0, 0, &st);
     if (f->meta.trim_w > 0 && f->meta.trim_h > 0) {
         char sec[80];
         snprintf(sec, sizeof sec, "[%d:%d,%d:%d]", f->meta.trim_x0 + 1,
@@ -813,7 +824,7 @@ ss_err_t ss_fits_write_residual(const char *path, const struct ss_result *res, i
     }
     long naxes[2] = { res->width, res->height };
     fits_create_img(fp, FLOAT_IMG, 2, naxes, &st);
-    put_meta(fp, &res->meta, &st);
+    put_meta(fp, &res->meta, res->origin_x, res->origin_y, &st);
     put_str(fp, "PRODUCT", "residual", "skysieve cleaned residual r' (NaN = invalid)", &st);
     put_str(fp, "STATUS", ss_status_name(res->status), "skysieve frame status", &st);
     if (res->reason[0])

@@ -394,16 +394,23 @@ static void jw_time(jw_t *w, const char *iso_key, const char *mjd_key, double mj
     jw_num(w, mjd_key, mjd);
 }
 
-static void jw_wcs(jw_t *w, const ss_frame_meta_t *m)
+/* The WCS keys of a frame; (ox, oy) is the first pixel of the image the
+ * message carries within the input frame, by which CRPIX shifts. */
+static void jw_wcs(jw_t *w, const ss_frame_meta_t *m, int ox, int oy)
 {
     if (m->n_wcs <= 0)
         return;
     jw_open(w, "wcs", '{');
     for (int i = 0; i < m->n_wcs && i < SS_WCS_MAX; i++) {
-        if (m->wcs[i].is_string)
-            jw_str(w, m->wcs[i].key, m->wcs[i].sval);
+        const ss_wcs_key_t *k = &m->wcs[i];
+        if (k->is_string)
+            jw_str(w, k->key, k->sval);
+        else if (strcmp(k->key, "CRPIX1") == 0)
+            jw_num(w, k->key, k->dval - ox);
+        else if (strcmp(k->key, "CRPIX2") == 0)
+            jw_num(w, k->key, k->dval - oy);
         else
-            jw_num(w, m->wcs[i].key, m->wcs[i].dval);
+            jw_num(w, k->key, k->dval);
     }
     jw_close(w, '}');
 }
@@ -1058,7 +1065,7 @@ int ss_proto_encode_frame_header(const ss_frame_t *f, char *buf, size_t n)
     jw_int(&w, "width", f->width);
     jw_int(&w, "height", f->height);
     jw_str(&w, "dtype", ss_dtype_name(f->dtype));
-    jw_wcs(&w, m);
+    jw_wcs(&w, m, 0, 0);
     if (m->meta_json[0])
         jw_raw(&w, "meta", m->meta_json);
     jw_close(&w, '}');
@@ -1187,11 +1194,18 @@ int ss_proto_encode_residual(const ss_result_t *res, char *buf, size_t n)
     jw_open(&w, NULL, '{');
     jw_result_common(&w, res, SS_MSG_RESIDUAL);
     jw_str(&w, "dtype", "f32");
+    if (res->origin_x || res->origin_y) {
+        /* a region of interest: where the residual's (0,0) is in the input */
+        jw_open(&w, "origin", '[');
+        jw_int(&w, NULL, res->origin_x);
+        jw_int(&w, NULL, res->origin_y);
+        jw_close(&w, ']');
+    }
     jw_open(&w, "weights", '[');
     for (int k = 0; k < res->n_weights && k < SS_MAX_HISTORY; k++)
         jw_num(&w, NULL, res->weights[k]);
     jw_close(&w, ']');
-    jw_wcs(&w, &res->meta);
+    jw_wcs(&w, &res->meta, res->origin_x, res->origin_y);
     if (res->meta.meta_json[0])
         jw_raw(&w, "meta", res->meta.meta_json);
     jw_close(&w, '}');
@@ -1470,6 +1484,27 @@ static int get_weights(dctx_t *c, ss_result_t *res)
     return 1;
 }
 
+/* Optional "origin": [x, y], two non-negative integers (0, 0 when absent). */
+#define SS_PROTO_MAX_ORIGIN 1073741824.0    /* 2^30, like the frame-size caps */
+static int get_origin(dctx_t *c, ss_result_t *res)
+{
+    res->origin_x = res->origin_y = 0;
+    const cJSON *a = NULL;
+    int r = get_typed(c, "origin", 0, 0, &a);
+    if (r <= 0)
+        return r;
+    const cJSON *x = cJSON_GetArrayItem(a, 0), *y = cJSON_GetArrayItem(a, 1);
+    if (cJSON_GetArraySize(a) != 2 || !cJSON_IsNumber(x) || !cJSON_IsNumber(y) ||
+        x->valuedouble < 0 || y->valuedouble < 0 || x->valuedouble > SS_PROTO_MAX_ORIGIN ||
+        y->valuedouble > SS_PROTO_MAX_ORIGIN || x->valuedouble != floor(x->valuedouble) ||
+        y->valuedouble != floor(y->valuedouble))
+        return fail(c->err, SS_PR_BAD_VALUE,
+                    "field \"origin\" must be [x, y], two integers >= 0");
+    res->origin_x = (int)x->valuedouble;
+    res->origin_y = (int)y->valuedouble;
+    return 1;
+}
+
 ss_err_t ss_proto_decode_residual(const ss_proto_part_t *parts, int n_parts,
                                   const ss_proto_limits_t *lim, ss_result_t *res, uint8_t *mask,
                                   int *has_mask, ss_proto_error_t *err)
@@ -1495,7 +1530,7 @@ ss_err_t ss_proto_decode_residual(const ss_proto_part_t *parts, int n_parts,
         fail(err, SS_PR_UNKNOWN_DTYPE, "unknown dtype \"%s\" (a residual is f32)", dt);
         goto out;
     }
-    if (get_weights(&c, res) < 0 || get_wcs(&c, &res->meta) < 0)
+    if (get_origin(&c, res) < 0 || get_weights(&c, res) < 0 || get_wcs(&c, &res->meta) < 0)
         goto out;
     if (check_topic(&parts[0], SS_MSG_RESIDUAL, res->meta.feed, err) < 0)
         goto out;

@@ -859,6 +859,8 @@ START_TEST(test_residual_writer)
     res.weights[1] = 0.3;
     res.weights[2] = 0.2;
     res.has_residual = 1;
+    res.origin_x = 8;       /* a region of interest starting at input pixel (8, 4) */
+    res.origin_y = 4;
     for (int i = 0; i < W * H; i++) {
         uint32_t hsh = (uint32_t)i * 2654435761u;
         float v = (float)((int)(hsh >> 16) - 32768) * 1e-3f;
@@ -945,6 +947,15 @@ START_TEST(test_residual_writer)
         ck_assert_str_eq(s, "ok");
         fits_read_key(fp, TSTRING, "CTYPE1", s, NULL, &st);
         ck_assert_str_eq(s, "RA---TAN");
+        /* the WCS describes the residual's own grid: CRPIX moved by the origin */
+        fits_read_key(fp, TDOUBLE, "CRPIX1", &v, NULL, &st);
+        ck_assert(v == 18.25 - 8);
+        fits_read_key(fp, TDOUBLE, "CRPIX2", &v, NULL, &st);
+        ck_assert(v == 11.5 - 4);
+        fits_read_key(fp, TDOUBLE, "LTV1", &v, NULL, &st);
+        ck_assert(v == -8);
+        fits_read_key(fp, TDOUBLE, "LTV2", &v, NULL, &st);
+        ck_assert(v == -4);
         int lg = 0;
         fits_read_key(fp, TLOGICAL, "REGOK", &lg, NULL, &st);
         ck_assert_int_eq(lg, 1);

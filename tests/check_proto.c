@@ -1386,6 +1386,8 @@ START_TEST(test_roundtrip_results)
             a.weights[k] = anyd();
         a.rereferenced = (int)(rnd() % 2);
         a.history_reset = (int)(rnd() % 2);
+        a.origin_x = rnd() % 3 ? 0 : (int)(rnd() % 5000);
+        a.origin_y = rnd() % 3 ? 0 : (int)(rnd() % 5000);
         size_t npix = (size_t)a.width * (size_t)a.height;
         for (size_t i = 0; i < npix; i++)
             a.residual[i] = rnd() % 7 ? (float)anyd() : NAN;
@@ -1425,6 +1427,15 @@ START_TEST(test_roundtrip_results)
         int has_mask = 0;
         ss_err_t e = ss_proto_decode_residual(p, 4, &lim, &b, got_mask, &has_mask, &err);
         ck_assert_msg(e == SS_OK, "residual %d: %s\n%s", it, err.text, buf);
+        ck_assert_int_eq(b.origin_x, a.origin_x);
+        ck_assert_int_eq(b.origin_y, a.origin_y);
+        /* the residual's WCS describes its own grid: CRPIX moved by origin */
+        for (int k = 0; k < b.meta.n_wcs; k++) {
+            if (strcmp(b.meta.wcs[k].key, "CRPIX1") == 0 && !b.meta.wcs[k].is_string)
+                b.meta.wcs[k].dval += a.origin_x;
+            if (strcmp(b.meta.wcs[k].key, "CRPIX2") == 0 && !b.meta.wcs[k].is_string)
+                b.meta.wcs[k].dval += a.origin_y;
+        }
         assert_meta_equal(&a.meta, &b.meta, 1);
         ck_assert_int_eq(b.width, a.width);
         ck_assert_int_eq(b.height, a.height);
