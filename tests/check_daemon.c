@@ -368,7 +368,7 @@ static void write_zmq_config(const dmn_t *d, int depth, const char *policy)
                "{ %s, \"feeds\": [ { \"name\": \"f0\","
                " \"source\": {\"type\": \"zmq\", \"zmq\": {\"endpoint\": \"%s\", \"socket\": \"pull\","
                " \"bind\": true, \"rcvhwm\": 100}},"
-               " \"limits\": {\"max_width\": %d, \"max_height\": %d, \"max_parts\": 3},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
                " \"queue\": {\"depth\": %d, \"policy\": \"%s\"}, %s } ] }\n",
                dk, d->in, W, H, depth, policy, pipeline_keys(5.0));
 }
@@ -1497,6 +1497,23 @@ START_TEST(test_command_line)
     write_text(d.cfg, "{\"feeds\": [{\"name\": \"f0\", \"queue\": {\"depth\": 0}}]}\n");
     ck_assert_int_eq(run_cli(args, out, sizeof out), 78);
     ck_assert_ptr_nonnull(strstr(out, "queue.depth"));
+    /* logging: "<N>" priority prefixes exactly when stderr is the journal
+     * stream that JOURNAL_STREAM names (device:inode) */
+    char jlog[160], cmd[1024];
+    snprintf(jlog, sizeof jlog, "%s/journal.log", d.dir);
+    const char *bd = getenv("SKYSIEVE_BINARY_DIR");
+    snprintf(cmd, sizeof cmd,
+             ": > '%s'; JOURNAL_STREAM=$(stat -c %%d:%%i '%s') '%s/daemon/skysieved' "
+             "--config /nonexistent/skysieved.json 2>>'%s'; "
+             "JOURNAL_STREAM=1:2 '%s/daemon/skysieved' --config /nonexistent/skysieved.json 2>>'%s'",
+             jlog, jlog, bd, jlog, bd, jlog);
+    ck_assert_int_ne(system(cmd), -1);
+    char *jl = read_all(jlog);
+    ck_assert_ptr_nonnull(jl);
+    ck_assert_msg(strncmp(jl, "<3>main: ", 9) == 0, "journal form expected: %s", jl);
+    ck_assert_ptr_nonnull(strstr(jl, "/nonexistent/skysieved.json"));
+    ck_assert_msg(strstr(jl, "\nskysieve err     main: ") != NULL, "plain form expected: %s", jl);
+    free(jl);
     free(a);
     free(b);
     dmn_cleanup(&d);
