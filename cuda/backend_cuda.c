@@ -113,7 +113,8 @@ struct ss_backend {
     int L;
     float *d_ref_lvl[SS_MAX_LEVELS + 1], *d_cur_lvl[SS_MAX_LEVELS + 1];
     int lw[SS_MAX_LEVELS + 1], lh[SS_MAX_LEVELS + 1];
-    float *d_gA, *d_gB, *d_misc;    /* guided A, B; misc: c */
+    float *d_gs[4];                 /* guided scratch: A/A1, B/A2, B, L */
+    float *d_misc;                  /* misc: c */
     int32_t *d_parent;
     uint8_t *d_u8;
     int *d_chunk;
@@ -141,6 +142,7 @@ struct ss_backend {
     ss_err_t cb_err;                /* error inside the fine-sums callback */
 
     int raw_cur;                    /* raw buffer of the last ingested frame */
+    int seg_raw_buf;                /* raw buffer the pending segment reads (-1: none) */
     int upload_pending;
     struct {                        /* a prefetched frame waiting in raw buffer k */
         int pending;
@@ -188,6 +190,7 @@ static int is_sticky(cudaError_t e)
 static void drop_pending(ss_backend_t *b)
 {
     b->npending = 0;
+    b->seg_raw_buf = -1;
     if (b->capturing) {
         cudaGraph_t g = NULL;
         cudaStreamEndCapture(b->cs, &g);
@@ -381,6 +384,13 @@ static ss_err_t flush(ss_backend_t *b)
         timer_stop(b, t, b->cs);
     }
     b->npending = 0;
+    if (b->seg_raw_buf >= 0) {
+        /* the segment calibrated a raw buffer: the copy stream may refill
+         * it once the segment is through (recorded here, outside any graph,
+         * so that the other stream can wait on it) */
+        CK(b, cudaEventRecord(b->ev_free[b->seg_raw_buf], b->cs));
+        b->seg_raw_buf = -1;
+    }
     CK(b, cudaEventRecord(b->ev_done, b->cs));
     return SS_OK;
 }
@@ -419,11 +429,6 @@ static cudaError_t st_calibrate(ss_backend_t *b, cudaStream_t s, int v)
     (void)v;
     return cu_calibrate(b->d_params, b->geo.raw_dtype, b->geo.raw_w, b->geo.roi, b->d_dark,
                         b->d_flat, b->d_bad, b->d_plane[SS_PLANE_FRAME], s);
-}
-
-static cudaError_t st_raw_free(ss_backend_t *b, cudaStream_t s, int buf)
-{
-    return cudaEventRecord(b->ev_free[buf], s);
 }
 
 static cudaError_t st_median(ss_backend_t *b, cudaStream_t s, int v)
@@ -477,13 +482,13 @@ static cudaError_t st_ref_prep(ss_backend_t *b, cudaStream_t s, int v)
                              b->d_plane[SS_PLANE_REF_GY], s);
 }
 
-/* v = g (grid side): the search, then the block results and both noise
- * values back to the host. */
-static cudaError_t st_search(ss_backend_t *b, cudaStream_t s, int g)
+/* v = g | B << 8 | R << 20 (the launch's shape): the search, then the
+ * block results and both noise values back to the host. */
+static cudaError_t st_search(ss_backend_t *b, cudaStream_t s, int v)
 {
-    const cu_params_t *hp = b->h_params;
+    const int g = v & 0xff, B = (v >> 8) & 0xfff, R = v >> 20;
     SK(cu_block_search(b->d_params, b->d_ref_lvl[b->L], b->d_cur_lvl[b->L], &b->d_res->noise_ref,
-                       g, hp->B, hp->R, b->d_res->blocks, s));
+                       g, B, R, b->d_res->blocks, s));
     SK(cudaMemcpyAsync(b->h_res->blocks, b->d_res->blocks, (size_t)g * g * sizeof(cu_block_res_t),
                        cudaMemcpyDeviceToHost, s));
     return cudaMemcpyAsync(&b->h_res->noise_ref, &b->d_res->noise_ref, 2 * sizeof(double),
@@ -513,13 +518,15 @@ static cudaError_t st_whiten(ss_backend_t *b, cudaStream_t s, int v)
                      b->d_plane[SS_PLANE_PREDICTION], b->d_plane[SS_PLANE_RESIDUAL], s);
 }
 
-static cudaError_t st_guided(ss_backend_t *b, cudaStream_t s, int radius)
+/* v = radius·2 + laplacian (radius 0: CLEAN = RESIDUAL). */
+static cudaError_t st_guided(ss_backend_t *b, cudaStream_t s, int v)
 {
+    const int radius = v >> 1;
     if (radius <= 0)
         return cu_copy_plane(b->d_plane[SS_PLANE_RESIDUAL], b->d_plane[SS_PLANE_CLEAN], b->npix, s);
     return cu_guided(b->d_params, b->d_plane[SS_PLANE_PREDICTION], b->d_plane[SS_PLANE_RESIDUAL],
-                     b->w, b->h, radius, b->d_gA, b->d_gB, b->d_plane[SS_PLANE_CLEAN],
-                     b->d_partials, b->d_counter, b->d_misc, s);
+                     b->w, b->h, radius, v & 1, b->d_gs,
+                     b->d_plane[SS_PLANE_CLEAN], b->d_partials, b->d_counter, b->d_misc, s);
 }
 
 static cudaError_t st_noise(ss_backend_t *b, cudaStream_t s, int stride)
@@ -693,7 +700,8 @@ static void cuda_destroy(ss_backend_t **pb)
             cudaGraphExecDestroy(b->graphs[g].exec);
     void *dev[] = {
         b->d_raw[0], b->d_raw[1], b->d_rawvalid[0], b->d_rawvalid[1], b->d_dark, b->d_flat,
-        b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist, b->d_gA, b->d_gB, b->d_misc,
+        b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist, b->d_gs[0], b->d_gs[1],
+        b->d_gs[2], b->d_gs[3], b->d_misc,
         b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
         b->d_sel, b->d_params, b->d_res,
     };
@@ -787,6 +795,7 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     b->npix = (size_t)b->w * (size_t)b->h;
     b->device = cfg->device;
     b->use_graphs = 1;
+    b->seg_raw_buf = -1;
     const size_t npix = b->npix;
 
     CC(cudaSetDevice(b->device));
@@ -854,8 +863,8 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
         CC(cudaMemset(b->d_cur_lvl[l], 0xff, (n ? n : 1) * sizeof(float)));
     }
 
-    CC(DALLOC(b, b->d_gA, npix * sizeof(float)));
-    CC(DALLOC(b, b->d_gB, npix * sizeof(float)));
+    for (int i = 0; i < 4; i++)
+        CC(DALLOC(b, b->d_gs[i], npix * sizeof(float)));
     CC(DALLOC(b, b->d_misc, 256));
     CC(DALLOC(b, b->d_parent, npix * sizeof(int32_t)));
     CC(DALLOC(b, b->d_u8, npix));
@@ -885,7 +894,21 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     }
     memset(b->h_params, 0, sizeof *b->h_params);
     memset(b->h_res, 0, sizeof *b->h_res);
-    CC(cu_search_max_smem(b->search_smem_max));
+    /* scratch starts defined (compute-sanitizer's initcheck, and reads of
+     * a whole read-back chunk) */
+    for (int i = 0; i < 4; i++)
+        CC(cudaMemset(b->d_gs[i], 0, npix * sizeof(float)));
+    CC(cudaMemset(b->d_misc, 0, 256));
+    CC(cudaMemset(b->d_parent, 0, npix * sizeof(int32_t)));
+    CC(cudaMemset(b->d_u8, 0, npix));
+    CC(cudaMemset(b->d_chunk, 0, 2 * nchunks * sizeof(int)));
+    CC(cudaMemset(b->d_acc, 0, (size_t)b->max_comp * sizeof(cu_acc_t)));
+    CC(cudaMemset(b->d_partials, 0, (size_t)CU_RED_BLOCKS * SS_FINE_NSUMS * sizeof(double)));
+    CC(cudaMemset(b->d_lsq, 0, ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) *
+                                   sizeof(double)));
+    CC(cudaMemset(b->d_rawvalid[0], 1, raw_pix));
+    CC(cudaMemset(b->d_rawvalid[1], 1, raw_pix));
+    CC(cu_search_max_smem(&b->search_smem_max));
 
     /* parameters that never change for this instance */
     cu_params_t *hp = b->h_params;
@@ -1021,9 +1044,9 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw)
     hp->raw_valid = raw->valid ? b->d_rawvalid[buf] : NULL;
     hp->sat = c->saturation > 0.0 ? c->saturation : ss_dtype_max(b->geo.raw_dtype);
     if ((e = enqueue(b, st_calibrate, 0, SS_STAGE_CALIBRATE)) ||
-        (e = enqueue(b, st_raw_free, buf, SS_STAGE_CALIBRATE)) ||
         (e = enqueue(b, st_median, 0, SS_STAGE_CALIBRATE)))
         return e;
+    b->seg_raw_buf = buf;           /* flush() marks the buffer consumed after it */
     if (c->hotpix_learn) {
         const int window = SS_CLAMP(c->hotpix_frames, 1, 65535);
         hp->hot_k = c->hotpix_k;
@@ -1094,6 +1117,8 @@ static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
         ss_strlcpy(out->why, "bad block size or search range", sizeof out->why);
         return SS_OK;
     }
+    if (B > 4095 || R > 2047)           /* the graph variant's bit fields */
+        return SS_ERR_UNSUPPORTED;
     const int w = b->lw[L], h = b->lh[L];
     const int lox = R + B / 2, hix = w - R - B / 2, loy = R + B / 2, hiy = h - R - B / 2;
     if (hix <= lox || hiy <= loy) {
@@ -1119,7 +1144,8 @@ static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
     hp->lh = h;
     if ((e = enqueue(b, st_pyramid, 0, SS_STAGE_REG_COARSE)) ||
         (e = enqueue(b, st_level_noise, 0, SS_STAGE_REG_COARSE)) ||
-        (e = enqueue(b, st_search, g, SS_STAGE_REG_COARSE)) || (e = flush_wait(b)))
+        (e = enqueue(b, st_search, g | B << 8 | R << 20, SS_STAGE_REG_COARSE)) ||
+        (e = flush_wait(b)))
         return e;
 
     /* the vote, as ss_register_coarse decides it */
@@ -1272,7 +1298,9 @@ static ss_err_t cuda_guided(ss_backend_t *b, int radius, float eps)
         return e;
     b->h_params->gf_radius = radius;
     b->h_params->gf_eps = eps;
-    if ((e = enqueue(b, st_guided, radius > 0 ? radius : 0, SS_STAGE_GUIDED)))
+    /* the shape of the work: radius and which filter */
+    const int v = radius > 0 ? radius * 2 + (b->cfg->guided_laplacian != 0) : 0;
+    if ((e = enqueue(b, st_guided, v, SS_STAGE_GUIDED)))
         return e;
     return op_end(b);
 }

@@ -178,7 +178,9 @@ size_t cu_search_smem(int B, int R);
 cudaError_t cu_block_search(const cu_params_t *p, const float *ref, const float *cur,
                             const double *noise_ref, int g, int B, int R, cu_block_res_t *out,
                             cudaStream_t s);
-cudaError_t cu_search_max_smem(int bytes);
+/* Raise the block search's dynamic shared memory limit to what *bytes (the
+ * device's opt-in maximum) leaves; *bytes becomes that limit. */
+cudaError_t cu_search_max_smem(int *bytes);
 cudaError_t cu_refine(const cu_params_t *p, float *const *ref_lvl, float *const *cur_lvl,
                       const int *lw, const int *lh, int L, cu_results_t *res, cudaStream_t s);
 cudaError_t cu_fine_sums(const float *cur, const float *S, const float *gx, const float *gy,
@@ -197,10 +199,12 @@ cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, const float *
                              const float *clean_sigma, int w, int h, uint8_t *scratch,
                              cudaStream_t s);
 
-/* k_guided.cu */
+/* k_guided.cu: the one-channel (laplacian = 0, ss_guided_filter) or the
+ * two-channel (ss_guided_filter2) guided filter of I (guide) and pin into
+ * out. sc: 4 scratch planes (A/A1, B/A2, B, L). */
 cudaError_t cu_guided(const cu_params_t *p, const float *I, const float *pin, int w, int h,
-                      int radius, float *A, float *B, float *out, double *partials,
-                      unsigned int *counter, float *c, cudaStream_t s);
+                      int radius, int laplacian, float *const *sc, float *out,
+                      double *partials, unsigned int *counter, float *c, cudaStream_t s);
 cudaError_t cu_copy_plane(const float *in, float *out, size_t n, cudaStream_t s);
 
 /* k_matched.cu */

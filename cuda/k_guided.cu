@@ -1,23 +1,27 @@
 /*
  * k_guided.cu — ALGORITHM.md §4 on the GPU: the guided filter with
  * valid-aware box means from running sums (cost independent of the
- * radius), as guided.c defines it.
+ * radius), as guided.c defines it: the one-channel filter (guide I' = I -
+ * c) and the two-channel one (guides I' and L = ∇²I, which also models the
+ * residual a change of seeing leaves).
  *
- * Three kernels:
- *  1. c = mean of the guide over the pixels where guide and input are
- *     finite (block partials, the last block adds them in a fixed order);
- *  2. box of the four channels I' = I - c, p, I'p, I'I' (formed on the
- *     fly from I and p, the products in double), and at each output pixel
- *     the local linear model A, B in double from the window sums (written,
- *     NaN together where the pixel does not take part);
- *  3. box of A and B, and r' = p - (box(A)·I' + box(B)).
+ * Kernels:
+ *  - c = mean of the guide over the pixels that take part (block partials,
+ *    the last block adds them in a fixed order);
+ *  - L = 5-point Laplacian of the guide (two-channel filter);
+ *  - a "moments" box pass: the channels (I', p, I'p, I'I' — or I', L, p
+ *    and their five products, products formed in double) are made on the
+ *    fly from the inputs, and at each output pixel the local linear model
+ *    (A, B — or A1, A2, B) is solved in double from the window sums;
+ *  - a plain box pass of A, B (or A1, A2, B) that also writes
+ *    r' = p - (box(A)·I' + box(B))  (+ box(A2)·L).
  * A box kernel owns a strip of 64 columns and a band of rows. Moving one
  * row down adds row y+r and removes row y-r-1 as one "difference row";
  * its horizontal window sums come from a shared-memory prefix scan of the
- * difference row (double), S(x) = D[x+r] - D[x-r-1], and are added to
- * per-column running sums (double, registers). That is the CPU's scheme
- * (guided.c) with the scan done in parallel: sums agree to double
- * rounding, so the float outputs agree to about 1e-7.
+ * difference row (double), S(x) = D[x+r] - D[x-r-1], added to per-column
+ * running sums (double, registers): the CPU's scheme (guided.c) with the
+ * scan done in parallel. Sums agree to double rounding, so the float
+ * outputs agree to about 1e-7.
  */
 #include "cu_internal.h"
 
@@ -33,10 +37,117 @@ __device__ __forceinline__ float qnan()
     return __int_as_float(0x7fc00000);
 }
 
-/* c = (float)(Σ I / n) over the pixels where I and p are finite; 0 if none. */
-__global__ void k_gf_mean(const float *__restrict__ I, const float *__restrict__ p, size_t npix,
-                          double *__restrict__ partials, unsigned int *counter,
-                          float *__restrict__ c)
+/* What a box pass reads and writes. */
+struct box_args {
+    const float *I, *L, *p;         /* guide, its Laplacian (or NULL), input */
+    const float *c;                 /* device: mean of the guide */
+    const cu_params_t *prm;         /* eps */
+    const float *in[3];             /* plain passes: the planes to box */
+    float *out[3];                  /* moments: A, B / A1, A2, B; plain: out[0] = r' */
+};
+
+enum { M_AB = 1, M_R1 = 2, M_AB2 = 3, M_R2 = 4 };
+
+/* Channel count of each mode. */
+template <int MODE> struct chans;
+template <> struct chans<M_AB> { static constexpr int C = 4; };
+template <> struct chans<M_R1> { static constexpr int C = 2; };
+template <> struct chans<M_AB2> { static constexpr int C = 8; };
+template <> struct chans<M_R2> { static constexpr int C = 3; };
+
+/* The channels of pixel i (guided.c's load_px); returns whether it takes
+ * part. */
+template <int MODE>
+__device__ __forceinline__ bool load(const box_args &a, float c, size_t i, double *f)
+{
+    if constexpr (MODE == M_AB) {
+        const float iv = a.I[i], pv = a.p[i];
+        const float ic = iv - c;
+        f[0] = (double)ic;
+        f[1] = (double)pv;
+        f[2] = (double)ic * (double)pv;
+        f[3] = (double)ic * (double)ic;
+        return isfinite(iv) && isfinite(pv);
+    } else if constexpr (MODE == M_AB2) {
+        const float iv = a.I[i], lv = a.L[i], pv = a.p[i];
+        const float ic = iv - c;
+        f[0] = (double)ic;
+        f[1] = (double)lv;
+        f[2] = (double)pv;
+        f[3] = (double)ic * (double)pv;
+        f[4] = (double)lv * (double)pv;
+        f[5] = (double)ic * (double)ic;
+        f[6] = (double)ic * (double)lv;
+        f[7] = (double)lv * (double)lv;
+        return isfinite(iv) && isfinite(lv) && isfinite(pv);
+    } else {
+        constexpr int C = chans<MODE>::C;
+        const float v0 = a.in[0][i];
+        f[0] = (double)v0;
+#pragma unroll
+        for (int k = 1; k < C; k++)
+            f[k] = (double)a.in[k][i];
+        return isfinite(v0);
+    }
+}
+
+/* What a pass writes at pixel i from its window sums acc (count first). */
+template <int MODE>
+__device__ __forceinline__ void finish(const box_args &a, float c, double eps, size_t i,
+                                       const double *acc)
+{
+    if constexpr (MODE == M_AB) {
+        const float iv = a.I[i], pv = a.p[i];
+        const bool part = isfinite(iv) && isfinite(pv);
+        const double n = acc[0], inv = 1.0 / n;
+        const double mi = acc[1] * inv, mp = acc[2] * inv, cip = acc[3] * inv, cii = acc[4] * inv;
+        const double var = cii - mi * mi, cov = cip - mi * mp;
+        const float A = (float)(cov / (var + eps));
+        const float B = (float)(mp - (double)A * mi);
+        const bool ok = part && n > 0.5 && isfinite(A) && isfinite(B);
+        a.out[0][i] = ok ? A : qnan();
+        a.out[1][i] = ok ? B : qnan();
+    } else if constexpr (MODE == M_AB2) {
+        /* [S11+ε S12; S12 S22+ε]·[A1; A2] = [C1p; C2p] by Cramer's rule */
+        const bool part = isfinite(a.I[i]) && isfinite(a.L[i]) && isfinite(a.p[i]);
+        const double n = acc[0], inv = 1.0 / n;
+        const double m1 = acc[1] * inv, m2 = acc[2] * inv, mp = acc[3] * inv;
+        const double c1p = acc[4] * inv - m1 * mp, c2p = acc[5] * inv - m2 * mp;
+        const double s11 = acc[6] * inv - m1 * m1 + eps, s12 = acc[7] * inv - m1 * m2;
+        const double s22 = acc[8] * inv - m2 * m2 + eps;
+        const double det = s11 * s22 - s12 * s12;
+        const float A1 = (float)((c1p * s22 - c2p * s12) / det);
+        const float A2 = (float)((c2p * s11 - c1p * s12) / det);
+        const float B = (float)(mp - (double)A1 * m1 - (double)A2 * m2);
+        const bool ok = part && n > 0.5 && isfinite(A1) && isfinite(A2) && isfinite(B);
+        a.out[0][i] = ok ? A1 : qnan();
+        a.out[1][i] = ok ? A2 : qnan();
+        a.out[2][i] = ok ? B : qnan();
+    } else {
+        constexpr int C = chans<MODE>::C;
+        float m[C];
+#pragma unroll
+        for (int k = 0; k < C; k++)
+            m[k] = acc[0] > 0.5 ? (float)(acc[1 + k] / acc[0]) : qnan();
+        const float iv = a.I[i], pv = a.p[i];
+        const float ic = iv - c;
+        if constexpr (MODE == M_R1) {
+            const double q = (double)m[0] * (double)ic + (double)m[1];
+            a.out[0][i] = isfinite(iv) && isfinite(pv) ? (float)((double)pv - q) : qnan();
+        } else {
+            const float lv = a.L[i];
+            const double q = (double)m[0] * (double)ic + (double)m[1] * (double)lv + (double)m[2];
+            a.out[0][i] = isfinite(iv) && isfinite(lv) && isfinite(pv) ? (float)((double)pv - q)
+                                                                      : qnan();
+        }
+    }
+}
+
+/* c = (float)(Σ I / n) over the pixels where I, p (and L) are finite; 0 if
+ * none. */
+__global__ void k_gf_mean(const float *__restrict__ I, const float *__restrict__ L,
+                          const float *__restrict__ p, size_t npix, double *__restrict__ partials,
+                          unsigned int *counter, float *__restrict__ c)
 {
     __shared__ double rs[RED_THREADS / 32], rn[RED_THREADS / 32];
     __shared__ bool last;
@@ -44,7 +155,7 @@ __global__ void k_gf_mean(const float *__restrict__ I, const float *__restrict__
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < npix;
          i += (size_t)gridDim.x * blockDim.x) {
         const float a = I[i], b = p[i];
-        if (isfinite(a) && isfinite(b)) {
+        if (isfinite(a) && isfinite(b) && (!L || isfinite(L[i]))) {
             s += (double)a;
             n += 1.0;
         }
@@ -91,48 +202,27 @@ __global__ void k_gf_mean(const float *__restrict__ I, const float *__restrict__
     }
 }
 
-/* The channels of a box pass at one pixel (as guided.c's load_px);
- * returns whether it takes part. */
-template <int MODE> struct planes;
-
-template <> struct planes<1> {          /* I' = I - c (float), p, I'·p, I'·I' (double) */
-    static constexpr int C = 4;
-    static __device__ __forceinline__ bool load(const float *I, const float *p, float c, size_t i,
-                                                double *f)
-    {
-        const float iv = I[i], pv = p[i];
-        const float ic = iv - c;
-        f[0] = (double)ic;
-        f[1] = (double)pv;
-        f[2] = (double)ic * (double)pv;
-        f[3] = (double)ic * (double)ic;
-        return isfinite(iv) && isfinite(pv);
+/* ss_laplacian5: l + r + u + d - 4·c in float in that order; NaN on the
+ * outer rows/columns (and wherever a tap is NaN, by propagation). */
+__global__ void k_laplacian(const float *__restrict__ in, int w, int h, float *__restrict__ out)
+{
+    const int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 8 + threadIdx.y;
+    if (x >= w || y >= h)
+        return;
+    const size_t i = (size_t)y * (size_t)w + (size_t)x;
+    if (x == 0 || y == 0 || x == w - 1 || y == h - 1) {
+        out[i] = qnan();
+        return;
     }
-};
-
-template <> struct planes<2> {          /* A, B (NaN together) */
-    static constexpr int C = 2;
-    static __device__ __forceinline__ bool load(const float *A, const float *B, float, size_t i,
-                                                double *f)
-    {
-        const float a = A[i];
-        f[0] = (double)a;
-        f[1] = (double)B[i];
-        return isfinite(a);
-    }
-};
+    out[i] = in[i - 1] + in[i + 1] + in[i - (size_t)w] + in[i + (size_t)w] - 4.0f * in[i];
+}
 
 /* One box pass over a strip of BOX_TW columns and the band [y0, y0+bh).
- * Shared memory: S = C+1 prefix rows of Lw = BOX_TW + 2r + 1 doubles.
- * MODE 1: in0 = I, in1 = p; writes A -> o0, B -> o1.
- * MODE 2: in0 = A, in1 = B; writes r' -> o0 (I and p in I, pin). */
+ * Shared memory: S = C+1 prefix rows of Lw = BOX_TW + 2r + 1 doubles. */
 template <int MODE>
-__global__ void k_box(const float *__restrict__ in0, const float *__restrict__ in1,
-                      const float *__restrict__ I, const float *__restrict__ pin,
-                      const float *__restrict__ cptr, const cu_params_t *__restrict__ prm, int w,
-                      int h, int r, int bh, float *__restrict__ o0, float *__restrict__ o1)
+__global__ void k_box(box_args a, int w, int h, int r, int bh)
 {
-    constexpr int C = planes<MODE>::C, S = C + 1;
+    constexpr int C = chans<MODE>::C, S = C + 1;
     extern __shared__ double pre[];     /* [S][Lw] */
     __shared__ double wtot[BOX_TW / 32][S];
     const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
@@ -141,8 +231,8 @@ __global__ void k_box(const float *__restrict__ in0, const float *__restrict__ i
     const int Lw = BOX_TW + 2 * r + 1;
     const int E = (Lw + BOX_TW - 1) / BOX_TW;
     const int xs0 = x0 - r - 1;         /* column of prefix element 0 */
-    const float c = MODE == 1 ? *cptr : 0.0f;
-    const double eps = MODE == 1 ? (double)prm->gf_eps : 0.0;
+    const float c = *a.c;
+    const double eps = (double)a.prm->gf_eps;
     double acc[S];
 #pragma unroll
     for (int s = 0; s < S; s++)
@@ -162,13 +252,13 @@ __global__ void k_box(const float *__restrict__ in0, const float *__restrict__ i
             const int xc = xs0 + j;
             if (xc >= 0 && xc < w) {
                 double f[C];
-                if (ya >= 0 && planes<MODE>::load(in0, in1, c, (size_t)ya * w + xc, f)) {
+                if (ya >= 0 && load<MODE>(a, c, (size_t)ya * w + xc, f)) {
                     run[0] += 1.0;
 #pragma unroll
                     for (int k = 0; k < C; k++)
                         run[1 + k] += f[k];
                 }
-                if (ys >= 0 && planes<MODE>::load(in0, in1, c, (size_t)ys * w + xc, f)) {
+                if (ys >= 0 && load<MODE>(a, c, (size_t)ys * w + xc, f)) {
                     run[0] -= 1.0;
 #pragma unroll
                     for (int k = 0; k < C; k++)
@@ -222,39 +312,9 @@ __global__ void k_box(const float *__restrict__ in0, const float *__restrict__ i
             if (ya >= 0 || ys >= 0)
                 add_row(ya, ys);
         }
-        if (x >= w)
-            continue;
-        const size_t i = (size_t)y * (size_t)w + (size_t)x;
-        if constexpr (MODE == 1) {
-            /* the local linear model in double straight from the window
-             * sums (guided.c's finish_px) */
-            const float iv = I[i], pv = pin[i];
-            const bool part = isfinite(iv) && isfinite(pv);
-            const double n = acc[0], inv = 1.0 / n;
-            const double mi = acc[1] * inv, mp = acc[2] * inv, cip = acc[3] * inv,
-                         cii = acc[4] * inv;
-            const double var = cii - mi * mi, cov = cip - mi * mp;
-            const float A = (float)(cov / (var + eps));
-            const float B = (float)(mp - (double)A * mi);
-            const bool ok = part && n > 0.5 && isfinite(A) && isfinite(B);
-            o0[i] = ok ? A : qnan();
-            o1[i] = ok ? B : qnan();
-        } else {
-            const float m0 = acc[0] > 0.5 ? (float)(acc[1] / acc[0]) : qnan();
-            const float m1 = acc[0] > 0.5 ? (float)(acc[2] / acc[0]) : qnan();
-            const float iv = I[i], pv = pin[i];
-            const float ic = iv - *cptr;
-            const double q = (double)m0 * (double)ic + (double)m1;
-            o0[i] = isfinite(iv) && isfinite(pv) ? (float)((double)pv - q) : qnan();
-        }
+        if (x < w)
+            finish<MODE>(a, c, eps, (size_t)y * (size_t)w + (size_t)x, acc);
     }
-}
-
-__global__ void k_copy(const float *__restrict__ in, float *__restrict__ out, size_t n)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        out[i] = in[i];
 }
 
 /* Band height: at least 2r+1 rows (the start-up sums 2r+1 rows), and
@@ -268,37 +328,78 @@ int band_height(int w, int h, int r)
     return bh > 2 * r + 1 ? bh : 2 * r + 1;
 }
 
+template <int MODE>
+cudaError_t box(const box_args &a, int w, int h, int r, cudaStream_t s)
+{
+    const int bh = band_height(w, h, r);
+    const dim3 grid((unsigned)((w + BOX_TW - 1) / BOX_TW), (unsigned)((h + bh - 1) / bh));
+    const size_t sm = (size_t)(chans<MODE>::C + 1) * (BOX_TW + 2 * r + 1) * sizeof(double);
+    if (sm > 48 * 1024) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(k_box<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        if (e != cudaSuccess)
+            return e;
+    }
+    k_box<MODE><<<grid, BOX_TW, sm, s>>>(a, w, h, r, bh);
+    return cudaGetLastError();
+}
+
+__global__ void k_copy(const float *__restrict__ in, float *__restrict__ out, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = in[i];
+}
+
 } // namespace
 
 extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const float *pin, int w,
-                                 int h, int radius, float *A, float *B, float *out,
-                                 double *partials, unsigned int *counter, float *c,
+                                 int h, int radius, int laplacian, float *const *sc,
+                                 float *out, double *partials, unsigned int *counter, float *c,
                                  cudaStream_t s)
 {
     const size_t npix = (size_t)w * (size_t)h;
+    const int r = radius < 0 ? 0 : radius;
     size_t gb = (npix + RED_THREADS - 1) / RED_THREADS;
     if (gb > CU_RED_BLOCKS)
         gb = CU_RED_BLOCKS;
     if (gb < 1)
         gb = 1;
-    k_gf_mean<<<(unsigned)gb, RED_THREADS, 0, s>>>(I, pin, npix, partials, counter, c);
-    const int r = radius < 0 ? 0 : radius;
-    const int bh = band_height(w, h, r);
-    const dim3 grid((unsigned)((w + BOX_TW - 1) / BOX_TW), (unsigned)((h + bh - 1) / bh));
-    const int Lw = BOX_TW + 2 * r + 1;
-    const size_t sm1 = (size_t)5 * Lw * sizeof(double), sm2 = (size_t)3 * Lw * sizeof(double);
+    float *L = laplacian ? sc[3] : NULL;
+    if (L) {
+        k_laplacian<<<dim3((unsigned)((w + 31) / 32), (unsigned)((h + 7) / 8)), dim3(32, 8), 0, s>>>(
+            I, w, h, L);
+    }
+    k_gf_mean<<<(unsigned)gb, RED_THREADS, 0, s>>>(I, L, pin, npix, partials, counter, c);
     cudaError_t e;
-    if (sm1 > 48 * 1024 &&
-        (e = cudaFuncSetAttribute(k_box<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)sm1)) != cudaSuccess)
+    box_args a = {};
+    a.I = I;
+    a.L = L;
+    a.p = pin;
+    a.c = c;
+    a.prm = p;
+    if (!laplacian) {
+        a.out[0] = sc[0];
+        a.out[1] = sc[1];
+        if ((e = box<M_AB>(a, w, h, r, s)) != cudaSuccess)
+            return e;
+        a.in[0] = sc[0];
+        a.in[1] = sc[1];
+        a.out[0] = out;
+        a.out[1] = NULL;
+        return box<M_R1>(a, w, h, r, s);
+    }
+    a.out[0] = sc[0];
+    a.out[1] = sc[1];
+    a.out[2] = sc[2];
+    if ((e = box<M_AB2>(a, w, h, r, s)) != cudaSuccess)
         return e;
-    if (sm2 > 48 * 1024 &&
-        (e = cudaFuncSetAttribute(k_box<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)sm2)) != cudaSuccess)
-        return e;
-    k_box<1><<<grid, BOX_TW, sm1, s>>>(I, pin, I, pin, c, p, w, h, r, bh, A, B);
-    k_box<2><<<grid, BOX_TW, sm2, s>>>(A, B, I, pin, c, p, w, h, r, bh, out, NULL);
-    return cudaGetLastError();
+    a.in[0] = sc[0];
+    a.in[1] = sc[1];
+    a.in[2] = sc[2];
+    a.out[0] = out;
+    a.out[1] = a.out[2] = NULL;
+    return box<M_R2>(a, w, h, r, s);
 }
 
 extern "C" cudaError_t cu_copy_plane(const float *in, float *out, size_t n, cudaStream_t s)

@@ -423,10 +423,16 @@ extern "C" size_t cu_search_smem(int B, int R)
     return ((size_t)B * B + cw * cw) * sizeof(float);
 }
 
-extern "C" cudaError_t cu_search_max_smem(int bytes)
+extern "C" cudaError_t cu_search_max_smem(int *bytes)
 {
+    /* the opt-in limit covers static and dynamic shared memory together */
+    cudaFuncAttributes a;
+    cudaError_t e = cudaFuncGetAttributes(&a, k_block_search);
+    if (e != cudaSuccess)
+        return e;
+    *bytes -= (int)a.sharedSizeBytes;
     return cudaFuncSetAttribute(k_block_search, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                bytes);
+                                *bytes);
 }
 
 extern "C" cudaError_t cu_block_search(const cu_params_t *p, const float *ref, const float *cur,

@@ -428,9 +428,11 @@ START_TEST(test_guided_parity)
 {
     static const int radii[] = { 0, 1, 4, 11, 40, 300 };
     enum { W = 257, H = 199 };
-    rng_state = 909;
+    const int laplacian = _i > 0;
+    rng_state = 909 + (uint64_t)_i;
     ss_pipeline_cfg_t cfg;
     base_cfg(&cfg);
+    cfg.guided_laplacian = laplacian;
     ss_geometry_t geo = geometry(W, H, SS_DT_F32, SS_DT_F32, 2);
     pair_t p;
     pair_new(&p, &cfg, &geo, NULL);
@@ -439,14 +441,21 @@ START_TEST(test_guided_parity)
     ck_assert(I && r);
     for (int y = 0; y < H; y++)
         for (int x = 0; x < W; x++) {
-            double v = 1000.0 + 0.5 * x;
+            double v = 1000.0 + 0.5 * x, lap = 0.0;
             for (int s = 0; s < 6; s++) {
                 const double sx = 20 + 41.0 * s, sy = 15 + 33.0 * s;
-                v += 3e4 * exp(-((x - sx) * (x - sx) + (y - sy) * (y - sy)) / (2 * 1.7 * 1.7));
+                const double d2 = (x - sx) * (x - sx) + (y - sy) * (y - sy), s2 = 1.7 * 1.7;
+                const double g = 3e4 * exp(-d2 / (2 * s2));
+                v += g;
+                lap += g * (d2 / (s2 * s2) - 2.0 / s2);
             }
             const size_t i = (size_t)y * W + x;
             I[i] = (float)v;
-            r[i] = (float)(0.01 * (v - 1000.0) + 5.0 * rng_gauss());
+            /* transparency, seeing change, noise, a mover */
+            double rv = 0.01 * (v - 1000.0) + 0.05 * lap + 5.0 * rng_gauss();
+            if (abs(x - 128) <= 2 && abs(y - 100) <= 2)
+                rv += 200.0;
+            r[i] = (float)rv;
             if (rng_unif() < 0.02)
                 (rng_unif() < 0.5 ? I : r)[i] = NAN;
         }
@@ -456,7 +465,8 @@ START_TEST(test_guided_parity)
         ck_assert_int_eq(ss_backend_cpu.guided(p.c, radii[k], 25.0f), SS_OK);
         ck_assert_int_eq(p.go->guided(p.g, radii[k], 25.0f), SS_OK);
         const double rel = cmp_float(&p, SS_PLANE_CLEAN, radii[k] == 0, "guided");
-        ck_assert_msg(rel <= 1e-5, "guided radius %d: rel L2 %.3g", radii[k], rel);
+        ck_assert_msg(rel <= 1e-5, "guided (laplacian %d) radius %d: rel L2 %.3g", laplacian,
+                      radii[k], rel);
     }
     free(I);
     free(r);
@@ -596,6 +606,13 @@ START_TEST(test_detect_parity)
             }
             if (rng_unif() < 0.005)
                 z[i] = NAN;
+        }
+        for (int k = 0; k < 12; k++) {      /* compact sources, some negative */
+            const int bx = (int)(rng_u64() % (uint64_t)(W - 4)), by = (int)(rng_u64() % (uint64_t)(H - 4));
+            const float s = k % 4 == 3 ? -1.0f : 1.0f;
+            for (int y = by; y < by + 3; y++)
+                for (int x = bx; x < bx + 4; x++)
+                    z[(size_t)y * W + x] = s * (float)(3.0 + 6.0 * rng_unif());
         }
         write_both(&p, SS_PLANE_SNR, 0, z);
         ck_assert_int_eq(ss_backend_cpu.detect(p.c, 5.0f, &dc), SS_OK);
@@ -925,7 +942,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_ingest_parity, 0, SS_DT__COUNT);
     tcase_add_test(tc, test_registration_parity);
     tcase_add_loop_test(tc, test_whiten_parity, 0, 2);
-    tcase_add_test(tc, test_guided_parity);
+    tcase_add_loop_test(tc, test_guided_parity, 0, 2);
     tcase_add_test(tc, test_noise_parity);
     tcase_add_test(tc, test_matched_parity);
     tcase_add_loop_test(tc, test_detect_parity, 0, 3);
