@@ -364,11 +364,11 @@ static const ss_config_key_t feed_keys[] = {
 
     /* sinks (reopened on reload) */
     F_STR("sinks.fits.dir", fits_dir, "", RELOAD,
-          "Directory for residual FITS files (float32, CHECKSUM; \"\" = off)."),
+          "Directory for residual FITS files, one per processed frame (float32, CHECKSUM; \"\" = off)."),
     F_BOOL("sinks.fits.compress", fits_compress, 1, RELOAD,
            "Write residuals tile-compressed (lossless)."),
     F_STR("sinks.jsonl.path", jsonl_path, "", RELOAD,
-          "File the detections are appended to, one JSON line per frame (\"\" = off)."),
+          "File the detections are appended to, one JSON line per detection as skysieve-sub prints them (\"\" = off)."),
 };
 
 const ss_config_key_t *ss_config_keys(ss_key_scope_t scope, size_t *n)

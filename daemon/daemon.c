@@ -161,7 +161,9 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
 
     /* queue depth + 2: the queue's frames, the worker's, the source's */
     int pool_n = f->cfg->queue_depth + 2;
-    f->pool = ss_frame_pool_new(pool_n, f->frame_bytes, &ops->host_alloc);
+    /* mask buffers only where a source can send a mask part (zmq) */
+    size_t mask_bytes = f->cfg->source == SS_SOURCE_ZMQ ? f->max_pixels : 0;
+    f->pool = ss_frame_pool_new(pool_n, f->frame_bytes, mask_bytes, &ops->host_alloc);
     f->frames = ss_queue_new(f->cfg->queue_depth, f->cfg->queue_policy);
     f->n_outs = SS_OUTS_PER_FEED;
     f->outs = calloc((size_t)f->n_outs, sizeof *f->outs);

@@ -15,7 +15,8 @@ struct ss_frame_pool {
     size_t max_bytes;
     ss_frame_t *frames;
     ss_frame_t **free_list;
-    uint8_t **mask_bufs;        /* per frame, max_bytes (w*h <= max_bytes) */
+    uint8_t **mask_bufs;        /* per frame, max_mask bytes (NULL when max_mask is 0) */
+    size_t max_mask;
     ss_host_allocator_t alloc;
 };
 
@@ -50,7 +51,8 @@ static void malloc_free(void *p, void *u)
     free(p);
 }
 
-ss_frame_pool_t *ss_frame_pool_new(int count, size_t max_bytes, const ss_host_allocator_t *alloc)
+ss_frame_pool_t *ss_frame_pool_new(int count, size_t max_bytes, size_t max_mask,
+                                   const ss_host_allocator_t *alloc)
 {
     if (count <= 0 || max_bytes == 0)
         return NULL;
@@ -61,6 +63,7 @@ ss_frame_pool_t *ss_frame_pool_new(int count, size_t max_bytes, const ss_host_al
     p->alloc = alloc ? *alloc : (ss_host_allocator_t){ malloc_alloc, malloc_free, NULL };
     p->count = count;
     p->max_bytes = max_bytes;
+    p->max_mask = max_mask;
     p->frames = calloc((size_t)count, sizeof *p->frames);
     p->free_list = calloc((size_t)count, sizeof *p->free_list);
     p->mask_bufs = calloc((size_t)count, sizeof *p->mask_bufs);
@@ -69,8 +72,9 @@ ss_frame_pool_t *ss_frame_pool_new(int count, size_t max_bytes, const ss_host_al
     for (int i = 0; i < count; i++) {
         ss_frame_t *f = &p->frames[i];
         f->pixels = p->alloc.alloc(max_bytes, p->alloc.user);
-        p->mask_bufs[i] = malloc(max_bytes);
-        if (!f->pixels || !p->mask_bufs[i])
+        if (max_mask)
+            p->mask_bufs[i] = malloc(max_mask);
+        if (!f->pixels || (max_mask && !p->mask_bufs[i]))
             goto fail;
         f->capacity = max_bytes;
         f->pool = p;

@@ -74,19 +74,22 @@ void ss_frame_meta_clear(ss_frame_meta_t *m);
 /* Find a WCS keyword; NULL if absent. */
 const ss_wcs_key_t *ss_frame_wcs_find(const ss_frame_meta_t *m, const char *key);
 
-/* Create a pool of `count` frames of `max_bytes` pixel bytes each (and a
- * max_bytes-sized mask buffer, for max_bytes pixels of 1 byte). alloc may be
- * NULL (malloc). Returns NULL on failure. Thread-safe get/put. */
-ss_frame_pool_t *ss_frame_pool_new(int count, size_t max_bytes, const ss_host_allocator_t *alloc);
+/* Create a pool of `count` frames of `max_bytes` pixel bytes each, and,
+ * when max_mask > 0, a mask buffer of max_mask bytes per frame (one byte
+ * per pixel: the largest frame's pixel count; 0 for sources that never
+ * supply a mask). alloc may be NULL (malloc). Returns NULL on failure.
+ * Thread-safe get/put. */
+ss_frame_pool_t *ss_frame_pool_new(int count, size_t max_bytes, size_t max_mask,
+                                   const ss_host_allocator_t *alloc);
 void ss_frame_pool_destroy(ss_frame_pool_t **pool);
 /* Take a free frame, or NULL if none is free (never blocks). The frame's
  * metadata is cleared, valid is set to NULL. */
 ss_frame_t *ss_frame_pool_get(ss_frame_pool_t *pool);
 /* Return a frame to its pool; NULL is accepted. */
 void ss_frame_pool_put(ss_frame_t *f);
-/* The mask buffer owned by a pooled frame (width*height bytes fit): a
- * source that supplies a validity mask fills it and sets f->valid to it.
- * NULL for frames not from a pool. */
+/* The mask buffer owned by a pooled frame (max_mask bytes): a source that
+ * supplies a validity mask fills it and sets f->valid to it. NULL for
+ * frames not from a pool, or a pool made without mask buffers. */
 uint8_t *ss_frame_mask_buffer(ss_frame_t *f);
 int ss_frame_pool_free_count(ss_frame_pool_t *pool);
 size_t ss_frame_pool_max_bytes(const ss_frame_pool_t *pool);

@@ -484,6 +484,16 @@ ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t 
     }
 
 done:
+    if (!res->has_residual) {
+        /* Frames without a prediction (reference, warm-up, failed
+         * registration) still get a residual of their size, all invalid,
+         * so that every processed frame has one: consumers see each frame
+         * and its status, nothing silently skipped. */
+        size_t npix = (size_t)res->width * (size_t)res->height;
+        for (size_t i = 0; i < npix; i++)
+            res->residual[i] = NAN;
+        res->has_residual = npix > 0;
+    }
     p->stats.status[res->status]++;
     p->stats.detections += (uint64_t)res->dets.count;
     p->ops->stage_times(p->be, res->stage_ms);

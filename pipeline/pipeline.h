@@ -41,8 +41,10 @@ typedef struct ss_result {
     float sigma;                    /* noise of the cleaned residual (NaN if none) */
     int n_weights;
     double weights[SS_MAX_HISTORY];
-    int has_residual;               /* residual holds width×height floats */
-    float *residual;                /* the cleaned residual r', NaN = invalid */
+    int has_residual;               /* residual holds width×height floats (every frame
+                                     * handled, i.e. any status but ERROR) */
+    float *residual;                /* the cleaned residual r', NaN = invalid; all NaN
+                                     * for frames without a prediction */
     size_t residual_capacity;       /* floats */
     ss_detlist_t dets;
     double stage_ms[SS_STAGE__COUNT];

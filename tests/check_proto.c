@@ -699,7 +699,7 @@ static char *big(void)
 
 START_TEST(test_golden_frame_u16)
 {
-    ss_frame_pool_t *pool = ss_frame_pool_new(2, 4096, NULL);
+    ss_frame_pool_t *pool = ss_frame_pool_new(2, 4096, 4096, NULL);
     ss_frame_t *fx = ss_frame_pool_get(pool), *f = ss_frame_pool_get(pool);
     fx_frame_u16(fx);
     fx->valid = (uint8_t *)FX_U16_MASK;
@@ -743,7 +743,7 @@ START_TEST(test_golden_frame_f32_minimal)
 {
     /* hand-written header in a foreign sender's style: only the required
      * fields, "mjd" instead of "time", a long dtype name, an extra member */
-    ss_frame_pool_t *pool = ss_frame_pool_new(1, 4096, NULL);
+    ss_frame_pool_t *pool = ss_frame_pool_new(1, 4096, 4096, NULL);
     ss_frame_t *f = ss_frame_pool_get(pool);
     if (regen()) {
         const float pix[6] = { 1.5f, -2.25f, NAN, 0.0f, 1e6f, -0.0f };
@@ -1030,7 +1030,7 @@ START_TEST(test_malformed)
     ck_assert_msg(txt != NULL, "missing %s", path);
     cJSON *cases = cJSON_ParseWithLength(txt, len);
     ck_assert_msg(cJSON_IsArray(cases), "%s is not a JSON array", path);
-    ss_frame_pool_t *pool = ss_frame_pool_new(1, 1 << 16, NULL);
+    ss_frame_pool_t *pool = ss_frame_pool_new(1, 1 << 16, 1 << 16, NULL);
     static ss_proto_input_t in;
     int n_cases = 0;
     const cJSON *c;
@@ -1297,7 +1297,7 @@ static void assert_meta_equal(const ss_frame_meta_t *a, const ss_frame_meta_t *b
 
 START_TEST(test_roundtrip_frames)
 {
-    ss_frame_pool_t *pool = ss_frame_pool_new(2, 64 * 64 * 4, NULL);
+    ss_frame_pool_t *pool = ss_frame_pool_new(2, 64 * 64 * 4, 64 * 64 * 4, NULL);
     ss_frame_t *a = ss_frame_pool_get(pool), *b = ss_frame_pool_get(pool);
     ss_proto_limits_t lim = limits();
     static ss_proto_input_t in;
@@ -1598,7 +1598,7 @@ START_TEST(test_encoder_buffer_sizes)
     r.has_residual = 0;
     ck_assert_int_eq(ss_proto_encode_residual(&r, full, BUF_BIG), -1);
     /* a frame must carry its time */
-    ss_frame_pool_t *pool = ss_frame_pool_new(1, 4096, NULL);
+    ss_frame_pool_t *pool = ss_frame_pool_new(1, 4096, 4096, NULL);
     ss_frame_t *f = ss_frame_pool_get(pool);
     fx_frame_u16(f);
     need = ss_proto_encode_frame_header(f, full, BUF_BIG);
@@ -1665,8 +1665,8 @@ START_TEST(test_zmq_input)
     zmq_pair(&ctx, &tx, &rx, "inproc://proto-input");
     ss_proto_limits_t lim = limits();
     ck_assert_int_eq(ss_proto_set_maxmsgsize(rx, &lim), 0);
-    ss_frame_pool_t *pool = ss_frame_pool_new(1, 4096, NULL);
-    ss_frame_pool_t *src_pool = ss_frame_pool_new(1, 4096, NULL);
+    ss_frame_pool_t *pool = ss_frame_pool_new(1, 4096, 4096, NULL);
+    ss_frame_pool_t *src_pool = ss_frame_pool_new(1, 4096, 4096, NULL);
     ss_frame_t *src = ss_frame_pool_get(src_pool);
     fx_frame_u16(src);
     char hdr[4096], ser[512];
@@ -1748,7 +1748,7 @@ START_TEST(test_zmq_input)
     ck_assert_int_eq(ss_frame_pool_free_count(pool), 1);
     /* a frame bigger than the pool's buffers */
     ss_proto_limits_t lim2 = lim;
-    ss_frame_pool_t *tiny = ss_frame_pool_new(1, 16, NULL);
+    ss_frame_pool_t *tiny = ss_frame_pool_new(1, 16, 16, NULL);
     ck_assert_int_eq(ss_proto_send_parts(tx, frame3, 2, 0), SS_OK);
     ck_assert_int_eq(ss_proto_recv_input(rx, 0, &lim2, tiny, &in, &f, &err), SS_ERR_SIZE);
     ck_assert_str_eq(err.text, "frame of 24 bytes does not fit the frame buffer (16 bytes)");
