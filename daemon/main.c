@@ -83,6 +83,11 @@ int main(int argc, char **argv)
      * signals through a signalfd */
     ss_daemon_block_signals();
     ss_log_setup(SS_LOG_INFO, ss_log_prefix_wanted(SS_LOG_PREFIX_AUTO));
+    /* OpenMP workers of the CPU backend sleep between frames instead of
+     * spinning: the daemon shares its cores with its own source,
+     * publisher and control threads (read at the first parallel region;
+     * an OMP_WAIT_POLICY from the environment wins). */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
 
     const char *config_path = NULL;
     int check = 0, print_default = 0, print_reference = 0, log_level = -1;
