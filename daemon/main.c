@@ -33,7 +33,7 @@ static void usage(FILE *out)
             "      --check-config        load and validate the config, print the result, exit\n"
             "      --print-default-config  print the built-in default config as JSON, exit\n"
             "      --print-config-reference  print every config key (type, default, range,\n"
-            "                            reloadable, meaning) as Markdown: docs/CONFIG.md\n"
+            "                            reloadable, meaning) as Markdown (README.md quotes it)\n"
             "      --log-level LEVEL     err|warning|notice|info|debug (overrides log_level)\n"
             "      --version             print the version and the backends built in, exit\n"
             "  -h, --help                print this help, exit\n"

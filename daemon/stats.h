@@ -2,7 +2,7 @@
  * stats.h — every counter the daemon keeps, per feed.
  *
  * The counters are those of the status message (proto.h's
- * ss_proto_feed_stats_t, documented in docs/DAEMON.md) plus the sink
+ * ss_proto_feed_stats_t, documented in README.md, "Counters") plus the sink
  * counters below, which only the log and the exit summary report. Each
  * feed's block is written by its source thread (received, accepted,
  * rejected), its worker (processed, statuses, timings, queue) and the

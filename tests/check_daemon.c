@@ -1472,17 +1472,23 @@ START_TEST(test_command_line)
          *o; o += strlen(o) + 1)
         ck_assert_msg(strstr(out, o) != NULL, "--help does not mention %s", o);
     ck_assert_int_eq(run_cli("--frobnicate", out, sizeof out), 2);
-    /* docs/CONFIG.md is the key table's reference, up to date */
+    /* README.md carries the key table's reference, up to date */
     ck_assert_int_eq(run_cli("--print-config-reference", out, sizeof out), 0);
     const char *src = getenv("SKYSIEVE_SOURCE_DIR");
     ck_assert_ptr_nonnull(src);
     char docpath[512];
-    snprintf(docpath, sizeof docpath, "%s/docs/CONFIG.md", src);
+    snprintf(docpath, sizeof docpath, "%s/README.md", src);
     char *doc = read_all(docpath);
     ck_assert_msg(doc != NULL, "%s is missing", docpath);
-    ck_assert_msg(strcmp(doc, out) == 0,
-                  "docs/CONFIG.md is out of date: regenerate it with "
-                  "`build/daemon/skysieved --print-config-reference > docs/CONFIG.md`");
+    char *begin = strstr(doc, "<!-- BEGIN CONFIG REFERENCE");
+    char *end = strstr(doc, "<!-- END CONFIG REFERENCE -->");
+    ck_assert_msg(begin && end && end > begin, "README.md lacks the config reference markers");
+    begin = strchr(begin, '\n') + 1;
+    size_t olen = strlen(out);
+    while (olen > 0 && out[olen - 1] == '\n')
+        olen--;
+    ck_assert_msg((size_t)(end - begin) == olen + 1 && strncmp(begin, out, olen) == 0,
+                  "README.md's config reference is out of date: run tools/update-docs.sh");
     free(doc);
     ck_assert_ptr_nonnull(strstr(out, "| `pipeline.detect.thresh` |"));
     /* the printed default config loads back to the built-in default */
