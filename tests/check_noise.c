@@ -11,25 +11,8 @@
 #include <string.h>
 
 #include "pipeline/stages.h"
+#include "ss_test.h"
 
-/* ---- a small deterministic PRNG (splitmix64) ---------------------------- */
-
-static uint64_t rng_state;
-static uint64_t rng_u64(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static double rng_unif(void) { return (double)(rng_u64() >> 11) * 0x1.0p-53; }
-static double rng_gauss(void)
-{
-    double u = rng_unif(), v = rng_unif();
-    if (u < 1e-300)
-        u = 1e-300;
-    return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
-}
 
 static int cmp_float(const void *a, const void *b)
 {

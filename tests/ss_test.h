@@ -1,0 +1,52 @@
+/*
+ * ss_test.h — helpers the Check suites share: a small deterministic PRNG
+ * (splitmix64, so every test draws the same numbers on every machine),
+ * Gaussian deviates, and the OpenMP thread count for thread-independence
+ * checks. Header-only (static functions), included by the test files.
+ */
+#ifndef SS_TEST_H
+#define SS_TEST_H
+
+#include <math.h>
+#include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* The PRNG state; a test seeds it by assignment. */
+static uint64_t rng_state;
+
+static inline uint64_t rng_u64(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1). */
+static inline double rng_unif(void)
+{
+    return (double)(rng_u64() >> 11) * 0x1.0p-53;
+}
+
+/* Standard normal (Box-Muller, one of the pair). */
+static inline double rng_gauss(void)
+{
+    double u = rng_unif(), v = rng_unif();
+    if (u < 1e-300)
+        u = 1e-300;
+    return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
+}
+
+/* OpenMP team size of the calling thread (no-op without OpenMP). */
+static inline void set_threads(int n)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+#endif
