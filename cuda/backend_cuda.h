@@ -38,6 +38,12 @@ void ss_cuda_set_mode(ss_backend_t *b, int timed, int graphs);
  * copies excluded. Waits for that work. -1 on error. */
 double ss_cuda_frame_ms(ss_backend_t *b);
 
+/* Host wall time (ms) spent inside the ops since the last ingest began,
+ * by stage (ingest = calibrate, set_reference = reg_coarse, read_plane =
+ * download, write_plane = upload): the host's share of a frame, waits on
+ * the GPU included. */
+void ss_cuda_host_ms(ss_backend_t *b, double ms[SS_STAGE__COUNT]);
+
 /* Graphs instantiated so far and graph launches (replays included). */
 void ss_cuda_graph_stats(ss_backend_t *b, int *graphs, long *launches);
 

@@ -67,6 +67,7 @@ typedef struct cu_sel_state {
 /* Workspace of a median + MAD selection pair. */
 typedef struct cu_sel_ws {
     cu_sel_state_t st[2];           /* 0: median, 1: MAD around it */
+    unsigned int counter;           /* blocks done in the current pass */
     unsigned int hist[CU_SEL_BINS];
 } cu_sel_ws_t;
 

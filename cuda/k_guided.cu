@@ -15,13 +15,14 @@
  *    (A, B — or A1, A2, B) is solved in double from the window sums;
  *  - a plain box pass of A, B (or A1, A2, B) that also writes
  *    r' = p - (box(A)·I' + box(B))  (+ box(A2)·L).
- * A box kernel owns a strip of 64 columns and a band of rows. Moving one
- * row down adds row y+r and removes row y-r-1 as one "difference row";
- * its horizontal window sums come from a shared-memory prefix scan of the
- * difference row (double), S(x) = D[x+r] - D[x-r-1], added to per-column
- * running sums (double, registers): the CPU's scheme (guided.c) with the
- * scan done in parallel. Sums agree to double rounding, so the float
- * outputs agree to about 1e-7.
+ * A box kernel owns a strip of columns and a band of rows and keeps running
+ * sums in double: moving one row down adds row y+r and removes row y-r-1;
+ * the horizontal window sums come from prefix scans in shared memory,
+ * S(x) = P[x+r] - P[x-r-1] — the CPU's scheme (guided.c) with the scans
+ * done in parallel. Two versions: k_boxv (vertical sums per column thread,
+ * rows four at a time, warp-level scans; radius up to 63) and k_box (the
+ * difference row scanned by the whole block, any radius). Sums agree with
+ * the CPU's to double rounding, so the float outputs to about 1e-7.
  */
 #include "cu_internal.h"
 
@@ -317,6 +318,121 @@ __global__ void k_box(box_args a, int w, int h, int r, int bh)
     }
 }
 
+/* The faster box pass (r small enough that a strip's columns fit two per
+ * thread): BW warps, a strip of VT output columns. Each thread owns up to
+ * two of the strip's VT + 2r + 1 columns and keeps their vertical running
+ * window sums in registers (adding row y+r, removing row y-r-1: coalesced
+ * loads, no barrier). Rows go BW at a time: the owners write the BW rows'
+ * column sums to shared memory, then warp w scans row w's sums (a
+ * warp-level prefix scan, no block barrier) and writes its outputs from
+ * S(x) = P[x+r] - P[x-r-1]. Two block barriers per BW rows. */
+constexpr int BW = 4;                   /* warps = rows per group */
+constexpr int VT = 128;                 /* output columns per strip */
+constexpr int VE = 2;                   /* columns per thread, at most */
+
+template <int MODE>
+__global__ void __launch_bounds__(BW * 32) k_boxv(box_args a, int w, int h, int r, int bh)
+{
+    constexpr int C = chans<MODE>::C, S = C + 1, NT = BW * 32;
+    extern __shared__ double vs[];      /* [BW][S][Lc] */
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    const int x0 = blockIdx.x * VT;
+    const int y0 = blockIdx.y * bh, y1 = min(h, y0 + bh);
+    const int Lc = VT + 2 * r + 1;
+    const int xs0 = x0 - r - 1;         /* column of element 0 */
+    const float c = *a.c;
+    const double eps = (double)a.prm->gf_eps;
+    double V[VE][S];
+#pragma unroll
+    for (int q = 0; q < VE; q++)
+#pragma unroll
+        for (int s = 0; s < S; s++)
+            V[q][s] = 0.0;
+
+    /* column owners: V += row ya, V -= row ys (-1 = none) */
+    auto vstep = [&](int ya, int ys) {
+#pragma unroll
+        for (int q = 0; q < VE; q++) {
+            const int j = t + q * NT, xc = xs0 + j;
+            if (j >= Lc || xc < 0 || xc >= w)
+                continue;
+            double f[C];
+            if (ya >= 0 && load<MODE>(a, c, (size_t)ya * w + xc, f)) {
+                V[q][0] += 1.0;
+#pragma unroll
+                for (int k = 0; k < C; k++)
+                    V[q][1 + k] += f[k];
+            }
+            if (ys >= 0 && load<MODE>(a, c, (size_t)ys * w + xc, f)) {
+                V[q][0] -= 1.0;
+#pragma unroll
+                for (int k = 0; k < C; k++)
+                    V[q][1 + k] -= f[k];
+            }
+        }
+    };
+
+    for (int yy = max(0, y0 - r); yy <= min(h - 1, y0 + r); yy++)
+        vstep(yy, -1);
+    const int K = (Lc + 31) / 32;       /* scan elements per lane */
+    for (int yb = y0; yb < y1; yb += BW) {
+        /* the group's rows, column sums into shared memory */
+        for (int g = 0; g < BW; g++) {
+            const int y = yb + g;
+            if (y >= y1)
+                break;
+            if (y > y0) {
+                const int ya = y + r < h ? y + r : -1, ys = y - r - 1;
+                vstep(ya, ys);
+            }
+#pragma unroll
+            for (int q = 0; q < VE; q++) {
+                const int j = t + q * NT;
+                if (j < Lc)
+#pragma unroll
+                    for (int s = 0; s < S; s++)
+                        vs[(g * S + s) * Lc + j] = V[q][s];
+            }
+        }
+        __syncthreads();
+        /* warp wid: row yb + wid */
+        const int y = yb + wid;
+        if (y < y1) {
+            double *row = vs + (size_t)wid * S * Lc;
+            const int j0 = lane * K, j1 = min(Lc, j0 + K);
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                double run = 0.0;
+                for (int j = j0; j < j1; j++) {
+                    run += row[s * Lc + j];
+                    row[s * Lc + j] = run;
+                }
+                double v = run;
+                for (int o = 1; o < 32; o <<= 1) {
+                    const double u = __shfl_up_sync(0xffffffffu, v, o);
+                    if (lane >= o)
+                        v += u;
+                }
+                const double off = v - run;
+                for (int j = j0; j < j1; j++)
+                    row[s * Lc + j] += off;
+            }
+            __syncwarp();
+            for (int k = 0; k < VT / 32; k++) {
+                const int tx = lane + 32 * k, x = x0 + tx;
+                if (x >= w)
+                    break;
+                double acc[S];
+#pragma unroll
+                for (int s = 0; s < S; s++)
+                    acc[s] = row[s * Lc + tx + 2 * r + 1] - row[s * Lc + tx];
+                finish<MODE>(a, c, eps, (size_t)y * (size_t)w + (size_t)x, acc);
+            }
+        }
+        __syncthreads();
+    }
+}
+
 /* Band height: at least 2r+1 rows (the start-up sums 2r+1 rows), and
  * small enough that the frame gives the GPU a few waves of blocks. */
 int band_height(int w, int h, int r)
@@ -331,9 +447,28 @@ int band_height(int w, int h, int r)
 template <int MODE>
 cudaError_t box(const box_args &a, int w, int h, int r, cudaStream_t s)
 {
+    constexpr int S = chans<MODE>::C + 1;
+    const int Lc = VT + 2 * r + 1;
+    const size_t smv = (size_t)BW * S * Lc * sizeof(double);
+    if (Lc <= VE * BW * 32 && smv <= 200 * 1024) {
+        /* the fast path: bands of rows giving a few blocks per SM */
+        const int strips = (w + VT - 1) / VT;
+        int bh = 64;
+        while (bh > 8 && (long long)strips * ((h + bh - 1) / bh) < 512)
+            bh /= 2;
+        const dim3 grid((unsigned)strips, (unsigned)((h + bh - 1) / bh));
+        if (smv > 48 * 1024) {
+            const cudaError_t e = cudaFuncSetAttribute(
+                k_boxv<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smv);
+            if (e != cudaSuccess)
+                return e;
+        }
+        k_boxv<MODE><<<grid, BW * 32, smv, s>>>(a, w, h, r, bh);
+        return cudaGetLastError();
+    }
     const int bh = band_height(w, h, r);
     const dim3 grid((unsigned)((w + BOX_TW - 1) / BOX_TW), (unsigned)((h + bh - 1) / bh));
-    const size_t sm = (size_t)(chans<MODE>::C + 1) * (BOX_TW + 2 * r + 1) * sizeof(double);
+    const size_t sm = (size_t)S * (BOX_TW + 2 * r + 1) * sizeof(double);
     if (sm > 48 * 1024) {
         const cudaError_t e =
             cudaFuncSetAttribute(k_box<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);

@@ -10,11 +10,11 @@
  * float, as noise.c does) are therefore the very floats the CPU's
  * quickselect returns, and sigma is bit-identical.
  *
- * Each pass is one histogram kernel (shared-memory histogram per block,
- * flushed with one global atomic per non-empty bin) and one single-block
- * kernel that finds the bin holding the rank, narrows the prefix and
- * clears the histogram for the next pass. Everything stays on the device
- * (no host round trip), so a whole noise estimate is one graph segment.
+ * Each pass is one kernel: a shared-memory histogram per block, flushed
+ * with one global atomic per non-empty bin, and the last block to finish
+ * finds the bin holding the rank, narrows the prefix and clears the
+ * histogram for the next pass. Everything stays on the device (no host
+ * round trip): a whole noise estimate is six launches of one graph.
  */
 #include "cu_internal.h"
 
@@ -23,7 +23,6 @@
 namespace {
 
 constexpr int SEL_THREADS = 256;
-constexpr int SCAN_THREADS = 1024;      /* 2 bins per thread */
 
 __device__ __forceinline__ unsigned int float_key(float f)
 {
@@ -79,22 +78,28 @@ __device__ __forceinline__ bool samp_get(const cu_sampler_t &s, long long j, flo
     return true;
 }
 
-/* Histogram of the keys of pass `pass` among samples matching the prefix;
- * which = 0 (median) or 1 (|x - median|). */
-__global__ void k_sel_hist(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws, int which,
-                           int pass)
+/* One pass: histogram of the keys of pass `pass` among the samples that
+ * match the prefix (which = 0: the median; 1: |x - median|), then the
+ * last block to finish finds the bin holding the rank, narrows the state,
+ * clears the histogram for the next pass and, after the last MAD pass,
+ * writes the estimate. One kernel per pass, no host round trip. */
+__global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws, int which,
+                           int pass, int mode, float *out_f, double *out_d)
 {
+    constexpr int PER = CU_SEL_BINS / SEL_THREADS;     /* bins per thread in the scan */
     __shared__ unsigned int sh[CU_SEL_BINS];
+    __shared__ long long part[SEL_THREADS];
+    __shared__ bool last;
     for (int b = threadIdx.x; b < CU_SEL_BINS; b += blockDim.x)
         sh[b] = 0;
     __syncthreads();
-    const cu_sel_state_t st = ws->st[which];
+    cu_sel_state_t *stp = &ws->st[which];
+    const cu_sel_state_t st = *stp;
     const cu_sampler_t s = *sp;
-    const bool live = pass == 0 || st.n > 0;
-    if (live) {
+    const int shift = pass_shift(pass);
+    const unsigned int bmask = pass_mask(pass);
+    if (pass == 0 || st.n > 0) {
         const float centre = which ? ws->st[0].result : 0.0f;
-        const int shift = pass_shift(pass);
-        const unsigned int bmask = pass_mask(pass);
         const long long n = samp_count(s);
         for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n;
              j += (long long)gridDim.x * blockDim.x) {
@@ -112,71 +117,71 @@ __global__ void k_sel_hist(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
     for (int b = threadIdx.x; b < CU_SEL_BINS; b += blockDim.x)
         if (sh[b])
             atomicAdd(&ws->hist[b], sh[b]);
-}
-
-/* Find the bin holding the rank; narrow the state; clear the histogram.
- * After the last MAD pass, write the final estimate. */
-__global__ void k_sel_scan(cu_sel_ws_t *ws, int which, int pass, int mode, float *out_f,
-                           double *out_d)
-{
-    __shared__ long long part[SCAN_THREADS];
-    __shared__ long long total_s;
-    cu_sel_state_t *st = &ws->st[which];
-    const int t = threadIdx.x;
-    const long long h0 = ws->hist[2 * t], h1 = ws->hist[2 * t + 1];
-    part[t] = h0 + h1;
+    __threadfence();
     __syncthreads();
-    /* inclusive scan (Hillis–Steele) of the per-thread pairs */
-    for (int off = 1; off < SCAN_THREADS; off <<= 1) {
+    if (threadIdx.x == 0)
+        last = atomicAdd(&ws->counter, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+
+    /* the last block: bins [t·PER, t·PER + PER) per thread */
+    const int t = threadIdx.x;
+    volatile unsigned int *hist = ws->hist;
+    long long mine = 0;
+    for (int q = 0; q < PER; q++)
+        mine += hist[t * PER + q];
+    part[t] = mine;
+    __syncthreads();
+    for (int off = 1; off < SEL_THREADS; off <<= 1) {
         const long long v = t >= off ? part[t - off] : 0;
         __syncthreads();
         part[t] += v;
         __syncthreads();
     }
-    if (t == SCAN_THREADS - 1)
-        total_s = part[t];
-    __syncthreads();
-    const long long total = total_s;
-    long long n = st->n, rank = st->rank;
+    const long long total = part[SEL_THREADS - 1];
+    long long n = st.n, rank = st.rank;
     if (pass == 0) {
         n = total;
         rank = n > 0 ? (n - 1) / 2 : 0;
     }
-    const bool live = n > 0;
-    const long long before = part[t] - (h0 + h1);
-    if (live) {
-        const int shift = pass_shift(pass);
-        int bin = -1;
-        long long below = 0;
-        if (rank >= before && rank < before + h0) {
-            bin = 2 * t;
-            below = before;
-        } else if (rank >= before + h0 && rank < before + h0 + h1) {
-            bin = 2 * t + 1;
-            below = before + h0;
-        }
-        if (bin >= 0) {     /* exactly one thread */
-            st->prefix |= (unsigned int)bin << shift;
-            st->mask |= pass_mask(pass) << shift;
-            st->rank = rank - below;
-            st->n = n;
+    if (n > 0) {
+        long long before = part[t] - mine;
+        if (rank >= before && rank < before + mine) {      /* exactly one thread */
+            int bin = t * PER;
+            for (int q = 0; q < PER; q++, bin++) {
+                const long long hq = hist[bin];
+                if (rank < before + hq)
+                    break;
+                before += hq;
+            }
+            stp->prefix = st.prefix | (unsigned int)bin << shift;
+            stp->mask = st.mask | bmask << shift;
+            stp->rank = rank - before;
+            stp->n = n;
             if (pass == 2)
-                st->result = key_float(st->prefix);
+                stp->result = key_float(stp->prefix);
         }
     } else if (t == 0) {
-        st->n = 0;
-        st->result = __int_as_float(0x7fc00000);
+        stp->n = 0;
+        stp->result = __int_as_float(0x7fc00000);
     }
-    ws->hist[2 * t] = 0;
-    ws->hist[2 * t + 1] = 0;
+    __syncthreads();
+    for (int q = 0; q < PER; q++)
+        hist[t * PER + q] = 0;
+    if (t == 0)
+        ws->counter = 0;
     if (which == 1 && pass == 2) {
+        __threadfence_block();
         __syncthreads();
         if (t == 0) {
-            const float mad = st->n > 0 ? st->result : __int_as_float(0x7fc00000);
+            const bool any = stp->n > 0;
+            const float mad = stp->result;
             if (mode == 0 && out_f)
-                *out_f = st->n > 0 ? (float)(1.4826 * (double)mad) : __int_as_float(0x7fc00000);
+                *out_f = any ? (float)(1.4826 * (double)mad) : __int_as_float(0x7fc00000);
             if (mode == 1 && out_d)
-                *out_d = st->n > 0 ? 1.4826 * (double)mad / sqrt(2.0) : (double)NAN;
+                *out_d = any ? 1.4826 * (double)mad / sqrt(2.0) : (double)NAN;
         }
     }
 }
@@ -190,9 +195,7 @@ extern "C" cudaError_t cu_select_mad(const cu_sampler_t *samp, cu_sel_ws_t *ws, 
     if (e != cudaSuccess)
         return e;
     for (int which = 0; which < 2; which++)
-        for (int pass = 0; pass < 3; pass++) {
-            k_sel_hist<<<grid, SEL_THREADS, 0, s>>>(samp, ws, which, pass);
-            k_sel_scan<<<1, SCAN_THREADS, 0, s>>>(ws, which, pass, mode, out_f, out_d);
-        }
+        for (int pass = 0; pass < 3; pass++)
+            k_sel_pass<<<grid, SEL_THREADS, 0, s>>>(samp, ws, which, pass, mode, out_f, out_d);
     return cudaGetLastError();
 }

@@ -57,6 +57,8 @@ typedef struct bench_out {
     double e2e_fps;                 /* GPU: with prefetch, pinned frames */
     double timed_sum_ms;            /* GPU timed mode: sum of the stage times */
     double bytes_model;             /* least device traffic per frame (bytes) */
+    double host_ms[SS_STAGE__COUNT];    /* GPU graph mode: wall time inside each op */
+    double merge_ms;                /* ss_merge_streaks on the frame's detections (host) */
     int ok_frames, dets;
 } bench_out_t;
 
@@ -68,7 +70,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: skysieve-bench [--backend cpu|cuda|both] [--size LIST] [--history LIST]\n"
-            "                      [--frames N] [--device D] [--csv FILE]\n"
+            "                      [--frames N] [--warmup N] [--device D] [--csv FILE]\n"
             "LIST is comma-separated, e.g. --size 512,2048. Without --size/--history: the\n"
             "issue's matrix (cpu 1024² and 2048² at N=20; cuda 512², 2048², 4096² at N=20 and\n"
             "2048² at N=64).\n");
@@ -133,6 +135,8 @@ static ss_synth_t *bench_synth(int size, uint64_t seed)
 }
 
 /* Run one configuration. */
+static int warmup_override = -1;
+
 static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t *o)
 {
     memset(o, 0, sizeof *o);
@@ -164,7 +168,8 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
     ss_pipeline_cfg_t cfg = bench_cfg(bc->cuda, bc->history, device);
     char err[256];
     ss_result_t res;
-    if (ss_result_init(&res, (size_t)S * S, 4096) != 0)
+    ss_detlist_t scratch;
+    if (ss_result_init(&res, (size_t)S * S, 4096) != 0 || ss_detlist_init(&scratch, 4096) != 0)
         return -1;
 #ifdef SKYSIEVE_HAVE_CUDA
     /* the residual lands in pinned memory, as a daemon's result pool would */
@@ -177,7 +182,7 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
         }
     }
 #endif
-    const int warm = bc->history + 4;
+    const int warm = warmup_override >= 0 ? warmup_override : bc->history + 4;
     const int passes = bc->cuda ? 3 : 1;
     uint64_t seq = 0;
     for (int pass = 0; pass < passes; pass++) {
@@ -239,6 +244,16 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
             if (pass == 1) {
                 const ss_backend_ops_t *bops2 = NULL;
                 ss_backend_t *be2 = ss_pipeline_backend(pl, &bops2);
+                double hm[SS_STAGE__COUNT];
+                ss_cuda_host_ms(be2, hm);
+                /* the driver's host-side streak merging, timed on a copy */
+                memcpy(scratch.items, res.dets.items, (size_t)res.dets.count * sizeof(ss_detection_t));
+                scratch.count = res.dets.count;
+                const double m0 = ss_now_mono();
+                ss_merge_streaks(&scratch, cfg.streak_gap, fmax(3.0, 2.0 * cfg.psf_sigma));
+                o->merge_ms += (ss_now_mono() - m0) * 1e3 / frames;
+                for (int s = 0; s < SS_STAGE__COUNT; s++)
+                    o->host_ms[s] += hm[s] / frames;
                 gpu_ms += ss_cuda_frame_ms(be2);
                 wall += (f1 - f0) * 1e3;
                 timed++;
@@ -274,6 +289,7 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
     }
 #endif
     ss_result_free(&res);
+    ss_detlist_free(&scratch);
     for (int k = 0; k < PRERENDER; k++)
         ops->host_alloc.free(fr[k].pixels, ops->host_alloc.user);
     return 0;
@@ -370,6 +386,9 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--frames") && v) {
             frames = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--warmup") && v) {
+            warmup_override = atoi(v);
             i++;
         } else if (!strcmp(a, "--device") && v) {
             device = atoi(v);
@@ -502,6 +521,19 @@ int main(int argc, char **argv)
                o->bytes_model / 1e6, bc->cuda ? floor_ms : 0.0,
                bc->cuda && o->total_ms > 0 ? floor_ms / o->total_ms : 0.0,
                bc->cuda && pcie_fps > 0 ? 100.0 * o->e2e_fps / pcie_fps : 0.0);
+    }
+    for (int k = 0; k < nc; k++) {
+        const bench_case_t *bc = &cases[k];
+        if (!bc->cuda || !want_cuda)
+            continue;
+        printf("%-5s %5d %3d | host ms in ops:", "cuda", bc->size, bc->history);
+        for (size_t s = 0; s < sizeof show / sizeof show[0]; s++)
+            printf(" %8.3f", outs[k].host_ms[show[s]]);
+        double in_ops = 0.0;
+        for (int s = 0; s < SS_STAGE__COUNT; s++)
+            in_ops += outs[k].host_ms[s];
+        printf(" | download %.3f, outside the ops %.3f (of which merge_streaks %.3f)\n",
+               outs[k].host_ms[SS_STAGE_DOWNLOAD], outs[k].wall_ms - in_ops, outs[k].merge_ms);
     }
     for (int k = 0; k < nc; k++) {
         const bench_case_t *bc = &cases[k];

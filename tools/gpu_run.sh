@@ -6,7 +6,8 @@
 # end. Full logs go to $OUT (or ./gpu-out when OUT is unset).
 #
 # Usage: tools/gpu_run.sh [STEPS] [-- bench args...]
-#   STEPS: a comma list of build, test, sanitize, bench (default: all four;
+#   STEPS: a comma list of build, test, sanitize, bench, profile (default:
+#   build,test,sanitize,bench;
 #   build is always done first). Each call of the device tool has 10
 #   minutes: a first call can do build,test,bench and a later one sanitize.
 # The GPU host has no packages: run ../shared/tools/gpu-deps-bundle once in
@@ -72,6 +73,16 @@ do_sanitize() {
     done
 }
 
+do_profile() {
+    # Nsight Compute on the heavy kernels of a 4096² frame (after warm-up)
+    step profile "$OUT/profile.log" 200 ncu --target-processes all \
+        --kernel-name regex:"k_boxv|k_box|k_whiten|k_fine_sums|k_matched|k_ccl_relabel|k_ccl_local|k_sel_pass|k_store|k_calibrate|k_median3x3|k_hot_hits|k_mad9" \
+        --launch-skip 60 --launch-count 24 --section SpeedOfLight --section Occupancy \
+        $B/tools/skysieve-bench --backend cuda --size 4096 --history 20 --frames 1 --warmup 16
+    grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy" \
+        "$OUT/profile.log" | head -120 > "$OUT/profile_short.txt"
+}
+
 do_bench() {
     step bench "$OUT/bench.log" 400 $B/tools/skysieve-bench --csv "$OUT/bench.csv" "$@"
     sed -n '/^# device/,/^# measured/p;/^back/,$p' "$OUT/bench.log" | tee -a "$S"
@@ -87,6 +98,7 @@ for st in "${steps[@]}"; do
     test) do_test ;;
     sanitize) do_sanitize ;;
     bench) do_bench "$@" ;;
+    profile) do_profile ;;
     *) echo "unknown step $st" >&2; exit 2 ;;
     esac
 done
