@@ -123,6 +123,7 @@ struct ss_backend {
     double *d_partials, *d_lsq;
     unsigned int *d_counter;
     cu_sel_ws_t *d_sel;
+    float *d_selbuf;                /* npix: compacted samples of a selection */
     cu_params_t *d_params, *h_params;
     cu_results_t *d_res, *h_res;
     cu_acc_t *h_acc;                /* pinned, HOST_ACC */
@@ -444,7 +445,7 @@ static cudaError_t st_hotpix(ss_backend_t *b, cudaStream_t s, int v)
     const long long ns = (long long)((b->w + SS_HOTPIX_STRIDE - 1) / SS_HOTPIX_STRIDE) *
                          ((b->h + SS_HOTPIX_STRIDE - 1) / SS_HOTPIX_STRIDE);
     SK(cu_select_mad(&b->d_params->hot_samp, b->d_sel, 0, &b->d_res->hot_sigma, NULL,
-                     sel_grid(b, ns), s));
+                     sel_grid(b, ns), b->d_selbuf, s));
     SK(cu_hot_hits(b->d_params, b->d_plane[SS_PLANE_FRAME], b->d_plane[SS_PLANE_FILTERED],
                    &b->d_res->hot_sigma, b->w, b->h, b->d_hits, b->d_learned, s));
     return cu_hot_apply(b->d_learned, b->d_plane[SS_PLANE_FRAME], b->d_plane[SS_PLANE_FILTERED],
@@ -465,7 +466,7 @@ static cudaError_t st_level_noise(ss_backend_t *b, cudaStream_t s, int ref)
     const long long ns = (long long)((b->lh[b->L] + 1) / 2) * (b->lw[b->L] > 1 ? b->lw[b->L] - 1 : 0);
     return cu_select_mad(ref ? &b->d_params->lvl_samp_ref : &b->d_params->lvl_samp_cur, b->d_sel,
                          1, NULL, ref ? &b->d_res->noise_ref : &b->d_res->noise_cur,
-                         sel_grid(b, ns), s);
+                         sel_grid(b, ns), b->d_selbuf, s);
 }
 
 static cudaError_t st_ref_copy(ss_backend_t *b, cudaStream_t s, int v)
@@ -535,7 +536,7 @@ static cudaError_t st_noise(ss_backend_t *b, cudaStream_t s, int stride)
     const int st = stride < 1 ? 1 : stride;
     const long long ns = (long long)((b->w + st - 1) / st) * ((b->h + st - 1) / st);
     SK(cu_select_mad(&b->d_params->noise_samp, b->d_sel, 0, &b->d_res->sigma, NULL,
-                     sel_grid(b, ns), s));
+                     sel_grid(b, ns), b->d_selbuf, s));
     return cudaMemcpyAsync(&b->h_res->sigma, &b->d_res->sigma, sizeof(float),
                            cudaMemcpyDeviceToHost, s);
 }
@@ -563,7 +564,7 @@ static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int clean)
     if (clean) {
         const long long ns = (long long)((b->w + 3) / 4) * ((b->h + 3) / 4);
         SK(cu_select_mad(&b->d_params->clean_samp, b->d_sel, 0, &b->d_res->clean_sigma, NULL,
-                         sel_grid(b, ns), s));
+                         sel_grid(b, ns), b->d_selbuf, s));
     }
     return cu_history_store(b->d_params, b->geo.hist_dtype, b->d_plane[SS_PLANE_FRAME],
                             b->d_plane[SS_PLANE_PREDICTION], b->d_labels,
@@ -704,7 +705,7 @@ static void cuda_destroy(ss_backend_t **pb)
         b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist, b->d_gs[0], b->d_gs[1],
         b->d_gs[2], b->d_gs[3], b->d_misc,
         b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
-        b->d_sel, b->d_params, b->d_res,
+        b->d_sel, b->d_selbuf, b->d_params, b->d_res,
     };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
@@ -879,6 +880,8 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     CC(DALLOC(b, b->d_counter, sizeof(unsigned int)));
     CC(cudaMemset(b->d_counter, 0, sizeof(unsigned int)));
     CC(DALLOC(b, b->d_sel, sizeof(cu_sel_ws_t)));
+    CC(DALLOC(b, b->d_selbuf, npix * sizeof(float)));
+    CC(cudaMemset(b->d_selbuf, 0, npix * sizeof(float)));
     CC(DALLOC(b, b->d_params, sizeof(cu_params_t)));
     CC(DALLOC(b, b->d_res, sizeof(cu_results_t)));
     CC(cudaMemset(b->d_res, 0, sizeof(cu_results_t)));

@@ -68,6 +68,7 @@ typedef struct cu_sel_state {
 typedef struct cu_sel_ws {
     cu_sel_state_t st[2];           /* 0: median, 1: MAD around it */
     unsigned int counter;           /* blocks done in the current pass */
+    unsigned int ncomp;             /* samples compacted into the scratch buffer */
     unsigned int hist[CU_SEL_BINS];
 } cu_sel_ws_t;
 
@@ -167,9 +168,11 @@ cudaError_t cu_badmask(const uint8_t *bad, const uint8_t *learned, size_t n, uin
                        cudaStream_t s);
 
 /* k_select.cu: exact lower median and MAD of the sampler's finite samples.
- * mode 0: *out_f = (float)(1.4826·MAD); mode 1: *out_d = 1.4826·MAD/√2. */
+ * mode 0: *out_f = (float)(1.4826·MAD); mode 1: *out_d = 1.4826·MAD/√2.
+ * buf (or NULL): room for every sample, where the first pass compacts the
+ * finite ones for the later passes. */
 cudaError_t cu_select_mad(const cu_sampler_t *samp, cu_sel_ws_t *ws, int mode, float *out_f,
-                          double *out_d, int grid, cudaStream_t s);
+                          double *out_d, int grid, float *buf, cudaStream_t s);
 
 /* k_register.cu */
 cudaError_t cu_bin2(const float *in, int w, int h, float *out, cudaStream_t s);

@@ -14,7 +14,10 @@
  * with one global atomic per non-empty bin, and the last block to finish
  * finds the bin holding the rank, narrows the prefix and clears the
  * histogram for the next pass. Everything stays on the device (no host
- * round trip): a whole noise estimate is six launches of one graph.
+ * round trip): a whole noise estimate is six launches of one graph. With a
+ * scratch buffer, the first pass also compacts the finite samples into
+ * it, and the five later passes read 4 contiguous bytes per sample instead
+ * of a strided walk over the plane(s).
  */
 #include "cu_internal.h"
 
@@ -84,7 +87,7 @@ __device__ __forceinline__ bool samp_get(const cu_sampler_t &s, long long j, flo
  * clears the histogram for the next pass and, after the last MAD pass,
  * writes the estimate. One kernel per pass, no host round trip. */
 __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws, int which,
-                           int pass, int mode, float *out_f, double *out_d)
+                           int pass, int mode, float *out_f, double *out_d, float *buf)
 {
     constexpr int PER = CU_SEL_BINS / SEL_THREADS;     /* bins per thread in the scan */
     __shared__ unsigned int sh[CU_SEL_BINS];
@@ -95,16 +98,44 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
     __syncthreads();
     cu_sel_state_t *stp = &ws->st[which];
     const cu_sel_state_t st = *stp;
-    const cu_sampler_t s = *sp;
     const int shift = pass_shift(pass);
     const unsigned int bmask = pass_mask(pass);
-    if (pass == 0 || st.n > 0) {
-        const float centre = which ? ws->st[0].result : 0.0f;
+    const float centre = which ? ws->st[0].result : 0.0f;
+    const int lane = threadIdx.x & 31;
+    if (buf && (which || pass > 0)) {
+        /* every later pass reads the finite samples compacted by the first */
+        if (which || st.n > 0) {
+            const unsigned int n = ws->ncomp;
+            for (unsigned int j = blockIdx.x * blockDim.x + threadIdx.x; j < n;
+                 j += gridDim.x * blockDim.x) {
+                float v = buf[j];
+                if (which)
+                    v = fabsf(v - centre);
+                const unsigned int k = float_key(v);
+                if ((k & st.mask) == st.prefix)
+                    atomicAdd(&sh[(k >> shift) & bmask], 1u);
+            }
+        }
+    } else {
+        /* the first pass reads the plane(s) through the sampler and, with a
+         * buffer, appends the finite samples to it (warp-aggregated) */
+        const cu_sampler_t s = *sp;
         const long long n = samp_count(s);
-        for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n;
-             j += (long long)gridDim.x * blockDim.x) {
-            float v;
-            if (!samp_get(s, j, &v))
+        const long long step = (long long)gridDim.x * blockDim.x;
+        for (long long base = (long long)blockIdx.x * blockDim.x; base < n; base += step) {
+            const long long j = base + threadIdx.x;
+            float v = 0.0f;
+            const bool ok = j < n && samp_get(s, j, &v);
+            if (buf) {
+                const unsigned int bal = __ballot_sync(0xffffffffu, ok);
+                unsigned int pos = 0;
+                if (lane == 0 && bal)
+                    pos = atomicAdd(&ws->ncomp, (unsigned int)__popc(bal));
+                pos = __shfl_sync(0xffffffffu, pos, 0);
+                if (ok)
+                    buf[pos + __popc(bal & ((1u << lane) - 1u))] = v;
+            }
+            if (!ok)
                 continue;
             if (which)
                 v = fabsf(v - centre);
@@ -128,6 +159,7 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
 
     /* the last block: bins [t·PER, t·PER + PER) per thread */
     const int t = threadIdx.x;
+    (void)lane;
     volatile unsigned int *hist = ws->hist;
     long long mine = 0;
     for (int q = 0; q < PER; q++)
@@ -189,13 +221,15 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
 } // namespace
 
 extern "C" cudaError_t cu_select_mad(const cu_sampler_t *samp, cu_sel_ws_t *ws, int mode,
-                                     float *out_f, double *out_d, int grid, cudaStream_t s)
+                                     float *out_f, double *out_d, int grid, float *buf,
+                                     cudaStream_t s)
 {
     cudaError_t e = cudaMemsetAsync(ws, 0, sizeof *ws, s);
     if (e != cudaSuccess)
         return e;
     for (int which = 0; which < 2; which++)
         for (int pass = 0; pass < 3; pass++)
-            k_sel_pass<<<grid, SEL_THREADS, 0, s>>>(samp, ws, which, pass, mode, out_f, out_d);
+            k_sel_pass<<<grid, SEL_THREADS, 0, s>>>(samp, ws, which, pass, mode, out_f, out_d,
+                                                    buf);
     return cudaGetLastError();
 }

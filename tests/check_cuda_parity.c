@@ -934,26 +934,44 @@ END_TEST
 
 /* ---- main -------------------------------------------------------------------- */
 
+/* One test case per stage (so that a sanitizer run can take them one at
+ * a time: CK_RUN_CASE=calib, registration, whiten, guided, noise, matched,
+ * detect, history, chain). */
+static void add_case(Suite *s, const char *name, int timeout, void (*add)(TCase *))
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, timeout);
+    add(tc);
+    suite_add_tcase(s, tc);
+}
+
+static void add_calib(TCase *tc) { tcase_add_loop_test(tc, test_ingest_parity, 0, SS_DT__COUNT); }
+static void add_registration(TCase *tc) { tcase_add_test(tc, test_registration_parity); }
+static void add_whiten(TCase *tc) { tcase_add_loop_test(tc, test_whiten_parity, 0, 2); }
+static void add_guided(TCase *tc) { tcase_add_loop_test(tc, test_guided_parity, 0, 2); }
+static void add_noise(TCase *tc) { tcase_add_test(tc, test_noise_parity); }
+static void add_matched(TCase *tc) { tcase_add_test(tc, test_matched_parity); }
+static void add_detect(TCase *tc) { tcase_add_loop_test(tc, test_detect_parity, 0, 3); }
+static void add_history(TCase *tc) { tcase_add_loop_test(tc, test_history_store_parity, 0, 4); }
+static void add_chain(TCase *tc)
+{
+    tcase_add_test(tc, test_chain_parity);
+    tcase_add_test(tc, test_modes_agree);
+    tcase_add_test(tc, test_two_instances);
+}
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("cuda_parity");
-    TCase *tc = tcase_create("stages");
-    tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, test_ingest_parity, 0, SS_DT__COUNT);
-    tcase_add_test(tc, test_registration_parity);
-    tcase_add_loop_test(tc, test_whiten_parity, 0, 2);
-    tcase_add_loop_test(tc, test_guided_parity, 0, 2);
-    tcase_add_test(tc, test_noise_parity);
-    tcase_add_test(tc, test_matched_parity);
-    tcase_add_loop_test(tc, test_detect_parity, 0, 3);
-    tcase_add_loop_test(tc, test_history_store_parity, 0, 4);
-    suite_add_tcase(s, tc);
-    TCase *tc2 = tcase_create("chain");
-    tcase_set_timeout(tc2, 900);
-    tcase_add_test(tc2, test_chain_parity);
-    tcase_add_test(tc2, test_modes_agree);
-    tcase_add_test(tc2, test_two_instances);
-    suite_add_tcase(s, tc2);
+    add_case(s, "calib", 600, add_calib);
+    add_case(s, "registration", 600, add_registration);
+    add_case(s, "whiten", 600, add_whiten);
+    add_case(s, "guided", 600, add_guided);
+    add_case(s, "noise", 600, add_noise);
+    add_case(s, "matched", 600, add_matched);
+    add_case(s, "detect", 600, add_detect);
+    add_case(s, "history", 600, add_history);
+    add_case(s, "chain", 900, add_chain);
     return s;
 }
 
