@@ -310,6 +310,8 @@ static const ss_config_key_t feed_keys[] = {
           "[2] Failures in a row taken as a slew (history reset)."),
     F_DBL("pipeline.registration.reref_px", P(reref_px), 0.5, 1e5, 16.0, RELOAD,
           "[2] Re-reference when the shift exceeds this, px."),
+    F_INT("pipeline.registration.reference_frames", P(ref_frames), 1.0, 64.0, 1.0, RELOAD,
+          "[2] M: the reference is the mean of the first M good frames after a start, reset or re-reference, aligned by their integer shifts (lower noise); 1 = the first frame alone."),
     F_INT("pipeline.history", P(history), 2.0, SS_MAX_HISTORY, 20.0, RELOAD,
           "[3] Frames N kept in the history."),
     F_INT("pipeline.min_history", P(min_history), 0.0, SS_MAX_HISTORY, 0.0, RELOAD,

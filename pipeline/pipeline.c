@@ -39,6 +39,13 @@ struct ss_pipeline {
 
     int have_ref;
     int fail_run;                   /* registration failures in a row */
+    /* the mean reference (registration.reference_frames = M > 1): sums of
+     * the aligned filtered frames and per-pixel counts, until M are in */
+    double *ref_sum;
+    uint16_t *ref_cnt;
+    float *ref_buf;
+    int ref_n;                      /* frames summed so far */
+    int ref_done;                   /* the mean is in place (until the next reset) */
     float sigma_prev;               /* last noise estimate (guided-filter ε) */
     int n_hist;
     hist_entry_t hist[SS_MAX_HISTORY];
@@ -81,6 +88,18 @@ void ss_result_free(ss_result_t *r)
 
 /* ---- calibration files ------------------------------------------------ */
 
+static void free_ref_mean(ss_pipeline_t *p)
+{
+    free(p->ref_sum);
+    free(p->ref_cnt);
+    free(p->ref_buf);
+    p->ref_sum = NULL;
+    p->ref_cnt = NULL;
+    p->ref_buf = NULL;
+    p->ref_n = 0;
+    p->ref_done = 0;
+}
+
 static void free_calibration(ss_pipeline_t *p)
 {
     free(p->dark);
@@ -121,6 +140,8 @@ static void reset_state(ss_pipeline_t *p)
 {
     p->have_ref = 0;
     p->fail_run = 0;
+    p->ref_n = 0;
+    p->ref_done = 0;
     history_clear(p);
 }
 
@@ -184,6 +205,7 @@ void ss_pipeline_destroy(ss_pipeline_t **pp)
     if (p->be)
         p->ops->destroy(&p->be);
     free_calibration(p);
+    free_ref_mean(p);
     free(p);
     *pp = NULL;
 }
@@ -233,6 +255,16 @@ static ss_err_t build_backend(ss_pipeline_t *p, const ss_geometry_t *geo, char *
         }
         for (size_t i = 0; i < npix; i++)
             bad[i] = roi_cal[2][i] != 0.0f;
+    }
+    free_ref_mean(p);
+    if (p->cfg.ref_frames > 1) {
+        p->ref_sum = malloc(npix * sizeof(double));
+        p->ref_cnt = malloc(npix * sizeof(uint16_t));
+        p->ref_buf = malloc(npix * sizeof(float));
+        if (!p->ref_sum || !p->ref_cnt || !p->ref_buf) {
+            e = SS_ERR_NOMEM;
+            goto out;
+        }
     }
     ss_calib_data_t cd = { roi_cal[0], roi_cal[1], bad };
     p->geo = *geo;
@@ -343,6 +375,57 @@ static ss_err_t compute_weights(ss_pipeline_t *p, const ss_shift_t *s, int n, in
     return SS_OK;
 }
 
+/* The mean reference (ALGORITHM §2, "optionally the mean of the first M
+ * aligned frames, for lower noise"): each good frame's filtered image,
+ * aligned to the reference by bilinear resampling at its shift
+ * (R(y) ≈ F(y - s); an integer alignment would displace the mean by the
+ * average fractional shift), is summed per pixel over its valid values;
+ * after M frames the mean becomes the reference (the backend rebuilds the
+ * pyramid and gradients). Runs on the host through read/write_plane, only
+ * for the first M frames after a start, reset or re-reference. */
+static ss_err_t ref_mean_add(ss_pipeline_t *p, const ss_shift_t *s)
+{
+    const int w = p->geo.roi.w, h = p->geo.roi.h;
+    const size_t npix = (size_t)w * (size_t)h;
+    ss_err_t e = p->ops->read_plane(p->be, SS_PLANE_FILTERED, 0, p->ref_buf);
+    if (e != SS_OK)
+        return e;
+    if (p->ref_n == 0) {
+        memset(p->ref_sum, 0, npix * sizeof(double));
+        memset(p->ref_cnt, 0, npix * sizeof(uint16_t));
+    }
+    const double ox = floor(-s->sx), oy = floor(-s->sy);
+    const double fx = -s->sx - ox, fy = -s->sy - oy;
+    const int ix = (int)ox, iy = (int)oy;
+    const float *F = p->ref_buf;
+    for (int y = 0; y < h; y++) {
+        const int y0 = y + iy;
+        if (y0 < 0 || y0 + 1 >= h)
+            continue;
+        for (int x = 0; x < w; x++) {
+            const int x0 = x + ix;
+            if (x0 < 0 || x0 + 1 >= w)
+                continue;
+            const size_t i = (size_t)y0 * w + x0;
+            const double v = (1 - fy) * ((1 - fx) * F[i] + fx * F[i + 1]) +
+                             fy * ((1 - fx) * F[i + w] + fx * F[i + w + 1]);
+            if (isfinite(v)) {
+                p->ref_sum[(size_t)y * w + x] += v;
+                p->ref_cnt[(size_t)y * w + x]++;
+            }
+        }
+    }
+    if (++p->ref_n < p->cfg.ref_frames)
+        return SS_OK;
+    for (size_t i = 0; i < npix; i++)
+        p->ref_buf[i] = p->ref_cnt[i] ? (float)(p->ref_sum[i] / p->ref_cnt[i]) : NAN;
+    p->ref_n = 0;
+    p->ref_done = 1;
+    SS_LOG(SS_LOG_INFO, TAG, "feed %s: reference is the mean of %d frames", p->feed,
+           p->cfg.ref_frames);
+    return p->ops->write_plane(p->be, SS_PLANE_REFERENCE, 0, p->ref_buf);
+}
+
 /* Detections from processed-region coordinates to input-frame pixel
  * coordinates, with RA/Dec when the frame carries a celestial WCS (whose
  * CRPIX refers to the input frame). */
@@ -416,6 +499,8 @@ ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t 
         TRY(p->ops->set_reference(p->be));
         p->have_ref = 1;
         s->ok = 1;
+        if (p->ref_sum)     /* the first of the M frames of a mean reference */
+            TRY(ref_mean_add(p, s));
         res->status = SS_STATUS_REFERENCE;
         res->rereferenced = 1;
         ss_strlcpy(res->reason, "first good frame after start or reset", sizeof res->reason);
@@ -437,6 +522,8 @@ ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t 
             goto done;
         }
         p->fail_run = 0;
+        if (p->ref_sum && !p->ref_done)
+            TRY(ref_mean_add(p, s));
     }
 
     /* prediction, cleanup and detection once the history is deep enough */
@@ -479,6 +566,12 @@ ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t 
         }
         res->rereferenced = 1;
         p->stats.rereferences++;
+        if (p->ref_sum) {   /* a new mean starts from this frame */
+            ss_shift_t zero = { .ok = 1 };
+            p->ref_n = 0;
+            p->ref_done = 0;
+            TRY(ref_mean_add(p, &zero));
+        }
         SS_LOG(SS_LOG_INFO, TAG, "feed %s: re-referenced at frame %llu (|s| = %.2f px)", p->feed,
                (unsigned long long)f->meta.seq, hypot(s->sx, s->sy));
     }
@@ -507,6 +600,7 @@ static int needs_rebuild(const ss_pipeline_cfg_t *a, const ss_pipeline_cfg_t *b)
     return a->backend != b->backend || a->device != b->device || a->history != b->history ||
            a->roi_x != b->roi_x || a->roi_y != b->roi_y || a->roi_w != b->roi_w ||
            a->roi_h != b->roi_h || a->use_trimsec != b->use_trimsec ||
+           a->ref_frames != b->ref_frames ||
            a->reg_levels != b->reg_levels || strcmp(a->dark, b->dark) != 0 ||
            strcmp(a->flat, b->flat) != 0 || strcmp(a->bad_pixels, b->bad_pixels) != 0;
 }

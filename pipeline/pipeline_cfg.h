@@ -56,6 +56,8 @@ typedef struct ss_pipeline_cfg {
     double reg_min_det;         /* "registration.min_det": det/(u·w) below this fails (featureless) */
     int max_failures;           /* "registration.max_failures": failures in a row treated as a slew */
     double reref_px;            /* "registration.reref_px": re-reference when |s| exceeds this */
+    int ref_frames;             /* "registration.reference_frames": M; the reference is the mean
+                                 * of the first M aligned good frames (1 = the first alone) */
 
     /* §3 whitening */
     int history;                /* "history": N frames kept */

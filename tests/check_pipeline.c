@@ -354,6 +354,61 @@ START_TEST(test_rereference)
 }
 END_TEST
 
+/* Robust noise of a plane's horizontal differences (a noise proxy that
+ * ignores the smooth sky and most of the stars). */
+static double diff_noise(const float *pl, int w, int h)
+{
+    float *d = malloc((size_t)w * h * sizeof(float)), *scr = malloc((size_t)w * h * sizeof(float));
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            d[(size_t)y * w + x] = x + 1 < w ? pl[(size_t)y * w + x + 1] - pl[(size_t)y * w + x] : NAN;
+    double n = ss_noise_mad(d, w, h, 1, scr);
+    free(d);
+    free(scr);
+    return n;
+}
+
+/* registration.reference_frames = M: the reference becomes the mean of
+ * the first M aligned frames — less noisy by about sqrt(M) — and the
+ * shifts stay right against it. */
+START_TEST(test_mean_reference)
+{
+    ss_synth_cfg_t sc;
+    ss_pipeline_cfg_t pc;
+    field_cfg(&sc, 256, 256, 21);
+    sc.n_stars = 300;
+    double noise[2];
+    for (int m = 0; m < 2; m++) {
+        pipe_cfg(&pc);
+        pc.ref_frames = m ? 6 : 1;
+        run_t r;
+        run_open(&r, &sc, &pc);
+        double sx0 = 0, sy0 = 0;
+        for (int f = 0; f < 10; f++) {
+            run_step(&r);
+            if (f == 0) {
+                sx0 = r.truth.sx;
+                sy0 = r.truth.sy;
+                continue;
+            }
+            ck_assert_int_ne(r.res.status, SS_STATUS_REG_FAILED);
+            /* still measured against frame 0's pointing, to the accuracy of a good reference */
+            ck_assert_double_eq_tol(r.res.shift.sx, r.truth.sx - sx0, 0.05);
+            ck_assert_double_eq_tol(r.res.shift.sy, r.truth.sy - sy0, 0.05);
+        }
+        const ss_backend_ops_t *ops;
+        ss_backend_t *b = ss_pipeline_backend(r.pipe, &ops);
+        float *ref = malloc(256 * 256 * sizeof(float));
+        ck_assert_int_eq(ops->read_plane(b, SS_PLANE_REFERENCE, 0, ref), SS_OK);
+        noise[m] = diff_noise(ref, 256, 256);
+        free(ref);
+        run_close(&r);
+    }
+    fprintf(stderr, "reference noise: one frame %.2f, mean of 6 %.2f\n", noise[0], noise[1]);
+    ck_assert(noise[1] < 0.6 * noise[0]);
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -363,6 +418,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_failures_and_slew);
     tcase_add_test(tc, test_geometry_change_and_bad_frames);
     tcase_add_test(tc, test_rereference);
+    tcase_add_test(tc, test_mean_reference);
     suite_add_tcase(s, tc);
     TCase *q = tcase_create("quality");
     tcase_set_timeout(q, 900);
