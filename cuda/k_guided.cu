@@ -92,6 +92,57 @@ __device__ __forceinline__ bool load(const box_args &a, float c, size_t i, doubl
     }
 }
 
+/* load<MODE> split in two, so that a group's loads can all be in flight
+ * before any is used: the raw floats of pixel i (NF of them) ... */
+template <int MODE> struct nraw { static constexpr int NF = MODE == M_AB2 ? 3 : MODE == M_AB ? 2 : chans<MODE>::C; };
+
+template <int MODE>
+__device__ __forceinline__ void fetch(const box_args &a, size_t i, float *v)
+{
+    if constexpr (MODE == M_AB) {
+        v[0] = a.I[i];
+        v[1] = a.p[i];
+    } else if constexpr (MODE == M_AB2) {
+        v[0] = a.I[i];
+        v[1] = a.L[i];
+        v[2] = a.p[i];
+    } else {
+#pragma unroll
+        for (int k = 0; k < chans<MODE>::C; k++)
+            v[k] = a.in[k][i];
+    }
+}
+
+/* ... and the channels made of them (the same arithmetic as load<MODE>). */
+template <int MODE>
+__device__ __forceinline__ bool chan(const float *v, float c, double *f)
+{
+    if constexpr (MODE == M_AB) {
+        const float ic = v[0] - c;
+        f[0] = (double)ic;
+        f[1] = (double)v[1];
+        f[2] = (double)ic * (double)v[1];
+        f[3] = (double)ic * (double)ic;
+        return isfinite(v[0]) && isfinite(v[1]);
+    } else if constexpr (MODE == M_AB2) {
+        const float ic = v[0] - c, lv = v[1], pv = v[2];
+        f[0] = (double)ic;
+        f[1] = (double)lv;
+        f[2] = (double)pv;
+        f[3] = (double)ic * (double)pv;
+        f[4] = (double)lv * (double)pv;
+        f[5] = (double)ic * (double)ic;
+        f[6] = (double)ic * (double)lv;
+        f[7] = (double)lv * (double)lv;
+        return isfinite(v[0]) && isfinite(lv) && isfinite(pv);
+    } else {
+#pragma unroll
+        for (int k = 0; k < chans<MODE>::C; k++)
+            f[k] = (double)v[k];
+        return isfinite(v[0]);
+    }
+}
+
 /* What a pass writes at pixel i from its window sums acc (count first). */
 template <int MODE>
 __device__ __forceinline__ void finish(const box_args &a, float c, double eps, size_t i,
@@ -349,21 +400,26 @@ __global__ void __launch_bounds__(BW * 32) k_boxv(box_args a, int w, int h, int 
         for (int s = 0; s < S; s++)
             V[q][s] = 0.0;
 
-    /* column owners: V += row ya, V -= row ys (-1 = none) */
+    /* column owners: V += row ya, V -= row ys (-1 = none); both rows'
+     * loads are issued before either is used */
     auto vstep = [&](int ya, int ys) {
+        constexpr int NF = nraw<MODE>::NF;
 #pragma unroll
         for (int q = 0; q < VE; q++) {
             const int j = t + q * NT, xc = xs0 + j;
-            if (j >= Lc || xc < 0 || xc >= w)
-                continue;
+            const bool col = j < Lc && xc >= 0 && xc < w;
+            const bool ua = col && ya >= 0, us = col && ys >= 0;
+            float va[NF], vb[NF];
+            fetch<MODE>(a, ua ? (size_t)ya * w + xc : 0, va);
+            fetch<MODE>(a, us ? (size_t)ys * w + xc : 0, vb);
             double f[C];
-            if (ya >= 0 && load<MODE>(a, c, (size_t)ya * w + xc, f)) {
+            if (ua && chan<MODE>(va, c, f)) {
                 V[q][0] += 1.0;
 #pragma unroll
                 for (int k = 0; k < C; k++)
                     V[q][1 + k] += f[k];
             }
-            if (ys >= 0 && load<MODE>(a, c, (size_t)ys * w + xc, f)) {
+            if (us && chan<MODE>(vb, c, f)) {
                 V[q][0] -= 1.0;
 #pragma unroll
                 for (int k = 0; k < C; k++)
@@ -372,15 +428,17 @@ __global__ void __launch_bounds__(BW * 32) k_boxv(box_args a, int w, int h, int 
         }
     };
 
+#pragma unroll 4
     for (int yy = max(0, y0 - r); yy <= min(h - 1, y0 + r); yy++)
         vstep(yy, -1);
     const int K = (Lc + 31) / 32;       /* scan elements per lane */
     for (int yb = y0; yb < y1; yb += BW) {
         /* the group's rows, column sums into shared memory */
+#pragma unroll
         for (int g = 0; g < BW; g++) {
             const int y = yb + g;
             if (y >= y1)
-                break;
+                continue;
             if (y > y0) {
                 const int ya = y + r < h ? y + r : -1, ys = y - r - 1;
                 vstep(ya, ys);

@@ -85,13 +85,15 @@ do_sanitize() {
 }
 
 do_profile() {
-    # Nsight Compute on the heavy kernels of a 4096² frame (after warm-up)
-    step profile "$OUT/profile.log" 200 ncu --target-processes all \
-        --kernel-name regex:"k_boxv|k_box|k_whiten|k_fine_sums|k_matched|k_ccl_relabel|k_ccl_local|k_sel_pass|k_store|k_calibrate|k_median3x3|k_hot_hits|k_mad9" \
-        --launch-skip 60 --launch-count 24 --section SpeedOfLight --section Occupancy \
+    # Nsight Compute on the heavy kernels of a 4096² frame (after warm-up);
+    # PROFILE_KERNELS (a regex) and PROFILE_COUNT narrow it
+    local k=${PROFILE_KERNELS:-"k_boxv|k_whiten|k_fine_sums|k_matched|k_ccl_relabel|k_ccl_local|k_sel_pass|k_store|k_calibrate|k_median3x3|k_hot_hits|k_mad9"}
+    step profile "$OUT/profile.log" 200 ncu --target-processes all --kernel-name regex:"$k" \
+        --launch-skip "${PROFILE_SKIP:-60}" --launch-count "${PROFILE_COUNT:-24}" \
+        --section SpeedOfLight --section Occupancy --section WarpStateStats \
         $B/tools/skysieve-bench --backend cuda --size 4096 --history 20 --frames 1 --warmup 16
-    grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy" \
-        "$OUT/profile.log" | head -120 > "$OUT/profile_short.txt"
+    grep -E "^  [a-zA-Z_<].*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Stall|Warp Cycles Per Issued" \
+        "$OUT/profile.log" | head -150 > "$OUT/profile_short.txt"
 }
 
 do_bench() {
