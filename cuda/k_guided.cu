@@ -380,6 +380,7 @@ __global__ void k_box(box_args a, int w, int h, int r, int bh)
 constexpr int BW = 4;                   /* warps = rows per group */
 constexpr int VT = 128;                 /* output columns per strip */
 constexpr int VE = 2;                   /* columns per thread, at most */
+constexpr int KMAX = (VE * BW * 32 + 31) / 32;  /* scan elements per lane, at most */
 
 template <int MODE>
 __global__ void __launch_bounds__(BW * 32) k_boxv(box_args a, int w, int h, int r, int bh)
@@ -458,12 +459,20 @@ __global__ void __launch_bounds__(BW * 32) k_boxv(box_args a, int w, int h, int 
         if (y < y1) {
             double *row = vs + (size_t)wid * S * Lc;
             const int j0 = lane * K, j1 = min(Lc, j0 + K);
+            /* each lane's chunk goes through registers: its loads are
+             * independent, and the running sum needs no shared-memory
+             * round trip per element */
 #pragma unroll
             for (int s = 0; s < S; s++) {
+                double vals[KMAX];
+#pragma unroll
+                for (int e = 0; e < KMAX; e++)
+                    vals[e] = j0 + e < j1 ? row[s * Lc + j0 + e] : 0.0;
                 double run = 0.0;
-                for (int j = j0; j < j1; j++) {
-                    run += row[s * Lc + j];
-                    row[s * Lc + j] = run;
+#pragma unroll
+                for (int e = 0; e < KMAX; e++) {
+                    run += vals[e];
+                    vals[e] = run;
                 }
                 double v = run;
                 for (int o = 1; o < 32; o <<= 1) {
@@ -472,8 +481,10 @@ __global__ void __launch_bounds__(BW * 32) k_boxv(box_args a, int w, int h, int 
                         v += u;
                 }
                 const double off = v - run;
-                for (int j = j0; j < j1; j++)
-                    row[s * Lc + j] += off;
+#pragma unroll
+                for (int e = 0; e < KMAX; e++)
+                    if (j0 + e < j1)
+                        row[s * Lc + j0 + e] = vals[e] + off;
             }
             __syncwarp();
             for (int k = 0; k < VT / 32; k++) {
