@@ -428,10 +428,10 @@ int main(int argc, char **argv)
                 cases[nc++] = (bench_case_t){ b, sz ? sz[s] : gsz[s], nhists ? hists[h] : 20 };
     }
 
-    char dev_name[256] = "-";
-    int driver = 0;
     bw_t bw = { 0 };
 #ifdef SKYSIEVE_HAVE_CUDA
+    char dev_name[256] = "-";
+    int driver = 0;
     if (want_cuda) {
         char why[256];
         const ss_backend_ops_t *g = ss_backend_cuda_ops();
