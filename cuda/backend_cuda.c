@@ -329,7 +329,8 @@ static ss_err_t graph_capture(ss_backend_t *b, graph_entry_t **out)
         for (int g = 1; g < MAX_GRAPHS; g++)
             if (b->graphs[g].last_used < ge->last_used)
                 ge = &b->graphs[g];
-        CK(b, cudaGraphExecDestroy(ge->exec));
+        if (ge->exec)
+            CK(b, cudaGraphExecDestroy(ge->exec));
         ge->exec = NULL;
     }
     ge->nsteps = 0;
