@@ -135,6 +135,20 @@ static int log_contains(const dmn_t *d, const char *text)
     return found;
 }
 
+/* The value of the last "name=N" in the daemon's log (its final counter
+ * line); -1 if absent. */
+static long long log_counter(const dmn_t *d, const char *name)
+{
+    char *s = read_all(d->log);
+    long long v = -1;
+    char key[64];
+    snprintf(key, sizeof key, "%s=", name);
+    for (const char *p = s ? strstr(s, key) : NULL; p; p = strstr(p + 1, key))
+        v = strtoll(p + strlen(key), NULL, 10);
+    free(s);
+    return v;
+}
+
 /* Start skysieved --config d->cfg; env: NULL-terminated "NAME=value" list. */
 static void dmn_start(dmn_t *d, const char *const *env)
 {
@@ -786,11 +800,16 @@ START_TEST(test_fits_directory)
         ck_assert_int_eq(rh, H);
         free(px);
     }
-    /* a residual file for every frame handled (all NaN without a prediction) */
-    ck_assert_int_eq(files, (int)(st->feeds[0].status_count[SS_STATUS_OK] +
-                                  st->feeds[0].status_count[SS_STATUS_REFERENCE] +
-                                  st->feeds[0].status_count[SS_STATUS_WARMUP] +
-                                  st->feeds[0].status_count[SS_STATUS_REG_FAILED]));
+    /* a residual file for every frame handled (all NaN without a
+     * prediction), or, when the disk fell behind (a slow sanitizer build),
+     * counted as skipped: nothing silently lost */
+    long long file_dropped = log_counter(&d, "file_dropped");
+    ck_assert_int_ge(file_dropped, 0);
+    ck_assert_int_eq(files + file_dropped,
+                     (int)(st->feeds[0].status_count[SS_STATUS_OK] +
+                           st->feeds[0].status_count[SS_STATUS_REFERENCE] +
+                           st->feeds[0].status_count[SS_STATUS_WARMUP] +
+                           st->feeds[0].status_count[SS_STATUS_REG_FAILED]));
     ck_assert_int_ge(files, 1);
     free(st);
     zmq_close(sub);
