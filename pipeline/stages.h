@@ -447,8 +447,10 @@ void ss_measure(const int32_t *labels, int np, int nn, const float *rc, const fl
  * keeps the earlier list slot: ends = the outermost end points, centroid =
  * area-weighted, flux and area summed, flux_err in quadrature, peak = the
  * higher, bbox = union, a = max(a, L/√12), θ along the new ends. Repeats
- * until nothing merges; returns the number of merges. max_gap <= 0: off. */
+ * until nothing merges; returns the number of merges. max_gap <= 0: off.
+ * Cost: one pass over the list plus a pairwise scan of its streaks only. */
 #define SS_STREAK_MERGE_ANGLE (10.0 * 3.14159265358979323846 / 180.0)
+#define SS_STREAK_MERGE_MAX 1024    /* streaks per frame considered for merging */
 int ss_merge_streaks(ss_detlist_t *l, double max_gap, double max_off);
 
 #ifdef __cplusplus

@@ -112,25 +112,40 @@ int ss_merge_streaks(ss_detlist_t *l, double max_gap, double max_off)
 {
     if (!(max_gap > 0.0))
         return 0;
-    int merged = 0, again = 1;
+    /* Only streaks take part: gather their slots first, so that a frame of
+     * many points and cosmics (hundreds) costs one pass, and the pairwise
+     * scan runs over the few streaks (at most SS_STREAK_MERGE_MAX). */
+    int idx[SS_STREAK_MERGE_MAX], ns = 0;
+    for (int i = 0; i < l->count && ns < SS_STREAK_MERGE_MAX; i++)
+        if (l->items[i].kind == SS_KIND_STREAK)
+            idx[ns++] = i;
+    int merged = 0, again = ns > 1;
     while (again) {
         again = 0;
-        for (int i = 0; i < l->count && !again; i++)
-            for (int j = i + 1; j < l->count && !again; j++) {
-                ss_detection_t *a = &l->items[i], *b = &l->items[j];
-                int a_longer = seg_len(a) >= seg_len(b);
-                ss_detection_t *lo = a_longer ? a : b, *sh = a_longer ? b : a;
+        for (int a = 0; a < ns && !again; a++)
+            for (int b = a + 1; b < ns && !again; b++) {
+                ss_detection_t *da = &l->items[idx[a]], *db = &l->items[idx[b]];
+                int a_longer = seg_len(da) >= seg_len(db);
+                ss_detection_t *lo = a_longer ? da : db, *sh = a_longer ? db : da;
                 if (!mergeable(lo, sh, max_gap, max_off))
                     continue;
                 merge_into(lo, sh);
-                if (lo != a)        /* keep the earlier slot (list order) */
-                    *a = *lo;
-                for (int k = j + 1; k < l->count; k++)
-                    l->items[k - 1] = l->items[k];
-                l->count--;
+                if (lo != da)           /* keep the earlier slot (list order) */
+                    *da = *lo;
+                db->area = 0;           /* folded in: removed below */
+                for (int k = b + 1; k < ns; k++)
+                    idx[k - 1] = idx[k];
+                ns--;
                 merged++;
                 again = 1;
             }
+    }
+    if (merged) {
+        int out = 0;
+        for (int i = 0; i < l->count; i++)
+            if (l->items[i].area > 0)
+                l->items[out++] = l->items[i];
+        l->count = out;
     }
     return merged;
 }
