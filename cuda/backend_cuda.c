@@ -1085,25 +1085,6 @@ static ss_err_t cuda_set_reference(ss_backend_t *b)
     return op_end(b);
 }
 
-/* Constants of ss_register_coarse (register_coarse.c) that decide from
- * the block results; the parity tests compare the outcome. */
-#define CO_SQRT_2_OVER_PI 0.7978845608028654
-#define CO_MIN_VOTES 3
-
-static int lower_median_int(const int *v, int n)
-{
-    int s[CU_MAX_BLOCKS];
-    for (int i = 0; i < n; i++) {
-        int k = i;
-        while (k > 0 && s[k - 1] > v[i]) {
-            s[k] = s[k - 1];
-            k--;
-        }
-        s[k] = v[i];
-    }
-    return s[(n - 1) / 2];
-}
-
 static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
 {
     ss_err_t e = op_begin(b);
@@ -1153,49 +1134,22 @@ static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
         (e = flush_wait(b)))
         return e;
 
-    /* the vote, as ss_register_coarse decides it */
+    /* the vote: the shared decision of register_coarse.c */
     const cu_results_t *res = b->h_res;
-    const double nr = res->noise_ref, nc = res->noise_cur;
-    double floor_sad = CO_SQRT_2_OVER_PI * sqrt(nr * nr + nc * nc);
-    if (!isfinite(floor_sad))
-        floor_sad = 0.0;
-    int vx[CU_MAX_BLOCKS], vy[CU_MAX_BLOCKS], nv = 0;
+    ss_block_match_t m[CU_MAX_BLOCKS];
     for (int k = 0; k < g * g; k++) {
         const cu_block_res_t *br = &res->blocks[k];
-        if (!br->used)
-            continue;
-        out->n_blocks++;
-        const double ex_best = SS_MAX(br->best - floor_sad, 0.0), ex_second = br->second - floor_sad;
-        const int votes = ex_second > 0.0 && ex_best < c->reg_ambiguity * ex_second;
-        if (!votes) {
-            out->n_ambiguous++;
-            continue;
-        }
-        vx[nv] = br->dx;
-        vy[nv] = br->dy;
-        nv++;
+        m[k] = (ss_block_match_t){ br->used, br->best, br->second, br->dx, br->dy };
     }
-    if (nv < CO_MIN_VOTES) {
-        snprintf(out->why, sizeof out->why,
-                 "no distinct match: %d of %d structured blocks vote (%d ambiguous)", nv,
-                 out->n_blocks, out->n_ambiguous);
+    ss_coarse_vote(m, g * g, res->noise_ref, res->noise_cur, c->reg_ambiguity, out);
+    if (!out->ok)
         return SS_OK;
-    }
-    const int dx = lower_median_int(vx, nv), dy = lower_median_int(vy, nv);
-    for (int i = 0; i < nv; i++)
-        out->n_agree += abs(vx[i] - dx) <= 1 && abs(vy[i] - dy) <= 1;
-    if (out->n_agree < CO_MIN_VOTES || 2 * out->n_agree < nv) {
-        snprintf(out->why, sizeof out->why, "blocks disagree: %d of %d within 1 px of (%d,%d)",
-                 out->n_agree, nv, dx, dy);
-        return SS_OK;
-    }
-    out->dx = dx;
-    out->dy = dy;
+    out->ok = 0;                        /* until the refinement succeeds */
     if (L > 0) {
         if ((e = params_begin(b)))
             return e;
-        hp->ref_dx = dx;
-        hp->ref_dy = dy;
+        hp->ref_dx = out->dx;
+        hp->ref_dy = out->dy;
         if ((e = enqueue(b, st_refine, 0, SS_STAGE_REG_COARSE)) || (e = flush_wait(b)))
             return e;
         out->dx = b->h_res->ref_dx;

@@ -231,13 +231,6 @@ static double frame_mad(const float *ref, const float *cur, int w, int h, int st
     return n ? s / (double)n : INFINITY;
 }
 
-/* Per block: what the search found. */
-typedef struct block_res {
-    int used;       /* enough structure */
-    int votes;      /* used and the minimum is distinct */
-    int dx, dy;     /* argmin */
-} block_res_t;
-
 /* The candidates kept while searching a block: the smallest SADs in
  * ascending order (equal values in visiting order). At most 8 candidates
  * lie within Chebyshev distance 1 of the best, so the 10 smallest always
@@ -251,7 +244,7 @@ typedef struct cand {
 
 /* The full search for one block. */
 static void search_block(const float *ref, const float *cur, int w, int h, int x0, int y0,
-                         int B, int R, double ambiguity, double floor_sad, block_res_t *res)
+                         int B, int R, ss_block_match_t *res)
 {
     cand_t keep[KEEP_BEST] = { { 0.0, 0, 0 } };
     int nk = 0;
@@ -276,13 +269,8 @@ static void search_block(const float *ref, const float *cur, int w, int h, int x
         }
     res->dx = keep[0].dx;
     res->dy = keep[0].dy;
-    /* Distinct when the best match's excess over the noise floor is below
-     * `ambiguity` times the runner-up's: a plain best/second ratio would
-     * call every sparse or faint field ambiguous, because the noise floor
-     * dominates both SADs there. No excess at the runner-up: nothing to
-     * match, ambiguous. A +inf best (nothing overlapped) is ambiguous. */
-    const double ex_best = SS_MAX(best - floor_sad, 0.0), ex_second = second - floor_sad;
-    res->votes = ex_second > 0.0 && ex_best < ambiguity * ex_second;
+    res->best = best;
+    res->second = second;
 }
 
 /* Lower median of n ints (n ≤ MAX_BLOCKS), by insertion sort of a copy. */
@@ -298,6 +286,58 @@ static int lower_median(const int *v, int n)
         s[k] = v[i];
     }
     return s[(n - 1) / 2];
+}
+
+void ss_coarse_vote(const ss_block_match_t *blocks, int n, double noise_ref, double noise_cur,
+                    double ambiguity, ss_coarse_t *out)
+{
+    /* The SAD of a perfect match: the difference of two noises. */
+    double floor_sad = SQRT_2_OVER_PI * sqrt(noise_ref * noise_ref + noise_cur * noise_cur);
+    if (!isfinite(floor_sad))
+        floor_sad = 0.0;
+    int vx[MAX_BLOCKS], vy[MAX_BLOCKS], nv = 0;
+    n = SS_MIN(n, MAX_BLOCKS);
+    for (int b = 0; b < n; b++) {
+        if (!blocks[b].used)
+            continue;
+        out->n_blocks++;
+        /* Distinct when the best match's excess over the noise floor is
+         * below `ambiguity` times the runner-up's: a plain best/second
+         * ratio would call every sparse or faint field ambiguous, because
+         * the noise floor dominates both SADs there. No excess at the
+         * runner-up: nothing to match, ambiguous. A +inf best (nothing
+         * overlapped) is ambiguous. */
+        const double ex_best = SS_MAX(blocks[b].best - floor_sad, 0.0);
+        const double ex_second = blocks[b].second - floor_sad;
+        if (!(ex_second > 0.0 && ex_best < ambiguity * ex_second)) {
+            out->n_ambiguous++;
+            continue;
+        }
+        vx[nv] = blocks[b].dx;
+        vy[nv] = blocks[b].dy;
+        nv++;
+    }
+    if (nv < MIN_VOTES) {
+        snprintf(out->why, sizeof out->why,
+                 "no distinct match: %d of %d structured blocks vote (%d ambiguous)", nv,
+                 out->n_blocks, out->n_ambiguous);
+        return;
+    }
+    const int dx = lower_median(vx, nv), dy = lower_median(vy, nv);
+    for (int i = 0; i < nv; i++)
+        out->n_agree += abs(vx[i] - dx) <= 1 && abs(vy[i] - dy) <= 1;
+    /* At least MIN_VOTES and half of the voters must agree: blocks that
+     * vote at random (against a blank frame a SAD surface still has a
+     * minimum, where the frame's noise happens to fit best) rarely land
+     * within a pixel of each other. */
+    if (out->n_agree < MIN_VOTES || 2 * out->n_agree < nv) {
+        snprintf(out->why, sizeof out->why, "blocks disagree: %d of %d within 1 px of (%d,%d)",
+                 out->n_agree, nv, dx, dy);
+        return;
+    }
+    out->dx = dx;
+    out->dy = dy;
+    out->ok = 1;
 }
 
 static void fail(ss_coarse_t *out, const char *why)
@@ -341,13 +381,9 @@ void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
     }
     const double noise = level_noise(rl, w, h);
     const double var_min = BLOCK_VAR_NOISE * noise * noise;
-    /* The SAD of a perfect match: the difference of two noises. */
     const double noise_cur = level_noise(cl, w, h);
-    double floor_sad = SQRT_2_OVER_PI * sqrt(noise * noise + noise_cur * noise_cur);
-    if (!isfinite(floor_sad))
-        floor_sad = 0.0;
 
-    block_res_t res[MAX_BLOCKS];
+    ss_block_match_t res[MAX_BLOCKS];
     const int nb = g * g;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int b = 0; b < nb; b++) {
@@ -359,38 +395,13 @@ void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
         /* var > 4n² is false for a NaN noise: no block is used then. */
         res[b].used = block_variance(rl, w, x0, y0, B) > var_min;
         if (res[b].used)
-            search_block(rl, cl, w, h, x0, y0, B, R, c->reg_ambiguity, floor_sad, &res[b]);
+            search_block(rl, cl, w, h, x0, y0, B, R, &res[b]);
     }
-
-    int vx[MAX_BLOCKS], vy[MAX_BLOCKS], nv = 0;
-    for (int b = 0; b < nb; b++) {
-        out->n_blocks += res[b].used;
-        if (res[b].used && !res[b].votes)
-            out->n_ambiguous++;
-        if (res[b].used && res[b].votes) {
-            vx[nv] = res[b].dx;
-            vy[nv] = res[b].dy;
-            nv++;
-        }
-    }
-    if (nv < MIN_VOTES) {
-        snprintf(out->why, sizeof out->why,
-                 "no distinct match: %d of %d structured blocks vote (%d ambiguous)", nv,
-                 out->n_blocks, out->n_ambiguous);
+    ss_coarse_vote(res, nb, noise, noise_cur, c->reg_ambiguity, out);
+    if (!out->ok)
         return;
-    }
-    int dx = lower_median(vx, nv), dy = lower_median(vy, nv);
-    for (int i = 0; i < nv; i++)
-        out->n_agree += abs(vx[i] - dx) <= 1 && abs(vy[i] - dy) <= 1;
-    /* At least MIN_VOTES and half of the voters must agree: blocks that
-     * vote at random (against a blank frame a SAD surface still has a
-     * minimum, where the frame's noise happens to fit best) rarely land
-     * within a pixel of each other. */
-    if (out->n_agree < MIN_VOTES || 2 * out->n_agree < nv) {
-        snprintf(out->why, sizeof out->why, "blocks disagree: %d of %d within 1 px of (%d,%d)",
-                 out->n_agree, nv, dx, dy);
-        return;
-    }
+    int dx = out->dx, dy = out->dy;
+    out->ok = 0;
 
     /* Refinement: at each finer level the shift doubles and the best of the
      * 3×3 candidates around it wins by the whole-frame mean absolute

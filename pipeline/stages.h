@@ -145,6 +145,26 @@ typedef struct ss_coarse {
 void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
                         const ss_pipeline_cfg_t *c, ss_coarse_t *out);
 
+/* One block's search outcome (§2a), as either backend finds it: used =
+ * enough structure; best = the smallest SAD at (dx, dy); second = the
+ * smallest at Chebyshev distance >= 2 from it (+inf when none). */
+typedef struct ss_block_match {
+    int used;
+    double best, second;
+    int dx, dy;
+} ss_block_match_t;
+
+/* The vote of §2a, shared by both backends: a used block votes when its
+ * best SAD's excess over the noise floor f = sqrt(2/π)·sqrt(n_ref² +
+ * n_cur²) is below ambiguity × the runner-up's excess; the shift is the
+ * component-wise lower median of the votes; it fails (out->ok = 0, why
+ * set) with fewer than 3 votes or when fewer than 3, or fewer than half,
+ * of the voters lie within 1 px of it. Fills n_blocks, n_ambiguous,
+ * n_agree and, on success, dx, dy at level L (before refinement) with
+ * out->ok = 1. n <= 1024. */
+void ss_coarse_vote(const ss_block_match_t *blocks, int n, double noise_ref, double noise_cur,
+                    double ambiguity, ss_coarse_t *out);
+
 /* ======================================================================
  * §2b fine registration: gradient least squares (register_fine.c)
  * ==================================================================== */
