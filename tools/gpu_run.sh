@@ -6,7 +6,7 @@
 # end. Full logs go to $OUT (or ./gpu-out when OUT is unset).
 #
 # Usage: tools/gpu_run.sh [STEPS] [-- bench args...]
-#   STEPS: a comma list of build, test, sanitize, bench, profile (default:
+#   STEPS: a comma list of build, test, alltest, sanitize, bench, profile (default:
 #   build,test,sanitize,bench;
 #   build is always done first). Each call of the device tool has 10
 #   minutes: a first call can do build,test,bench and a later one sanitize.
@@ -49,14 +49,24 @@ device_info() {
 do_build() {
     step configure "$OUT/build.log" 120 cmake -S . -B $B -DSKYSIEVE_CUDA=ON \
         -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=RelWithDebInfo || return 1
-    # only what this script runs: other targets may be work in progress
-    step build "$OUT/build.log" 400 cmake --build $B -j"$JOBS" --target \
-        check_cuda_parity check_cuda_errors skysieve-bench || { tail -30 "$OUT/build.log"; return 1; }
+    step build "$OUT/build.log" 400 cmake --build $B -j"$JOBS" || { tail -30 "$OUT/build.log"; return 1; }
 }
 
 do_test() {
     step "ctest -L gpu" "$OUT/ctest.log" 400 ctest --test-dir $B -L gpu --output-on-failure
     grep -E "Checks|tests passed|tests failed|Failed|SKIP|Passed|\*\*\*" "$OUT/ctest.log" | tail -12 | tee -a "$S"
+}
+
+# Everything else too, and the daemon's and the live client's suites
+# again with the daemon on the CUDA backend (graphs on, the default).
+do_alltest() {
+    step "ctest (all)" "$OUT/ctest_all.log" 300 ctest --test-dir $B -j4 --output-on-failure
+    grep -E "tests passed|tests failed|\*\*\*Failed" "$OUT/ctest_all.log" | tail -8 | tee -a "$S"
+    export SKYSIEVE_TEST_BACKEND=cuda
+    step "daemon suite on cuda" "$OUT/ctest_daemon_cuda.log" 300 \
+        ctest --test-dir $B -R "check_daemon$" --output-on-failure
+    unset SKYSIEVE_TEST_BACKEND
+    grep -E "tests passed|tests failed|\*\*\*Failed|movers found" "$OUT/ctest_daemon_cuda.log" | tail -8 | tee -a "$S"
 }
 
 do_sanitize() {
@@ -109,6 +119,7 @@ for st in "${steps[@]}"; do
     case $st in
     build) ;;
     test) do_test ;;
+    alltest) do_alltest ;;
     sanitize) do_sanitize ;;
     bench) do_bench "$@" ;;
     profile) do_profile ;;
