@@ -10,3 +10,6 @@ build=${1:-build}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
 cmake --build "$build" -j"$(nproc)"
 ctest --test-dir "$build" --output-on-failure
+# ctest shows skipped tests without their output: say why the GPU tests
+# skipped (no GPU, or built without CUDA), when they did
+ctest --test-dir "$build" -L gpu -V 2>/dev/null | grep -E "SKIP" | sed 's/^[0-9]*: /note: /' || true
