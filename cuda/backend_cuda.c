@@ -1629,6 +1629,7 @@ static const ss_backend_ops_t cuda_ops = {
     .write_plane = cuda_write_plane_timed,
     .stage_times = cuda_stage_times,
     .memory = cuda_memory,
+    .prefetch = ss_cuda_prefetch,
 };
 
 const ss_backend_ops_t *ss_backend_cuda_ops(void)

@@ -159,8 +159,9 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
     const ss_backend_ops_t *ops = NULL;
     ss_pipeline_backend(f->pipe, &ops);
 
-    /* queue depth + 2: the queue's frames, the worker's, the source's */
-    int pool_n = f->cfg->queue_depth + 2;
+    /* queue depth + 3: the queue's frames, the worker's two (the current
+     * one and the next, prefetched), the source's */
+    int pool_n = f->cfg->queue_depth + 3;
     /* mask buffers only where a source can send a mask part (zmq) */
     size_t mask_bytes = f->cfg->source == SS_SOURCE_ZMQ ? f->max_pixels : 0;
     f->pool = ss_frame_pool_new(pool_n, f->frame_bytes, mask_bytes, &ops->host_alloc);

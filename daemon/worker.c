@@ -109,12 +109,22 @@ void *ss_worker_main(void *arg)
 {
     ss_feed_t *f = arg;
     int broken = 0, first = 1;
+    /* the frame after the current one, taken from the queue early so that
+     * its upload overlaps the current frame's work (ss_pipeline_prefetch);
+     * it is this worker's from then on, processed next */
+    ss_frame_t *next = NULL;
     fit_detections(f, f->work);
     while (!broken) {
         void *item = NULL;
-        ss_err_t e = ss_queue_pop(f->frames, &item, SS_POLL_S);
-        if (e == SS_ERR_STOPPED)
-            break;
+        ss_err_t e = SS_OK;
+        if (next) {
+            item = next;
+            next = NULL;
+        } else {
+            e = ss_queue_pop(f->frames, &item, SS_POLL_S);
+            if (e == SS_ERR_STOPPED)
+                break;
+        }
         apply_requests(f);
         if (e != SS_OK)
             continue;
@@ -123,6 +133,10 @@ void *ss_worker_main(void *arg)
             ss_frame_pool_put(frame);
             ss_stats_dropped(f->stats, 1);
             continue;
+        }
+        if (ss_queue_pop(f->frames, &item, 0) == SS_OK) {
+            next = item;
+            ss_pipeline_prefetch(f->pipe, next);
         }
         ss_result_t *res = &f->work->res;
         atomic_store(&f->busy_since_us, mono_us());
@@ -143,6 +157,11 @@ void *ss_worker_main(void *arg)
         if (e == SS_ERR_BROKEN) {
             ss_stats_set_state(f->stats, "broken");
             ss_queue_close(f->frames);
+            if (next) {
+                ss_frame_pool_put(next);
+                ss_stats_dropped(f->stats, 1);
+                next = NULL;
+            }
             discard_queue(f);
             ss_daemon_request_stop(f->d, 1, "a backend is broken (sticky device error)");
             broken = 1;

@@ -143,6 +143,12 @@ typedef struct ss_backend_ops {
     void (*stage_times)(ss_backend_t *b, double ms[SS_STAGE__COUNT]);
     /* Device memory in use / total (bytes); 0/0 on the CPU. */
     void (*memory)(ss_backend_t *b, size_t *used, size_t *total);
+
+    /* Optional (NULL when the backend gains nothing from it): start moving
+     * the raw frame that will be ingested next to the backend, so that the
+     * copy overlaps the current frame's work; `next` stays untouched
+     * until its own processing has returned. */
+    ss_err_t (*prefetch)(ss_backend_t *b, const ss_frame_t *next);
 } ss_backend_ops_t;
 
 extern const ss_backend_ops_t ss_backend_cpu;

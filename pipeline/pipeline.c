@@ -594,6 +594,15 @@ done:
     return SS_OK;
 }
 
+void ss_pipeline_prefetch(ss_pipeline_t *p, const ss_frame_t *next)
+{
+    if (!p->be || !p->ops->prefetch || next->width != p->geo.raw_w ||
+        next->height != p->geo.raw_h || next->dtype != p->geo.raw_dtype)
+        return;
+    /* a failed prefetch costs nothing: the ingest uploads the frame itself */
+    (void)p->ops->prefetch(p->be, next);
+}
+
 /* Keys whose change needs a new backend instance (and a history reset). */
 static int needs_rebuild(const ss_pipeline_cfg_t *a, const ss_pipeline_cfg_t *b)
 {

@@ -83,6 +83,13 @@ void ss_pipeline_destroy(ss_pipeline_t **p);
  * result can hold. */
 ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *frame, ss_result_t *res);
 
+/* Tell the backend which frame comes next (after the one about to be
+ * processed), so that its upload overlaps the current frame's work
+ * (CUDA). A no-op when the backend does not prefetch, before the first
+ * frame, or when `next` is of another geometry. `next` must stay
+ * untouched until ss_pipeline_process(p, next, ...) has returned. */
+void ss_pipeline_prefetch(ss_pipeline_t *p, const ss_frame_t *next);
+
 /* Forget the history and reference; the next good frame becomes the
  * reference. */
 void ss_pipeline_reset(ss_pipeline_t *p, const char *why);
