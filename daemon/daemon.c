@@ -395,6 +395,7 @@ static int reload_file(ss_daemon_t *d, char *err, size_t n)
     ss_log_setup(d->log_level_override >= 0 ? d->log_level_override : d->cfg.log_level,
                  ss_log_prefix_wanted(d->cfg.log_prefix));
     rc = 0;
+    atomic_fetch_add(&d->reloads, 1);
     SS_LOG(SS_LOG_NOTICE, TAG, "reloaded %s", d->config_path);
 out:
     free(neu);

@@ -107,6 +107,8 @@ struct ss_daemon {
 
     int wake_fd;                    /* eventfd: other threads wake the main loop */
     atomic_int stop_req;            /* a thread asked the daemon to stop */
+    atomic_int reloads;             /* successful reloads so far: the file sink reopens its
+                                     * files when it changes (log rotation) */
     atomic_int exit_code;
     double start_mono, start_unix;
 };

@@ -5,8 +5,9 @@
  * delays the network, and apart from the workers so that it never delays
  * a pipeline (it may hold SS_FILE_HELD_MAX result buffers; beyond that
  * the worker skips the file sinks for a frame, counted as file_dropped).
- * Both sink keys are reloadable: the JSON-lines file is reopened when its
- * path changes.
+ * Both sink keys are reloadable: the JSON-lines file is reopened at every
+ * reload (SIGHUP after logrotate moved it away starts a new file) and
+ * when its path changes.
  */
 #include "daemon.h"
 
@@ -20,6 +21,7 @@ void *ss_filesink_main(void *arg)
     ss_daemon_t *d = arg;
     ss_jsonl_t *jl[SS_MAX_FEEDS] = { 0 };
     double open_failed[SS_MAX_FEEDS];  /* when the last open failed (monotonic s) */
+    int seen_reloads = atomic_load(&d->reloads);
     for (int i = 0; i < SS_MAX_FEEDS; i++)
         open_failed[i] = -REOPEN_INTERVAL_S - 1.0;
     for (;;) {
@@ -44,6 +46,12 @@ void *ss_filesink_main(void *arg)
                 SS_SINK_ADD(f->stats, fits_written, 1);
             else
                 SS_SINK_ADD(f->stats, fits_errors, 1);
+        }
+        const int reloads = atomic_load(&d->reloads);
+        if (reloads != seen_reloads) {      /* reopen every file after a reload */
+            for (int i = 0; i < SS_MAX_FEEDS; i++)
+                ss_jsonl_close(&jl[i]);
+            seen_reloads = reloads;
         }
         ss_jsonl_t **j = &jl[f->index];
         if (*j && strcmp(ss_jsonl_path(*j), jpath) != 0)

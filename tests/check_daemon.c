@@ -655,6 +655,12 @@ static int jsonl_lines(const char *path)
     char *text = read_all(path);
     if (!text)
         return 0;
+    /* only complete lines: the daemon may be writing the next one */
+    char *end = strrchr(text, '\n');
+    if (end)
+        end[1] = '\0';
+    else
+        text[0] = '\0';
     int n = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *o = cJSON_Parse(line);
@@ -876,18 +882,25 @@ static int wait_note(int fd, const char *want, double timeout, note_t *out, int 
     return -1;
 }
 
-static void write_synth_config(const dmn_t *d, double thresh, const char *extra)
+static void write_synth_config_feed(const dmn_t *d, double thresh, const char *extra,
+                                   const char *feed_extra)
 {
     char dk[1024];
     daemon_keys(d, dk, sizeof dk);
     write_text(d->cfg,
-               "{ %s%s, \"feeds\": [ { \"name\": \"f0\","
+               "{ %s%s, \"feeds\": [ { \"name\": \"f0\",%s"
                " \"source\": {\"type\": \"synth\", \"synth\": {\"rate\": 20, \"width\": %d,"
                " \"height\": %d, \"n_stars\": 150, \"n_hot\": 0, \"cosmic_rate\": 0,"
                " \"streak_prob\": 0, \"n_movers\": 2, \"mover_snr\": 20}},"
                " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
                " \"queue\": {\"depth\": 4, \"policy\": \"drop_oldest\"}, %s } ] }\n",
-               dk, extra ? extra : "", W, H, W, H, pipeline_keys(thresh));
+               dk, extra ? extra : "", feed_extra ? feed_extra : "", W, H, W, H,
+               pipeline_keys(thresh));
+}
+
+static void write_synth_config(const dmn_t *d, double thresh, const char *extra)
+{
+    write_synth_config_feed(d, thresh, extra, NULL);
 }
 
 START_TEST(test_sd_notify_sequence)
@@ -973,16 +986,26 @@ START_TEST(test_sighup_reload)
 {
     dmn_t d;
     dmn_init(&d);
-    write_synth_config(&d, 5.0, NULL);
+    char jsonl[256], rotated[270], sinks[400];
+    snprintf(jsonl, sizeof jsonl, "%s/det.jsonl", d.dir);
+    snprintf(rotated, sizeof rotated, "%s.1", jsonl);
+    snprintf(sinks, sizeof sinks, " \"sinks\": {\"jsonl\": {\"path\": \"%s\"}},", jsonl);
+    write_synth_config_feed(&d, 5.0, NULL, sinks);
     dmn_start(&d, NULL);
     dmn_wait_ready(&d);
+    /* detections arrive in the JSON-lines file; then it is rotated away */
+    double t1 = now_s();
+    while (jsonl_lines(jsonl) <= 0 && now_s() - t1 < 30.0)
+        sleep_s(0.05);
+    ck_assert_int_gt(jsonl_lines(jsonl), 0);
+    ck_assert_int_eq(rename(jsonl, rotated), 0);
     ss_config_t *c = malloc(sizeof *c);
     running_config(&d, c);
     ck_assert_double_eq(c->feeds[0].pipeline.thresh, 5.0);
     ck_assert_str_eq(c->publish_endpoint, d.pub);
 
     /* a valid file with a reloadable key changed */
-    write_synth_config(&d, 6.5, NULL);
+    write_synth_config_feed(&d, 6.5, NULL, sinks);
     kill(d.pid, SIGHUP);
     double t0 = now_s();
     do {
@@ -994,6 +1017,12 @@ START_TEST(test_sighup_reload)
     while (!log_contains(&d, "pipeline config applied") && now_s() - t0 < 20.0)
         sleep_s(0.05);
     ck_assert(log_contains(&d, "pipeline config applied"));
+    /* the reload reopened the sink: a new file at the configured path */
+    t0 = now_s();
+    while (jsonl_lines(jsonl) <= 0 && now_s() - t0 < 30.0)
+        sleep_s(0.05);
+    ck_assert_msg(jsonl_lines(jsonl) > 0, "no new JSON-lines file after the reload");
+    ck_assert_int_gt(jsonl_lines(rotated), 0);
 
     /* an invalid file: rejected with the reason, the old config stays */
     write_text(d.cfg, "{ \"feeds\": [ { \"name\": \"f0\" ] }\n");
