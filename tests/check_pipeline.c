@@ -8,8 +8,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config/config.h"
+#include "pipeline/frame_fits.h"
 #include "pipeline/pipeline.h"
 #include "tools/synth.h"
 
@@ -409,6 +411,123 @@ START_TEST(test_mean_reference)
 }
 END_TEST
 
+/* Write a w×h float plane as a FITS file (calibration frames). */
+static void write_plane_fits(const char *path, const float *v, int w, int h)
+{
+    ss_frame_t f = { .width = w, .height = h, .dtype = SS_DT_F32, .pixels = (void *)v,
+                     .capacity = (size_t)w * h * sizeof(float) };
+    ss_frame_meta_clear(&f.meta);
+    char err[300];
+    ck_assert_msg(ss_fits_write_frame(path, &f, err, sizeof err) == SS_OK, "%s", err);
+}
+
+/* Calibration files named in the config (dark, flat, bad-pixel mask) are
+ * read at start and applied to every frame: FRAME = (raw - dark) / flat,
+ * NaN at masked pixels; a region of interest crops frames and the
+ * calibration alike, and detections come back in input-frame pixels. A
+ * calibration frame of the wrong size fails each frame with the reason;
+ * a missing file fails the pipeline's creation with its name. */
+START_TEST(test_calibration_files_and_roi)
+{
+    enum { W = 200, H = 160 };
+    char dir[] = "/tmp/check_pipeline.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dark[300], flat[300], bad[300], small[300];
+    snprintf(dark, sizeof dark, "%s/dark.fits", dir);
+    snprintf(flat, sizeof flat, "%s/flat.fits", dir);
+    snprintf(bad, sizeof bad, "%s/bad.fits", dir);
+    snprintf(small, sizeof small, "%s/small.fits", dir);
+    float *d = malloc(W * H * sizeof(float)), *fl = malloc(W * H * sizeof(float));
+    float *b = malloc(W * H * sizeof(float));
+    for (int i = 0; i < W * H; i++) {
+        d[i] = 100.0f + (float)(i % 7);
+        fl[i] = 0.8f + 0.4f * (float)((i * 13) % 101) / 100.0f;
+        b[i] = i == 55 * W + 66 ? 1.0f : 0.0f;
+    }
+    write_plane_fits(dark, d, W, H);
+    write_plane_fits(flat, fl, W, H);
+    write_plane_fits(bad, b, W, H);
+    write_plane_fits(small, d, W / 2, H / 2);
+
+    ss_synth_cfg_t sc;
+    ss_pipeline_cfg_t pc;
+    field_cfg(&sc, W, H, 31);
+    sc.n_stars = 150;
+    sc.bias = 300.0;
+    sc.n_movers = 3;
+    sc.mover_snr = 15.0;
+    pipe_cfg(&pc);
+    ss_strlcpy(pc.dark, dark, sizeof pc.dark);
+    ss_strlcpy(pc.flat, flat, sizeof pc.flat);
+    ss_strlcpy(pc.bad_pixels, bad, sizeof pc.bad_pixels);
+    pc.hotpix_learn = 0;
+    pc.roi_x = 20, pc.roi_y = 10, pc.roi_w = 150, pc.roi_h = 120;
+    run_t r;
+    run_open(&r, &sc, &pc);
+    run_step(&r);
+    ck_assert_int_eq(r.res.status, SS_STATUS_REFERENCE);
+    ck_assert_int_eq(r.res.width, 150);
+    ck_assert_int_eq(r.res.height, 120);
+    ck_assert_int_eq(r.res.origin_x, 20);
+    ck_assert_int_eq(r.res.origin_y, 10);
+    const ss_backend_ops_t *ops;
+    ss_backend_t *be = ss_pipeline_backend(r.pipe, &ops);
+    float *fr = malloc(150 * 120 * sizeof(float));
+    ck_assert_int_eq(ops->read_plane(be, SS_PLANE_FRAME, 0, fr), SS_OK);
+    const uint16_t *raw = r.frame.pixels;
+    for (int y = 0; y < 120; y++)
+        for (int x = 0; x < 150; x++) {
+            const int i = (y + 10) * W + (x + 20);
+            const float got = fr[y * 150 + x];
+            if (i == 55 * W + 66) {
+                ck_assert_msg(isnan(got), "masked pixel not invalid");
+                continue;
+            }
+            const float want = (float)(((double)raw[i] - d[i]) / fl[i]);
+            ck_assert_msg(fabsf(got - want) <= 1e-4f * fabsf(want) + 1e-3f,
+                          "(%d,%d): %g want %g", x, y, (double)got, (double)want);
+        }
+    free(fr);
+    /* detections in input-frame coordinates: inside the roi, offset by it */
+    int seen = 0, matched = 0;
+    for (int f = 0; f < 16; f++) {
+        run_step(&r);
+        for (int j = 0; j < r.res.dets.count; j++) {
+            const ss_detection_t *det = &r.res.dets.items[j];
+            ck_assert(det->x >= 20 - 0.5 && det->x <= 20 + 150 - 0.5);
+            ck_assert(det->y >= 10 - 0.5 && det->y <= 10 + 120 - 0.5);
+            ck_assert(det->bbox_x0 >= 20 && det->bbox_y0 >= 10);
+            seen++;
+            /* the synth's truth is in input-frame pixels too */
+            matched += near_truth(&r.truth, det, SS_SYNTH_MOVER, 2.0);
+        }
+    }
+    ck_assert_int_gt(seen, 0);
+    ck_assert_int_gt(matched, 0);
+    run_close(&r);
+
+    /* a dark of another size: every frame fails, saying why */
+    ss_strlcpy(pc.dark, small, sizeof pc.dark);
+    run_open(&r, &sc, &pc);
+    ck_assert_int_eq(ss_synth_next(r.syn, &r.frame, NULL), SS_OK);
+    ck_assert_int_ne(ss_pipeline_process(r.pipe, &r.frame, &r.res), SS_OK);
+    ck_assert_int_eq(r.res.status, SS_STATUS_ERROR);
+    ck_assert_msg(strstr(r.res.reason, "dark frame is 100x80 but frames are 200x160") != NULL,
+                  "%s", r.res.reason);
+    run_close(&r);
+
+    /* a missing file: no pipeline, and the message names it */
+    char err[400] = "";
+    snprintf(pc.dark, sizeof pc.dark, "%s/nope.fits", dir);
+    ck_assert_ptr_null(ss_pipeline_new(&pc, "t", err, sizeof err));
+    ck_assert_msg(strstr(err, "dark") && strstr(err, "nope.fits"), "%s", err);
+
+    unlink(dark), unlink(flat), unlink(bad), unlink(small);
+    rmdir(dir);
+    free(d), free(fl), free(b);
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -419,6 +538,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_geometry_change_and_bad_frames);
     tcase_add_test(tc, test_rereference);
     tcase_add_test(tc, test_mean_reference);
+    tcase_add_test(tc, test_calibration_files_and_roi);
     suite_add_tcase(s, tc);
     TCase *q = tcase_create("quality");
     tcase_set_timeout(q, 900);
