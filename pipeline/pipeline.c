@@ -27,7 +27,10 @@ typedef struct hist_entry {
 } hist_entry_t;
 
 struct ss_pipeline {
-    ss_pipeline_cfg_t cfg;          /* the backend reads this copy */
+    ss_pipeline_cfg_t cfg;          /* as configured */
+    ss_pipeline_cfg_t bcfg;         /* what the backend reads: cfg with the values fitted
+                                     * to the frame size (registration levels) */
+    int levels;                     /* the registration levels in use (bcfg.reg_levels) */
     char feed[SS_NAME_MAX];
     const ss_backend_ops_t *ops;
     ss_backend_t *be;
@@ -222,6 +225,17 @@ static float *crop(const float *src, int raw_w, ss_roi_t roi)
     return out;
 }
 
+/* Registration levels for a frame size: the configured L, or fewer when
+ * the coarsest level would be too small for the block search (a block of
+ * B binned px and ±R search on both sides need more than B + 2R px). */
+static int fit_levels(const ss_pipeline_cfg_t *c, int w, int h)
+{
+    int L = c->reg_levels;
+    while (L > 0 && SS_MIN(w >> L, h >> L) <= c->reg_block + 2 * c->reg_search)
+        L--;
+    return L;
+}
+
 /* Make the backend instance for a new geometry. Runs at start and when
  * the frame size changes: allocation is fine here, not per frame. */
 static ss_err_t build_backend(ss_pipeline_t *p, const ss_geometry_t *geo, char *err, size_t n)
@@ -268,7 +282,15 @@ static ss_err_t build_backend(ss_pipeline_t *p, const ss_geometry_t *geo, char *
     }
     ss_calib_data_t cd = { roi_cal[0], roi_cal[1], bad };
     p->geo = *geo;
-    e = p->ops->create(&p->cfg, geo, &cd, &p->be);
+    p->levels = fit_levels(&p->cfg, geo->roi.w, geo->roi.h);
+    if (p->levels != p->cfg.reg_levels)
+        SS_LOG(SS_LOG_NOTICE, TAG,
+               "feed %s: %dx%d frames: registration binned %d times, not %d (the block "
+               "search must fit the coarsest level)", p->feed, geo->roi.w, geo->roi.h, p->levels,
+               p->cfg.reg_levels);
+    p->bcfg = p->cfg;
+    p->bcfg.reg_levels = p->levels;
+    e = p->ops->create(&p->bcfg, geo, &cd, &p->be);
     if (e != SS_OK)
         snprintf(err, n, "backend %s: cannot create for %dx%d: %s", p->ops->name, geo->roi.w,
                  geo->roi.h, ss_strerror(e));
@@ -610,7 +632,8 @@ static int needs_rebuild(const ss_pipeline_cfg_t *a, const ss_pipeline_cfg_t *b)
            a->roi_x != b->roi_x || a->roi_y != b->roi_y || a->roi_w != b->roi_w ||
            a->roi_h != b->roi_h || a->use_trimsec != b->use_trimsec ||
            a->ref_frames != b->ref_frames ||
-           a->reg_levels != b->reg_levels || strcmp(a->dark, b->dark) != 0 ||
+           a->reg_levels != b->reg_levels || a->reg_block != b->reg_block ||
+           a->reg_search != b->reg_search || strcmp(a->dark, b->dark) != 0 ||
            strcmp(a->flat, b->flat) != 0 || strcmp(a->bad_pixels, b->bad_pixels) != 0;
 }
 
@@ -619,6 +642,8 @@ int ss_pipeline_reconfigure(ss_pipeline_t *p, const ss_pipeline_cfg_t *cfg, char
 {
     if (!needs_rebuild(&p->cfg, cfg)) {
         p->cfg = *cfg;
+        p->bcfg = *cfg;
+        p->bcfg.reg_levels = p->levels;
         return 0;
     }
     /* Build the new pipeline aside, so that a failure leaves the old one. */
