@@ -291,7 +291,7 @@ static const ss_config_key_t feed_keys[] = {
     F_DBL("pipeline.hotpix.fraction", P(hotpix_fraction), 0.01, 1.0, 0.75, RELOAD,
           "[1] Fraction of a window a pixel must be hot to be learned."),
     F_INT("pipeline.registration.levels", P(reg_levels), 0.0, SS_MAX_LEVELS, 2.0, RELOAD,
-          "[2a] Binning by 2^levels for the coarse search."),
+          "[2a] Binning by 2^levels for the coarse search (fewer, logged, when a frame is too small for the block search at that level)."),
     F_INT("pipeline.registration.block", P(reg_block), 4.0, 256.0, 24.0, RELOAD,
           "[2a] Block size, binned px."),
     F_INT("pipeline.registration.blocks", P(reg_blocks), 1.0, 1024.0, 36.0, RELOAD,
