@@ -453,6 +453,8 @@ static ss_err_t ref_mean_add(ss_pipeline_t *p, const ss_shift_t *s)
  * CRPIX refers to the input frame). */
 static void to_input_frame(ss_detlist_t *l, ss_roi_t roi, const ss_frame_meta_t *meta)
 {
+    if (l->count == 0)
+        return;
     ss_wcs_t wcs;
     char why[160];
     int have_wcs = meta->n_wcs > 0 && ss_wcs_from_meta(&wcs, meta, why, sizeof why) == SS_OK;
