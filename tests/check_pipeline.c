@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "pipeline/frame_fits.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/wcs.h"
 #include "tools/synth.h"
 
 /* A synthetic sequence run through a CPU pipeline, one frame at a time. */
@@ -529,6 +530,57 @@ START_TEST(test_calibration_files_and_roi)
 }
 END_TEST
 
+/* Frames with a celestial WCS: every detection carries RA/Dec, that of
+ * its input-frame pixel — also when a region of interest is processed
+ * (detections are moved back to input-frame pixels first). A mover's
+ * RA/Dec agrees with the sky position of its true pixel. */
+START_TEST(test_radec)
+{
+    ss_synth_cfg_t sc;
+    ss_pipeline_cfg_t pc;
+    field_cfg(&sc, 320, 256, 41);
+    sc.n_stars = 400;
+    sc.n_movers = 4;
+    sc.mover_snr = 15.0;
+    sc.wcs = 1;
+    sc.wcs_ra = 150.0;
+    sc.wcs_dec = -20.0;
+    sc.wcs_scale = 1.5;
+    pipe_cfg(&pc);
+    pc.roi_x = 24, pc.roi_y = 16, pc.roi_w = 280, pc.roi_h = 224;
+    run_t r;
+    run_open(&r, &sc, &pc);
+    int checked = 0;
+    for (int f = 0; f < 18; f++) {
+        run_step(&r);
+        if (r.res.status != SS_STATUS_OK)
+            continue;
+        ss_wcs_t w;
+        char why[200];
+        ck_assert_msg(ss_wcs_from_meta(&w, &r.frame.meta, why, sizeof why) == SS_OK, "%s", why);
+        for (int j = 0; j < r.res.dets.count; j++) {
+            const ss_detection_t *d = &r.res.dets.items[j];
+            ck_assert_int_eq(d->has_radec, 1);
+            for (int o = 0; o < r.truth.n_obj; o++) {
+                const ss_synth_obj_t *t = &r.truth.obj[o];
+                if (t->kind != SS_SYNTH_MOVER || hypot(d->x - t->x, d->y - t->y) > 2.0)
+                    continue;
+                double ra, dec;
+                ck_assert_int_eq(ss_wcs_pix2sky(&w, t->x, t->y, &ra, &dec), 0);
+                /* within 2 px of 1.5": 3 arcsec */
+                double dra = (d->ra - ra) * cos(dec * M_PI / 180.0) * 3600.0;
+                double ddec = (d->dec - dec) * 3600.0;
+                ck_assert_msg(hypot(dra, ddec) < 3.0, "RA/Dec off by %.2f\"", hypot(dra, ddec));
+                ck_assert(fabs(d->dec - (-20.0)) < 0.2 && fabs(d->ra - 150.0) < 0.2);
+                checked++;
+            }
+        }
+    }
+    ck_assert_int_gt(checked, 4);
+    run_close(&r);
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -540,6 +592,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_rereference);
     tcase_add_test(tc, test_mean_reference);
     tcase_add_test(tc, test_calibration_files_and_roi);
+    tcase_add_test(tc, test_radec);
     suite_add_tcase(s, tc);
     TCase *q = tcase_create("quality");
     tcase_set_timeout(q, 900);
