@@ -205,7 +205,8 @@ cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, const float *
 
 /* k_guided.cu: the one-channel (laplacian = 0, ss_guided_filter) or the
  * two-channel (ss_guided_filter2) guided filter of I (guide) and pin into
- * out. sc: 4 scratch planes (A/A1, B/A2, B, L). */
+ * out. sc: 4 scratch planes (A/A1, B/A2, B, and L, which only radii above
+ * 62 use: smaller ones compute the Laplacian on the fly). */
 cudaError_t cu_guided(const cu_params_t *p, const float *I, const float *pin, int w, int h,
                       int radius, int laplacian, float *const *sc, float *out,
                       double *partials, unsigned int *counter, float *c, cudaStream_t s);

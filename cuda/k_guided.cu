@@ -5,28 +5,28 @@
  * c) and the two-channel one (guides I' and L = ∇²I, which also models the
  * residual a change of seeing leaves).
  *
- * Kernels:
+ * Three launches per frame (radius up to GMAXR = 62):
  *  - c = mean of the guide over the pixels that take part (block partials,
- *    the last block adds them in a fixed order);
- *  - L = 5-point Laplacian of the guide (two-channel filter);
- *  - a "moments" box pass: the channels (I', p, I'p, I'I' — or I', L, p
- *    and their five products, products formed in double) are made on the
- *    fly from the inputs, and at each output pixel the local linear model
- *    (A, B — or A1, A2, B) is solved in double from the window sums;
- *  - a plain box pass of A, B (or A1, A2, B) that also writes
+ *    the last block adds them in a fixed order); the Laplacian is computed
+ *    on the fly wherever it is needed, never stored;
+ *  - the moments pass of the band kernel k_gbox: the channels (I', p, I'p,
+ *    I'I' — or I', L, p and their five products, products formed in
+ *    double) are made on the fly from the inputs, and at each output pixel
+ *    the local linear model (A, B — or A1, A2, B) is solved in double from
+ *    the window sums;
+ *  - the r' pass of k_gbox: box means of A, B (or A1, A2, B) and
  *    r' = p - (box(A)·I' + box(B))  (+ box(A2)·L).
- * A box kernel owns a strip of columns and a band of rows and keeps running
- * sums in double: moving one row down adds row y+r and removes row y-r-1;
- * the horizontal window sums come from prefix scans in shared memory,
+ * k_gbox (below) keeps vertical running sums per column in registers and
+ * takes the horizontal window sums from prefix sums along the strip,
  * S(x) = P[x+r] - P[x-r-1] — the CPU's scheme (guided.c) with the scans
- * done in parallel. Two versions: k_boxv (vertical sums per column thread,
- * rows four at a time, warp-level scans; radius up to 63) and k_box (the
- * difference row scanned by the whole block, any radius). Sums agree with
- * the CPU's to double rounding, so the float outputs to about 1e-7.
+ * done in parallel. Larger radii take the generic k_box (the difference
+ * row scanned by the whole block) and a stored Laplacian plane. Sums agree
+ * with the CPU's to double rounding, so the float outputs to about 1e-7.
  */
 #include "cu_internal.h"
 
 #include <math.h>
+#include <stdint.h>
 
 namespace {
 
@@ -92,57 +92,6 @@ __device__ __forceinline__ bool load(const box_args &a, float c, size_t i, doubl
     }
 }
 
-/* load<MODE> split in two, so that a group's loads can all be in flight
- * before any is used: the raw floats of pixel i (NF of them) ... */
-template <int MODE> struct nraw { static constexpr int NF = MODE == M_AB2 ? 3 : MODE == M_AB ? 2 : chans<MODE>::C; };
-
-template <int MODE>
-__device__ __forceinline__ void fetch(const box_args &a, size_t i, float *v)
-{
-    if constexpr (MODE == M_AB) {
-        v[0] = a.I[i];
-        v[1] = a.p[i];
-    } else if constexpr (MODE == M_AB2) {
-        v[0] = a.I[i];
-        v[1] = a.L[i];
-        v[2] = a.p[i];
-    } else {
-#pragma unroll
-        for (int k = 0; k < chans<MODE>::C; k++)
-            v[k] = a.in[k][i];
-    }
-}
-
-/* ... and the channels made of them (the same arithmetic as load<MODE>). */
-template <int MODE>
-__device__ __forceinline__ bool chan(const float *v, float c, double *f)
-{
-    if constexpr (MODE == M_AB) {
-        const float ic = v[0] - c;
-        f[0] = (double)ic;
-        f[1] = (double)v[1];
-        f[2] = (double)ic * (double)v[1];
-        f[3] = (double)ic * (double)ic;
-        return isfinite(v[0]) && isfinite(v[1]);
-    } else if constexpr (MODE == M_AB2) {
-        const float ic = v[0] - c, lv = v[1], pv = v[2];
-        f[0] = (double)ic;
-        f[1] = (double)lv;
-        f[2] = (double)pv;
-        f[3] = (double)ic * (double)pv;
-        f[4] = (double)lv * (double)pv;
-        f[5] = (double)ic * (double)ic;
-        f[6] = (double)ic * (double)lv;
-        f[7] = (double)lv * (double)lv;
-        return isfinite(v[0]) && isfinite(lv) && isfinite(pv);
-    } else {
-#pragma unroll
-        for (int k = 0; k < chans<MODE>::C; k++)
-            f[k] = (double)v[k];
-        return isfinite(v[0]);
-    }
-}
-
 /* What a pass writes at pixel i from its window sums acc (count first). */
 template <int MODE>
 __device__ __forceinline__ void finish(const box_args &a, float c, double eps, size_t i,
@@ -195,21 +144,46 @@ __device__ __forceinline__ void finish(const box_args &a, float c, double eps, s
     }
 }
 
-/* c = (float)(Σ I / n) over the pixels where I, p (and L) are finite; 0 if
- * none. */
-__global__ void k_gf_mean(const float *__restrict__ I, const float *__restrict__ L,
-                          const float *__restrict__ p, size_t npix, double *__restrict__ partials,
+/* ss_laplacian5 at (x, y), ii = y·w + x, v = in[ii]: l + r + u + d - 4·c
+ * in float in that order; NaN on the outer rows/columns (and wherever a
+ * tap is NaN, by propagation). */
+__device__ __forceinline__ float lap_at(const float *__restrict__ in, int w, int h, int x, int y,
+                                        size_t ii, float v)
+{
+    if (x == 0 || y == 0 || x == w - 1 || y == h - 1)
+        return qnan();
+    return in[ii - 1] + in[ii + 1] + in[ii - (size_t)w] + in[ii + (size_t)w] - 4.0f * v;
+}
+
+/* c = (float)(Σ I / n) over the pixels where I, p (and, LAP, the
+ * Laplacian of I) are finite; 0 if none. Block b takes rows b, b + grid,
+ * ...; the block partials are added in a fixed order by the last block.
+ * LAP computes the Laplacian on the fly (the band kernels do the same, so
+ * no plane of it is needed); Lout != NULL also stores it (the generic
+ * k_box path reads it as a plane). */
+template <bool LAP>
+__global__ void k_gf_mean(const float *__restrict__ I, const float *__restrict__ p, int w, int h,
+                          float *__restrict__ Lout, double *__restrict__ partials,
                           unsigned int *counter, float *__restrict__ c)
 {
     __shared__ double rs[RED_THREADS / 32], rn[RED_THREADS / 32];
     __shared__ bool last;
     double s = 0.0, n = 0.0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < npix;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const float a = I[i], b = p[i];
-        if (isfinite(a) && isfinite(b) && (!L || isfinite(L[i]))) {
-            s += (double)a;
-            n += 1.0;
+    for (int y = blockIdx.x; y < h; y += gridDim.x) {
+        for (int x = threadIdx.x; x < w; x += blockDim.x) {
+            const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            const float a = I[i], b = p[i];
+            bool ok = isfinite(a) && isfinite(b);
+            if constexpr (LAP) {
+                const float l = lap_at(I, w, h, x, y, i, a);
+                if (Lout)
+                    Lout[i] = l;
+                ok = ok && isfinite(l);
+            }
+            if (ok) {
+                s += (double)a;
+                n += 1.0;
+            }
         }
     }
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
@@ -252,21 +226,6 @@ __global__ void k_gf_mean(const float *__restrict__ I, const float *__restrict__
             *counter = 0;
         }
     }
-}
-
-/* ss_laplacian5: l + r + u + d - 4·c in float in that order; NaN on the
- * outer rows/columns (and wherever a tap is NaN, by propagation). */
-__global__ void k_laplacian(const float *__restrict__ in, int w, int h, float *__restrict__ out)
-{
-    const int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 8 + threadIdx.y;
-    if (x >= w || y >= h)
-        return;
-    const size_t i = (size_t)y * (size_t)w + (size_t)x;
-    if (x == 0 || y == 0 || x == w - 1 || y == h - 1) {
-        out[i] = qnan();
-        return;
-    }
-    out[i] = in[i - 1] + in[i + 1] + in[i - (size_t)w] + in[i + (size_t)w] - 4.0f * in[i];
 }
 
 /* One box pass over a strip of BOX_TW columns and the band [y0, y0+bh).
@@ -369,139 +328,6 @@ __global__ void k_box(box_args a, int w, int h, int r, int bh)
     }
 }
 
-/* The faster box pass (r small enough that a strip's columns fit two per
- * thread): BW warps, a strip of VT output columns. Each thread owns up to
- * two of the strip's VT + 2r + 1 columns and keeps their vertical running
- * window sums in registers (adding row y+r, removing row y-r-1: coalesced
- * loads, no barrier). Rows go BW at a time: the owners write the BW rows'
- * column sums to shared memory, then warp w scans row w's sums (a
- * warp-level prefix scan, no block barrier) and writes its outputs from
- * S(x) = P[x+r] - P[x-r-1]. Two block barriers per BW rows. */
-constexpr int BW = 4;                   /* warps = rows per group */
-constexpr int VT = 128;                 /* output columns per strip */
-constexpr int VE = 2;                   /* columns per thread, at most */
-constexpr int KMAX = (VE * BW * 32 + 31) / 32;  /* scan elements per lane, at most */
-
-template <int MODE>
-__global__ void __launch_bounds__(BW * 32) k_boxv(box_args a, int w, int h, int r, int bh)
-{
-    constexpr int C = chans<MODE>::C, S = C + 1, NT = BW * 32;
-    extern __shared__ double vs[];      /* [BW][S][Lc] */
-    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
-    const int x0 = blockIdx.x * VT;
-    const int y0 = blockIdx.y * bh, y1 = min(h, y0 + bh);
-    const int Lc = VT + 2 * r + 1;
-    const int xs0 = x0 - r - 1;         /* column of element 0 */
-    const float c = *a.c;
-    const double eps = (double)a.prm->gf_eps;
-    double V[VE][S];
-#pragma unroll
-    for (int q = 0; q < VE; q++)
-#pragma unroll
-        for (int s = 0; s < S; s++)
-            V[q][s] = 0.0;
-
-    /* column owners: V += row ya, V -= row ys (-1 = none); both rows'
-     * loads are issued before either is used */
-    auto vstep = [&](int ya, int ys) {
-        constexpr int NF = nraw<MODE>::NF;
-#pragma unroll
-        for (int q = 0; q < VE; q++) {
-            const int j = t + q * NT, xc = xs0 + j;
-            const bool col = j < Lc && xc >= 0 && xc < w;
-            const bool ua = col && ya >= 0, us = col && ys >= 0;
-            float va[NF], vb[NF];
-            fetch<MODE>(a, ua ? (size_t)ya * w + xc : 0, va);
-            fetch<MODE>(a, us ? (size_t)ys * w + xc : 0, vb);
-            double f[C];
-            if (ua && chan<MODE>(va, c, f)) {
-                V[q][0] += 1.0;
-#pragma unroll
-                for (int k = 0; k < C; k++)
-                    V[q][1 + k] += f[k];
-            }
-            if (us && chan<MODE>(vb, c, f)) {
-                V[q][0] -= 1.0;
-#pragma unroll
-                for (int k = 0; k < C; k++)
-                    V[q][1 + k] -= f[k];
-            }
-        }
-    };
-
-#pragma unroll 4
-    for (int yy = max(0, y0 - r); yy <= min(h - 1, y0 + r); yy++)
-        vstep(yy, -1);
-    const int K = (Lc + 31) / 32;       /* scan elements per lane */
-    for (int yb = y0; yb < y1; yb += BW) {
-        /* the group's rows, column sums into shared memory */
-#pragma unroll
-        for (int g = 0; g < BW; g++) {
-            const int y = yb + g;
-            if (y >= y1)
-                continue;
-            if (y > y0) {
-                const int ya = y + r < h ? y + r : -1, ys = y - r - 1;
-                vstep(ya, ys);
-            }
-#pragma unroll
-            for (int q = 0; q < VE; q++) {
-                const int j = t + q * NT;
-                if (j < Lc)
-#pragma unroll
-                    for (int s = 0; s < S; s++)
-                        vs[(g * S + s) * Lc + j] = V[q][s];
-            }
-        }
-        __syncthreads();
-        /* warp wid: row yb + wid */
-        const int y = yb + wid;
-        if (y < y1) {
-            double *row = vs + (size_t)wid * S * Lc;
-            const int j0 = lane * K, j1 = min(Lc, j0 + K);
-            /* each lane's chunk goes through registers: its loads are
-             * independent, and the running sum needs no shared-memory
-             * round trip per element */
-#pragma unroll
-            for (int s = 0; s < S; s++) {
-                double vals[KMAX];
-#pragma unroll
-                for (int e = 0; e < KMAX; e++)
-                    vals[e] = j0 + e < j1 ? row[s * Lc + j0 + e] : 0.0;
-                double run = 0.0;
-#pragma unroll
-                for (int e = 0; e < KMAX; e++) {
-                    run += vals[e];
-                    vals[e] = run;
-                }
-                double v = run;
-                for (int o = 1; o < 32; o <<= 1) {
-                    const double u = __shfl_up_sync(0xffffffffu, v, o);
-                    if (lane >= o)
-                        v += u;
-                }
-                const double off = v - run;
-#pragma unroll
-                for (int e = 0; e < KMAX; e++)
-                    if (j0 + e < j1)
-                        row[s * Lc + j0 + e] = vals[e] + off;
-            }
-            __syncwarp();
-            for (int k = 0; k < VT / 32; k++) {
-                const int tx = lane + 32 * k, x = x0 + tx;
-                if (x >= w)
-                    break;
-                double acc[S];
-#pragma unroll
-                for (int s = 0; s < S; s++)
-                    acc[s] = row[s * Lc + tx + 2 * r + 1] - row[s * Lc + tx];
-                finish<MODE>(a, c, eps, (size_t)y * (size_t)w + (size_t)x, acc);
-            }
-        }
-        __syncthreads();
-    }
-}
-
 /* Band height: at least 2r+1 rows (the start-up sums 2r+1 rows), and
  * small enough that the frame gives the GPU a few waves of blocks. */
 int band_height(int w, int h, int r)
@@ -513,28 +339,11 @@ int band_height(int w, int h, int r)
     return bh > 2 * r + 1 ? bh : 2 * r + 1;
 }
 
+/* The generic pass (any radius): k_box. */
 template <int MODE>
-cudaError_t box(const box_args &a, int w, int h, int r, cudaStream_t s)
+cudaError_t kbox(const box_args &a, int w, int h, int r, cudaStream_t s)
 {
     constexpr int S = chans<MODE>::C + 1;
-    const int Lc = VT + 2 * r + 1;
-    const size_t smv = (size_t)BW * S * Lc * sizeof(double);
-    if (Lc <= VE * BW * 32 && smv <= 200 * 1024) {
-        /* the fast path: bands of rows giving a few blocks per SM */
-        const int strips = (w + VT - 1) / VT;
-        int bh = 64;
-        while (bh > 8 && (long long)strips * ((h + bh - 1) / bh) < 512)
-            bh /= 2;
-        const dim3 grid((unsigned)strips, (unsigned)((h + bh - 1) / bh));
-        if (smv > 48 * 1024) {
-            const cudaError_t e = cudaFuncSetAttribute(
-                k_boxv<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smv);
-            if (e != cudaSuccess)
-                return e;
-        }
-        k_boxv<MODE><<<grid, BW * 32, smv, s>>>(a, w, h, r, bh);
-        return cudaGetLastError();
-    }
     const int bh = band_height(w, h, r);
     const dim3 grid((unsigned)((w + BOX_TW - 1) / BOX_TW), (unsigned)((h + bh - 1) / bh));
     const size_t sm = (size_t)S * (BOX_TW + 2 * r + 1) * sizeof(double);
@@ -546,6 +355,546 @@ cudaError_t box(const box_args &a, int w, int h, int r, cudaStream_t s)
     }
     k_box<MODE><<<grid, BOX_TW, sm, s>>>(a, w, h, r, bh);
     return cudaGetLastError();
+}
+
+/* ---- the band kernel (radius up to GMAXR) --------------------------------
+ *
+ * One block: a strip of TW output columns and the band of rows [y0, y1).
+ * Its GT threads own GK = 4 adjacent columns each, GL = GT·GK columns in
+ * all: the strip and r (rounded up to 4) columns on either side. A thread
+ * keeps, in registers, the vertical running window sums of its columns
+ * for every channel (the count as an integer): one row down adds the
+ * channels of row y+r and removes those of row y-r-1 (coalesced loads, 16
+ * bytes per thread where the frame allows; the channels are made on the
+ * fly, the Laplacian too). Per output row, the horizontal window sums come
+ * from the prefix sums of the vertical sums along the strip:
+ *   1. each thread adds its four columns, a warp-level scan gives the
+ *      sums of the lanes before it, lane 31 publishes the warp's total;
+ *   2. (barrier) each thread adds the totals of the warps before its own
+ *      and stores the inclusive prefix P of its four columns;
+ *   3. (barrier) window(x) = P[x+r] - P[x-r-1]; the thread finishes its
+ *      own four columns (A1, A2, B or r') and stores them.
+ * Two block barriers per row; nothing but P and the warp totals goes
+ * through shared memory, and the stores of step 2 and loads of step 3 are
+ * free of bank conflicts (the element index is swizzled). Step 3 of the
+ * moments needs the validity of its own pixels: each thread keeps that of
+ * the last 128 rows it added in shared memory (4 bits a row), hence
+ * GMAXR. The next row's new lines are prefetched into L2 while a row is
+ * finished. The sums are those of guided.c in another order (double); the
+ * count is exact. Measured on the H100 (4096², radius 11, the whole
+ * filter): 0.79 ms, against 1.75 ms for the previous column-strip kernels
+ * (docs/PERFORMANCE.md). */
+constexpr int GT = 128;                 /* threads per block */
+constexpr int GK = 4;                   /* columns per thread */
+constexpr int GL = GT * GK;             /* columns per strip, halo included */
+constexpr int GNW = GT / 32;            /* warps per block */
+constexpr int GMAXR = 62;               /* validity ring of 128 rows: 2r+2 of them in use */
+
+/* What each mode sums: CD double channels (besides the count) made of NF
+ * raw planes; P1: the moments pass (A, B out), else the r' pass. */
+template <int MODE> struct gmode;
+template <> struct gmode<M_AB> { static constexpr int CD = 4, NF = 2; static constexpr bool P1 = true; };
+template <> struct gmode<M_AB2> { static constexpr int CD = 8, NF = 3; static constexpr bool P1 = true; };
+template <> struct gmode<M_R1> { static constexpr int CD = 2, NF = 2; static constexpr bool P1 = false; };
+template <> struct gmode<M_R2> { static constexpr int CD = 3, NF = 3; static constexpr bool P1 = false; };
+
+struct gargs {
+    const float *I, *p;             /* guide, input */
+    const float *in[3];             /* r' pass: A, B / A1, A2, B */
+    float *out[3];                  /* moments: A, B / A1, A2, B; r' pass: out[0] = r' */
+    const float *c;                 /* device: mean of the guide */
+    const cu_params_t *prm;         /* eps */
+};
+
+/* Element j of a row of P, for 8-byte and 4-byte words: threads reading
+ * or writing j = 4·t + m (any fixed m) hit distinct banks. */
+__device__ __forceinline__ int swz64(int j)
+{
+    return j ^ ((j >> 4) & 3);
+}
+__device__ __forceinline__ int swz32(int j)
+{
+    return j ^ ((j >> 5) & 3);
+}
+
+/* Columns c0..c0+3 of a row (c0 a multiple of 4); NaN outside [0, w).
+ * VEC: w is a multiple of 4 and the row 16-byte aligned, so the four are
+ * all inside or all outside. */
+template <bool VEC>
+__device__ __forceinline__ void ld4(const float *__restrict__ row, int c0, int w, float *v)
+{
+    if constexpr (VEC) {
+        if (c0 >= 0 && c0 < w) {
+            const float4 q = __ldg(reinterpret_cast<const float4 *>(row + c0));
+            v[0] = q.x;
+            v[1] = q.y;
+            v[2] = q.z;
+            v[3] = q.w;
+        } else {
+#pragma unroll
+            for (int k = 0; k < GK; k++)
+                v[k] = qnan();
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < GK; k++) {
+            const int x = c0 + k;
+            v[k] = x >= 0 && x < w ? __ldg(row + x) : qnan();
+        }
+    }
+}
+
+/* The guide I and its Laplacian (lap_at's arithmetic) at columns
+ * c0..c0+3 of row yy. */
+template <bool VEC>
+__device__ __forceinline__ void guide4(const float *__restrict__ I, int w, int h, int yy, int c0,
+                                       float *iv, float *lv)
+{
+    const float *row = I + (size_t)yy * (size_t)w;
+    ld4<VEC>(row, c0, w, iv);
+    const bool inner = yy > 0 && yy < h - 1;
+    float up[GK], dn[GK];
+    if (inner) {
+        ld4<VEC>(row - w, c0, w, up);
+        ld4<VEC>(row + w, c0, w, dn);
+    } else {
+#pragma unroll
+        for (int k = 0; k < GK; k++)
+            up[k] = dn[k] = 0.0f;
+    }
+    const float lft = c0 - 1 >= 0 && c0 - 1 < w ? __ldg(row + c0 - 1) : qnan();
+    const float rgt = c0 + GK >= 0 && c0 + GK < w ? __ldg(row + c0 + GK) : qnan();
+#pragma unroll
+    for (int k = 0; k < GK; k++) {
+        const int x = c0 + k;
+        const float l = k == 0 ? lft : iv[k - 1], r = k == GK - 1 ? rgt : iv[k + 1];
+        lv[k] = inner && x > 0 && x < w - 1 ? l + r + up[k] + dn[k] - 4.0f * iv[k] : qnan();
+    }
+}
+
+/* The raw planes of row yy at the thread's columns. */
+template <int MODE, bool VEC>
+__device__ __forceinline__ void gfetch(const gargs &a, int w, int h, int yy, int c0,
+                                       float (*v)[GK])
+{
+    const size_t row = (size_t)yy * (size_t)w;
+    if constexpr (MODE == M_AB2) {
+        guide4<VEC>(a.I, w, h, yy, c0, v[0], v[1]);
+        ld4<VEC>(a.p + row, c0, w, v[2]);
+    } else if constexpr (MODE == M_AB) {
+        ld4<VEC>(a.I + row, c0, w, v[0]);
+        ld4<VEC>(a.p + row, c0, w, v[1]);
+    } else {
+#pragma unroll
+        for (int f = 0; f < gmode<MODE>::NF; f++)
+            ld4<VEC>(a.in[f] + row, c0, w, v[f]);
+    }
+}
+
+/* The channels of column k (guided.c's load_px: zeros where the pixel
+ * does not take part); returns whether it does. */
+template <int MODE>
+__device__ __forceinline__ int gchan(const float (*v)[GK], int k, float c, double *f)
+{
+    if constexpr (MODE == M_AB2) {
+        const float I = v[0][k], L = v[1][k], p = v[2][k];
+        const bool ok = isfinite(I) && isfinite(L) && isfinite(p);
+        const float ic = ok ? I - c : 0.0f, lv = ok ? L : 0.0f, pv = ok ? p : 0.0f;
+        f[0] = (double)ic;
+        f[1] = (double)lv;
+        f[2] = (double)pv;
+        f[3] = (double)ic * (double)pv;
+        f[4] = (double)lv * (double)pv;
+        f[5] = (double)ic * (double)ic;
+        f[6] = (double)ic * (double)lv;
+        f[7] = (double)lv * (double)lv;
+        return ok;
+    } else if constexpr (MODE == M_AB) {
+        const float I = v[0][k], p = v[1][k];
+        const bool ok = isfinite(I) && isfinite(p);
+        const float ic = ok ? I - c : 0.0f, pv = ok ? p : 0.0f;
+        f[0] = (double)ic;
+        f[1] = (double)pv;
+        f[2] = (double)ic * (double)pv;
+        f[3] = (double)ic * (double)ic;
+        return ok;
+    } else {
+        const bool ok = isfinite(v[0][k]);
+#pragma unroll
+        for (int q = 0; q < gmode<MODE>::CD; q++)
+            f[q] = ok ? (double)v[q][k] : 0.0;
+        return ok;
+    }
+}
+
+/* v + the value of lane - o (v alone in lanes < o): one step of a warp's
+ * inclusive scan; the shuffle's own in-range predicate guards the add. */
+__device__ __forceinline__ double scan_step(double v, int o)
+{
+#ifdef __CUDA_ARCH__
+    double r;
+    asm("{\n\t.reg .pred p;\n\t.reg .b32 lo, hi, ulo, uhi;\n\t.reg .f64 u;\n\t"
+        "mov.b64 {lo, hi}, %1;\n\t"
+        "shfl.sync.up.b32 ulo|p, lo, %2, 0, -1;\n\t"
+        "shfl.sync.up.b32 uhi|p, hi, %2, 0, -1;\n\t"
+        "mov.b64 u, {ulo, uhi};\n\t"
+        "mov.f64 %0, %1;\n\t"
+        "@p add.f64 %0, %1, u;\n\t}"
+        : "=d"(r)
+        : "d"(v), "r"(o));
+    return r;
+#else
+    const double u = __shfl_up_sync(0xffffffffu, v, o);
+    return (int)(threadIdx.x & 31) >= o ? v + u : v;
+#endif
+}
+__device__ __forceinline__ int scan_step(int v, int o)
+{
+#ifdef __CUDA_ARCH__
+    int r;
+    asm("{\n\t.reg .pred p;\n\t.reg .b32 u;\n\t"
+        "shfl.sync.up.b32 u|p, %1, %2, 0, -1;\n\t"
+        "mov.b32 %0, %1;\n\t"
+        "@p add.s32 %0, %1, u;\n\t}"
+        : "=r"(r)
+        : "r"(v), "r"(o));
+    return r;
+#else
+    const int u = __shfl_up_sync(0xffffffffu, v, o);
+    return (int)(threadIdx.x & 31) >= o ? v + u : v;
+#endif
+}
+
+/* Prefetch into L2 the 16 bytes of columns c0..c0+3 of row yy of a plane,
+ * if they are in the frame. */
+__device__ __forceinline__ void pf4(const float *plane, int w, int h, int yy, int c0)
+{
+    if (yy < 0 || yy >= h || c0 < 0 || c0 >= w)
+        return;
+    const float *q = plane + (size_t)yy * (size_t)w + (size_t)c0;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
+}
+
+/* 4 blocks of 128 threads per SM: at most 128 registers (the two-channel
+ * moments pass then spills nothing: measured faster than 3 blocks at 168). */
+template <int MODE, bool VEC>
+__global__ void __launch_bounds__(GT, 4)
+    k_gbox(gargs a, int w, int h, int r, int R4, int TW, int bh)
+{
+    constexpr int CD = gmode<MODE>::CD, NF = gmode<MODE>::NF;
+    constexpr bool P1 = gmode<MODE>::P1;
+    __shared__ double sP[CD][GL];       /* prefix sums of the row (swz64) */
+    __shared__ int sN[GL];              /* ... of the count (swz32) */
+    __shared__ double sW[CD][GNW];      /* warp totals */
+    __shared__ int sWN[GNW];
+    /* P1: validity of the thread's 4 columns (4 bits) in the last 128 rows
+     * added, 8 rows per word; only the owning thread touches its column */
+    __shared__ unsigned sV[P1 ? 16 : 1][GT];
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    const int x0 = blockIdx.x * TW, xs = x0 - R4, jb = GK * t, c0 = xs + jb;
+    const int y0 = blockIdx.y * bh, y1 = min(h, y0 + bh);
+    const float c = *a.c;
+    const double eps = (double)a.prm->gf_eps;
+    double V[GK][CD];                   /* vertical window sums of the columns */
+    int N[GK];
+#pragma unroll
+    for (int k = 0; k < GK; k++) {
+#pragma unroll
+        for (int q = 0; q < CD; q++)
+            V[k][q] = 0.0;
+        N[k] = 0;
+    }
+    if constexpr (P1) {
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            sV[i][t] = 0u;
+    }
+
+    /* the raw planes of row yy; a row outside the frame reads as NaN, so
+     * that it takes no part */
+    auto fetch = [&](int yy, float (*v)[GK]) {
+        if (yy >= 0 && yy < h) {
+            gfetch<MODE, VEC>(a, w, h, yy, c0, v);
+        } else {
+#pragma unroll
+            for (int f = 0; f < NF; f++)
+#pragma unroll
+                for (int k = 0; k < GK; k++)
+                    v[f][k] = qnan();
+        }
+    };
+    /* P1: record the validity bits of the row added */
+    auto record = [&](int ya, unsigned bits) {
+        if constexpr (P1) {
+            unsigned &wd = sV[(ya >> 3) & 15][t];
+            const int sh = (ya & 7) * 4;
+            wd = (wd & ~(15u << sh)) | (bits << sh);
+        }
+    };
+    /* V += row ya (the start of a band) */
+    auto add = [&](int ya) {
+        float va[NF][GK];
+        fetch(ya, va);
+        unsigned bits = 0;
+#pragma unroll
+        for (int k = 0; k < GK; k++) {
+            double fa[CD];
+            const int oa = gchan<MODE>(va, k, c, fa);
+#pragma unroll
+            for (int q = 0; q < CD; q++)
+                V[k][q] += fa[q];
+            N[k] += oa;
+            bits |= (unsigned)oa << k;
+        }
+        record(ya, bits);
+    };
+    /* V += row ya, V -= row ys; both rows' loads are issued before either
+     * is used */
+    auto step = [&](int ya, int ys) {
+        float va[NF][GK], vs[NF][GK];
+        fetch(ya, va);
+        fetch(ys, vs);
+        unsigned bits = 0;
+#pragma unroll
+        for (int k = 0; k < GK; k++) {
+            double fa[CD], fs[CD];
+            const int oa = gchan<MODE>(va, k, c, fa);
+            const int os = gchan<MODE>(vs, k, c, fs);
+#pragma unroll
+            for (int q = 0; q < CD; q++)
+                V[k][q] += fa[q] - fs[q];
+            N[k] += oa - os;
+            bits |= (unsigned)oa << k;
+        }
+        record(ya, bits);
+    };
+
+#pragma unroll 1
+    for (int yy = y0 - r; yy <= y0 + r; yy++)
+        add(yy);
+    const bool mine = jb >= R4 && jb < R4 + TW && c0 < w;   /* output columns (whole chunks) */
+    for (int y = y0; y < y1; y++) {
+        if (y > y0)
+            step(y + r, y - r - 1);
+        if (y + 1 < y1) {
+            /* the lines the next row's step reads that are not yet cached
+             * (4096²: 0.87 -> 0.79 ms for the whole filter) */
+            const int na = y + 1 + r, ns = y - r;
+            if constexpr (MODE == M_AB2 || MODE == M_AB) {
+                pf4(a.I, w, h, MODE == M_AB2 ? na + 1 : na, c0);
+                pf4(a.p, w, h, na, c0);
+                pf4(a.I, w, h, MODE == M_AB2 ? ns + 1 : ns, c0);
+                pf4(a.p, w, h, ns, c0);
+            } else {
+#pragma unroll
+                for (int f = 0; f < NF; f++) {
+                    pf4(a.in[f], w, h, na, c0);
+                    pf4(a.in[f], w, h, ns, c0);
+                }
+                pf4(a.I, w, h, MODE == M_R2 ? y + 2 : y + 1, c0);
+                pf4(a.p, w, h, y + 1, c0);
+            }
+        }
+        /* the r' pass: this row's guide and input, loaded early */
+        float gi[GK], gl[GK], gp[GK];
+        if constexpr (!P1) {
+            if constexpr (MODE == M_R2)
+                guide4<VEC>(a.I, w, h, y, c0, gi, gl);
+            else
+                ld4<VEC>(a.I + (size_t)y * (size_t)w, c0, w, gi);
+            ld4<VEC>(a.p + (size_t)y * (size_t)w, c0, w, gp);
+        }
+
+        /* 1. the thread's total, the lanes before it, the warp's total */
+        double ex[CD];
+#pragma unroll
+        for (int q = 0; q < CD; q++) {
+            double tot = V[0][q];
+#pragma unroll
+            for (int k = 1; k < GK; k++)
+                tot += V[k][q];
+            double v = tot;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1)
+                v = scan_step(v, o);
+            if (lane == 31)
+                sW[q][wid] = v;
+            ex[q] = v - tot;
+        }
+        int exn;
+        {
+            int tot = N[0];
+#pragma unroll
+            for (int k = 1; k < GK; k++)
+                tot += N[k];
+            int v = tot;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1)
+                v = scan_step(v, o);
+            if (lane == 31)
+                sWN[wid] = v;
+            exn = v - tot;
+        }
+        __syncthreads();
+
+        /* 2. inclusive prefix of the row at the thread's columns */
+#pragma unroll
+        for (int q = 0; q < CD; q++) {
+            double P = ex[q];
+#pragma unroll
+            for (int i = 0; i < GNW - 1; i++)
+                if (i < wid)
+                    P += sW[q][i];
+#pragma unroll
+            for (int k = 0; k < GK; k++) {
+                P += V[k][q];
+                sP[q][swz64(jb + k)] = P;
+            }
+        }
+        {
+            int P = exn;
+#pragma unroll
+            for (int i = 0; i < GNW - 1; i++)
+                if (i < wid)
+                    P += sWN[i];
+#pragma unroll
+            for (int k = 0; k < GK; k++) {
+                P += N[k];
+                sN[swz32(jb + k)] = P;
+            }
+        }
+        __syncthreads();
+
+        /* 3. window sums and outputs of the thread's columns */
+        if (mine) {
+            float o0[GK], o1[GK], o2[GK];
+            unsigned vb = 0;
+            if constexpr (P1)
+                vb = sV[(y >> 3) & 15][t] >> ((y & 7) * 4);
+#pragma unroll
+            for (int k = 0; k < GK; k++) {
+                const int j = jb + k, ja = swz64(j + r), js = swz64(j - r - 1);
+                double H[CD];
+#pragma unroll
+                for (int q = 0; q < CD; q++)
+                    H[q] = sP[q][ja] - sP[q][js];
+                const int cnt = sN[swz32(j + r)] - sN[swz32(j - r - 1)];
+                const double n = (double)cnt;
+                o1[k] = o2[k] = 0.0f;
+                if constexpr (MODE == M_AB2) {
+                    /* [S11+ε S12; S12 S22+ε]·[A1; A2] = [C1p; C2p] by Cramer's rule */
+                    const bool part = (vb >> k) & 1u;
+                    const double inv = 1.0 / n;
+                    const double m1 = H[0] * inv, m2 = H[1] * inv, mp = H[2] * inv;
+                    const double c1p = H[3] * inv - m1 * mp, c2p = H[4] * inv - m2 * mp;
+                    const double s11 = H[5] * inv - m1 * m1 + eps, s12 = H[6] * inv - m1 * m2;
+                    const double s22 = H[7] * inv - m2 * m2 + eps;
+                    /* one reciprocal for both (guided.c divides twice: the
+                     * doubles differ by an ulp at most, the floats not) */
+                    const double rdet = 1.0 / (s11 * s22 - s12 * s12);
+                    const float A1 = (float)((c1p * s22 - c2p * s12) * rdet);
+                    const float A2 = (float)((c2p * s11 - c1p * s12) * rdet);
+                    const float B = (float)(mp - (double)A1 * m1 - (double)A2 * m2);
+                    const bool ok = part && n > 0.5 && isfinite(A1) && isfinite(A2) && isfinite(B);
+                    o0[k] = ok ? A1 : qnan();
+                    o1[k] = ok ? A2 : qnan();
+                    o2[k] = ok ? B : qnan();
+                } else if constexpr (MODE == M_AB) {
+                    const bool part = (vb >> k) & 1u;
+                    const double inv = 1.0 / n;
+                    const double mi = H[0] * inv, mp = H[1] * inv, cip = H[2] * inv,
+                                 cii = H[3] * inv;
+                    const double var = cii - mi * mi, cov = cip - mi * mp;
+                    const float A = (float)(cov / (var + eps));
+                    const float B = (float)(mp - (double)A * mi);
+                    const bool ok = part && n > 0.5 && isfinite(A) && isfinite(B);
+                    o0[k] = ok ? A : qnan();
+                    o1[k] = ok ? B : qnan();
+                } else {
+                    /* H/n as H·(1/n): guided.c divides; the doubles differ by
+                     * an ulp at most, the floats not */
+                    const double inv = 1.0 / n;
+                    float m[CD];
+#pragma unroll
+                    for (int q = 0; q < CD; q++)
+                        m[q] = n > 0.5 ? (float)(H[q] * inv) : qnan();
+                    const float ic = gi[k] - c;
+                    if constexpr (MODE == M_R1) {
+                        const double qv = (double)m[0] * (double)ic + (double)m[1];
+                        o0[k] = isfinite(gi[k]) && isfinite(gp[k]) ? (float)((double)gp[k] - qv)
+                                                                   : qnan();
+                    } else {
+                        const double qv = (double)m[0] * (double)ic + (double)m[1] * (double)gl[k] +
+                                          (double)m[2];
+                        o0[k] = isfinite(gi[k]) && isfinite(gl[k]) && isfinite(gp[k])
+                                    ? (float)((double)gp[k] - qv) : qnan();
+                    }
+                }
+            }
+            constexpr int NO = MODE == M_AB2 ? 3 : MODE == M_AB ? 2 : 1;
+            const size_t i0 = (size_t)y * (size_t)w + (size_t)c0;
+            if constexpr (VEC) {
+                *reinterpret_cast<float4 *>(a.out[0] + i0) = make_float4(o0[0], o0[1], o0[2], o0[3]);
+                if constexpr (NO > 1)
+                    *reinterpret_cast<float4 *>(a.out[1] + i0) =
+                        make_float4(o1[0], o1[1], o1[2], o1[3]);
+                if constexpr (NO > 2)
+                    *reinterpret_cast<float4 *>(a.out[2] + i0) =
+                        make_float4(o2[0], o2[1], o2[2], o2[3]);
+            } else {
+#pragma unroll
+                for (int k = 0; k < GK; k++) {
+                    if (c0 + k >= w)
+                        break;
+                    a.out[0][i0 + k] = o0[k];
+                    if constexpr (NO > 1)
+                        a.out[1][i0 + k] = o1[k];
+                    if constexpr (NO > 2)
+                        a.out[2][i0 + k] = o2[k];
+                }
+            }
+        }
+    }
+}
+
+/* One band-kernel pass. Strips: as few as GL columns allow, of equal
+ * width (a multiple of 4); bands: as many as fill the GPU's resident
+ * blocks once (each band first sums its 2r+1 start rows, so more,
+ * shorter bands would cost more). */
+template <int MODE, bool VEC>
+cudaError_t gbox(const gargs &a, int w, int h, int r, cudaStream_t s)
+{
+    const int R4 = GK * ((r + GK) / GK);            /* ≥ r+1, a multiple of 4 */
+    const int twmax = (GL - R4 - r) / GK * GK;
+    const int strips = (w + twmax - 1) / twmax;
+    const int TW = ((w + strips - 1) / strips + GK - 1) / GK * GK;
+    int dev = 0, sms = 0, per = 0;
+    cudaError_t e;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+        (e = cudaFuncSetAttribute(k_gbox<MODE, VEC>,
+                                  cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared)) != cudaSuccess ||
+        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_gbox<MODE, VEC>, GT, 0)) !=
+            cudaSuccess)
+        return e;
+    const long long slots = (long long)(sms > 0 ? sms : 1) * (per > 0 ? per : 1);
+    const int nb0 = (int)(slots / strips > 0 ? slots / strips : 1);
+    const int bh = (h + nb0 - 1) / nb0;
+    const int nb = (h + bh - 1) / bh;
+    k_gbox<MODE, VEC><<<dim3((unsigned)strips, (unsigned)nb), GT, 0, s>>>(a, w, h, r, R4, TW, bh);
+    return cudaGetLastError();
+}
+
+template <int MODE>
+cudaError_t gbox_any(const gargs &a, bool vec, int w, int h, int r, cudaStream_t s)
+{
+    return vec ? gbox<MODE, true>(a, w, h, r, s) : gbox<MODE, false>(a, w, h, r, s);
+}
+
+bool al16(const void *q)
+{
+    return ((uintptr_t)q & 15u) == 0;
 }
 
 __global__ void k_copy(const float *__restrict__ in, float *__restrict__ out, size_t n)
@@ -562,48 +911,59 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
                                  float *out, double *partials, unsigned int *counter, float *c,
                                  cudaStream_t s)
 {
-    const size_t npix = (size_t)w * (size_t)h;
     const int r = radius < 0 ? 0 : radius;
-    size_t gb = (npix + RED_THREADS - 1) / RED_THREADS;
-    if (gb > CU_RED_BLOCKS)
-        gb = CU_RED_BLOCKS;
-    if (gb < 1)
-        gb = 1;
-    float *L = laplacian ? sc[3] : NULL;
-    if (L) {
-        k_laplacian<<<dim3((unsigned)((w + 31) / 32), (unsigned)((h + 7) / 8)), dim3(32, 8), 0, s>>>(
-            I, w, h, L);
-    }
-    k_gf_mean<<<(unsigned)gb, RED_THREADS, 0, s>>>(I, L, pin, npix, partials, counter, c);
+    if (w <= 0 || h <= 0)
+        return cudaSuccess;
+    const unsigned mb = (unsigned)(h < CU_RED_BLOCKS ? (h > 0 ? h : 1) : CU_RED_BLOCKS);
     cudaError_t e;
-    box_args a = {};
-    a.I = I;
-    a.L = L;
-    a.p = pin;
-    a.c = c;
-    a.prm = p;
-    if (!laplacian) {
+    if (r > GMAXR) {
+        /* the generic box kernel, with the Laplacian as a plane */
+        float *L = laplacian ? sc[3] : NULL;
+        if (L)
+            k_gf_mean<true><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, L, partials, counter, c);
+        else
+            k_gf_mean<false><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
+        box_args a = {};
+        a.I = I;
+        a.L = L;
+        a.p = pin;
+        a.c = c;
+        a.prm = p;
         a.out[0] = sc[0];
         a.out[1] = sc[1];
-        if ((e = box<M_AB>(a, w, h, r, s)) != cudaSuccess)
+        a.out[2] = laplacian ? sc[2] : NULL;
+        if ((e = laplacian ? kbox<M_AB2>(a, w, h, r, s) : kbox<M_AB>(a, w, h, r, s)) != cudaSuccess)
             return e;
         a.in[0] = sc[0];
         a.in[1] = sc[1];
+        a.in[2] = laplacian ? sc[2] : NULL;
         a.out[0] = out;
-        a.out[1] = NULL;
-        return box<M_R1>(a, w, h, r, s);
+        a.out[1] = a.out[2] = NULL;
+        return laplacian ? kbox<M_R2>(a, w, h, r, s) : kbox<M_R1>(a, w, h, r, s);
     }
+    if (laplacian)
+        k_gf_mean<true><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
+    else
+        k_gf_mean<false><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
+    const bool vec = w % 4 == 0 && al16(I) && al16(pin) && al16(sc[0]) && al16(sc[1]) &&
+                     al16(sc[2]) && al16(out);
+    gargs a = {};
+    a.I = I;
+    a.p = pin;
+    a.c = c;
+    a.prm = p;
     a.out[0] = sc[0];
     a.out[1] = sc[1];
-    a.out[2] = sc[2];
-    if ((e = box<M_AB2>(a, w, h, r, s)) != cudaSuccess)
+    a.out[2] = laplacian ? sc[2] : NULL;
+    if ((e = laplacian ? gbox_any<M_AB2>(a, vec, w, h, r, s) : gbox_any<M_AB>(a, vec, w, h, r, s)) !=
+        cudaSuccess)
         return e;
     a.in[0] = sc[0];
     a.in[1] = sc[1];
-    a.in[2] = sc[2];
+    a.in[2] = laplacian ? sc[2] : NULL;
     a.out[0] = out;
     a.out[1] = a.out[2] = NULL;
-    return box<M_R2>(a, w, h, r, s);
+    return laplacian ? gbox_any<M_R2>(a, vec, w, h, r, s) : gbox_any<M_R1>(a, vec, w, h, r, s);
 }
 
 extern "C" cudaError_t cu_copy_plane(const float *in, float *out, size_t n, cudaStream_t s)
