@@ -56,6 +56,7 @@
 #define MAX_TIMERS 256          /* event pairs per frame */
 #define HOST_ACC 4096           /* accumulators in the pinned read-back buffer */
 #define ACC_INLINE 256          /* of which the detect segment copies back at once */
+#define RD_RING 4               /* events of the asynchronous residual reads */
 
 /* Set once CUDA has been initialised in this process (create or
  * host_alloc); from then on probe() may ask CUDA directly. */
@@ -93,9 +94,15 @@ struct ss_backend {
     long errors;
     int capturing;
 
-    cudaStream_t cs, xs;            /* compute, copy */
+    cudaStream_t cs, xs;            /* compute, copy (uploads) */
+    cudaStream_t ds;                /* downloads of read_begin (the other copy engine) */
     cudaEvent_t ev_done, ev_param;
     cudaEvent_t ev_up[2], ev_free[2];
+    cudaEvent_t ev_ready;           /* CLEAN computed: a download may start */
+    cudaEvent_t ev_rd[RD_RING];     /* download k done (ticket k, slot k % RD_RING) */
+    uint64_t rd_issued;             /* tickets handed out */
+    int rd_guard;                   /* a download of CLEAN may still be running: work
+                                     * that writes CLEAN waits for the last one first */
 
     /* device memory */
     size_t dev_bytes;
@@ -281,6 +288,7 @@ static void timer_stop(ss_backend_t *b, timer_t_ *t, cudaStream_t s)
 /* ---------------------------------------------------------------------- */
 
 static ss_err_t flush(ss_backend_t *b);
+static cudaError_t st_guided(ss_backend_t *b, cudaStream_t s, int v);
 
 /* Before the host writes the parameter mirror for a new segment, the
  * previous segment's copy of it must have left. */
@@ -359,6 +367,17 @@ static ss_err_t flush(ss_backend_t *b)
 {
     if (b->npending == 0)
         return SS_OK;
+    if (b->rd_guard) {
+        /* the guided step writes CLEAN: the residual download of an
+         * earlier frame (read_begin) must have left it first; the wait is
+         * recorded on the stream, outside any graph */
+        for (int k = 0; k < b->npending; k++)
+            if (b->pending[k].fn == st_guided) {
+                CK(b, cudaStreamWaitEvent(b->cs, b->ev_rd[b->rd_issued % RD_RING], 0));
+                b->rd_guard = 0;
+                break;
+            }
+    }
     CK(b, cudaMemcpyAsync(b->d_params, b->h_params, sizeof(cu_params_t), cudaMemcpyHostToDevice,
                           b->cs));
     CK(b, cudaEventRecord(b->ev_param, b->cs));
@@ -697,6 +716,8 @@ static void cuda_destroy(ss_backend_t **pb)
         cudaStreamSynchronize(b->cs);
     if (b->xs)
         cudaStreamSynchronize(b->xs);
+    if (b->ds)      /* a residual still on its way lands before its buffer may go */
+        cudaStreamSynchronize(b->ds);
     (void)cudaGetLastError();
     for (int g = 0; g < b->ngraphs; g++)
         if (b->graphs[g].exec)
@@ -736,7 +757,8 @@ static void cuda_destroy(ss_backend_t **pb)
             cudaEventDestroy(b->timers[i].b);
     }
     cudaEvent_t evs[] = { b->ev_done, b->ev_param, b->ev_up[0], b->ev_up[1], b->ev_free[0],
-                          b->ev_free[1] };
+                          b->ev_free[1], b->ev_ready, b->ev_rd[0], b->ev_rd[1], b->ev_rd[2],
+                          b->ev_rd[3] };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
             cudaEventDestroy(evs[i]);
@@ -744,6 +766,8 @@ static void cuda_destroy(ss_backend_t **pb)
         cudaStreamDestroy(b->cs);
     if (b->xs)
         cudaStreamDestroy(b->xs);
+    if (b->ds)
+        cudaStreamDestroy(b->ds);
     (void)cudaGetLastError();
     free(b);
     *pb = NULL;
@@ -808,7 +832,11 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     b->search_smem_max = (int)prop.sharedMemPerBlockOptin;
     CC(cudaStreamCreateWithFlags(&b->cs, cudaStreamNonBlocking));
     CC(cudaStreamCreateWithFlags(&b->xs, cudaStreamNonBlocking));
+    CC(cudaStreamCreateWithFlags(&b->ds, cudaStreamNonBlocking));
     CC(cudaEventCreateWithFlags(&b->ev_done, cudaEventDisableTiming));
+    CC(cudaEventCreateWithFlags(&b->ev_ready, cudaEventDisableTiming));
+    for (int i = 0; i < RD_RING; i++)
+        CC(cudaEventCreateWithFlags(&b->ev_rd[i], cudaEventDisableTiming));
     CC(cudaEventCreateWithFlags(&b->ev_param, cudaEventDisableTiming));
     for (int i = 0; i < 2; i++) {
         CC(cudaEventCreateWithFlags(&b->ev_up[i], cudaEventDisableTiming));
@@ -1459,6 +1487,10 @@ static ss_err_t cuda_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const 
     void *dst = plane_ptr(b, p, slot, &bytes);
     if (!dst)
         return SS_ERR_INVALID;
+    if (p == SS_PLANE_CLEAN && b->rd_guard) {
+        CK(b, cudaStreamWaitEvent(b->cs, b->ev_rd[b->rd_issued % RD_RING], 0));
+        b->rd_guard = 0;
+    }
     CK(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, b->cs));
     if (p == SS_PLANE_REFERENCE) {
         /* a written reference is followed by its pyramid and gradients */
@@ -1469,6 +1501,42 @@ static ss_err_t cuda_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const 
     }
     CK(b, cudaEventRecord(b->ev_done, b->cs));
     CK(b, cudaEventSynchronize(b->ev_done));
+    return SS_OK;
+}
+
+/* The residual download on its own stream (the second copy engine), so
+ * that it overlaps the matched filter, detection and the next frame's
+ * first stages (and the next frame's upload on xs). */
+static ss_err_t cuda_read_begin(ss_backend_t *b, ss_plane_t p, void *dst, uint64_t *ticket)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (e = flush(b)))
+        return e;
+    if (p != SS_PLANE_CLEAN || !dst || !ticket)
+        return SS_ERR_INVALID;
+    CK(b, cudaEventRecord(b->ev_ready, b->cs));
+    CK(b, cudaStreamWaitEvent(b->ds, b->ev_ready, 0));
+    timer_t_ *t = b->timed ? timer_start(b, b->ds, SS_STAGE_DOWNLOAD, 1) : NULL;
+    CK(b, cudaMemcpyAsync(dst, b->d_plane[SS_PLANE_CLEAN], b->npix * sizeof(float),
+                          cudaMemcpyDeviceToHost, b->ds));
+    timer_stop(b, t, b->ds);
+    const uint64_t k = ++b->rd_issued;
+    CK(b, cudaEventRecord(b->ev_rd[k % RD_RING], b->ds));
+    b->rd_guard = 1;
+    *ticket = k;
+    return SS_OK;
+}
+
+/* ds is in order: the event of ticket k, or of a later ticket that reused
+ * its slot, completes only when download k has. */
+static ss_err_t cuda_read_wait(ss_backend_t *b, uint64_t ticket)
+{
+    if (b->broken)
+        return SS_ERR_BROKEN;
+    if (ticket == 0 || ticket > b->rd_issued)
+        return SS_ERR_INVALID;
+    CK(b, cudaSetDevice(b->device));
+    CK(b, cudaEventSynchronize(b->ev_rd[ticket % RD_RING]));
     return SS_OK;
 }
 
@@ -1600,6 +1668,9 @@ HOST_TIMED(cuda_history_store, SS_STAGE_HISTORY, (ss_backend_t *b, int slot, int
            (b, slot, remove, radius))
 HOST_TIMED(cuda_read_plane, SS_STAGE_DOWNLOAD, (ss_backend_t *b, ss_plane_t p, int slot, void *dst),
            (b, p, slot, dst))
+HOST_TIMED(cuda_read_begin, SS_STAGE_DOWNLOAD,
+           (ss_backend_t *b, ss_plane_t p, void *dst, uint64_t *ticket), (b, p, dst, ticket))
+HOST_TIMED(cuda_read_wait, SS_STAGE_DOWNLOAD, (ss_backend_t *b, uint64_t ticket), (b, ticket))
 HOST_TIMED(cuda_write_plane, SS_STAGE_UPLOAD,
            (ss_backend_t *b, ss_plane_t p, int slot, const void *src), (b, p, slot, src))
 
@@ -1630,6 +1701,8 @@ static const ss_backend_ops_t cuda_ops = {
     .stage_times = cuda_stage_times,
     .memory = cuda_memory,
     .prefetch = ss_cuda_prefetch,
+    .read_begin = cuda_read_begin_timed,
+    .read_wait = cuda_read_wait_timed,
 };
 
 const ss_backend_ops_t *ss_backend_cuda_ops(void)

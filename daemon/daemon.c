@@ -177,7 +177,8 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
     for (int k = 0; k < f->n_outs; k++) {
         ss_out_t *o = &f->outs[k];
         o->feed = f;
-        if (ss_result_init(&o->res, f->max_pixels, f->cfg->pipeline.max_detections) != 0) {
+        if (ss_pipeline_result_init(f->pipe, &o->res, f->max_pixels,
+                                    f->cfg->pipeline.max_detections) != 0) {
             snprintf(err, n, "feed %s: cannot allocate result buffers", f->name);
             return -1;
         }

@@ -35,7 +35,9 @@ extern "C" {
 #define SKYSIEVE_VERSION "0.0.0"
 #endif
 
-#define SS_OUTS_PER_FEED 4          /* result buffers: one at the worker, the rest with the sinks */
+#define SS_OUTS_PER_FEED 5          /* result buffers: up to two at the worker (the current
+                                     * frame, the previous one while its residual lands), the
+                                     * rest with the sinks */
 #define SS_FILE_HELD_MAX 2          /* of those, at most this many waiting for the file sink */
 #define SS_SINK_WAIT_S 1.0          /* the longest a worker waits for the publisher to free a buffer */
 #define SS_POLL_S 0.1               /* how often blocked threads look at their stop flags */

@@ -7,6 +7,12 @@
  * only, briefly, on the publisher's own encoding. Between frames it applies what the main thread asked for: a
  * history reset (control "reset") or a new pipeline config (reload).
  *
+ * Under load (a next frame already queued) a result whose residual is
+ * still on its way from the GPU is held back while the next frame starts,
+ * and handed over right after (ss_pipeline_start / ss_pipeline_finish):
+ * the download then overlaps that frame's work. An idle feed hands each
+ * result over as soon as it is complete.
+ *
  * SS_ERR_BROKEN from the pipeline (a sticky GPU error) ends the feed: the
  * rest of its queue is dropped (counted) and the daemon is asked to stop
  * with a non-zero exit, so that systemd restarts it.
@@ -58,7 +64,29 @@ static void fit_detections(ss_feed_t *f, ss_out_t *o)
     o->res.dets = l;
 }
 
-/* Give the result to the sinks and take a free buffer for the next frame.
+/* Give a finished result to the sinks (never waits: both queues have room
+ * for every buffer of every feed). */
+static void publish(ss_feed_t *f, ss_out_t *o)
+{
+    pthread_mutex_lock(&f->d->cfg_lock);
+    int files = f->cfg->fits_dir[0] != '\0' || f->cfg->jsonl_path[0] != '\0';
+    pthread_mutex_unlock(&f->d->cfg_lock);
+    o->to_files = files && atomic_load(&f->file_held) < SS_FILE_HELD_MAX;
+    if (files && !o->to_files)
+        SS_SINK_ADD(f->stats, file_dropped, 1);
+    if (o->to_files)
+        atomic_fetch_add(&f->file_held, 1);
+    atomic_store(&o->refs, 1 + o->to_files);
+    if (ss_queue_try_push(f->d->pub_q, o) != SS_OK)
+        ss_out_release(o);
+    if (o->to_files && ss_queue_try_push(f->d->file_q, o) != SS_OK) {
+        atomic_fetch_sub(&f->file_held, 1);
+        ss_out_release(o);
+    }
+}
+
+/* Give the worker's current result to the sinks and take a free buffer
+ * for the next frame.
  *
  * The publisher never waits on the network (non-blocking sends), so the
  * buffers it holds come back within its own encoding time: the worker
@@ -74,23 +102,7 @@ static void hand_over(ss_feed_t *f)
         SS_SINK_ADD(f->stats, sink_dropped, 1);
         return;
     }
-    ss_out_t *o = f->work;
-    pthread_mutex_lock(&f->d->cfg_lock);
-    int files = f->cfg->fits_dir[0] != '\0' || f->cfg->jsonl_path[0] != '\0';
-    pthread_mutex_unlock(&f->d->cfg_lock);
-    o->to_files = files && atomic_load(&f->file_held) < SS_FILE_HELD_MAX;
-    if (files && !o->to_files)
-        SS_SINK_ADD(f->stats, file_dropped, 1);
-    if (o->to_files)
-        atomic_fetch_add(&f->file_held, 1);
-    atomic_store(&o->refs, 1 + o->to_files);
-    /* both queues hold every buffer of every feed: these never fail */
-    if (ss_queue_try_push(f->d->pub_q, o) != SS_OK)
-        ss_out_release(o);
-    if (o->to_files && ss_queue_try_push(f->d->file_q, o) != SS_OK) {
-        atomic_fetch_sub(&f->file_held, 1);
-        ss_out_release(o);
-    }
+    publish(f, f->work);
     f->work = next;
     fit_detections(f, f->work);
 }
@@ -105,6 +117,61 @@ static void discard_queue(ss_feed_t *f)
     }
 }
 
+/* A backend gone broken (sticky GPU error): the feed ends, what is queued
+ * is dropped (counted), the daemon stops non-zero so that systemd
+ * restarts it. */
+static void go_broken(ss_feed_t *f, ss_frame_t **next)
+{
+    ss_stats_set_state(f->stats, "broken");
+    ss_queue_close(f->frames);
+    if (*next) {
+        ss_frame_pool_put(*next);
+        ss_stats_dropped(f->stats, 1);
+        *next = NULL;
+    }
+    discard_queue(f);
+    ss_daemon_request_stop(f->d, 1, "a backend is broken (sticky device error)");
+}
+
+/* A frame's result is complete (its residual landed): counters. Returns
+ * the frame's outcome, SS_ERR_BROKEN included. */
+static ss_err_t complete(ss_feed_t *f, ss_out_t *o, ss_err_t e, int *first)
+{
+    const ss_err_t fe = ss_pipeline_finish(f->pipe, &o->res);
+    if (fe == SS_ERR_BROKEN || (e == SS_OK && fe != SS_OK))
+        e = fe;
+    ss_pipeline_stats_t ps;
+    size_t used, total;
+    ss_pipeline_get_stats(f->pipe, &ps);
+    ss_pipeline_memory(f->pipe, &used, &total);
+    ss_stats_processed(f->stats, &o->res, &ps, used, total, ss_queue_depth(f->frames),
+                       f->cfg->queue_depth);
+    if (*first) {
+        ss_stats_set_state(f->stats, "running");    /* "idle" until the first frame */
+        *first = 0;
+    }
+    return e;
+}
+
+static int publishable(ss_err_t e)
+{
+    return e == SS_OK || e == SS_ERR_BACKEND || e == SS_ERR_SIZE;
+}
+
+/* Complete the held-back result and give it to the sinks (the worker has
+ * its next buffer already). Returns 1 when the backend turned out broken. */
+static int flush_pend(ss_feed_t *f, ss_out_t **pend, ss_err_t pend_e, int *first)
+{
+    ss_out_t *o = *pend;
+    *pend = NULL;
+    const ss_err_t e = complete(f, o, pend_e, first);
+    if (publishable(e))
+        publish(f, o);
+    else
+        ss_queue_try_push(f->free_outs, o);     /* room for every buffer: never fails */
+    return e == SS_ERR_BROKEN;
+}
+
 void *ss_worker_main(void *arg)
 {
     ss_feed_t *f = arg;
@@ -113,10 +180,23 @@ void *ss_worker_main(void *arg)
      * its upload overlaps the current frame's work (ss_pipeline_prefetch);
      * it is this worker's from then on, processed next */
     ss_frame_t *next = NULL;
+    /* the previous frame's result while its residual is still coming back
+     * from the device (ss_pipeline_start): handed over once the next frame
+     * has started, so that the download overlaps that frame's work. Only
+     * when a next frame was already waiting: an idle feed hands each result
+     * over as soon as it is complete. */
+    ss_out_t *pend = NULL;
+    ss_err_t pend_e = SS_OK;
     fit_detections(f, f->work);
     while (!broken) {
         void *item = NULL;
         ss_err_t e = SS_OK;
+        if (pend && !next && flush_pend(f, &pend, pend_e, &first)) {
+            /* (the next frame was dropped by a drain: nothing else comes soon) */
+            go_broken(f, &next);
+            broken = 1;
+            continue;
+        }
         if (next) {
             item = next;
             next = NULL;
@@ -140,35 +220,36 @@ void *ss_worker_main(void *arg)
         }
         ss_result_t *res = &f->work->res;
         atomic_store(&f->busy_since_us, mono_us());
-        e = ss_pipeline_process(f->pipe, frame, res);
+        e = ss_pipeline_start(f->pipe, frame, res);
         atomic_store(&f->busy_since_us, 0);
         ss_frame_pool_put(frame);
 
-        ss_pipeline_stats_t ps;
-        size_t used, total;
-        ss_pipeline_get_stats(f->pipe, &ps);
-        ss_pipeline_memory(f->pipe, &used, &total);
-        ss_stats_processed(f->stats, res, &ps, used, total, ss_queue_depth(f->frames),
-                           f->cfg->queue_depth);
-        if (first) {
-            ss_stats_set_state(f->stats, "running");    /* "idle" until the first frame */
-            first = 0;
-        }
-        if (e == SS_ERR_BROKEN) {
-            ss_stats_set_state(f->stats, "broken");
-            ss_queue_close(f->frames);
-            if (next) {
-                ss_frame_pool_put(next);
-                ss_stats_dropped(f->stats, 1);
-                next = NULL;
+        /* the previous frame's residual has landed by now (this frame's
+         * guided filter waited for it on the device) */
+        if (pend && flush_pend(f, &pend, pend_e, &first))
+            e = SS_ERR_BROKEN;
+        if (e != SS_ERR_BROKEN && res->residual_pending && next) {
+            void *nb = NULL;
+            if (ss_queue_pop(f->free_outs, &nb, 0) == SS_OK) {
+                pend = f->work;
+                pend_e = e;
+                f->work = nb;
+                fit_detections(f, f->work);
+                continue;
             }
-            discard_queue(f);
-            ss_daemon_request_stop(f->d, 1, "a backend is broken (sticky device error)");
+        }
+        e = complete(f, f->work, e, &first);
+        if (e == SS_ERR_BROKEN) {
+            go_broken(f, &next);
             broken = 1;
             continue;
         }
-        if (e == SS_OK || e == SS_ERR_BACKEND || e == SS_ERR_SIZE)
+        if (publishable(e))
             hand_over(f);
+    }
+    if (pend && flush_pend(f, &pend, pend_e, &first)) {   /* nothing accepted is lost */
+        go_broken(f, &next);
+        broken = 1;
     }
     if (!broken)
         ss_stats_set_state(f->stats, "stopped");

@@ -149,6 +149,18 @@ typedef struct ss_backend_ops {
      * copy overlaps the current frame's work; `next` stays untouched
      * until its own processing has returned. */
     ss_err_t (*prefetch)(ss_backend_t *b, const ss_frame_t *next);
+
+    /* Optional (NULL: the driver reads the residual with read_plane):
+     * start copying CLEAN into dst — host memory from host_alloc, w·h
+     * floats — after the work enqueued so far, and return at once, with a
+     * ticket for read_wait. Later work runs on concurrently (matched
+     * filter, detection, the next frame's first stages); the backend keeps
+     * it from overwriting CLEAN until the copy is through. Other planes:
+     * SS_ERR_INVALID. */
+    ss_err_t (*read_begin)(ss_backend_t *b, ss_plane_t p, void *dst, uint64_t *ticket);
+    /* Wait until the copy of that ticket (and every earlier one) has
+     * landed; an error of the copy fails it. */
+    ss_err_t (*read_wait)(ss_backend_t *b, uint64_t ticket);
 } ss_backend_ops_t;
 
 extern const ss_backend_ops_t ss_backend_cpu;

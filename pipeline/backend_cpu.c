@@ -44,6 +44,7 @@ struct ss_backend {
     ss_comp_acc_t *acc;             /* CPU_MAX_COMPONENTS */
 
     double ms[SS_STAGE__COUNT];
+    uint64_t rd_issued;             /* read_begin tickets */
 };
 
 static int is_float_plane(ss_plane_t p)
@@ -417,6 +418,23 @@ static void cpu_stage_times(ss_backend_t *b, double ms[SS_STAGE__COUNT])
     memcpy(ms, b->ms, sizeof b->ms);
 }
 
+/* The CPU has nothing to overlap: the copy is made at once, so that the
+ * driver's and the daemon's asynchronous hand-over run (and are tested) on
+ * machines without a GPU the same way as with one. */
+static ss_err_t cpu_read_begin(ss_backend_t *b, ss_plane_t p, void *dst, uint64_t *ticket)
+{
+    if (p != SS_PLANE_CLEAN || !dst || !ticket)
+        return SS_ERR_INVALID;
+    memcpy(dst, b->plane[SS_PLANE_CLEAN], b->npix * sizeof(float));
+    *ticket = ++b->rd_issued;
+    return SS_OK;
+}
+
+static ss_err_t cpu_read_wait(ss_backend_t *b, uint64_t ticket)
+{
+    return ticket == 0 || ticket > b->rd_issued ? SS_ERR_INVALID : SS_OK;
+}
+
 static void cpu_memory(ss_backend_t *b, size_t *used, size_t *total)
 {
     (void)b;
@@ -456,4 +474,6 @@ const ss_backend_ops_t ss_backend_cpu = {
     .write_plane = cpu_write_plane,
     .stage_times = cpu_stage_times,
     .memory = cpu_memory,
+    .read_begin = cpu_read_begin,
+    .read_wait = cpu_read_wait,
 };

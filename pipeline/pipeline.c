@@ -56,6 +56,9 @@ struct ss_pipeline {
     int n_free;
 
     ss_pipeline_stats_t stats;
+    /* results whose residual is still arriving (ss_pipeline_start) */
+    ss_result_t *inflight[SS_PIPELINE_INFLIGHT];
+    int n_inflight;
 };
 
 const char *ss_status_name(ss_frame_status_t s)
@@ -68,8 +71,19 @@ const char *ss_status_name(ss_frame_status_t s)
 
 int ss_result_init(ss_result_t *r, size_t max_pixels, int max_dets)
 {
+    return ss_result_init_with(r, max_pixels, max_dets, NULL);
+}
+
+int ss_result_init_with(ss_result_t *r, size_t max_pixels, int max_dets,
+                        const ss_host_allocator_t *alloc)
+{
     memset(r, 0, sizeof *r);
-    r->residual = malloc(max_pixels * sizeof(float));
+    if (alloc && alloc->alloc) {
+        r->residual_alloc = *alloc;
+        r->residual = alloc->alloc(max_pixels * sizeof(float), alloc->user);
+    } else {
+        r->residual = malloc(max_pixels * sizeof(float));
+    }
     if (!r->residual || ss_detlist_init(&r->dets, max_dets) != 0) {
         ss_result_free(r);
         return -1;
@@ -83,7 +97,10 @@ void ss_result_free(ss_result_t *r)
 {
     if (!r)
         return;
-    free(r->residual);
+    if (r->residual_alloc.free)
+        r->residual_alloc.free(r->residual, r->residual_alloc.user);
+    else
+        free(r->residual);
     r->residual = NULL;
     r->residual_capacity = 0;
     ss_detlist_free(&r->dets);
@@ -172,6 +189,44 @@ static int history_next_slot(ss_pipeline_t *p)
     return p->hist[p->n_hist - 1].slot;
 }
 
+/* ---- residuals in flight ----------------------------------------------- */
+
+/* Wait for res's residual download and take it off the in-flight list.
+ * On failure the result becomes an ERROR (counters corrected). */
+static ss_err_t settle(ss_pipeline_t *p, ss_result_t *res, int counted)
+{
+    if (!res->residual_pending)
+        return SS_OK;
+    for (int i = 0; i < p->n_inflight; i++)
+        if (p->inflight[i] == res) {
+            p->inflight[i] = p->inflight[--p->n_inflight];
+            break;
+        }
+    res->residual_pending = 0;
+    ss_err_t e = p->be ? p->ops->read_wait(p->be, res->residual_ticket) : SS_ERR_BACKEND;
+    if (e == SS_OK)
+        return SS_OK;
+    if (counted) {
+        p->stats.status[res->status]--;
+        p->stats.detections -= (uint64_t)res->dets.count;
+        p->stats.status[SS_STATUS_ERROR]++;
+    }
+    res->status = SS_STATUS_ERROR;
+    res->has_residual = 0;
+    snprintf(res->reason, sizeof res->reason, "residual download: %s", ss_strerror(e));
+    ss_detlist_clear(&res->dets);
+    SS_LOG(SS_LOG_WARNING, TAG, "feed %s: frame %llu failed: %s", p->feed,
+           (unsigned long long)res->meta.seq, res->reason);
+    return e == SS_ERR_BROKEN ? SS_ERR_BROKEN : SS_ERR_BACKEND;
+}
+
+/* Before the backend goes (rebuild, reconfigure, destroy). */
+static void settle_all(ss_pipeline_t *p)
+{
+    while (p->n_inflight > 0)
+        (void)settle(p, p->inflight[p->n_inflight - 1], 1);
+}
+
 /* ---- lifecycle -------------------------------------------------------- */
 
 ss_pipeline_t *ss_pipeline_new(const ss_pipeline_cfg_t *cfg, const char *feed, char *err,
@@ -205,6 +260,7 @@ void ss_pipeline_destroy(ss_pipeline_t **pp)
     if (!pp || !*pp)
         return;
     ss_pipeline_t *p = *pp;
+    settle_all(p);
     if (p->be)
         p->ops->destroy(&p->be);
     free_calibration(p);
@@ -240,6 +296,7 @@ static int fit_levels(const ss_pipeline_cfg_t *c, int w, int h)
  * the frame size changes: allocation is fine here, not per frame. */
 static ss_err_t build_backend(ss_pipeline_t *p, const ss_geometry_t *geo, char *err, size_t n)
 {
+    settle_all(p);
     if (p->be)
         p->ops->destroy(&p->be);
     const float *cal[3] = { p->dark, p->flat, p->badf };
@@ -348,6 +405,9 @@ static void result_begin(ss_result_t *res, const ss_frame_t *f)
 
 static ss_err_t fail_frame(ss_pipeline_t *p, ss_result_t *res, ss_err_t e, const char *why)
 {
+    if (res->residual_pending)          /* a later step failed: the copy is of no use */
+        (void)settle(p, res, 0);
+    res->has_residual = 0;
     res->status = SS_STATUS_ERROR;
     ss_strlcpy(res->reason, why, sizeof res->reason);
     p->stats.status[SS_STATUS_ERROR]++;
@@ -468,10 +528,39 @@ static void to_input_frame(ss_detlist_t *l, ss_roi_t roi, const ss_frame_meta_t 
     }
 }
 
+int ss_pipeline_result_init(ss_pipeline_t *p, ss_result_t *r, size_t max_pixels, int max_dets)
+{
+    return ss_result_init_with(r, max_pixels, max_dets, &p->ops->host_alloc);
+}
+
+/* The residual can come back asynchronously: the backend can, the buffer
+ * is its host memory (pinned), and there is room in the in-flight list. */
+static int async_read(const ss_pipeline_t *p, const ss_result_t *res)
+{
+    return p->ops->read_begin && p->ops->read_wait &&
+           res->residual_alloc.alloc == p->ops->host_alloc.alloc &&
+           p->n_inflight < SS_PIPELINE_INFLIGHT;
+}
+
 ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *res)
+{
+    ss_err_t e = ss_pipeline_start(p, f, res);
+    if (e != SS_OK)
+        return e;
+    return ss_pipeline_finish(p, res);
+}
+
+ss_err_t ss_pipeline_finish(ss_pipeline_t *p, ss_result_t *res)
+{
+    return settle(p, res, 1);
+}
+
+ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *res)
 {
     double t0 = ss_now_mono();
     char err[200];
+    if (res->residual_pending)          /* the caller skipped finish: complete it now */
+        (void)settle(p, res, 1);
     result_begin(res, f);
     p->stats.processed++;
 
@@ -568,11 +657,20 @@ ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t 
         TRY(p->ops->noise(p->be, SS_PLANE_CLEAN, p->cfg.noise_stride, &res->sigma));
         if (!isfinite(res->sigma) || res->sigma <= 0.0f)
             return fail_frame(p, res, SS_ERR_BACKEND, "no valid residual pixels (noise undefined)");
+        /* r' is final: its download runs alongside the matched filter and
+         * the detection (and, pending, the next frame's first stages) */
+        const int async = async_read(p, res);
+        if (async) {
+            TRY(p->ops->read_begin(p->be, SS_PLANE_CLEAN, res->residual, &res->residual_ticket));
+            res->residual_pending = 1;
+            p->inflight[p->n_inflight++] = res;
+        }
         TRY(p->ops->matched(p->be, p->cfg.psf_sigma, res->sigma));
         TRY(p->ops->detect(p->be, res->sigma, &res->dets));
         ss_merge_streaks(&res->dets, p->cfg.streak_gap, fmax(3.0, 2.0 * p->cfg.psf_sigma));
         to_input_frame(&res->dets, roi, &f->meta);
-        TRY(p->ops->read_plane(p->be, SS_PLANE_CLEAN, 0, res->residual));
+        if (!async)
+            TRY(p->ops->read_plane(p->be, SS_PLANE_CLEAN, 0, res->residual));
         res->has_residual = 1;
         p->sigma_prev = res->sigma;
     }
@@ -652,6 +750,7 @@ int ss_pipeline_reconfigure(ss_pipeline_t *p, const ss_pipeline_cfg_t *cfg, char
     ss_pipeline_t *fresh = ss_pipeline_new(cfg, p->feed, err, err_len);
     if (!fresh)
         return -1;
+    settle_all(p);
     ss_pipeline_stats_t stats = p->stats;
     if (p->be)
         p->ops->destroy(&p->be);

@@ -46,6 +46,10 @@ typedef struct ss_result {
     float *residual;                /* the cleaned residual r', NaN = invalid; all NaN
                                      * for frames without a prediction */
     size_t residual_capacity;       /* floats */
+    ss_host_allocator_t residual_alloc; /* how residual was allocated (alloc NULL: malloc) */
+    int residual_pending;           /* 1: the residual is still arriving (ss_pipeline_start):
+                                     * read it only after ss_pipeline_finish */
+    uint64_t residual_ticket;       /* the backend's read_begin ticket */
     ss_detlist_t dets;
     double stage_ms[SS_STAGE__COUNT];
     double total_ms;                /* wall time of ss_pipeline_process */
@@ -54,6 +58,9 @@ typedef struct ss_result {
 /* Room for frames of up to max_pixels and up to max_dets detections.
  * Returns 0, or -1 on allocation failure. */
 int ss_result_init(ss_result_t *r, size_t max_pixels, int max_dets);
+/* The same with the residual in memory from alloc (NULL: malloc). */
+int ss_result_init_with(ss_result_t *r, size_t max_pixels, int max_dets,
+                        const ss_host_allocator_t *alloc);
 void ss_result_free(ss_result_t *r);
 
 typedef struct ss_pipeline ss_pipeline_t;
@@ -82,6 +89,29 @@ void ss_pipeline_destroy(ss_pipeline_t **p);
  * is unusable for good; SS_ERR_SIZE when the frame is larger than the
  * result can hold. */
 ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *frame, ss_result_t *res);
+
+/* A result buffer whose residual lives in the pipeline's backend's host
+ * memory (pinned on CUDA): with it, the residual's download overlaps the
+ * matched filter and detection of its frame (ss_pipeline_process) and,
+ * through ss_pipeline_start, the next frame's work too. */
+int ss_pipeline_result_init(ss_pipeline_t *p, ss_result_t *r, size_t max_pixels, int max_dets);
+
+/* ss_pipeline_process split in two, so that frame t+1 can start while the
+ * residual of frame t is still on its way from the device:
+ *   ss_pipeline_start(p, f1, r1); ss_pipeline_finish(p, r0); ... use r0
+ * start returns what ss_pipeline_process returns, with everything of res
+ * final except, when res->residual_pending is set, the residual pixels;
+ * finish waits for them (a no-op when nothing is pending) and returns
+ * SS_OK, or SS_ERR_BACKEND / SS_ERR_BROKEN when the copy failed (the
+ * result then says ERROR, the counters are corrected). Up to
+ * SS_PIPELINE_INFLIGHT results may be pending; a result buffer must not
+ * be reused or freed before its finish. Rebuilds, reconfigures and
+ * ss_pipeline_destroy complete pending results first (their finish then
+ * returns how that went). Without a backend read_begin, or with a
+ * residual not from ss_pipeline_result_init, start reads synchronously. */
+#define SS_PIPELINE_INFLIGHT 4
+ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *frame, ss_result_t *res);
+ss_err_t ss_pipeline_finish(ss_pipeline_t *p, ss_result_t *res);
 
 /* Tell the backend which frame comes next (after the one about to be
  * processed), so that its upload overlaps the current frame's work

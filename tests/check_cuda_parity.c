@@ -697,8 +697,27 @@ static void run_free(run_t *r)
 
 enum { CW = 384, CH = 320, CFRAMES = 24 };
 
-/* mode: 0 graphs, 1 direct launches, 2 timed; prefetch: ss_cuda_prefetch
- * the next frame before processing the current one. */
+static void record(run_t *out, int t, const ss_result_t *res)
+{
+    ck_assert_int_eq(res->residual_pending, 0);
+    out->status[t] = res->status;
+    out->sx[t] = res->shift.sx;
+    out->sy[t] = res->shift.sy;
+    out->sigma[t] = res->sigma;
+    out->ndet[t] = SS_MIN(res->dets.count, 64);
+    memcpy(out->det[t], res->dets.items, (size_t)out->ndet[t] * sizeof(ss_detection_t));
+    if (res->has_residual) {
+        out->resid[t] = malloc((size_t)CW * CH * sizeof(float));
+        memcpy(out->resid[t], res->residual, (size_t)CW * CH * sizeof(float));
+    }
+    out->frames = t + 1;
+}
+
+/* mode: 0 graphs, 1 direct launches, 2 timed, 3 graphs with the results
+ * pipelined as the daemon does under load (pinned result buffers from
+ * ss_pipeline_result_init; frame t starts before frame t-1's residual
+ * download is waited for); prefetch: ss_cuda_prefetch the next frame
+ * before processing the current one. */
 static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t seed, run_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -721,8 +740,13 @@ static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t s
     char err[256];
     ss_pipeline_t *pl = ss_pipeline_new(&cfg, "parity", err, sizeof err);
     ck_assert_msg(pl != NULL, "pipeline: %s", err);
-    ss_result_t res;
-    ck_assert_int_eq(ss_result_init(&res, (size_t)CW * CH, 1000), 0);
+    ss_result_t rb[2];
+    for (int k = 0; k < 2; k++)
+        if (mode == 3)
+            ck_assert_int_eq(ss_pipeline_result_init(pl, &rb[k], (size_t)CW * CH, 1000), 0);
+        else
+            ck_assert_int_eq(ss_result_init(&rb[k], (size_t)CW * CH, 1000), 0);
+    int pending = 0;
     const size_t bytes = (size_t)CW * CH * 2;
     ss_frame_t fr[2];
     for (int k = 0; k < 2; k++) {
@@ -740,9 +764,21 @@ static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t s
         const ss_backend_ops_t *ops = NULL;
         ss_backend_t *be = ss_pipeline_backend(pl, &ops);
         if (kind == SS_BACKEND_CUDA && be && ops == ss_backend_cuda_ops())
-            ss_cuda_set_mode(be, mode == 2, mode == 0);
+            ss_cuda_set_mode(be, mode == 2, mode == 0 || mode == 3);
 #endif
-        ck_assert_int_eq(ss_pipeline_process(pl, cur, &res), SS_OK);
+        ss_result_t *rp = &rb[mode == 3 ? t & 1 : 0];
+        if (mode == 3) {
+            ck_assert_int_eq(ss_pipeline_start(pl, cur, rp), SS_OK);
+            ck_assert_int_eq(rp->residual_pending, rp->status == SS_STATUS_OK);
+            pending += rp->residual_pending;
+            if (t > 0) {
+                ck_assert_int_eq(ss_pipeline_finish(pl, &rb[(t + 1) & 1]), SS_OK);
+                record(out, t - 1, &rb[(t + 1) & 1]);
+            }
+        } else {
+            ck_assert_int_eq(ss_pipeline_process(pl, cur, rp), SS_OK);
+        }
+        const ss_result_t res = *rp;
 #ifdef SKYSIEVE_HAVE_CUDA
         be = ss_pipeline_backend(pl, &ops);
         if (kind == SS_BACKEND_CUDA) {
@@ -756,17 +792,14 @@ static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t s
         (void)mode;
         (void)prefetch;
 #endif
-        out->status[t] = res.status;
-        out->sx[t] = res.shift.sx;
-        out->sy[t] = res.shift.sy;
-        out->sigma[t] = res.sigma;
-        out->ndet[t] = SS_MIN(res.dets.count, 64);
-        memcpy(out->det[t], res.dets.items, (size_t)out->ndet[t] * sizeof(ss_detection_t));
-        if (res.has_residual) {
-            out->resid[t] = malloc((size_t)CW * CH * sizeof(float));
-            memcpy(out->resid[t], res.residual, (size_t)CW * CH * sizeof(float));
-        }
-        out->frames = t + 1;
+        if (mode != 3)
+            record(out, t, rp);
+    }
+    if (mode == 3) {
+        ss_result_t *last = &rb[(CFRAMES - 1) & 1];
+        ck_assert_int_eq(ss_pipeline_finish(pl, last), SS_OK);
+        record(out, CFRAMES - 1, last);
+        ck_assert_int_ge(pending, CFRAMES / 2);     /* the asynchronous path was taken */
     }
 #ifdef SKYSIEVE_HAVE_CUDA
     if (kind == SS_BACKEND_CUDA && mode == 0) {
@@ -782,8 +815,9 @@ static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t s
 #endif
     for (int k = 0; k < 2; k++)
         free(fr[k].pixels);
-    ss_result_free(&res);
     ss_pipeline_destroy(&pl);
+    for (int k = 0; k < 2; k++)
+        ss_result_free(&rb[k]);
     ss_synth_destroy(&syn);
 }
 
@@ -851,16 +885,20 @@ START_TEST(test_chain_parity)
 }
 END_TEST
 
-/* Graphs, direct launches, the timed mode and prefetching compute the
- * same thing: residuals bit for bit (no atomics on that path). */
+/* Graphs, direct launches, the timed mode, prefetching and the pipelined
+ * results (the residual download of frame t-1 overlapping frame t; the
+ * guided filter of frame t must wait for it) compute the same thing:
+ * residuals bit for bit (no atomics on that path). */
 START_TEST(test_modes_agree)
 {
     run_t *a = malloc(sizeof *a), *b = malloc(sizeof *b);
     ck_assert(a && b);
     run_chain(SS_BACKEND_CUDA, 0, 1, 99, a);
-    for (int mode = 1; mode <= 2; mode++) {
-        run_chain(SS_BACKEND_CUDA, mode, mode == 1, 99, b);
-        cmp_runs(a, b, 0.0, mode == 1 ? "graphs vs direct" : "graphs vs timed");
+    static const char *const what[4] = { "", "graphs vs direct", "graphs vs timed",
+                                         "graphs vs pipelined results" };
+    for (int mode = 1; mode <= 3; mode++) {
+        run_chain(SS_BACKEND_CUDA, mode, mode != 2, 99, b);
+        cmp_runs(a, b, 0.0, what[mode]);
         run_free(b);
     }
     run_free(a);

@@ -534,6 +534,120 @@ END_TEST
  * its input-frame pixel — also when a region of interest is processed
  * (detections are moved back to input-frame pixels first). A mover's
  * RA/Dec agrees with the sky position of its true pixel. */
+/* ss_pipeline_start / ss_pipeline_finish: frame t starts before frame
+ * t-1's residual is collected (the daemon's hand-over under load), with
+ * result buffers from the backend's allocator. Every result equals the
+ * one ss_pipeline_process gives on an identical pipeline; a result still
+ * pending when the pipeline goes is completed by the destroy. */
+static int n_allocs, n_frees;
+static void *count_alloc(size_t n, void *u)
+{
+    (void)u;
+    n_allocs++;
+    return malloc(n);
+}
+static void count_free(void *ptr, void *u)
+{
+    (void)u;
+    if (ptr)
+        n_frees++;
+    free(ptr);
+}
+
+static void same_result(const ss_result_t *a, const ss_result_t *b)
+{
+    ck_assert_int_eq(a->status, b->status);
+    ck_assert_int_eq(a->meta.seq, b->meta.seq);
+    ck_assert_int_eq(a->has_residual, b->has_residual);
+    ck_assert_int_eq(b->residual_pending, 0);
+    ck_assert(memcmp(&a->sigma, &b->sigma, sizeof a->sigma) == 0);
+    ck_assert_int_eq(a->dets.count, b->dets.count);
+    for (int i = 0; i < a->dets.count; i++) {
+        ck_assert(a->dets.items[i].x == b->dets.items[i].x);
+        ck_assert(a->dets.items[i].y == b->dets.items[i].y);
+    }
+    const size_t npix = (size_t)a->width * (size_t)a->height;
+    ck_assert(memcmp(a->residual, b->residual, npix * sizeof(float)) == 0);
+}
+
+START_TEST(test_start_finish)
+{
+    ss_synth_cfg_t sc;
+    ss_pipeline_cfg_t pc;
+    field_cfg(&sc, 256, 256, 77);
+    sc.n_movers = 4;
+    sc.mover_snr = 10.0;
+    pipe_cfg(&pc);
+    pc.history = 6;
+    run_t a;                    /* the reference: ss_pipeline_process, malloc'ed results */
+    run_open(&a, &sc, &pc);
+    ss_result_t ares[2];
+    ares[0] = a.res;
+    ck_assert_int_eq(ss_result_init(&ares[1], 256 * 256, 2000), 0);
+    char err[256];
+    ss_pipeline_t *p = ss_pipeline_new(&pc, "async", err, sizeof err);
+    ck_assert_msg(p != NULL, "%s", err);
+    ss_synth_t *syn = ss_synth_new(&sc);
+    ss_frame_t fr = { 0 };
+    fr.capacity = 256 * 256 * 4;
+    fr.pixels = malloc(fr.capacity);
+    ss_result_t bres[2];
+    for (int k = 0; k < 2; k++)
+        ck_assert_int_eq(ss_pipeline_result_init(p, &bres[k], 256 * 256, 2000), 0);
+
+    const int frames = 14;
+    int pending_seen = 0, ok = 0;
+    for (int t = 0; t < frames; t++) {
+        ck_assert_int_eq(ss_synth_next(a.syn, &a.frame, NULL), SS_OK);
+        ck_assert_int_eq(ss_pipeline_process(a.pipe, &a.frame, &ares[t % 2]), SS_OK);
+        ck_assert_int_eq(ares[t % 2].residual_pending, 0);
+        ck_assert_int_eq(ss_synth_next(syn, &fr, NULL), SS_OK);
+        ss_result_t *cur = &bres[t % 2];
+        ck_assert_int_eq(ss_pipeline_start(p, &fr, cur), SS_OK);
+        /* a residual computed (status ok) comes back asynchronously */
+        ck_assert_int_eq(cur->residual_pending, cur->status == SS_STATUS_OK);
+        pending_seen += cur->residual_pending;
+        ok += cur->status == SS_STATUS_OK;
+        if (t > 0) {
+            ss_result_t *prev = &bres[(t + 1) % 2];
+            ck_assert_int_eq(ss_pipeline_finish(p, prev), SS_OK);
+            same_result(&ares[(t + 1) % 2], prev);
+        }
+    }
+    ck_assert_int_ge(ok, 5);
+    ck_assert_int_eq(pending_seen, ok);
+    /* the last one pending when the pipeline goes: completed by destroy */
+    ss_result_t *last = &bres[(frames - 1) % 2];
+    ck_assert_int_eq(last->residual_pending, 1);
+    ss_pipeline_stats_t st;
+    ss_pipeline_get_stats(p, &st);
+    ck_assert_int_eq(st.processed, frames);
+    ck_assert_int_eq(st.status[SS_STATUS_ERROR], 0);
+    ss_pipeline_destroy(&p);
+    ck_assert_int_eq(last->residual_pending, 0);
+    same_result(&ares[(frames - 1) % 2], last);
+    /* finish on a completed result is a no-op */
+    ck_assert_int_eq(ss_pipeline_finish(a.pipe, &ares[0]), SS_OK);
+
+    for (int k = 0; k < 2; k++)
+        ss_result_free(&bres[k]);
+    ss_result_free(&ares[1]);
+    a.res = ares[0];
+    run_close(&a);
+    ss_synth_destroy(&syn);
+    free(fr.pixels);
+
+    /* a result's residual is freed by the allocator that made it */
+    const ss_host_allocator_t al = { count_alloc, count_free, NULL };
+    ss_result_t r;
+    n_allocs = n_frees = 0;
+    ck_assert_int_eq(ss_result_init_with(&r, 1000, 10, &al), 0);
+    ck_assert_int_eq(n_allocs, 1);
+    ss_result_free(&r);
+    ck_assert_int_eq(n_frees, 1);
+}
+END_TEST
+
 START_TEST(test_radec)
 {
     ss_synth_cfg_t sc;
@@ -593,6 +707,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_mean_reference);
     tcase_add_test(tc, test_calibration_files_and_roi);
     tcase_add_test(tc, test_radec);
+    tcase_add_test(tc, test_start_finish);
     suite_add_tcase(s, tc);
     TCase *q = tcase_create("quality");
     tcase_set_timeout(q, 900);

@@ -167,21 +167,15 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
 
     ss_pipeline_cfg_t cfg = bench_cfg(bc->cuda, bc->history, device);
     char err[256];
-    ss_result_t res;
+    /* two result buffers, their residuals in the backend's host memory
+     * (pinned on CUDA) as a daemon's result pool has them: the end-to-end
+     * pass starts frame t before it finishes frame t-1 */
+    ss_result_t rbuf[2];
     ss_detlist_t scratch;
-    if (ss_result_init(&res, (size_t)S * S, 4096) != 0 || ss_detlist_init(&scratch, 4096) != 0)
+    if (ss_result_init_with(&rbuf[0], (size_t)S * S, 4096, &ops->host_alloc) != 0 ||
+        ss_result_init_with(&rbuf[1], (size_t)S * S, 4096, &ops->host_alloc) != 0 ||
+        ss_detlist_init(&scratch, 4096) != 0)
         return -1;
-#ifdef SKYSIEVE_HAVE_CUDA
-    /* the residual lands in pinned memory, as a daemon's result pool would */
-    float *pinned_res = NULL;
-    if (bc->cuda) {
-        pinned_res = ops->host_alloc.alloc((size_t)S * S * sizeof(float), NULL);
-        if (pinned_res) {
-            free(res.residual);
-            res.residual = pinned_res;
-        }
-    }
-#endif
     const int warm = warmup_override >= 0 ? warmup_override : bc->history + 4;
     const int passes = bc->cuda ? 3 : 1;
     uint64_t seq = 0;
@@ -216,9 +210,15 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
                 }
             }
 #endif
+            /* pass 2 pipelines the results as the daemon does: frame t
+             * starts, then frame t-1's residual is waited for */
+            ss_result_t *rp = &rbuf[pass == 2 ? t % 2 : 0];
             const double f0 = ss_now_mono();
-            const ss_err_t e = ss_pipeline_process(pl, cur, &res);
+            ss_err_t e = pass == 2 ? ss_pipeline_start(pl, cur, rp) : ss_pipeline_process(pl, cur, rp);
+            if (e == SS_OK && pass == 2 && t > 0)
+                e = ss_pipeline_finish(pl, &rbuf[(t + 1) % 2]);
             const double f1 = ss_now_mono();
+            const ss_result_t res = *rp;
             if (e != SS_OK) {
                 fprintf(stderr, "bench: frame %d: %s (%s)\n", t, ss_strerror(e), res.reason);
                 return -1;
@@ -260,6 +260,8 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
             }
 #endif
         }
+        if (pass == 2 && ss_pipeline_finish(pl, &rbuf[(warm + frames - 1) % 2]) != SS_OK)
+            return -1;
         const double t1 = ss_now_mono();
         if (pass == 0) {
             double sum = 0.0;
@@ -282,13 +284,8 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
     }
     o->ok_frames /= passes;
     o->dets /= passes;
-#ifdef SKYSIEVE_HAVE_CUDA
-    if (pinned_res) {
-        ops->host_alloc.free(pinned_res, NULL);
-        res.residual = NULL;
-    }
-#endif
-    ss_result_free(&res);
+    ss_result_free(&rbuf[0]);
+    ss_result_free(&rbuf[1]);
     ss_detlist_free(&scratch);
     for (int k = 0; k < PRERENDER; k++)
         ops->host_alloc.free(fr[k].pixels, ops->host_alloc.user);
