@@ -103,6 +103,17 @@ struct ss_backend {
     uint64_t rd_issued;             /* tickets handed out */
     int rd_guard;                   /* a download of CLEAN may still be running: work
                                      * that writes CLEAN waits for the last one first */
+    /* the history cleaning's noise (a selection over frame - median) runs
+     * on a side stream as soon as the frame is ingested, concurrently with
+     * registration and whitening, instead of in line before the store */
+    cudaStream_t ss;
+    cudaEvent_t ev_side_go, ev_side_done;
+    cudaGraphExec_t side_exec;
+    int side_want;                  /* ingest asked for it: launch after its segment */
+    int side_pending;               /* launched; the store waits for ev_side_done */
+    cu_sampler_t *d_clean_samp;     /* device copy of the (constant) sampler */
+    cu_sel_ws_t *d_sel2;
+    float *d_selbuf2;
 
     /* device memory */
     size_t dev_bytes;
@@ -200,6 +211,7 @@ static void drop_pending(ss_backend_t *b)
 {
     b->npending = 0;
     b->seg_raw_buf = -1;
+    b->side_want = 0;
     if (b->capturing) {
         cudaGraph_t g = NULL;
         cudaStreamEndCapture(b->cs, &g);
@@ -289,6 +301,8 @@ static void timer_stop(ss_backend_t *b, timer_t_ *t, cudaStream_t s)
 
 static ss_err_t flush(ss_backend_t *b);
 static cudaError_t st_guided(ss_backend_t *b, cudaStream_t s, int v);
+static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int clean);
+static ss_err_t side_launch(ss_backend_t *b);
 
 /* Before the host writes the parameter mirror for a new segment, the
  * previous segment's copy of it must have left. */
@@ -367,6 +381,15 @@ static ss_err_t flush(ss_backend_t *b)
 {
     if (b->npending == 0)
         return SS_OK;
+    if (b->side_pending) {
+        /* a store that uses the side selection waits for it */
+        for (int k = 0; k < b->npending; k++)
+            if (b->pending[k].fn == st_store && b->pending[k].variant == 1) {
+                CK(b, cudaStreamWaitEvent(b->cs, b->ev_side_done, 0));
+                b->side_pending = 0;
+                break;
+            }
+    }
     if (b->rd_guard) {
         /* the guided step writes CLEAN: the residual download of an
          * earlier frame (read_begin) must have left it first; the wait is
@@ -412,6 +435,12 @@ static ss_err_t flush(ss_backend_t *b)
          * so that the other stream can wait on it) */
         CK(b, cudaEventRecord(b->ev_free[b->seg_raw_buf], b->cs));
         b->seg_raw_buf = -1;
+    }
+    if (b->side_want) {
+        b->side_want = 0;
+        ss_err_t e = side_launch(b);
+        if (e)
+            return e;
     }
     CK(b, cudaEventRecord(b->ev_done, b->cs));
     return SS_OK;
@@ -578,10 +607,57 @@ static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
     return cudaMemcpyAsync(b->h_acc, b->d_acc, n * sizeof(cu_acc_t), cudaMemcpyDeviceToHost, s);
 }
 
-/* v = 1: clean sharp outliers before storing (their noise first). */
+#ifdef SS_CLEAN_STRIDE
+static long long clean_samples(const ss_backend_t *b)
+{
+    return (long long)((b->w + SS_CLEAN_STRIDE - 1) / SS_CLEAN_STRIDE) *
+           ((b->h + SS_CLEAN_STRIDE - 1) / SS_CLEAN_STRIDE);
+}
+
+/* The history cleaning's noise on the side stream (its own workspace). */
+static cudaError_t side_select(ss_backend_t *b, cudaStream_t s)
+{
+    return cu_select_mad(b->d_clean_samp, b->d_sel2, 0, &b->d_res->clean_sigma, NULL,
+                         sel_grid(b, clean_samples(b)), b->d_selbuf2, s);
+}
+
+/* Launch it after the ingest segment just flushed: the side stream waits
+ * for the compute stream, runs the selection (one graph, captured once,
+ * in graph mode), and records ev_side_done, which the store's segment
+ * waits for. */
+static ss_err_t side_launch(ss_backend_t *b)
+{
+    CK(b, cudaEventRecord(b->ev_side_go, b->cs));
+    CK(b, cudaStreamWaitEvent(b->ss, b->ev_side_go, 0));
+    if (b->use_graphs && !b->timed) {
+        if (!b->side_exec) {
+            cudaGraph_t g = NULL;
+            CK(b, cudaStreamBeginCapture(b->ss, cudaStreamCaptureModeRelaxed));
+            const cudaError_t le = side_select(b, b->ss);
+            const cudaError_t ce = cudaStreamEndCapture(b->ss, &g);
+            CK(b, le);
+            CK(b, ce);
+            const cudaError_t ie = cudaGraphInstantiate(&b->side_exec, g, 0);
+            cudaGraphDestroy(g);
+            CK(b, ie);
+        }
+        CK(b, cudaGraphLaunch(b->side_exec, b->ss));
+    } else {
+        timer_t_ *t = b->timed ? timer_start(b, b->ss, SS_STAGE_HISTORY, 0) : NULL;
+        CK(b, side_select(b, b->ss));
+        timer_stop(b, t, b->ss);
+    }
+    CK(b, cudaEventRecord(b->ev_side_done, b->ss));
+    b->side_pending = 1;
+    return SS_OK;
+}
+#endif
+
+/* clean = 1: clean sharp outliers before storing, their noise from the
+ * side stream; 2: the same with the noise selected here, in line. */
 static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int clean)
 {
-    if (clean) {
+    if (clean == 2) {
         const long long ns = (long long)((b->w + 3) / 4) * ((b->h + 3) / 4);
         SK(cu_select_mad(&b->d_params->clean_samp, b->d_sel, 0, &b->d_res->clean_sigma, NULL,
                          sel_grid(b, ns), b->d_selbuf, s));
@@ -718,6 +794,10 @@ static void cuda_destroy(ss_backend_t **pb)
         cudaStreamSynchronize(b->xs);
     if (b->ds)      /* a residual still on its way lands before its buffer may go */
         cudaStreamSynchronize(b->ds);
+    if (b->ss)
+        cudaStreamSynchronize(b->ss);
+    if (b->side_exec)
+        cudaGraphExecDestroy(b->side_exec);
     (void)cudaGetLastError();
     for (int g = 0; g < b->ngraphs; g++)
         if (b->graphs[g].exec)
@@ -727,7 +807,7 @@ static void cuda_destroy(ss_backend_t **pb)
         b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist, b->d_gs[0], b->d_gs[1],
         b->d_gs[2], b->d_gs[3], b->d_misc,
         b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
-        b->d_sel, b->d_selbuf, b->d_params, b->d_res,
+        b->d_sel, b->d_selbuf, b->d_params, b->d_res, b->d_sel2, b->d_selbuf2, b->d_clean_samp,
     };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
@@ -758,7 +838,7 @@ static void cuda_destroy(ss_backend_t **pb)
     }
     cudaEvent_t evs[] = { b->ev_done, b->ev_param, b->ev_up[0], b->ev_up[1], b->ev_free[0],
                           b->ev_free[1], b->ev_ready, b->ev_rd[0], b->ev_rd[1], b->ev_rd[2],
-                          b->ev_rd[3] };
+                          b->ev_rd[3], b->ev_side_go, b->ev_side_done };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
             cudaEventDestroy(evs[i]);
@@ -768,6 +848,8 @@ static void cuda_destroy(ss_backend_t **pb)
         cudaStreamDestroy(b->xs);
     if (b->ds)
         cudaStreamDestroy(b->ds);
+    if (b->ss)
+        cudaStreamDestroy(b->ss);
     (void)cudaGetLastError();
     free(b);
     *pb = NULL;
@@ -833,6 +915,9 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     CC(cudaStreamCreateWithFlags(&b->cs, cudaStreamNonBlocking));
     CC(cudaStreamCreateWithFlags(&b->xs, cudaStreamNonBlocking));
     CC(cudaStreamCreateWithFlags(&b->ds, cudaStreamNonBlocking));
+    CC(cudaStreamCreateWithFlags(&b->ss, cudaStreamNonBlocking));
+    CC(cudaEventCreateWithFlags(&b->ev_side_go, cudaEventDisableTiming));
+    CC(cudaEventCreateWithFlags(&b->ev_side_done, cudaEventDisableTiming));
     CC(cudaEventCreateWithFlags(&b->ev_done, cudaEventDisableTiming));
     CC(cudaEventCreateWithFlags(&b->ev_ready, cudaEventDisableTiming));
     for (int i = 0; i < RD_RING; i++)
@@ -911,6 +996,12 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     CC(DALLOC(b, b->d_sel, sizeof(cu_sel_ws_t)));
     CC(DALLOC(b, b->d_selbuf, npix * sizeof(float)));
     CC(cudaMemset(b->d_selbuf, 0, npix * sizeof(float)));
+#ifdef SS_CLEAN_STRIDE
+    CC(DALLOC(b, b->d_sel2, sizeof(cu_sel_ws_t)));
+    CC(DALLOC(b, b->d_selbuf2, (size_t)clean_samples(b) * sizeof(float)));
+    CC(cudaMemset(b->d_selbuf2, 0, (size_t)clean_samples(b) * sizeof(float)));
+    CC(DALLOC(b, b->d_clean_samp, sizeof(cu_sampler_t)));
+#endif
     CC(DALLOC(b, b->d_params, sizeof(cu_params_t)));
     CC(DALLOC(b, b->d_res, sizeof(cu_results_t)));
     CC(cudaMemset(b->d_res, 0, sizeof(cu_results_t)));
@@ -954,6 +1045,8 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
 #ifdef SS_CLEAN_STRIDE
     hp->clean_samp = (cu_sampler_t){ b->d_plane[SS_PLANE_FRAME], b->d_plane[SS_PLANE_FILTERED],
                                      b->w, b->h, CU_SAMP_DIFF, SS_CLEAN_STRIDE };
+    CC(cudaMemcpy(b->d_clean_samp, &hp->clean_samp, sizeof(cu_sampler_t),
+                  cudaMemcpyHostToDevice));
 #endif
     hp->max_comp = b->max_comp;
     hp->sat = cfg->saturation > 0.0 ? cfg->saturation : ss_dtype_max(geo->raw_dtype);
@@ -1053,6 +1146,12 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw)
     b->ntimers = 0;
     if ((e = flush(b)) != SS_OK)
         return e;
+    if (b->side_pending) {
+        /* the previous frame's side selection went unused (not stored): it
+         * must be through before this frame overwrites what it reads */
+        CK(b, cudaStreamWaitEvent(b->cs, b->ev_side_done, 0));
+        b->side_pending = 0;
+    }
     int buf = -1;
     for (int k = 0; k < 2; k++)
         if (b->pref[k].pending && b->pref[k].pixels == raw->pixels &&
@@ -1090,6 +1189,10 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw)
         if ((e = enqueue(b, st_hotpix, 0, SS_STAGE_CALIBRATE)))
             return e;
     }
+#ifdef SS_CLEAN_STRIDE
+    /* the history cleaning's noise starts once this segment has run */
+    b->side_want = c->clean_sharp != 0;
+#endif
     return op_end(b);
 }
 
@@ -1430,7 +1533,10 @@ static ss_err_t cuda_history_store(ss_backend_t *b, int slot, int remove, int ra
     hp->store_radius = radius < 0 ? 0 : radius;
     int clean = 0;
 #ifdef SS_CLEAN_STRIDE
-    clean = b->cfg->clean_sharp != 0;
+    /* its noise comes from the side stream when ingest launched it */
+    clean = b->cfg->clean_sharp == 0 ? 0 : b->side_pending ? 1 : 2;
+    if (clean == 2)
+        b->side_want = 0;           /* not launched yet: selected in line instead */
     hp->clean_k = b->cfg->clean_k;
     hp->clean_ratio = b->cfg->clean_ratio;
 #endif
@@ -1490,6 +1596,12 @@ static ss_err_t cuda_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const 
     if (p == SS_PLANE_CLEAN && b->rd_guard) {
         CK(b, cudaStreamWaitEvent(b->cs, b->ev_rd[b->rd_issued % RD_RING], 0));
         b->rd_guard = 0;
+    }
+    if ((p == SS_PLANE_FRAME || p == SS_PLANE_FILTERED) && b->side_pending) {
+        /* the side selection reads them: let it finish, and have the store
+         * select again from what is written now */
+        CK(b, cudaStreamWaitEvent(b->cs, b->ev_side_done, 0));
+        b->side_pending = 0;
     }
     CK(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, b->cs));
     if (p == SS_PLANE_REFERENCE) {
