@@ -145,6 +145,12 @@ struct ss_backend {
     cu_params_t *d_params, *h_params;
     cu_results_t *d_res, *h_res;
     cu_acc_t *h_acc;                /* pinned, HOST_ACC */
+    /* the pinned mirrors as the device addresses them (mapped): the small
+     * transfers are kernel copies (cu_copy_small), off the copy engines */
+    cu_params_t *m_params;
+    cu_results_t *m_res;
+    cu_acc_t *m_acc;
+    double *m_lsq;
     cu_acc_t *h_acc_big;            /* pageable, the rest (rare) */
     double *h_lsq;                  /* pinned */
     int search_smem_max;
@@ -401,8 +407,7 @@ static ss_err_t flush(ss_backend_t *b)
                 break;
             }
     }
-    CK(b, cudaMemcpyAsync(b->d_params, b->h_params, sizeof(cu_params_t), cudaMemcpyHostToDevice,
-                          b->cs));
+    CK(b, cu_copy_small(b->d_params, b->m_params, sizeof(cu_params_t), b->cs));
     CK(b, cudaEventRecord(b->ev_param, b->cs));
     if (b->timed) {
         for (int k = 0; k < b->npending; k++) {
@@ -540,26 +545,23 @@ static cudaError_t st_search(ss_backend_t *b, cudaStream_t s, int v)
     const int g = v & 0xff, B = (v >> 8) & 0xfff, R = v >> 20;
     SK(cu_block_search(b->d_params, b->d_ref_lvl[b->L], b->d_cur_lvl[b->L], &b->d_res->noise_ref,
                        g, B, R, b->d_res->blocks, s));
-    SK(cudaMemcpyAsync(b->h_res->blocks, b->d_res->blocks, (size_t)g * g * sizeof(cu_block_res_t),
-                       cudaMemcpyDeviceToHost, s));
-    return cudaMemcpyAsync(&b->h_res->noise_ref, &b->d_res->noise_ref, 2 * sizeof(double),
-                           cudaMemcpyDeviceToHost, s);
+    SK(cu_copy_small(b->m_res->blocks, b->d_res->blocks, (size_t)g * g * sizeof(cu_block_res_t),
+                     s));
+    return cu_copy_small(&b->m_res->noise_ref, &b->d_res->noise_ref, 2 * sizeof(double), s);
 }
 
 static cudaError_t st_refine(ss_backend_t *b, cudaStream_t s, int v)
 {
     (void)v;
     SK(cu_refine(b->d_params, b->d_ref_lvl, b->d_cur_lvl, b->lw, b->lh, b->L, b->d_res, s));
-    return cudaMemcpyAsync(&b->h_res->ref_dx, &b->d_res->ref_dx, 2 * sizeof(int),
-                           cudaMemcpyDeviceToHost, s);
+    return cu_copy_small(&b->m_res->ref_dx, &b->d_res->ref_dx, 2 * sizeof(int), s);
 }
 
 static cudaError_t st_lsq(ss_backend_t *b, cudaStream_t s, int n)
 {
     SK(cu_lsq_moments(b->d_params, b->geo.hist_dtype, n, b->d_plane[SS_PLANE_FRAME], b->w, b->h,
                       b->d_lsq, s));
-    return cudaMemcpyAsync(b->h_lsq, b->d_lsq, ((size_t)n * n + n) * sizeof(double),
-                           cudaMemcpyDeviceToHost, s);
+    return cu_copy_small(b->m_lsq, b->d_lsq, ((size_t)n * n + n) * sizeof(double), s);
 }
 
 static cudaError_t st_whiten(ss_backend_t *b, cudaStream_t s, int v)
@@ -586,8 +588,7 @@ static cudaError_t st_noise(ss_backend_t *b, cudaStream_t s, int stride)
     const long long ns = (long long)((b->w + st - 1) / st) * ((b->h + st - 1) / st);
     SK(cu_select_mad(&b->d_params->noise_samp, b->d_sel, 0, &b->d_res->sigma, NULL,
                      sel_grid(b, ns), b->d_selbuf, s));
-    return cudaMemcpyAsync(&b->h_res->sigma, &b->d_res->sigma, sizeof(float),
-                           cudaMemcpyDeviceToHost, s);
+    return cu_copy_small(&b->m_res->sigma, &b->d_res->sigma, sizeof(float), s);
 }
 
 static cudaError_t st_matched(ss_backend_t *b, cudaStream_t s, int R)
@@ -602,9 +603,9 @@ static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
     SK(cu_detect(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_CLEAN],
                  b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_parent, b->d_u8,
                  b->d_chunk, b->d_acc, b->d_res, s));
-    SK(cudaMemcpyAsync(&b->h_res->np, &b->d_res->np, 2 * sizeof(int), cudaMemcpyDeviceToHost, s));
+    SK(cu_copy_small(&b->m_res->np, &b->d_res->np, 2 * sizeof(int), s));
     const size_t n = (size_t)SS_MIN(b->max_comp, ACC_INLINE);
-    return cudaMemcpyAsync(b->h_acc, b->d_acc, n * sizeof(cu_acc_t), cudaMemcpyDeviceToHost, s);
+    return cu_copy_small(b->m_acc, b->d_acc, n * sizeof(cu_acc_t), s);
 }
 
 #ifdef SS_CLEAN_STRIDE
@@ -1005,12 +1006,17 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     CC(DALLOC(b, b->d_params, sizeof(cu_params_t)));
     CC(DALLOC(b, b->d_res, sizeof(cu_results_t)));
     CC(cudaMemset(b->d_res, 0, sizeof(cu_results_t)));
-    CC(cudaHostAlloc((void **)&b->h_params, sizeof(cu_params_t), cudaHostAllocPortable));
-    CC(cudaHostAlloc((void **)&b->h_res, sizeof(cu_results_t), cudaHostAllocPortable));
-    CC(cudaHostAlloc((void **)&b->h_acc, HOST_ACC * sizeof(cu_acc_t), cudaHostAllocPortable));
+    const unsigned mapped = cudaHostAllocPortable | cudaHostAllocMapped;
+    CC(cudaHostAlloc((void **)&b->h_params, sizeof(cu_params_t), mapped));
+    CC(cudaHostAlloc((void **)&b->h_res, sizeof(cu_results_t), mapped));
+    CC(cudaHostAlloc((void **)&b->h_acc, HOST_ACC * sizeof(cu_acc_t), mapped));
     CC(cudaHostAlloc((void **)&b->h_lsq,
                      ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) * sizeof(double),
-                     cudaHostAllocPortable));
+                     mapped));
+    CC(cudaHostGetDevicePointer((void **)&b->m_params, b->h_params, 0));
+    CC(cudaHostGetDevicePointer((void **)&b->m_res, b->h_res, 0));
+    CC(cudaHostGetDevicePointer((void **)&b->m_acc, b->h_acc, 0));
+    CC(cudaHostGetDevicePointer((void **)&b->m_lsq, b->h_lsq, 0));
     if (b->max_comp > HOST_ACC) {
         b->h_acc_big = malloc((size_t)b->max_comp * sizeof(cu_acc_t));
         if (!b->h_acc_big)
@@ -1305,8 +1311,8 @@ static void fine_cb(void *ctx, double sx, double sy, double sums[SS_FINE_NSUMS])
         return;
     }
     timer_stop(b, t, b->cs);
-    if ((e = cudaMemcpyAsync(b->h_res->fine, b->d_res->fine, sizeof b->h_res->fine,
-                             cudaMemcpyDeviceToHost, b->cs)) != cudaSuccess ||
+    if ((e = cu_copy_small(b->m_res->fine, b->d_res->fine, sizeof b->h_res->fine, b->cs)) !=
+            cudaSuccess ||
         (e = cudaEventRecord(b->ev_done, b->cs)) != cudaSuccess ||
         (e = cudaEventSynchronize(b->ev_done)) != cudaSuccess) {
         b->cb_err = cu_fail(b, e, "fine sums read-back", __FILE__, __LINE__);
@@ -1494,8 +1500,11 @@ static ss_err_t cuda_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
     const cu_acc_t *acc = b->h_acc;
     if (nc > ACC_INLINE) {          /* a busy frame: the rest in a second copy */
         cu_acc_t *dst = nc > HOST_ACC ? b->h_acc_big : b->h_acc;
-        CK(b, cudaMemcpyAsync(dst, b->d_acc, (size_t)nc * sizeof(cu_acc_t),
-                              cudaMemcpyDeviceToHost, b->cs));
+        if (dst == b->h_acc)
+            CK(b, cu_copy_small(b->m_acc, b->d_acc, (size_t)nc * sizeof(cu_acc_t), b->cs));
+        else                        /* pageable: through the copy engine */
+            CK(b, cudaMemcpyAsync(dst, b->d_acc, (size_t)nc * sizeof(cu_acc_t),
+                                  cudaMemcpyDeviceToHost, b->cs));
         CK(b, cudaEventRecord(b->ev_done, b->cs));
         CK(b, cudaEventSynchronize(b->ev_done));
         acc = dst;

@@ -212,6 +212,10 @@ cudaError_t cu_guided(const cu_params_t *p, const float *I, const float *pin, in
                       double *partials, unsigned int *counter, float *c, cudaStream_t s);
 cudaError_t cu_copy_plane(const float *in, float *out, size_t n, cudaStream_t s);
 
+/* k_copy.cu: a small copy by a kernel, between device memory and mapped
+ * pinned host memory (either direction), off the copy engines. */
+cudaError_t cu_copy_small(void *dst, const void *src, size_t bytes, cudaStream_t s);
+
 /* k_matched.cu */
 cudaError_t cu_matched(const cu_params_t *p, int R, const float *in, int w, int h, float *z,
                        cudaStream_t s);

@@ -1373,9 +1373,25 @@ START_TEST(test_drop_oldest_counted)
     sender_t s;
     sender_open(&s, &d, 0);
     /* a burst: the source takes a frame in microseconds, the pipeline in
-     * milliseconds, so a queue of one must drop */
-    for (int i = 0; i < BURST_FRAMES; i++)
-        sender_send(&s, NULL);
+     * a millisecond or so (less on a GPU than the rendering of a frame:
+     * the frames are rendered first, then sent back to back), so a queue
+     * of one must drop */
+    static char hdrs[BURST_FRAMES][4096];
+    int hls[BURST_FRAMES];
+    const size_t fb = (size_t)W * H * 2;
+    uint8_t *pix = malloc((size_t)BURST_FRAMES * fb);
+    ck_assert_ptr_nonnull(pix);
+    for (int i = 0; i < BURST_FRAMES; i++) {
+        hls[i] = sender_next(&s, NULL);
+        ck_assert_int_le(hls[i], (int)sizeof hdrs[i]);
+        memcpy(hdrs[i], s.hdr, (size_t)hls[i]);
+        memcpy(pix + (size_t)i * fb, s.f.pixels, fb);
+    }
+    for (int i = 0; i < BURST_FRAMES; i++) {
+        ss_proto_part_t p[2] = { { hdrs[i], (size_t)hls[i] }, { pix + (size_t)i * fb, fb } };
+        send_parts(s.sock, p, 2);
+    }
+    free(pix);
     ss_proto_status_t *st = NULL;
     double t0 = now_s();
     do {

@@ -1,0 +1,51 @@
+/*
+ * k_copy.cu — small transfers between the device and pinned host memory
+ * done by a kernel (the host buffers are mapped: pinned memory under
+ * unified addressing), not by the copy engines.
+ *
+ * Why: a residual download (tens of MB, read_begin) or a frame upload
+ * (prefetch) keeps a copy engine busy for a millisecond or more, and the
+ * engine serves copies in order: a 4-byte σ or the parameter block queued
+ * behind it waited for all of it (measured on the H100: detection 0.40 ->
+ * 0.94 ms at 4096² while the residual went down). A kernel's loads and
+ * stores cross PCIe on their own, whatever the engines are doing.
+ */
+#include "cu_internal.h"
+
+namespace {
+
+__global__ void k_copy_words(const unsigned int *__restrict__ src, unsigned int *__restrict__ dst,
+                             size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+
+__global__ void k_copy_bytes(const unsigned char *__restrict__ src, unsigned char *__restrict__ dst,
+                             size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+
+} // namespace
+
+extern "C" cudaError_t cu_copy_small(void *dst, const void *src, size_t bytes, cudaStream_t s)
+{
+    if (bytes == 0)
+        return cudaSuccess;
+    const bool words = ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) |
+                         bytes) & 3u) == 0;
+    const size_t n = words ? bytes / 4 : bytes;
+    const size_t blocks = (n + 255) / 256;
+    const unsigned g = (unsigned)(blocks < 64 ? blocks : 64);
+    if (words)
+        k_copy_words<<<g, 256, 0, s>>>(static_cast<const unsigned int *>(src),
+                                       static_cast<unsigned int *>(dst), n);
+    else
+        k_copy_bytes<<<g, 256, 0, s>>>(static_cast<const unsigned char *>(src),
+                                       static_cast<unsigned char *>(dst), n);
+    return cudaGetLastError();
+}
