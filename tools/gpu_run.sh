@@ -6,7 +6,8 @@
 # end. Full logs go to $OUT (or ./gpu-out when OUT is unset).
 #
 # Usage: tools/gpu_run.sh [STEPS] [-- bench args...]
-#   STEPS: a comma list of build, test, alltest, sanitize, bench, profile (default:
+#   STEPS: a comma list of build, test, alltest, sanitize, racechain (racecheck on
+#   the whole-chain case, RACECHECK_CHAIN_S seconds, 400 by default), bench, profile (default:
 #   build,test,sanitize,bench;
 #   build is always done first). Each call of the device tool has 10
 #   minutes: a first call can do build,test,bench and a later one sanitize.
@@ -78,7 +79,10 @@ do_sanitize() {
     # case at a time, each with its own time limit
     : > "$OUT/racecheck.log"
     for c in calib registration whiten guided noise matched detect history chain; do
-        CK_RUN_CASE=$c step "racecheck $c" "$OUT/racecheck.log" 40 \
+        # the chain case runs 24-frame sequences in four modes: minutes
+        local lim=40
+        [ $c = chain ] && lim=${RACECHECK_CHAIN_S:-40}
+        CK_RUN_CASE=$c step "racecheck $c" "$OUT/racecheck.log" $lim \
             $cs --tool racecheck --racecheck-report hazard $B/tests/check_cuda_parity
     done
     : > "$OUT/initcheck.log"
@@ -123,6 +127,11 @@ for st in "${steps[@]}"; do
     sanitize) do_sanitize ;;
     bench) do_bench "$@" ;;
     profile) do_profile ;;
+    racechain)
+        CK_FORK=no CK_RUN_CASE=chain step "racecheck chain" "$OUT/racecheck_chain.log" \
+            ${RACECHECK_CHAIN_S:-400} compute-sanitizer --error-exitcode 99 --tool racecheck \
+            --racecheck-report hazard $B/tests/check_cuda_parity
+        grep -E "RACECHECK SUMMARY|Checks:" "$OUT/racecheck_chain.log" | tee -a "$S" ;;
     *) echo "unknown step $st" >&2; exit 2 ;;
     esac
 done
