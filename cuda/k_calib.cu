@@ -36,7 +36,9 @@ __global__ void k_calibrate(const cu_params_t *__restrict__ p, int raw_w, ss_roi
         ok = false;
     if (bad && bad[j])
         ok = false;
-    const float o = (float)((v - d) / f);
+    /* without a flat the division is by 1.0, which is exact: skipped (a
+     * double division is most of this kernel's instructions) */
+    const float o = (float)(flat ? (v - d) / f : v - d);
     out[j] = ok && isfinite(o) ? o : __int_as_float(0x7fc00000);
 }
 
@@ -126,34 +128,34 @@ __device__ __forceinline__ float med3(float a, float b, float c)
     return fmaxf(fminf(a, b), fminf(fmaxf(a, b), c));
 }
 
-/* The 3×3 median, MED_RUN pixels of a row per thread. Where a window is
- * whole (inside the frame, nine finite values) — nearly everywhere — its
- * median is med3(max of the column minima, med3 of the column medians,
- * min of the column maxima) over the three sorted columns, the exact
- * fifth of nine; each column is sorted once for the three windows that
- * share it (about 14 min/max per pixel instead of the network's 38). Other
- * windows take median_general. The value is one of the nine inputs either
- * way (a selection, no arithmetic): the same float as the CPU's. */
+/* The 3×3 median, MED_RUN pixels of a column per thread (the lanes of a
+ * warp on consecutive columns: coalesced loads and stores). Where a window
+ * is whole (inside the frame, nine finite values) — nearly everywhere — its
+ * median is med3(max of the row minima, med3 of the row medians, min of
+ * the row maxima) over its three sorted rows, the exact fifth of nine;
+ * each row triple is sorted once for the three windows that share it
+ * (about 14 min/max per pixel instead of the network's 38). Other windows
+ * take median_general. The value is one of the nine inputs either way (a
+ * selection, no arithmetic): the same float as the CPU's. */
 constexpr int MED_RUN = 8;
 
 __global__ void k_median3x3(const float *__restrict__ in, int w, int h, float *__restrict__ out)
 {
-    const int x0 = (blockIdx.x * TX + threadIdx.x) * MED_RUN, y = blockIdx.y * TY + threadIdx.y;
-    if (x0 >= w || y >= h)
+    const int x = blockIdx.x * TX + threadIdx.x, y0 = (blockIdx.y * TY + threadIdx.y) * MED_RUN;
+    if (x >= w || y0 >= h)
         return;
-    const bool rows_in = y > 0 && y < h - 1;
+    const bool cols_in = x > 0 && x < w - 1;
     float lo[MED_RUN + 2], md[MED_RUN + 2], hi[MED_RUN + 2];
     bool whole[MED_RUN + 2];
-    const float *r0 = in + (size_t)(rows_in ? y - 1 : y) * (size_t)w;
-    const float *r1 = rows_in ? r0 + w : r0, *r2 = rows_in ? r1 + w : r0;
 #pragma unroll
     for (int k = 0; k < MED_RUN + 2; k++) {
-        const int xx = x0 - 1 + k;
+        const int yy = y0 - 1 + k;
         float a = __int_as_float(0x7fc00000), b = a, c = a;
-        if (rows_in && xx >= 0 && xx < w) {
-            a = r0[xx];
-            b = r1[xx];
-            c = r2[xx];
+        if (cols_in && yy >= 0 && yy < h) {
+            const float *r = in + (size_t)yy * (size_t)w + x;
+            a = r[-1];
+            b = r[0];
+            c = r[1];
         }
         whole[k] = isfinite(a) && isfinite(b) && isfinite(c);
         const float l = fminf(a, b), u = fmaxf(a, b);
@@ -162,19 +164,20 @@ __global__ void k_median3x3(const float *__restrict__ in, int w, int h, float *_
         lo[k] = fminf(l, m);
         md[k] = fmaxf(l, m);
     }
-    float *o = out + (size_t)y * (size_t)w;
 #pragma unroll
     for (int j = 0; j < MED_RUN; j++) {
-        const int x = x0 + j;
-        if (x >= w)
+        const int y = y0 + j;
+        if (y >= h)
             break;
+        float v;
         if (whole[j] && whole[j + 1] && whole[j + 2]) {
             const float a = fmaxf(fmaxf(lo[j], lo[j + 1]), lo[j + 2]);
             const float c = fminf(fminf(hi[j], hi[j + 1]), hi[j + 2]);
-            o[x] = med3(a, med3(md[j], md[j + 1], md[j + 2]), c);
+            v = med3(a, med3(md[j], md[j + 1], md[j + 2]), c);
         } else {
-            o[x] = median_general(in, w, h, x, y);
+            v = median_general(in, w, h, x, y);
         }
+        out[(size_t)y * (size_t)w + x] = v;
     }
 }
 
@@ -266,8 +269,8 @@ extern "C" cudaError_t cu_calibrate(const cu_params_t *p, ss_dtype_t dt, int raw
 
 extern "C" cudaError_t cu_median3x3(const float *in, int w, int h, float *out, cudaStream_t s)
 {
-    const int run_w = TX * MED_RUN;
-    const dim3 g((unsigned)((w + run_w - 1) / run_w), (unsigned)((h + TY - 1) / TY));
+    const int run_h = TY * MED_RUN;
+    const dim3 g((unsigned)((w + TX - 1) / TX), (unsigned)((h + run_h - 1) / run_h));
     k_median3x3<<<g, dim3(TX, TY), 0, s>>>(in, w, h, out);
     return cudaGetLastError();
 }
