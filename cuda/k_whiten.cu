@@ -13,6 +13,7 @@
  */
 #include "cu_internal.h"
 
+#include <limits.h>
 #include <math.h>
 
 namespace {
@@ -57,6 +58,12 @@ template <> struct hv<float> {
     }
 };
 
+/* Each thread predicts WX pixels of a row, TX apart (the warp's loads stay
+ * coalesced): per history frame it computes the row address once and has
+ * WX independent loads in flight instead of one. Each pixel's sum is the
+ * same k-ascending double sum as whiten.c's. */
+constexpr int WX = 4;
+
 template <typename T>
 __global__ void k_whiten(const cu_params_t *__restrict__ p, const float *__restrict__ cur, int w,
                          int h, float *__restrict__ P, float *__restrict__ r)
@@ -73,29 +80,50 @@ __global__ void k_whiten(const cu_params_t *__restrict__ p, const float *__restr
         as[k] = p->a[k];
     }
     __syncthreads();
-    const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
-    if (x >= w || y >= h)
+    const int x0 = blockIdx.x * (TX * WX) + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
+    if (x0 >= w || y >= h)
         return;
-    const size_t i = (size_t)y * (size_t)w + (size_t)x;
-    bool inside = n >= 1;
+    /* the offsets' extremes decide which pixels see every history frame */
+    bool rows_ok = n >= 1;
+    int dxmin = INT_MAX, dxmax = INT_MIN;
     for (int k = 0; k < n; k++) {
-        const int xx = x + ixs[k], yy = y + iys[k];
-        inside = inside && xx >= 0 && xx < w && yy >= 0 && yy < h;
+        const int yy = y + iys[k];
+        rows_ok = rows_ok && yy >= 0 && yy < h;
+        dxmin = min(dxmin, ixs[k]);
+        dxmax = max(dxmax, ixs[k]);
     }
-    if (!inside) {
-        P[i] = r[i] = qnan();
-        return;
+    bool in[WX];
+    double acc[WX];
+#pragma unroll
+    for (int j = 0; j < WX; j++) {
+        const int x = x0 + j * TX;
+        in[j] = rows_ok && x < w && x + dxmin >= 0 && x + dxmax < w;
+        acc[j] = 0.0;
     }
-    double acc = 0.0;
-#pragma unroll 4
     for (int k = 0; k < n; k++) {
-        const size_t j = (size_t)(y + iys[k]) * (size_t)w + (size_t)(x + ixs[k]);
-        acc += as[k] * hv<T>::get(hs[k], j);
+        const T *row = static_cast<const T *>(hs[k]) + (size_t)(y + iys[k]) * (size_t)w +
+                       (ptrdiff_t)(x0 + ixs[k]);
+        const double a = as[k];
+#pragma unroll
+        for (int j = 0; j < WX; j++)
+            if (in[j])
+                acc[j] += a * hv<T>::get(row, (size_t)j * TX);
     }
-    const float pv = (float)acc, c = cur[i];
-    const bool bad = isnan(c) || isnan(pv);
-    P[i] = bad ? qnan() : pv;
-    r[i] = bad ? qnan() : c - pv;
+    const size_t i0 = (size_t)y * (size_t)w + (size_t)x0;
+#pragma unroll
+    for (int j = 0; j < WX; j++) {
+        if (x0 + j * TX >= w)
+            break;
+        const size_t i = i0 + (size_t)j * TX;
+        if (!in[j]) {
+            P[i] = r[i] = qnan();
+            continue;
+        }
+        const float pv = (float)acc[j], c = cur[i];
+        const bool bad = isnan(c) || isnan(pv);
+        P[i] = bad ? qnan() : pv;
+        r[i] = bad ? qnan() : c - pv;
+    }
 }
 
 /* lsq moments. Each block walks pixel tiles (grid-stride), gathers the
@@ -309,7 +337,8 @@ inline dim3 grid2(int w, int h)
 extern "C" cudaError_t cu_whiten(const cu_params_t *p, ss_dtype_t hdt, const float *cur, int w,
                                  int h, float *P, float *r, cudaStream_t s)
 {
-    const dim3 g = grid2(w, h), b(TX, TY);
+    const dim3 g((unsigned)((w + TX * WX - 1) / (TX * WX)), (unsigned)((h + TY - 1) / TY)),
+        b(TX, TY);
     switch (hdt) {
     case SS_DT_U8: k_whiten<uint8_t><<<g, b, 0, s>>>(p, cur, w, h, P, r); break;
     case SS_DT_U16: k_whiten<uint16_t><<<g, b, 0, s>>>(p, cur, w, h, P, r); break;
