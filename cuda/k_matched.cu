@@ -26,33 +26,40 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, const float 
     extern __shared__ float sm[];
     __shared__ float k[CU_KTAPS];
     const int TWI = MT + 2 * R;                 /* input tile width and height */
-    float *tin = sm;                            /* TWI × TWI */
-    float *h1 = tin + TWI * TWI;                /* TWI rows × MT */
+    float *tv = sm;                             /* TWI × TWI: the value, 0 where invalid */
+    float *tf = tv + TWI * TWI;                 /* TWI × TWI: 1 where valid, else 0 */
+    float *h1 = tf + TWI * TWI;                 /* TWI rows × MT */
     float *hv1 = h1 + TWI * MT;
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * MT + tx;
-    const int nthr = MT * MTY;
     const int x0 = blockIdx.x * MT, y0 = blockIdx.y * MT;
-    for (int i = tid; i <= 2 * R; i += nthr)
+    for (int i = tid; i <= 2 * R; i += MT * MTY)
         k[i] = p->mf_k[i];
-    for (int e = tid; e < TWI * TWI; e += nthr) {
-        const int yy = y0 - R + e / TWI, xx = x0 - R + e % TWI;
-        tin[e] = yy >= 0 && yy < h && xx >= 0 && xx < w ? in[(size_t)yy * (size_t)w + (size_t)xx]
-                                                          : __int_as_float(0x7fc00000);
+    /* validity resolved once per input pixel, not once per tap: k·0 and
+     * k·1 are the +0 and k the reference adds for an invalid / valid tap */
+    for (int ry = ty; ry < TWI; ry += MTY) {
+        const int yy = y0 - R + ry;
+        const bool row_in = yy >= 0 && yy < h;
+        const float *src = in + (size_t)(row_in ? yy : 0) * (size_t)w;
+        for (int cx = tx; cx < TWI; cx += MT) {
+            const int xx = x0 - R + cx;
+            const float v = row_in && xx >= 0 && xx < w ? src[xx] : __int_as_float(0x7fc00000);
+            const bool ok = isfinite(v);
+            tv[ry * TWI + cx] = ok ? v : 0.0f;
+            tf[ry * TWI + cx] = ok ? 1.0f : 0.0f;
+        }
     }
     __syncthreads();
-    /* rows */
-    for (int e = tid; e < TWI * MT; e += nthr) {
-        const int ry = e / MT, cx = e % MT;
-        const float *row = tin + ry * TWI + cx;
+    /* rows: h1 = Σ k·v·in, hv1 = Σ k·v (taps ascending), the tile's rows
+     * plus the vertical apron, thread tx owns column tx */
+    for (int ry = ty; ry < TWI; ry += MTY) {
+        const float *rv = tv + ry * TWI + tx, *rf = tf + ry * TWI + tx;
         float hs = 0.0f, vs = 0.0f;
         for (int i = 0; i <= 2 * R; i++) {
-            const float v = row[i];
-            const bool ok = isfinite(v);
-            hs += ok ? k[i] * v : 0.0f;
-            vs += ok ? k[i] : 0.0f;
+            hs += k[i] * rv[i];
+            vs += k[i] * rf[i];
         }
-        h1[e] = hs;
-        hv1[e] = vs;
+        h1[ry * MT + tx] = hs;
+        hv1[ry * MT + tx] = vs;
     }
     __syncthreads();
     /* columns */
@@ -71,9 +78,9 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, const float 
             num += k[j] * h1[e];
             den += k[j] * hv1[e];
         }
-        const float c = tin[(oy + R) * TWI + tx + R];
+        const bool c_ok = tf[(oy + R) * TWI + tx + R] != 0.0f;
         z[(size_t)y * (size_t)w + (size_t)x] =
-            isfinite(c) && den >= 0.5f ? num / den / norm : __int_as_float(0x7fc00000);
+            c_ok && den >= 0.5f ? num / den / norm : __int_as_float(0x7fc00000);
     }
 }
 
@@ -83,7 +90,7 @@ extern "C" cudaError_t cu_matched(const cu_params_t *p, int R, const float *in, 
                                   float *z, cudaStream_t s)
 {
     const int TWI = MT + 2 * R;
-    const size_t sm = ((size_t)TWI * TWI + 2 * (size_t)TWI * MT) * sizeof(float);
+    const size_t sm = (2 * (size_t)TWI * TWI + 2 * (size_t)TWI * MT) * sizeof(float);
     if (sm > 48 * 1024) {
         cudaError_t e =
             cudaFuncSetAttribute(k_matched, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);

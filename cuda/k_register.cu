@@ -245,7 +245,8 @@ __global__ void k_mad9(const float *__restrict__ ref, const float *__restrict__ 
     const long long total = (long long)nx * ny;
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < total;
          j += (long long)gridDim.x * blockDim.x) {
-        const int y = (int)(j / nx) * step, x = (int)(j % nx) * step;
+        const unsigned int jj = (unsigned int)j;       /* < 2^31: 32-bit division */
+        const int y = (int)(jj / (unsigned int)nx) * step, x = (int)(jj % (unsigned int)nx) * step;
         const float cv = cur[(size_t)y * (size_t)w + (size_t)x];
         if (!isfinite(cv))
             continue;
@@ -339,7 +340,8 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
     const long long total = sane && iw > 0 && ih > 0 ? (long long)iw * ih : 0;
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < total;
          j += (long long)gridDim.x * blockDim.x) {
-        const int y = ya + (int)(j / iw), x = xa + (int)(j % iw);
+        const unsigned int jj = (unsigned int)j;       /* < 2^31: 32-bit division */
+        const int y = ya + (int)(jj / (unsigned int)iw), x = xa + (int)(jj % (unsigned int)iw);
         const float *c0 = cur + (size_t)(y + iy) * (size_t)w + (size_t)(x + ix), *c1 = c0 + w;
         const size_t i = (size_t)y * (size_t)w + (size_t)x;
         const double val = (1.0 - fy) * ((1.0 - fx) * c0[0] + fx * c0[1]) +

@@ -61,8 +61,10 @@ __device__ __forceinline__ long long samp_count(const cu_sampler_t &s)
 __device__ __forceinline__ bool samp_get(const cu_sampler_t &s, long long j, float *v)
 {
     if (s.kind == CU_SAMP_HDIFF) {
-        const int nx = s.w - 1;
-        const int y = (int)(j / nx) * 2, x = (int)(j % nx);
+        /* 32-bit division (a frame has < 2^31 pixels: cuda_create) is a
+         * fraction of the 64-bit one's instructions */
+        const unsigned int nx = (unsigned int)(s.w - 1), jj = (unsigned int)j;
+        const int y = (int)(jj / nx) * 2, x = (int)(jj % nx);
         const float *row = s.a + (size_t)y * (size_t)s.w;
         const float a = row[x], b = row[x + 1];
         if (!isfinite(a) || !isfinite(b))
@@ -71,8 +73,8 @@ __device__ __forceinline__ bool samp_get(const cu_sampler_t &s, long long j, flo
         return true;
     }
     const int st = s.stride < 1 ? 1 : s.stride;
-    const int nx = (s.w + st - 1) / st;
-    const int y = (int)(j / nx) * st, x = (int)(j % nx) * st;
+    const unsigned int nx = (unsigned int)((s.w + st - 1) / st), jj = (unsigned int)j;
+    const int y = (int)(jj / nx) * st, x = (int)(jj % nx) * st;
     const size_t i = (size_t)y * (size_t)s.w + (size_t)x;
     const float v0 = s.kind == CU_SAMP_DIFF ? s.a[i] - s.b[i] : s.a[i];
     if (!isfinite(v0))
