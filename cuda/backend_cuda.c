@@ -1,22 +1,34 @@
 /*
  * backend_cuda.c — the CUDA backend behind pipeline/backend.h: the frame
  * history ring and every plane in device memory, every stage as kernels
- * (cuda/k_*.cu), two streams per instance, CUDA graphs for the repeated
+ * (cuda/k_*.cu), four streams per instance, CUDA graphs for the repeated
  * launch sequences, checked errors with a sticky "broken" state.
  *
  * Streams and ordering. Each instance (one per feed; several may share a
- * GPU) owns a compute stream and a copy stream. Raw frames go up on the
- * copy stream into one of two device raw buffers (ss_cuda_prefetch starts
- * the next frame's upload while the current one computes); the compute
- * stream waits on the upload's event. Ops that need no host value
- * (ingest, set_reference, whiten, guided, matched, history_store) only
- * append "steps" to a pending segment; an op that needs a value from the
- * device (registration, noise, detect, read_plane, ...) flushes the
- * segment and waits on one event recorded after its small device-to-host
- * copy — never on the whole device. So the per-frame flow of the driver
- * runs as a few segments: [previous history store + ingest + coarse
- * search], [coarse refinement], fine passes, [whiten + guided + noise],
- * [matched + detect], the residual download.
+ * GPU) owns four streams:
+ *   cs  compute: every stage, as segments of steps (below);
+ *   xs  uploads: raw frames go up into one of two device raw buffers
+ *       (ss_cuda_prefetch starts the next frame's upload while the current
+ *       one computes); cs waits on the upload's event;
+ *   ds  downloads (read_begin): r' goes down as soon as it is final, into
+ *       the caller's pinned result buffer, while cs runs the matched filter,
+ *       detection and the next frame's first stages; the next segment that
+ *       writes CLEAN (the guided filter) waits on the download's event;
+ *   ss  side work: the history cleaning's noise selection over
+ *       frame - median starts once the ingest segment has run and overlaps
+ *       registration and whitening; the history store waits on its event.
+ * Ops that need no host value (ingest, set_reference, whiten, guided,
+ * matched, history_store) only append "steps" to a pending segment; an op
+ * that needs a value from the device (registration, noise, detect,
+ * read_plane, ...) flushes the segment and waits on one event recorded
+ * after it — never on the whole device. The values themselves (σ, block
+ * results, fine sums, accumulators) and the parameter block travel by
+ * kernel copies through mapped pinned memory (cu_copy_small), not on the
+ * copy engines, where they would queue behind a frame's upload or a
+ * residual's download. So the per-frame flow of the driver runs as a few
+ * segments: [previous history store + ingest + coarse search], [coarse
+ * refinement], fine passes, [whiten + guided + noise], [matched + detect],
+ * with the residual download beside the last.
  *
  * Graphs. A flushed segment is looked up by its shape (the list of step
  * functions and their variants: radius, psf radius, n, ...) in a small
@@ -24,7 +36,8 @@
  * once. Per-frame numbers (history slot pointers, offsets, weights, eps,
  * sigma, ...) are never kernel arguments: they live in one device
  * parameter block (cu_params_t) that the host fills through a pinned
- * mirror and one copy before each segment, so the graphs stay valid.
+ * mirror, copied by one small kernel before each segment, so the graphs
+ * stay valid.
  *
  * Errors. Every CUDA call and every launcher (which returns
  * cudaGetLastError() after its launches) goes through CK(): the failing
