@@ -18,9 +18,12 @@
  *    each op at once, without graphs);
  *  - per frame (GPU, graph mode): GPU compute ms (the sum of the segments'
  *    event times, copies excluded) and wall ms per frame;
- *  - end to end (GPU): frames/s of the whole loop with the raw frames in
- *    pinned memory, the next frame prefetched (its upload overlaps the
- *    current frame's compute) and the residual read back every frame;
+ *  - end to end (GPU): frames/s of the whole loop as the daemon's worker
+ *    runs it under load: raw frames in pinned memory, the next frame
+ *    prefetched (its upload overlaps the current frame's compute), the
+ *    residual read back every frame into a pinned result buffer, frame t
+ *    started (ss_pipeline_start) before frame t-1's residual is waited for
+ *    (ss_pipeline_finish);
  *  - bytes moved per frame (a model: the least traffic of each stage,
  *    every input read once, every output written once) over the
  *    device-to-device copy bandwidth measured in the same run = the floor;
