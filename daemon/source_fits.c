@@ -83,7 +83,7 @@ double ss_fits_date_obs_mjd(const char *path)
     fitsfile *fp = NULL;
     int status = 0;
     double mjd = NAN;
-    if (fits_open_file(&fp, path, READONLY, &status) != 0)
+    if (fits_open_diskfile(&fp, path, READONLY, &status) != 0)   /* a path, not an extended name */
         return NAN;
     if (read_date(fp, &mjd) != 0) {
         /* the primary may be an empty header with the image in HDU 2 */

@@ -21,6 +21,7 @@
 #include "frame_fits.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fitsio.h>
 #include <limits.h>
 #include <math.h>
@@ -28,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "pipeline.h"
 
@@ -107,7 +109,22 @@ typedef struct img_info {
     double bzero, bscale;
     ss_dtype_t dtype;
     int read_type;              /* CFITSIO datatype to read as */
+    int proxy_fd;               /* the file's descriptor when opened as /proc/self/fd/N,
+                                 * else -1; closed with the file (close_image) */
 } img_info_t;
+
+/* Close what open_image opened. The proxy descriptor stays open as long as
+ * CFITSIO's handle: CFITSIO shares handles between opens of the same name,
+ * and a reused descriptor number would give another file the same name. */
+static void close_image(fitsfile *fp, img_info_t *ii)
+{
+    int st = 0;
+    if (fp)
+        fits_close_file(fp, &st);
+    if (ii->proxy_fd >= 0)
+        close(ii->proxy_fd);
+    ii->proxy_fd = -1;
+}
 
 /* Move to the image HDU (primary if it has data, else the first image
  * extension with data). */
@@ -171,6 +188,7 @@ static ss_err_t open_image(const char *path, fitsfile **out_fp, img_info_t *ii, 
                            size_t n)
 {
     *out_fp = NULL;
+    ii->proxy_fd = -1;
     if (!path || !*path) {
         set_err(err, n, path ? path : "(null)", "no file name");
         return SS_ERR_INVALID;
@@ -189,12 +207,24 @@ static ss_err_t open_image(const char *path, fitsfile **out_fp, img_info_t *ii, 
     fclose(probe);
     fitsfile *fp = NULL;
     int st = 0;
-    fits_open_diskfile(&fp, path, READONLY, &st);
+    /* CFITSIO picks the decompressor of a compressed file by searching the
+     * whole path for ".Z" (LZW) and ".bz2", not its suffix: a gzip'ed file
+     * in a directory such as /data/run.Zenith/ was fed to the LZW decoder
+     * and failed. Such a file is opened through /proc/self/fd/N, a name
+     * with neither; gzip is recognised by its magic bytes. */
+    char proxy[64];
+    const char *open_path = path;
+    if ((unsigned char)magic[0] == 0x1f && (unsigned char)magic[1] == 0x8b &&
+        (strstr(path, ".Z") || strstr(path, ".bz2")) &&
+        (ii->proxy_fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+        snprintf(proxy, sizeof proxy, "/proc/self/fd/%d", ii->proxy_fd);
+        open_path = proxy;
+    }
+    fits_open_diskfile(&fp, open_path, READONLY, &st);
     if (st) {
-        int cst = 0;
-        if (fp)
-            fits_close_file(fp, &cst);
-        return fits_fail(err, n, path, "not a readable FITS file", st, SS_ERR_FORMAT);
+        const ss_err_t fe = fits_fail(err, n, path, "not a readable FITS file", st, SS_ERR_FORMAT);
+        close_image(fp, ii);
+        return fe;
     }
     int naxis = 0;
     ss_err_t e = find_image_hdu(fp, path, &naxis, err, n);
@@ -276,8 +306,7 @@ static ss_err_t open_image(const char *path, fitsfile **out_fp, img_info_t *ii, 
     *out_fp = fp;
     return SS_OK;
 fail:
-    st = 0;
-    fits_close_file(fp, &st);
+    close_image(fp, ii);
     return e;
 }
 
@@ -561,8 +590,7 @@ ss_err_t ss_fits_probe(const char *path, int *w, int *h, ss_dtype_t *dt, char *e
         *h = ii.h;
     if (dt)
         *dt = ii.dtype;
-    int st = 0;
-    fits_close_file(fp, &st);
+    close_image(fp, &ii);
     return SS_OK;
 }
 
@@ -592,9 +620,8 @@ ss_err_t ss_fits_read_frame(const char *path, ss_frame_t *f, char *err, size_t e
     f->dtype = ii.dtype;
     f->valid = NULL;
     read_meta(fp, &ii, &f->meta, path);
-done:;
-    int st = 0;
-    fits_close_file(fp, &st);
+done:
+    close_image(fp, &ii);
     return e;
 }
 
@@ -618,8 +645,7 @@ ss_err_t ss_fits_read_float(const char *path, float **out, int *w, int *h, char 
     } else {
         e = read_pixels(fp, &ii, TFLOAT, buf, path, err, err_len);
     }
-    int st = 0;
-    fits_close_file(fp, &st);
+    close_image(fp, &ii);
     if (e != SS_OK) {
         free(buf);
         return e;
