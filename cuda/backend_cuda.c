@@ -70,6 +70,10 @@
 #define HOST_ACC 4096           /* accumulators in the pinned read-back buffer */
 #define ACC_INLINE 256          /* of which the detect segment copies back at once */
 #define RD_RING 4               /* events of the asynchronous residual reads */
+/* Up to this many samples a selection runs as one block (k_sel_small):
+ * one SM streams them six times in less time than six grid-wide launches
+ * take; beyond, the grid-wide passes win. */
+#define SEL_SMALL_MAX 49152
 
 /* Set once CUDA has been initialised in this process (create or
  * host_alloc); from then on probe() may ask CUDA directly. */
@@ -167,6 +171,7 @@ struct ss_backend {
     cu_acc_t *h_acc_big;            /* pageable, the rest (rare) */
     double *h_lsq;                  /* pinned */
     int search_smem_max;
+    long long sel_small_max;        /* selections of up to this many samples: one block */
 
     /* host state */
     int hp_frames;
@@ -493,6 +498,18 @@ static int sel_grid(const ss_backend_t *b, long long samples)
     return g < 1 ? 1 : (int)g;
 }
 
+/* An exact median + MAD selection of ns samples: one launch of one block
+ * for small samples, else the grid-wide passes (buf: their compaction
+ * buffer, room for ns floats). */
+static cudaError_t select_mad(ss_backend_t *b, const cu_sampler_t *samp, cu_sel_ws_t *ws, int mode,
+                              float *out_f, double *out_d, long long ns, float *buf,
+                              cudaStream_t s)
+{
+    if (ns <= b->sel_small_max)
+        return cu_select_small(samp, mode, out_f, out_d, s);
+    return cu_select_mad(samp, ws, mode, out_f, out_d, sel_grid(b, ns), buf, s);
+}
+
 static cudaError_t st_calibrate(ss_backend_t *b, cudaStream_t s, int v)
 {
     (void)v;
@@ -511,8 +528,8 @@ static cudaError_t st_hotpix(ss_backend_t *b, cudaStream_t s, int v)
     (void)v;
     const long long ns = (long long)((b->w + SS_HOTPIX_STRIDE - 1) / SS_HOTPIX_STRIDE) *
                          ((b->h + SS_HOTPIX_STRIDE - 1) / SS_HOTPIX_STRIDE);
-    SK(cu_select_mad(&b->d_params->hot_samp, b->d_sel, 0, &b->d_res->hot_sigma, NULL,
-                     sel_grid(b, ns), b->d_selbuf, s));
+    SK(select_mad(b, &b->d_params->hot_samp, b->d_sel, 0, &b->d_res->hot_sigma, NULL, ns,
+                  b->d_selbuf, s));
     SK(cu_hot_hits(b->d_params, b->d_plane[SS_PLANE_FRAME], b->d_plane[SS_PLANE_FILTERED],
                    &b->d_res->hot_sigma, b->w, b->h, b->d_hits, b->d_learned, s));
     return cu_hot_apply(b->d_learned, b->d_plane[SS_PLANE_FRAME], b->d_plane[SS_PLANE_FILTERED],
@@ -531,9 +548,9 @@ static cudaError_t st_pyramid(ss_backend_t *b, cudaStream_t s, int ref)
 static cudaError_t st_level_noise(ss_backend_t *b, cudaStream_t s, int ref)
 {
     const long long ns = (long long)((b->lh[b->L] + 1) / 2) * (b->lw[b->L] > 1 ? b->lw[b->L] - 1 : 0);
-    return cu_select_mad(ref ? &b->d_params->lvl_samp_ref : &b->d_params->lvl_samp_cur, b->d_sel,
-                         1, NULL, ref ? &b->d_res->noise_ref : &b->d_res->noise_cur,
-                         sel_grid(b, ns), b->d_selbuf, s);
+    return select_mad(b, ref ? &b->d_params->lvl_samp_ref : &b->d_params->lvl_samp_cur,
+                      b->d_sel, 1, NULL, ref ? &b->d_res->noise_ref : &b->d_res->noise_cur, ns,
+                      b->d_selbuf, s);
 }
 
 static cudaError_t st_ref_copy(ss_backend_t *b, cudaStream_t s, int v)
@@ -599,8 +616,8 @@ static cudaError_t st_noise(ss_backend_t *b, cudaStream_t s, int stride)
 {
     const int st = stride < 1 ? 1 : stride;
     const long long ns = (long long)((b->w + st - 1) / st) * ((b->h + st - 1) / st);
-    SK(cu_select_mad(&b->d_params->noise_samp, b->d_sel, 0, &b->d_res->sigma, NULL,
-                     sel_grid(b, ns), b->d_selbuf, s));
+    SK(select_mad(b, &b->d_params->noise_samp, b->d_sel, 0, &b->d_res->sigma, NULL, ns,
+                  b->d_selbuf, s));
     return cu_copy_small(&b->m_res->sigma, &b->d_res->sigma, sizeof(float), s);
 }
 
@@ -631,8 +648,8 @@ static long long clean_samples(const ss_backend_t *b)
 /* The history cleaning's noise on the side stream (its own workspace). */
 static cudaError_t side_select(ss_backend_t *b, cudaStream_t s)
 {
-    return cu_select_mad(b->d_clean_samp, b->d_sel2, 0, &b->d_res->clean_sigma, NULL,
-                         sel_grid(b, clean_samples(b)), b->d_selbuf2, s);
+    return select_mad(b, b->d_clean_samp, b->d_sel2, 0, &b->d_res->clean_sigma, NULL,
+                      clean_samples(b), b->d_selbuf2, s);
 }
 
 /* Launch it after the ingest segment just flushed: the side stream waits
@@ -673,8 +690,8 @@ static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int clean)
 {
     if (clean == 2) {
         const long long ns = (long long)((b->w + 3) / 4) * ((b->h + 3) / 4);
-        SK(cu_select_mad(&b->d_params->clean_samp, b->d_sel, 0, &b->d_res->clean_sigma, NULL,
-                         sel_grid(b, ns), b->d_selbuf, s));
+        SK(select_mad(b, &b->d_params->clean_samp, b->d_sel, 0, &b->d_res->clean_sigma, NULL, ns,
+                      b->d_selbuf, s));
     }
     return cu_history_store(b->d_params, b->geo.hist_dtype, b->d_plane[SS_PLANE_FRAME],
                             b->d_plane[SS_PLANE_PREDICTION], b->d_labels,
@@ -919,6 +936,7 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     b->device = cfg->device;
     b->use_graphs = 1;
     b->seg_raw_buf = -1;
+    b->sel_small_max = SEL_SMALL_MAX;
     const size_t npix = b->npix;
 
     CC(cudaSetDevice(b->device));
@@ -1714,6 +1732,11 @@ double ss_cuda_frame_ms(ss_backend_t *b)
         total += (double)f;
     }
     return total;
+}
+
+void ss_cuda_set_select_small(ss_backend_t *b, long long max_samples)
+{
+    b->sel_small_max = max_samples;
 }
 
 void ss_cuda_set_mode(ss_backend_t *b, int timed, int graphs)

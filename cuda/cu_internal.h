@@ -171,6 +171,9 @@ cudaError_t cu_badmask(const uint8_t *bad, const uint8_t *learned, size_t n, uin
  * mode 0: *out_f = (float)(1.4826·MAD); mode 1: *out_d = 1.4826·MAD/√2.
  * buf (or NULL): room for every sample, where the first pass compacts the
  * finite ones for the later passes. */
+/* The same in one launch of one block, for small samples (no workspace). */
+cudaError_t cu_select_small(const cu_sampler_t *samp, int mode, float *out_f, double *out_d,
+                            cudaStream_t s);
 cudaError_t cu_select_mad(const cu_sampler_t *samp, cu_sel_ws_t *ws, int mode, float *out_f,
                           double *out_d, int grid, float *buf, cudaStream_t s);
 

@@ -220,7 +220,108 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
     }
 }
 
+/* The same selection for a small sample (a few hundred thousand samples at
+ * most: the frame sizes of 512² or so) in one launch: one block of
+ * SMALL_THREADS runs the six passes back to back with its histogram in
+ * shared memory, reading the samples through the sampler each pass (they
+ * sit in L2). Where the multi-kernel version pays six launches and six
+ * grid-wide hand-overs, this pays one. Same passes, same ranks, same
+ * rounding: the same float. */
+constexpr int SMALL_THREADS = 1024;
+
+__global__ void __launch_bounds__(SMALL_THREADS)
+k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double *out_d)
+{
+    constexpr int PER = CU_SEL_BINS / SMALL_THREADS;
+    __shared__ unsigned int hist[CU_SEL_BINS];
+    __shared__ long long part[SMALL_THREADS];
+    __shared__ unsigned int s_prefix, s_mask;
+    __shared__ long long s_rank, s_n;
+    const cu_sampler_t s = *sp;
+    const long long n_all = samp_count(s);
+    const int t = threadIdx.x;
+    float centre = 0.0f, result = __int_as_float(0x7fc00000);
+    bool any = false;
+    for (int which = 0; which < 2; which++) {
+        unsigned int prefix = 0, mask = 0;
+        long long rank = 0, n = 0;
+        for (int pass = 0; pass < 3; pass++) {
+            const int shift = pass_shift(pass);
+            const unsigned int bmask = pass_mask(pass);
+            for (int b = t; b < CU_SEL_BINS; b += SMALL_THREADS)
+                hist[b] = 0;
+            __syncthreads();
+            for (long long j = t; j < n_all; j += SMALL_THREADS) {
+                float v;
+                if (!samp_get(s, j, &v))
+                    continue;
+                if (which)
+                    v = fabsf(v - centre);
+                const unsigned int k = float_key(v);
+                if ((k & mask) == prefix)
+                    atomicAdd(&hist[(k >> shift) & bmask], 1u);
+            }
+            __syncthreads();
+            long long mine = 0;
+            for (int q = 0; q < PER; q++)
+                mine += hist[t * PER + q];
+            part[t] = mine;
+            __syncthreads();
+            for (int off = 1; off < SMALL_THREADS; off <<= 1) {
+                const long long v = t >= off ? part[t - off] : 0;
+                __syncthreads();
+                part[t] += v;
+                __syncthreads();
+            }
+            if (pass == 0) {
+                n = part[SMALL_THREADS - 1];
+                rank = n > 0 ? (n - 1) / 2 : 0;
+            }
+            if (n == 0)
+                break;                              /* no finite sample (every thread) */
+            long long before = part[t] - mine;
+            if (rank >= before && rank < before + mine) {      /* exactly one thread */
+                int bin = t * PER;
+                for (int q = 0; q < PER; q++, bin++) {
+                    const long long hq = hist[bin];
+                    if (rank < before + hq)
+                        break;
+                    before += hq;
+                }
+                s_prefix = prefix | (unsigned int)bin << shift;
+                s_mask = mask | bmask << shift;
+                s_rank = rank - before;
+                s_n = n;
+            }
+            __syncthreads();
+            prefix = s_prefix;
+            mask = s_mask;
+            rank = s_rank;
+            n = s_n;
+            __syncthreads();
+        }
+        any = n > 0;
+        if (!any)
+            break;
+        result = key_float(prefix);
+        centre = result;                            /* the median, for the MAD */
+    }
+    if (t == 0) {
+        if (mode == 0 && out_f)
+            *out_f = any ? (float)(1.4826 * (double)result) : __int_as_float(0x7fc00000);
+        if (mode == 1 && out_d)
+            *out_d = any ? 1.4826 * (double)result / sqrt(2.0) : (double)NAN;
+    }
+}
+
 } // namespace
+
+extern "C" cudaError_t cu_select_small(const cu_sampler_t *samp, int mode, float *out_f,
+                                       double *out_d, cudaStream_t s)
+{
+    k_sel_small<<<1, SMALL_THREADS, 0, s>>>(samp, mode, out_f, out_d);
+    return cudaGetLastError();
+}
 
 extern "C" cudaError_t cu_select_mad(const cu_sampler_t *samp, cu_sel_ws_t *ws, int mode,
                                      float *out_f, double *out_d, int grid, float *buf,
