@@ -81,10 +81,12 @@ static int read_date(fitsfile *fp, double *mjd)
 double ss_fits_date_obs_mjd(const char *path)
 {
     fitsfile *fp = NULL;
-    int status = 0;
+    int status = 0, proxy_fd = -1;
     double mjd = NAN;
-    if (fits_open_diskfile(&fp, path, READONLY, &status) != 0)   /* a path, not an extended name */
+    if (ss_fits_open_readonly(path, (void **)&fp, &proxy_fd) != 0) {
+        ss_fits_close_readonly(fp, proxy_fd);
         return NAN;
+    }
     if (read_date(fp, &mjd) != 0) {
         /* the primary may be an empty header with the image in HDU 2 */
         int hdutype = 0;
@@ -93,8 +95,7 @@ double ss_fits_date_obs_mjd(const char *path)
         if (fits_movabs_hdu(fp, 2, &hdutype, &status) == 0 && read_date(fp, &mjd) != 0)
             mjd = NAN;
     }
-    status = 0;
-    fits_close_file(fp, &status);
+    ss_fits_close_readonly(fp, proxy_fd);
     return mjd;
 }
 

@@ -118,11 +118,7 @@ typedef struct img_info {
  * and a reused descriptor number would give another file the same name. */
 static void close_image(fitsfile *fp, img_info_t *ii)
 {
-    int st = 0;
-    if (fp)
-        fits_close_file(fp, &st);
-    if (ii->proxy_fd >= 0)
-        close(ii->proxy_fd);
+    ss_fits_close_readonly(fp, ii->proxy_fd);
     ii->proxy_fd = -1;
 }
 
@@ -182,6 +178,50 @@ static void map_type(img_info_t *ii)
     }
 }
 
+int ss_fits_open_readonly(const char *path, void **fptr, int *proxy_fd)
+{
+    *fptr = NULL;
+    *proxy_fd = -1;
+    /* CFITSIO picks the decompressor of a compressed file by searching the
+     * whole path for ".Z" (LZW) and ".bz2", not its suffix: a gzip'ed file
+     * in a directory such as /data/run.Zenith/ was fed to the LZW decoder
+     * and failed. Such a file is opened through /proc/self/fd/N, a name
+     * with neither; gzip is recognised by its magic bytes. */
+    unsigned char magic[2] = { 0, 0 };
+    if (strstr(path, ".Z") || strstr(path, ".bz2")) {
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            if (fread(magic, 1, 2, f) != 2)
+                magic[0] = 0;
+            fclose(f);
+        }
+    }
+    char proxy[64];
+    const char *open_path = path;
+    if (magic[0] == 0x1f && magic[1] == 0x8b && (*proxy_fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+        snprintf(proxy, sizeof proxy, "/proc/self/fd/%d", *proxy_fd);
+        open_path = proxy;
+    }
+    fitsfile *fp = NULL;
+    int st = 0;
+    fits_open_diskfile(&fp, open_path, READONLY, &st);
+    *fptr = fp;
+    if (st && *proxy_fd >= 0 && !fp) {
+        close(*proxy_fd);
+        *proxy_fd = -1;
+    }
+    return st;
+}
+
+void ss_fits_close_readonly(void *fptr, int proxy_fd)
+{
+    int st = 0;
+    if (fptr)
+        fits_close_file((fitsfile *)fptr, &st);
+    if (proxy_fd >= 0)
+        close(proxy_fd);
+}
+
 /* Open path and describe its image; on success *out_fp is open at the
  * image HDU (the caller closes it). */
 static ss_err_t open_image(const char *path, fitsfile **out_fp, img_info_t *ii, char *err,
@@ -206,21 +246,7 @@ static ss_err_t open_image(const char *path, fitsfile **out_fp, img_info_t *ii, 
                 memcmp(magic, "SIMPLE", sizeof magic) == 0;
     fclose(probe);
     fitsfile *fp = NULL;
-    int st = 0;
-    /* CFITSIO picks the decompressor of a compressed file by searching the
-     * whole path for ".Z" (LZW) and ".bz2", not its suffix: a gzip'ed file
-     * in a directory such as /data/run.Zenith/ was fed to the LZW decoder
-     * and failed. Such a file is opened through /proc/self/fd/N, a name
-     * with neither; gzip is recognised by its magic bytes. */
-    char proxy[64];
-    const char *open_path = path;
-    if ((unsigned char)magic[0] == 0x1f && (unsigned char)magic[1] == 0x8b &&
-        (strstr(path, ".Z") || strstr(path, ".bz2")) &&
-        (ii->proxy_fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
-        snprintf(proxy, sizeof proxy, "/proc/self/fd/%d", ii->proxy_fd);
-        open_path = proxy;
-    }
-    fits_open_diskfile(&fp, open_path, READONLY, &st);
+    int st = ss_fits_open_readonly(path, (void **)&fp, &ii->proxy_fd);
     if (st) {
         const ss_err_t fe = fits_fail(err, n, path, "not a readable FITS file", st, SS_ERR_FORMAT);
         close_image(fp, ii);

@@ -36,6 +36,14 @@ ss_err_t ss_fits_probe(const char *path, int *w, int *h, ss_dtype_t *dt, char *e
  * path). */
 ss_err_t ss_fits_read_frame(const char *path, ss_frame_t *f, char *err, size_t err_len);
 
+/* Open a FITS file for reading with CFITSIO (*fptr: a fitsfile *), a path
+ * being a path (no extended-name syntax), gzip'ed files included wherever
+ * they are (CFITSIO alone misreads them under a directory with ".Z" or
+ * ".bz2" in its name). Returns the CFITSIO status; close with
+ * ss_fits_close_readonly(*fptr, *proxy_fd), also after a failure. */
+int ss_fits_open_readonly(const char *path, void **fptr, int *proxy_fd);
+void ss_fits_close_readonly(void *fptr, int proxy_fd);
+
 /* Read an image as float (calibration frames, masks): *out is malloc'ed
  * (w·h floats), the caller frees it. */
 ss_err_t ss_fits_read_float(const char *path, float **out, int *w, int *h, char *err,

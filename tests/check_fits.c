@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon/daemon.h"
 #include "pipeline/frame_fits.h"
 #include "pipeline/pipeline.h"
 
@@ -427,6 +428,10 @@ START_TEST(test_roundtrip_every_dtype)
                               "%s", err2);
                 ck_assert(fw == RW && fh == RH);
                 free(fl);
+                /* the glob source's DATE-OBS ordering reads it too */
+                const double m0 = ss_fits_date_obs_mjd(tpath("rt_i16.fits"));
+                ck_assert(isfinite(m0));
+                ck_assert(ss_fits_date_obs_mjd(gz) == m0);
             }
             frame_free(a);
             frame_free(z);
