@@ -21,7 +21,15 @@
 namespace {
 
 constexpr int TX = 32, TY = 8;
-constexpr int SEARCH_THREADS = 256;
+constexpr int SEARCH_THREADS = 512;     /* at most; a warp per 32 candidates */
+constexpr size_t SURF_SMEM = 48 * 1024; /* the SAD surface is kept when all fits here */
+
+/* Whether a search of block B and range R keeps its SAD surface. */
+__host__ __device__ inline bool search_surface(int B, int R)
+{
+    const size_t cw = (size_t)B + 2 * (size_t)R, nc = (2 * (size_t)R + 1) * (2 * (size_t)R + 1);
+    return nc * sizeof(double) + ((size_t)B * B + cw * cw) * sizeof(float) <= SURF_SMEM;
+}
 constexpr int RED_THREADS = 256;
 
 __device__ __forceinline__ float qnan()
@@ -101,16 +109,19 @@ __device__ __forceinline__ double cand_sad(const float *rs, const float *cs, int
 }
 
 /* One coarse block per CUDA block. Shared memory: the ref block (B²
- * floats) and the frame's window (B+2R)² floats (NaN outside the level).
- * One thread per candidate; the best is a (value, index) min-reduction
- * (ties to the smaller index = smallest dy, then dx), and the runner-up
- * (Chebyshev distance >= 2 from the best) a second pass that recomputes
- * the SADs instead of keeping a (2R+1)² surface, so any R fits. */
-__global__ void k_block_search(const cu_params_t *__restrict__ p, const float *__restrict__ ref,
-                               const float *__restrict__ cur, const double *__restrict__ noise_ref,
-                               cu_block_res_t *__restrict__ out)
+ * floats) and the frame's window (B+2R)² floats (NaN outside the level),
+ * and, when it fits (search_surface), the (2R+1)² SADs. One thread per
+ * candidate (the launch has a warp per 32 candidates, up to
+ * SEARCH_THREADS); the best is a (value, index) min-reduction (ties to the
+ * smaller index = smallest dy, then dx), and the runner-up (Chebyshev
+ * distance >= 2 from the best) a second pass over the kept surface, or,
+ * for a large R, over recomputed SADs. */
+__global__ void __launch_bounds__(SEARCH_THREADS)
+k_block_search(const cu_params_t *__restrict__ p, const float *__restrict__ ref,
+               const float *__restrict__ cur, const double *__restrict__ noise_ref,
+               cu_block_res_t *__restrict__ out)
 {
-    extern __shared__ float smem_f[];
+    extern __shared__ double smem_d[];
     __shared__ double red_v[SEARCH_THREADS / 32];
     __shared__ int red_i[SEARCH_THREADS / 32];
     __shared__ double red_s[SEARCH_THREADS / 32], red_s2[SEARCH_THREADS / 32];
@@ -125,7 +136,8 @@ __global__ void k_block_search(const cu_params_t *__restrict__ p, const float *_
     const int x0 = cx - B / 2, y0 = cy - B / 2;
     const int side = 2 * R + 1, ncand = side * side;
     const int CW = B + 2 * R;
-    float *rs = smem_f;                                 /* B*B */
+    double *surf = search_surface(B, R) ? smem_d : nullptr;       /* ncand */
+    float *rs = reinterpret_cast<float *>(smem_d + (surf ? ncand : 0));   /* B*B */
     float *cs = rs + B * B;                             /* CW*CW */
     const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
     const int nw = (int)(blockDim.x >> 5);
@@ -188,8 +200,12 @@ __global__ void k_block_search(const cu_params_t *__restrict__ p, const float *_
 
     double bv = INFINITY;
     int bi = 0x7fffffff;
-    for (int c = t; c < ncand; c += blockDim.x)
-        min_pair(bv, bi, cand_sad(rs, cs, B, R, CW, side, c), c);
+    for (int c = t; c < ncand; c += blockDim.x) {
+        const double v = cand_sad(rs, cs, B, R, CW, side, c);
+        if (surf)
+            surf[c] = v;
+        min_pair(bv, bi, v, c);
+    }
     for (int o = 16; o > 0; o >>= 1) {
         const double v2 = __shfl_down_sync(0xffffffffu, bv, o);
         const int i2 = __shfl_down_sync(0xffffffffu, bi, o);
@@ -212,7 +228,7 @@ __global__ void k_block_search(const cu_params_t *__restrict__ p, const float *_
     for (int c = t; c < ncand; c += blockDim.x) {
         const int dy = c / side - R, dx = c % side - R;
         if (max(abs(dx - bdx), abs(dy - bdy)) >= 2)
-            sv = fmin(sv, cand_sad(rs, cs, B, R, CW, side, c));
+            sv = fmin(sv, surf ? surf[c] : cand_sad(rs, cs, B, R, CW, side, c));
     }
     for (int o = 16; o > 0; o >>= 1)
         sv = fmin(sv, __shfl_down_sync(0xffffffffu, sv, o));
@@ -421,8 +437,8 @@ extern "C" cudaError_t cu_reference_prep(const float *ref, int w, int h, float *
 
 extern "C" size_t cu_search_smem(int B, int R)
 {
-    const size_t cw = (size_t)B + 2 * (size_t)R;
-    return ((size_t)B * B + cw * cw) * sizeof(float);
+    const size_t cw = (size_t)B + 2 * (size_t)R, nc = (2 * (size_t)R + 1) * (2 * (size_t)R + 1);
+    return ((size_t)B * B + cw * cw) * sizeof(float) + (search_surface(B, R) ? nc * sizeof(double) : 0);
 }
 
 extern "C" cudaError_t cu_search_max_smem(int *bytes)
@@ -441,8 +457,9 @@ extern "C" cudaError_t cu_block_search(const cu_params_t *p, const float *ref, c
                                        const double *noise_ref, int g, int B, int R,
                                        cu_block_res_t *out, cudaStream_t s)
 {
-    k_block_search<<<g * g, SEARCH_THREADS, cu_search_smem(B, R), s>>>(p, ref, cur, noise_ref,
-                                                                         out);
+    const int ncand = (2 * R + 1) * (2 * R + 1);
+    const int threads = ncand >= SEARCH_THREADS ? SEARCH_THREADS : (ncand + 31) / 32 * 32;
+    k_block_search<<<g * g, threads, cu_search_smem(B, R), s>>>(p, ref, cur, noise_ref, out);
     return cudaGetLastError();
 }
 
