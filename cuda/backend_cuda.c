@@ -506,7 +506,7 @@ static cudaError_t select_mad(ss_backend_t *b, const cu_sampler_t *samp, cu_sel_
                               cudaStream_t s)
 {
     if (ns <= b->sel_small_max)
-        return cu_select_small(samp, mode, out_f, out_d, s);
+        return cu_select_small(samp, mode, out_f, out_d, ns, s);
     return cu_select_mad(samp, ws, mode, out_f, out_d, sel_grid(b, ns), buf, s);
 }
 

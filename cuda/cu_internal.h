@@ -173,7 +173,7 @@ cudaError_t cu_badmask(const uint8_t *bad, const uint8_t *learned, size_t n, uin
  * finite ones for the later passes. */
 /* The same in one launch of one block, for small samples (no workspace). */
 cudaError_t cu_select_small(const cu_sampler_t *samp, int mode, float *out_f, double *out_d,
-                            cudaStream_t s);
+                            long long nsamples, cudaStream_t s);
 cudaError_t cu_select_mad(const cu_sampler_t *samp, cu_sel_ws_t *ws, int mode, float *out_f,
                           double *out_d, int grid, float *buf, cudaStream_t s);
 

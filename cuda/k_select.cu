@@ -230,16 +230,40 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
 constexpr int SMALL_THREADS = 1024;
 
 __global__ void __launch_bounds__(SMALL_THREADS)
-k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double *out_d)
+k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double *out_d, int cap)
 {
     constexpr int PER = CU_SEL_BINS / SMALL_THREADS;
+    extern __shared__ float sv[];                   /* cap floats: the finite samples */
     __shared__ unsigned int hist[CU_SEL_BINS];
     __shared__ long long part[SMALL_THREADS];
-    __shared__ unsigned int s_prefix, s_mask;
+    __shared__ unsigned int s_prefix, s_mask, s_cnt;
     __shared__ long long s_rank, s_n;
     const cu_sampler_t s = *sp;
-    const long long n_all = samp_count(s);
-    const int t = threadIdx.x;
+    const int t = threadIdx.x, lane = t & 31;
+    /* the finite samples, gathered once into shared memory (warp-
+     * aggregated appends): the six passes then read them there instead of
+     * six strided walks through L2, which were latency-bound */
+    if (t == 0)
+        s_cnt = 0;
+    __syncthreads();
+    const long long n_s = samp_count(s);
+    const bool gathered = n_s <= cap;
+    if (gathered) {
+        for (long long base = 0; base < n_s; base += SMALL_THREADS) {
+            const long long j = base + t;
+            float v = 0.0f;
+            const bool ok = j < n_s && samp_get(s, j, &v);
+            const unsigned int bal = __ballot_sync(0xffffffffu, ok);
+            unsigned int pos = 0;
+            if (lane == 0 && bal)
+                pos = atomicAdd(&s_cnt, (unsigned int)__popc(bal));
+            pos = __shfl_sync(0xffffffffu, pos, 0);
+            if (ok)
+                sv[pos + __popc(bal & ((1u << lane) - 1u))] = v;
+        }
+    }
+    __syncthreads();
+    const long long n_all = gathered ? (long long)s_cnt : n_s;
     float centre = 0.0f, result = __int_as_float(0x7fc00000);
     bool any = false;
     for (int which = 0; which < 2; which++) {
@@ -253,7 +277,9 @@ k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double 
             __syncthreads();
             for (long long j = t; j < n_all; j += SMALL_THREADS) {
                 float v;
-                if (!samp_get(s, j, &v))
+                if (gathered)
+                    v = sv[j];
+                else if (!samp_get(s, j, &v))
                     continue;
                 if (which)
                     v = fabsf(v - centre);
@@ -317,9 +343,35 @@ k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double 
 } // namespace
 
 extern "C" cudaError_t cu_select_small(const cu_sampler_t *samp, int mode, float *out_f,
-                                       double *out_d, cudaStream_t s)
+                                       double *out_d, long long nsamples, cudaStream_t s)
 {
-    k_sel_small<<<1, SMALL_THREADS, 0, s>>>(samp, mode, out_f, out_d);
+    /* room to gather every sample, as far as the device's opt-in shared
+     * memory goes (else the kernel reads them through the sampler) */
+    static int max_dyn_of[64];              /* per device, 0 = not set yet (benign race) */
+    int dev = 0;
+    cudaError_t e0 = cudaGetDevice(&dev);
+    if (e0 != cudaSuccess)
+        return e0;
+    int &max_dyn = max_dyn_of[dev & 63];
+    if (max_dyn <= 0) {
+        int optin = 0;
+        cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+        if (e != cudaSuccess)
+            return e;
+        cudaFuncAttributes fa;
+        if ((e = cudaFuncGetAttributes(&fa, k_sel_small)) != cudaSuccess)
+            return e;
+        const int room = optin - (int)fa.sharedSizeBytes;
+        if ((e = cudaFuncSetAttribute(k_sel_small, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      room)) != cudaSuccess)
+            return e;
+        max_dyn = room;
+    }
+    long long cap = nsamples;
+    if (cap * (long long)sizeof(float) > max_dyn)
+        cap = 0;
+    k_sel_small<<<1, SMALL_THREADS, (size_t)cap * sizeof(float), s>>>(samp, mode, out_f, out_d,
+                                                                     (int)cap);
     return cudaGetLastError();
 }
 
