@@ -483,13 +483,18 @@ extern "C" cudaError_t cu_refine(const cu_params_t *p, float *const *ref_lvl,
     return cudaGetLastError();
 }
 
+constexpr int FS_PER_THREAD = 4;
+
 extern "C" cudaError_t cu_fine_sums(const float *cur, const float *S, const float *gx,
                                     const float *gy, int w, int h, double sx, double sy,
                                     double *partials, unsigned int *counter, double *out,
                                     cudaStream_t s)
 {
     const long long n = (long long)(w > 2 ? w - 2 : 0) * (h > 2 ? h - 2 : 0);
-    long long gb = (n + RED_THREADS - 1) / RED_THREADS;
+    /* at least FS_PER_THREAD pixels per thread: on a small frame a block
+     * per 256 pixels left a long tail (the last block adds every block's
+     * partials) for little work each */
+    long long gb = (n + (long long)RED_THREADS * FS_PER_THREAD - 1) / ((long long)RED_THREADS * FS_PER_THREAD);
     if (gb > CU_RED_BLOCKS)
         gb = CU_RED_BLOCKS;
     if (gb < 1)
