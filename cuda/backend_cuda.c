@@ -616,9 +616,9 @@ static cudaError_t st_noise(ss_backend_t *b, cudaStream_t s, int stride)
 {
     const int st = stride < 1 ? 1 : stride;
     const long long ns = (long long)((b->w + st - 1) / st) * ((b->h + st - 1) / st);
-    SK(select_mad(b, &b->d_params->noise_samp, b->d_sel, 0, &b->d_res->sigma, NULL, ns,
-                  b->d_selbuf, s));
-    return cu_copy_small(&b->m_res->sigma, &b->d_res->sigma, sizeof(float), s);
+    /* σ is for the host only: written straight into the mapped mirror */
+    return select_mad(b, &b->d_params->noise_samp, b->d_sel, 0, &b->m_res->sigma, NULL, ns,
+                      b->d_selbuf, s);
 }
 
 static cudaError_t st_matched(ss_backend_t *b, cudaStream_t s, int R)
@@ -1337,14 +1337,14 @@ static void fine_cb(void *ctx, double sx, double sy, double sums[SS_FINE_NSUMS])
     timer_t_ *t = timer_start(b, b->cs, b->timed ? SS_STAGE_REG_FINE : -1, 0);
     if ((e = cu_fine_sums(b->d_plane[SS_PLANE_FILTERED], b->d_plane[SS_PLANE_REF_S],
                           b->d_plane[SS_PLANE_REF_GX], b->d_plane[SS_PLANE_REF_GY], b->w, b->h, sx,
-                          sy, b->d_partials, b->d_counter, b->d_res->fine, b->cs)) != cudaSuccess) {
+                          sy, b->d_partials, b->d_counter, b->m_res->fine, b->cs)) != cudaSuccess) {
         b->cb_err = cu_fail(b, e, "cu_fine_sums", __FILE__, __LINE__);
         return;
     }
     timer_stop(b, t, b->cs);
-    if ((e = cu_copy_small(b->m_res->fine, b->d_res->fine, sizeof b->h_res->fine, b->cs)) !=
-            cudaSuccess ||
-        (e = cudaEventRecord(b->ev_done, b->cs)) != cudaSuccess ||
+    /* the kernel's last block wrote the sums straight into the mapped
+     * pinned mirror: no copy to wait for */
+    if ((e = cudaEventRecord(b->ev_done, b->cs)) != cudaSuccess ||
         (e = cudaEventSynchronize(b->ev_done)) != cudaSuccess) {
         b->cb_err = cu_fail(b, e, "fine sums read-back", __FILE__, __LINE__);
         return;
