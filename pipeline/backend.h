@@ -14,8 +14,12 @@
  * unless noted):
  *   FRAME       the calibrated current frame (after ingest; learned bad
  *               pixels applied)
- *   FILTERED    its 3×3 median (registration input)
- *   REFERENCE   the filtered reference frame
+ *   FILTERED    its 3×3 median
+ *   HIPASS      the registration input: FRAME with sharp outliers replaced
+ *               (ss_clean_sharp with FILTERED as the median) minus its
+ *               local mean (ss_hipass): blind to sky level, stray light and
+ *               gradients
+ *   REFERENCE   the high-passed reference frame
  *   REF_S, REF_GX, REF_GY   the reference's smoothing and gradients (§2b)
  *   PREDICTION  P, RESIDUAL r, CLEAN r' (after the guided filter; equals r
  *               when the stage is off), SNR z
@@ -40,6 +44,7 @@ extern "C" {
 typedef enum ss_plane {
     SS_PLANE_FRAME = 0,
     SS_PLANE_FILTERED,
+    SS_PLANE_HIPASS,
     SS_PLANE_REFERENCE,
     SS_PLANE_REF_S,
     SS_PLANE_REF_GX,
@@ -100,14 +105,14 @@ typedef struct ss_backend_ops {
      * any create. */
     ss_host_allocator_t host_alloc;
 
-    /* §1: raw frame (geo->raw_w×raw_h of geo->raw_dtype) -> FRAME and
-     * FILTERED, including hot-pixel learning and masking. */
+    /* §1: raw frame (geo->raw_w×raw_h of geo->raw_dtype) -> FRAME,
+     * FILTERED and HIPASS, including hot-pixel learning and masking. */
     ss_err_t (*ingest)(ss_backend_t *b, const ss_frame_t *raw);
 
-    /* §2: FILTERED becomes the reference (REFERENCE, its pyramid, REF_S,
+    /* §2: HIPASS becomes the reference (REFERENCE, its pyramid, REF_S,
      * REF_GX, REF_GY). */
     ss_err_t (*set_reference)(ss_backend_t *b);
-    /* §2a: FILTERED against the reference. */
+    /* §2a: HIPASS against the reference. */
     ss_err_t (*register_coarse)(ss_backend_t *b, ss_coarse_t *out);
     /* §2b: from (sx0, sy0), through ss_register_fine with this backend's
      * five-sum pass. */

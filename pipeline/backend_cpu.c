@@ -40,6 +40,8 @@ struct ss_backend {
     float *fscratch;                /* 8·npix floats */
     double *dscratch;               /* 2·npix doubles */
     int32_t *iscratch;              /* npix */
+    ss_peak_t *peaks;               /* 2·SS_COARSE_PEAK_CAP: the coarse step's star peaks */
+    int *vote_hist;                 /* (2·SS_COARSE_MAX_R + 1)²: its vote histogram */
     uint8_t *bscratch;              /* npix */
     ss_comp_acc_t *acc;             /* CPU_MAX_COMPONENTS */
 
@@ -83,6 +85,8 @@ static void cpu_destroy(ss_backend_t **pb)
     free(b->fscratch);
     free(b->dscratch);
     free(b->iscratch);
+    free(b->peaks);
+    free(b->vote_hist);
     free(b->bscratch);
     free(b->acc);
     free(b);
@@ -160,9 +164,12 @@ static ss_err_t cpu_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *ge
     b->fscratch = malloc(8 * b->npix * sizeof(float));
     b->dscratch = malloc(2 * b->npix * sizeof(double));
     b->iscratch = malloc(b->npix * sizeof(int32_t));
+    b->peaks = malloc(2 * (size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t));
+    b->vote_hist = malloc((size_t)(2 * SS_COARSE_MAX_R + 1) * (2 * SS_COARSE_MAX_R + 1) * sizeof(int));
     b->bscratch = malloc(b->npix);
     b->acc = malloc(CPU_MAX_COMPONENTS * sizeof(ss_comp_acc_t));
-    if (fail || !b->fscratch || !b->dscratch || !b->iscratch || !b->bscratch || !b->acc) {
+    if (fail || !b->fscratch || !b->dscratch || !b->iscratch || !b->bscratch || !b->acc ||
+        !b->peaks || !b->vote_hist) {
         cpu_destroy(&b);
         return SS_ERR_NOMEM;
     }
@@ -170,7 +177,7 @@ static ss_err_t cpu_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *ge
         for (size_t j = 0; j < b->npix; j++)
             b->plane[i][j] = NAN;
     b->ref_pyr.lvl[0] = b->plane[SS_PLANE_REFERENCE];
-    b->cur_pyr.lvl[0] = b->plane[SS_PLANE_FILTERED];
+    b->cur_pyr.lvl[0] = b->plane[SS_PLANE_HIPASS];
     for (int l = 1; l <= cfg->reg_levels; l++) {
         b->ref_pyr.lvl[l] = b->ref_lvl[l];
         b->cur_pyr.lvl[l] = b->cur_lvl[l];
@@ -213,6 +220,13 @@ static ss_err_t cpu_ingest(ss_backend_t *b, const ss_frame_t *raw)
                              c->hotpix_fraction, b->fscratch);
             ss_hotpix_apply(&b->hot, frame, filt);
         }
+        /* the registration input: sharp outliers out, then the local
+         * mean (stages.h §2: the median itself is not used, it breaks the
+         * sub-pixel equivariance that the fine step relies on) */
+        ss_clean_sharp(frame, filt, b->w, b->h, c->clean_k, c->clean_ratio, b->fscratch,
+                       b->fscratch + b->npix);
+        ss_hipass(b->fscratch, b->w, b->h, ss_cfg_hipass_radius(c), b->plane[SS_PLANE_HIPASS],
+                  b->dscratch);
     });
     return SS_OK;
 }
@@ -226,7 +240,7 @@ static void build_pyramid(ss_pyramid_t *pyr)
 static ss_err_t cpu_set_reference(ss_backend_t *b)
 {
     TIMED(b, SS_STAGE_REG_COARSE, {
-        memcpy(b->plane[SS_PLANE_REFERENCE], b->plane[SS_PLANE_FILTERED], b->npix * sizeof(float));
+        memcpy(b->plane[SS_PLANE_REFERENCE], b->plane[SS_PLANE_HIPASS], b->npix * sizeof(float));
         build_pyramid(&b->ref_pyr);
         ss_reference_prep(b->plane[SS_PLANE_REFERENCE], b->w, b->h, b->plane[SS_PLANE_REF_S],
                           b->plane[SS_PLANE_REF_GX], b->plane[SS_PLANE_REF_GY]);
@@ -238,15 +252,17 @@ static ss_err_t cpu_register_coarse(ss_backend_t *b, ss_coarse_t *out)
 {
     TIMED(b, SS_STAGE_REG_COARSE, {
         build_pyramid(&b->cur_pyr);
-        ss_register_coarse(&b->ref_pyr, &b->cur_pyr, b->cfg, out);
+        ss_register_coarse(&b->ref_pyr, &b->cur_pyr, b->cfg, b->peaks, SS_COARSE_PEAK_CAP,
+                           b->vote_hist, out);
     });
     return SS_OK;
 }
 
-static void cpu_fine_sums(void *ctx, double sx, double sy, double sums[SS_FINE_NSUMS])
+static void cpu_fine_sums(void *ctx, double sx, double sy,
+                          double sums[SS_FINE_BANDS][SS_FINE_NSUMS])
 {
     ss_backend_t *b = ctx;
-    ss_fine_sums(b->plane[SS_PLANE_FILTERED], b->plane[SS_PLANE_REF_S], b->plane[SS_PLANE_REF_GX],
+    ss_fine_sums(b->plane[SS_PLANE_HIPASS], b->plane[SS_PLANE_REF_S], b->plane[SS_PLANE_REF_GX],
                  b->plane[SS_PLANE_REF_GY], b->w, b->h, sx, sy, sums);
 }
 

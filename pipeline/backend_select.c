@@ -33,7 +33,7 @@ const ss_backend_ops_t *ss_backend_select(ss_backend_kind_t kind, int device, ch
 const char *ss_plane_name(ss_plane_t p)
 {
     static const char *const names[SS_PLANE__COUNT] = {
-        "frame", "filtered", "reference", "ref_s", "ref_gx", "ref_gy", "prediction",
+        "frame", "filtered", "hipass", "reference", "ref_s", "ref_gx", "ref_gy", "prediction",
         "residual", "clean", "snr", "labels", "history", "badmask",
     };
     return (unsigned)p < SS_PLANE__COUNT ? names[p] : "?";

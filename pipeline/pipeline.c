@@ -50,6 +50,11 @@ struct ss_pipeline {
     int ref_n;                      /* frames summed so far */
     int ref_done;                   /* the mean is in place (until the next reset) */
     float sigma_prev;               /* last noise estimate (guided-filter ε) */
+    /* the bilinear-resampling bias of the fine step, per axis, from the
+     * current reference (ss_interp_bias), and the host copy it is
+     * computed from */
+    double kappa_x, kappa_y;
+    float *ref_host;
     int n_hist;
     hist_entry_t hist[SS_MAX_HISTORY];
     int free_slots[SS_MAX_HISTORY];
@@ -113,9 +118,11 @@ static void free_ref_mean(ss_pipeline_t *p)
     free(p->ref_sum);
     free(p->ref_cnt);
     free(p->ref_buf);
+    free(p->ref_host);
     p->ref_sum = NULL;
     p->ref_cnt = NULL;
     p->ref_buf = NULL;
+    p->ref_host = NULL;
     p->ref_n = 0;
     p->ref_done = 0;
 }
@@ -328,6 +335,10 @@ static ss_err_t build_backend(ss_pipeline_t *p, const ss_geometry_t *geo, char *
             bad[i] = roi_cal[2][i] != 0.0f;
     }
     free_ref_mean(p);
+    if (!(p->ref_host = malloc(npix * sizeof(float)))) {
+        e = SS_ERR_NOMEM;
+        goto out;
+    }
     if (p->cfg.ref_frames > 1) {
         p->ref_sum = malloc(npix * sizeof(double));
         p->ref_cnt = malloc(npix * sizeof(uint16_t));
@@ -457,6 +468,24 @@ static ss_err_t compute_weights(ss_pipeline_t *p, const ss_shift_t *s, int n, in
     return SS_OK;
 }
 
+/* The reference changed: its resampling bias (ss_interp_bias), from a
+ * host copy (one read per reference, not per frame). */
+static ss_err_t reference_bias(ss_pipeline_t *p)
+{
+    ss_err_t e = p->ops->read_plane(p->be, SS_PLANE_REFERENCE, 0, p->ref_host);
+    if (e != SS_OK)
+        return e;
+    ss_interp_bias(p->ref_host, p->geo.roi.w, p->geo.roi.h, &p->kappa_x, &p->kappa_y);
+    return SS_OK;
+}
+
+/* A new reference from the current frame. */
+static ss_err_t new_reference(ss_pipeline_t *p)
+{
+    ss_err_t e = p->ops->set_reference(p->be);
+    return e != SS_OK ? e : reference_bias(p);
+}
+
 /* The mean reference (ALGORITHM §2, "optionally the mean of the first M
  * aligned frames, for lower noise"): each good frame's filtered image,
  * aligned to the reference by bilinear resampling at its shift
@@ -469,7 +498,7 @@ static ss_err_t ref_mean_add(ss_pipeline_t *p, const ss_shift_t *s)
 {
     const int w = p->geo.roi.w, h = p->geo.roi.h;
     const size_t npix = (size_t)w * (size_t)h;
-    ss_err_t e = p->ops->read_plane(p->be, SS_PLANE_FILTERED, 0, p->ref_buf);
+    ss_err_t e = p->ops->read_plane(p->be, SS_PLANE_HIPASS, 0, p->ref_buf);
     if (e != SS_OK)
         return e;
     if (p->ref_n == 0) {
@@ -505,7 +534,8 @@ static ss_err_t ref_mean_add(ss_pipeline_t *p, const ss_shift_t *s)
     p->ref_done = 1;
     SS_LOG(SS_LOG_INFO, TAG, "feed %s: reference is the mean of %d frames", p->feed,
            p->cfg.ref_frames);
-    return p->ops->write_plane(p->be, SS_PLANE_REFERENCE, 0, p->ref_buf);
+    e = p->ops->write_plane(p->be, SS_PLANE_REFERENCE, 0, p->ref_buf);
+    return e != SS_OK ? e : reference_bias(p);
 }
 
 /* Detections from processed-region coordinates to input-frame pixel
@@ -609,7 +639,7 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
             p->fail_run++;
             goto done;
         }
-        TRY(p->ops->set_reference(p->be));
+        TRY(new_reference(p));
         p->have_ref = 1;
         s->ok = 1;
         if (p->ref_sum)     /* the first of the M frames of a mean reference */
@@ -635,6 +665,8 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
             goto done;
         }
         p->fail_run = 0;
+        s->sx = ss_interp_unbias(s->sx, p->kappa_x);
+        s->sy = ss_interp_unbias(s->sy, p->kappa_y);
         if (p->ref_sum && !p->ref_done)
             TRY(ref_mean_add(p, s));
     }
@@ -681,7 +713,7 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
     TRY(p->ops->history_store(p->be, slot, remove, (int)floor(ss_cfg_mask_radius(&p->cfg))));
     history_push(p, slot, s->sx, s->sy);
     if (res->status != SS_STATUS_REFERENCE && hypot(s->sx, s->sy) > p->cfg.reref_px) {
-        TRY(p->ops->set_reference(p->be));
+        TRY(new_reference(p));
         for (int k = 0; k < p->n_hist; k++) {
             p->hist[k].sx -= s->sx;
             p->hist[k].sy -= s->sy;

@@ -26,6 +26,16 @@ int ss_cfg_guided_radius(const ss_pipeline_cfg_t *c)
     return c->guided_radius > 0 ? c->guided_radius : (int)lround(8.0 * c->psf_sigma);
 }
 
+/* A box of radius 3σ holds nearly all of a star: its mean barely dents the
+ * core, while anything broader than the box (sky, stray light) goes. */
+int ss_cfg_hipass_radius(const ss_pipeline_cfg_t *c)
+{
+    if (c->reg_hipass > 0)
+        return c->reg_hipass;
+    const int r = (int)ceil(3.0 * c->psf_sigma);
+    return r > 2 ? r : 2;
+}
+
 int ss_cfg_min_history(const ss_pipeline_cfg_t *c)
 {
     if (c->min_history > 0)

@@ -50,9 +50,10 @@ typedef struct ss_pipeline_cfg {
     int reg_block;              /* "registration.block": B, block size in binned pixels */
     int reg_blocks;             /* "registration.blocks": K, blocks on the grid (a square number is used) */
     int reg_search;             /* "registration.search": R, ±R binned pixels */
+    int reg_hipass;             /* "registration.highpass": local-mean radius px; 0 = derived */
     int reg_max_iter;           /* "registration.max_iter": gradient iterations (4) */
     double reg_tol;             /* "registration.tol": stop when |δ| < tol px (0.002) */
-    double reg_ambiguity;       /* "registration.ambiguity": SAD best/second-best ratio that fails (0.9) */
+    double reg_ambiguity;       /* "registration.ambiguity": best/runner-up cost ratio that fails (0.9) */
     double reg_min_det;         /* "registration.min_det": det/(u·w) below this fails (featureless) */
     int max_failures;           /* "registration.max_failures": failures in a row treated as a slew */
     double reref_px;            /* "registration.reref_px": re-reference when |s| exceeds this */
@@ -102,6 +103,7 @@ double ss_cfg_gamma(const ss_pipeline_cfg_t *c);        /* gamma, or 1e-3·N */
 double ss_cfg_mask_radius(const ss_pipeline_cfg_t *c);  /* object-removal radius */
 int ss_cfg_guided_radius(const ss_pipeline_cfg_t *c);   /* ρ */
 int ss_cfg_min_history(const ss_pipeline_cfg_t *c);     /* frames before residuals */
+int ss_cfg_hipass_radius(const ss_pipeline_cfg_t *c);   /* registration high-pass radius */
 int ss_poly_terms(int degree);                          /* m: 1, 3 or 6 */
 
 #ifdef __cplusplus

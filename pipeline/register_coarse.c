@@ -1,12 +1,13 @@
 /*
- * register_coarse.c — ALGORITHM.md §2a on the CPU: 2×2 binning and the
- * block-matching search for the integer shift of a frame against the
- * reference, with its failure tests (ambiguous SAD minima, too few blocks
- * agreeing).
+ * register_coarse.c — ALGORITHM.md §2a on the CPU: the registration input
+ * (the filtered frame minus its local mean), 2×2 binning, block placement
+ * on the reference, the block-matching search by normalised correlation,
+ * the vote with its failure tests, and the refinement down the pyramid.
  *
- * Definitions (block grid, noise estimate, SAD, tie-breaks, refinement)
- * are those of stages.h; a GPU version reproduces them up to the rounding
- * of double sums (the argmin and its ties included). Nothing is
+ * Definitions (high-pass, block grid and placement, noise estimate, the
+ * correlation cost, tie-breaks, refinement) are those of stages.h; a GPU
+ * version reproduces them up to the rounding of parallel double sums (the
+ * per-candidate sums, the argmin and its ties included). Nothing is
  * allocated: the pyramids come from the caller, and the only scratch is a
  * few kilobytes on the stack.
  */
@@ -19,19 +20,10 @@
 
 /* Robust sigma from a MAD: 1.4826 = 1 / Φ⁻¹(3/4). */
 #define MAD_TO_SIGMA 1.4826
-/* A block is used when its variance exceeds this many noise variances. */
-#define BLOCK_VAR_NOISE 4.0
-/* E|X| = sqrt(2/π)·σ for a normal X: the SAD that noise alone leaves. */
-#define SQRT_2_OVER_PI 0.7978845608028654
-/* Blocks of the grid are bounded by this many (g ≤ 32 → 1024 blocks). */
-#define MAX_GRID 32
-#define MAX_BLOCKS (MAX_GRID * MAX_GRID)
-/* The refinement compares whole levels on every REFINE_STEP-th row and
+/* The refinement correlates whole levels on every REFINE_STEP-th row and
  * column: tens of thousands of pixels pick one of 9 candidates reliably,
  * and the full levels would cost more than the block search itself. */
 #define REFINE_STEP 2
-/* Fewer voting blocks than this: the vote means nothing. */
-#define MIN_VOTES 3
 
 /* ---- 2×2 binning -------------------------------------------------------- */
 
@@ -53,6 +45,43 @@ void ss_bin2(const float *in, int w, int h, float *out)
                     n++;
                 }
             o[x] = n ? s / (float)n : NAN;
+        }
+    }
+}
+
+/* ---- the registration input: filtered frame minus its local mean -------- */
+
+void ss_hipass(const float *in, int w, int h, int r, float *out, double *scratch)
+{
+    double *hs = scratch, *hc = scratch + (size_t)w * (size_t)h;
+    if (r < 0)
+        r = 0;
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        const float *row = in + (size_t)y * (size_t)w;
+        for (int x = 0; x < w; x++) {
+            double s = 0.0, c = 0.0;
+            for (int i = SS_MAX(-r, -x); i <= r && x + i < w; i++)
+                if (isfinite(row[x + i])) {
+                    s += row[x + i];
+                    c += 1.0;
+                }
+            hs[(size_t)y * (size_t)w + (size_t)x] = s;
+            hc[(size_t)y * (size_t)w + (size_t)x] = c;
+        }
+    }
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            const size_t i0 = (size_t)y * (size_t)w + (size_t)x;
+            double s = 0.0, c = 0.0;
+            for (int j = SS_MAX(-r, -y); j <= r && y + j < h; j++) {
+                const size_t i = i0 + (size_t)((long)j * w);
+                s += hs[i];
+                c += hc[i];
+            }
+            const float v = in[i0];
+            out[i0] = isfinite(v) && c > 0.0 ? (float)((double)v - s / c) : NAN;
         }
     }
 }
@@ -124,10 +153,7 @@ static float select_diff(const float *a, int w, int h, int centred, float centre
     return key_float(prefix);
 }
 
-/* Robust noise of a level: 1.4826·MAD(d)/√2 over the samples above, with
- * lower medians (rank floor((n-1)/2)) and |d - m| in float. NaN when
- * there is no sample. */
-static double level_noise(const float *a, int w, int h)
+double ss_diff_noise(const float *a, int w, int h)
 {
     long n = 0;
     for (int y = 0; y < h; y += 2) {
@@ -142,68 +168,153 @@ static double level_noise(const float *a, int w, int h)
     return MAD_TO_SIGMA * (double)mad / sqrt(2.0);
 }
 
-/* ---- block matching ------------------------------------------------------ */
+/* ---- star peaks ------------------------------------------------------------ */
 
-/* Population variance (÷ count) of the finite pixels of a B×B block with
- * origin (x0, y0), in double; -1 when it has no finite pixel. */
-static double block_variance(const float *a, int w, int x0, int y0, int B)
+int ss_is_peak(const float *a, int w, int h, int x, int y, float level)
 {
-    double s = 0.0, s2 = 0.0;
-    long n = 0;
-    for (int y = y0; y < y0 + B; y++)
-        for (int x = x0; x < x0 + B; x++) {
-            const float v = a[(size_t)y * (size_t)w + (size_t)x];
-            if (isfinite(v)) {
-                s += v;
-                s2 += (double)v * v;
-                n++;
+    if (x < 1 || y < 1 || x > w - 2 || y > h - 2)
+        return 0;
+    const size_t i = (size_t)y * (size_t)w + (size_t)x;
+    const float v = a[i];
+    if (!(v > level))               /* false for NaN */
+        return 0;
+    for (int dy = -1; dy <= 1; dy++)
+        for (int dx = -1; dx <= 1; dx++) {
+            if (dx == 0 && dy == 0)
+                continue;
+            const float q = a[i + (size_t)((long)dy * w + dx)];
+            const int later = dy > 0 || (dy == 0 && dx > 0);
+            if (q > v || (q == v && !later))    /* a NaN neighbour compares false */
+                return 0;
+        }
+    return 1;
+}
+
+int ss_find_peaks(const float *a, int w, int h, double noise, ss_peak_t *out, int cap)
+{
+    if (!isfinite(noise))
+        return 0;
+    const float level = (float)(SS_COARSE_PEAK * noise);
+    int m = 0;
+    for (int y = 1; y < h - 1; y++)
+        for (int x = 1; x < w - 1; x++)
+            if (ss_is_peak(a, w, h, x, y, level)) {
+                if (m < cap)
+                    out[m] = (ss_peak_t){ a[(size_t)y * (size_t)w + (size_t)x], x, y };
+                m++;
+            }
+    return m;
+}
+
+/* Value descending, then raster order (y, then x, ascending). */
+static int peak_cmp(const void *pa, const void *pb)
+{
+    const ss_peak_t *a = pa, *b = pb;
+    if (a->v != b->v)
+        return a->v > b->v ? -1 : 1;
+    if (a->y != b->y)
+        return a->y < b->y ? -1 : 1;
+    return (a->x > b->x) - (a->x < b->x);
+}
+
+int ss_peaks_order(ss_peak_t *p, int m, int n)
+{
+    qsort(p, (size_t)SS_MAX(m, 0), sizeof p[0], peak_cmp);
+    return SS_MAX(SS_MIN(m, n), 0);
+}
+
+/* ---- the vote -------------------------------------------------------------- */
+
+/* The score of bin (dx, dy): the 3×3 window sum of the histogram. */
+static int window_score(const int *hist, int R, int dx, int dy)
+{
+    const int side = 2 * R + 1;
+    int s = 0;
+    for (int ey = SS_MAX(dy - 1, -R); ey <= SS_MIN(dy + 1, R); ey++)
+        for (int ex = SS_MAX(dx - 1, -R); ex <= SS_MIN(dx + 1, R); ex++)
+            s += hist[(ey + R) * side + (ex + R)];
+    return s;
+}
+
+/* Round half away from zero. */
+static int round_away(double v)
+{
+    return (int)(v < 0.0 ? -floor(-v + 0.5) : floor(v + 0.5));
+}
+
+void ss_coarse_vote(const ss_peak_t *ref, int nr, const ss_peak_t *cur, int nc, int R,
+                    double ambiguity, int *hist, ss_coarse_t *out)
+{
+    out->n_ref = nr;
+    out->n_cur = nc;
+    if (nr < 3 || nc < 3) {
+        snprintf(out->why, sizeof out->why, "too few stars: %d in the reference, %d in the frame",
+                 nr, nc);
+        return;
+    }
+    const int side = 2 * R + 1;
+    memset(hist, 0, (size_t)side * (size_t)side * sizeof hist[0]);
+    long votes = 0;
+    for (int i = 0; i < nr; i++)
+        for (int j = 0; j < nc; j++) {
+            const int dx = ref[i].x - cur[j].x, dy = ref[i].y - cur[j].y;
+            if (abs(dx) <= R && abs(dy) <= R) {
+                hist[(dy + R) * side + (dx + R)]++;
+                votes++;
             }
         }
-    if (n == 0)
-        return -1.0;
-    const double mean = s / (double)n;
-    return s2 / (double)n - mean * mean;
-}
-
-/* SAD of one block (origin x0, y0, size B) of the reference at
- * displacement (dx, dy): mean |ref(x) - cur(x - d)| over the block pixels
- * where both are finite and x - d lies inside the frame; +inf when fewer
- * than half are. The block is fixed in the reference and the frame's window
- * slides, so that the reference's structure (which is what made the block
- * "used") takes part in every candidate: with the roles the other way round
- * a window that slides off a lone star matches empty sky to empty sky. */
-static double block_sad(const float *ref, const float *cur, int w, int h, int x0, int y0,
-                        int B, int dx, int dy)
-{
-    /* The pixels that pair up: x - d inside the level. (The block grid
-     * keeps the whole window inside; the clipping is for safety only.) */
-    const int xa = SS_MAX(x0, dx), xb = SS_MIN(x0 + B, w + dx);
-    const int ya = SS_MAX(y0, dy), yb = SS_MIN(y0 + B, h + dy);
-    double s = 0.0;
-    long n = 0;
-    for (int y = ya; y < yb; y++) {
-        const float *r = ref + (size_t)y * (size_t)w;
-        const float *c = cur + (size_t)(y - dy) * (size_t)w - dx;
-        double srow = 0.0;
-        int nrow = 0;
-        /* Branch-free so that it vectorises; |v| <= FLT_MAX is "finite". */
-#pragma omp simd reduction(+ : srow, nrow)
-        for (int x = xa; x < xb; x++) {
-            const int ok = fabsf(r[x]) <= FLT_MAX && fabsf(c[x]) <= FLT_MAX;
-            srow += ok ? fabs((double)r[x] - (double)c[x]) : 0.0;
-            nrow += ok;
+    int bx = 0, by = 0, best = -1;
+    for (int dy = -R; dy <= R; dy++)            /* dy outer, dx inner: ties go to the */
+        for (int dx = -R; dx <= R; dx++) {      /* smallest dy, then dx */
+            if (!hist[(dy + R) * side + (dx + R)])
+                continue;
+            const int s = window_score(hist, R, dx, dy);
+            if (s > best) {
+                best = s;
+                bx = dx;
+                by = dy;
+            }
         }
-        s += srow;
-        n += nrow;
+    int second = 0;
+    for (int dy = -R; dy <= R; dy++)
+        for (int dx = -R; dx <= R; dx++)
+            if (hist[(dy + R) * side + (dx + R)] && SS_MAX(abs(dx - bx), abs(dy - by)) >= 3)
+                second = SS_MAX(second, window_score(hist, R, dx, dy));
+    out->n_votes = SS_MAX(best, 0);
+    out->n_second = second;
+    out->expected = 9.0 * (double)votes / ((double)side * side);
+    const double need = out->expected + SS_COARSE_VOTE_SIGMA * sqrt(out->expected);
+    if (out->n_votes < SS_COARSE_MIN_VOTES || out->n_votes < need) {
+        snprintf(out->why, sizeof out->why,
+                 "no match: %d star pairs agree, random pairs give %.1f (%d and %d stars)",
+                 out->n_votes, out->expected, nr, nc);
+        return;
     }
-    return 2 * n < (long)B * B ? INFINITY : s / (double)n;
+    if (second >= ambiguity * out->n_votes) {
+        snprintf(out->why, sizeof out->why, "ambiguous: %d star pairs agree, %d elsewhere",
+                 out->n_votes, second);
+        return;
+    }
+    /* the vote-weighted mean displacement of the best window */
+    double sx = 0.0, sy = 0.0;
+    for (int ey = SS_MAX(by - 1, -R); ey <= SS_MIN(by + 1, R); ey++)
+        for (int ex = SS_MAX(bx - 1, -R); ex <= SS_MIN(bx + 1, R); ex++) {
+            const int k = hist[(ey + R) * side + (ex + R)];
+            sx += (double)k * ex;
+            sy += (double)k * ey;
+        }
+    out->dx = round_away(sx / out->n_votes);
+    out->dy = round_away(sy / out->n_votes);
+    out->ok = 1;
 }
 
-/* Mean absolute difference over the whole level at displacement (dx, dy),
- * every `step`-th row and column (from 0); +inf when no pixel pair is
- * valid. Summed in raster order, so the result is deterministic. */
-static double frame_mad(const float *ref, const float *cur, int w, int h, int step, int dx,
-                        int dy)
+/* ---- refinement -------------------------------------------------------------- */
+
+/* Mean product over the whole level at displacement (dx, dy), every
+ * `step`-th row and column (from 0); -inf when no pixel pair is valid.
+ * Summed in raster order, so the result is deterministic. */
+static double frame_corr(const float *ref, const float *cur, int w, int h, int step, int dx,
+                         int dy)
 {
     /* x + d inside the level; the first x on the sampling grid (a
      * multiple of step) at or after xa. */
@@ -222,122 +333,33 @@ static double frame_mad(const float *ref, const float *cur, int w, int h, int st
 #pragma omp simd reduction(+ : srow, nrow)
         for (int x = xa; x < xb; x += step) {
             const int ok = fabsf(c[x]) <= FLT_MAX && fabsf(r[x]) <= FLT_MAX;
-            srow += ok ? fabs((double)c[x] - (double)r[x]) : 0.0;
+            srow += ok ? (double)c[x] * (double)r[x] : 0.0;
             nrow += ok;
         }
         s += srow;
         n += nrow;
     }
-    return n ? s / (double)n : INFINITY;
+    return n ? s / (double)n : -INFINITY;
 }
 
-/* The candidates kept while searching a block: the smallest SADs in
- * ascending order (equal values in visiting order). At most 8 candidates
- * lie within Chebyshev distance 1 of the best, so the 10 smallest always
- * hold the best and its runner-up at distance >= 2 (when one exists), and
- * the search needs no (2R+1)² surface in memory. */
-#define KEEP_BEST 10
-typedef struct cand {
-    double sad;
-    int dx, dy;
-} cand_t;
-
-/* The full search for one block. */
-static void search_block(const float *ref, const float *cur, int w, int h, int x0, int y0,
-                         int B, int R, ss_block_match_t *res)
+void ss_coarse_refine(const ss_pyramid_t *ref, const ss_pyramid_t *cur, int *dx, int *dy)
 {
-    cand_t keep[KEEP_BEST] = { { 0.0, 0, 0 } };
-    int nk = 0;
-    for (int dy = -R; dy <= R; dy++)            /* dy outer, dx inner: the visiting */
-        for (int dx = -R; dx <= R; dx++) {      /* order settles ties (smallest dy, dx) */
-            const double v = block_sad(ref, cur, w, h, x0, y0, B, dx, dy);
-            if (nk == KEEP_BEST && !(v < keep[nk - 1].sad))
-                continue;
-            int k = nk < KEEP_BEST ? nk++ : nk - 1;
-            while (k > 0 && v < keep[k - 1].sad) {  /* strict: equal values stay behind */
-                keep[k] = keep[k - 1];
-                k--;
-            }
-            keep[k] = (cand_t){ v, dx, dy };
-        }
-    const double best = keep[0].sad;
-    double second = INFINITY;
-    for (int k = 1; k < nk; k++)
-        if (SS_MAX(abs(keep[k].dx - keep[0].dx), abs(keep[k].dy - keep[0].dy)) >= 2) {
-            second = keep[k].sad;
-            break;
-        }
-    res->dx = keep[0].dx;
-    res->dy = keep[0].dy;
-    res->best = best;
-    res->second = second;
-}
-
-/* Lower median of n ints (n ≤ MAX_BLOCKS), by insertion sort of a copy. */
-static int lower_median(const int *v, int n)
-{
-    int s[MAX_BLOCKS];
-    for (int i = 0; i < n; i++) {
-        int k = i;
-        while (k > 0 && s[k - 1] > v[i]) {
-            s[k] = s[k - 1];
-            k--;
-        }
-        s[k] = v[i];
+    for (int l = ref->levels - 1; l >= 0; l--) {
+        double m[9];
+        *dx *= 2;
+        *dy *= 2;
+        const int bx = *dx, by = *dy;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int k = 0; k < 9; k++)
+            m[k] = frame_corr(ref->lvl[l], cur->lvl[l], ref->w[l], ref->h[l], REFINE_STEP,
+                              bx + k % 3 - 1, by + k / 3 - 1);
+        int bk = 0;
+        for (int k = 1; k < 9; k++)     /* k runs dy-major: the first maximum wins ties */
+            if (m[k] > m[bk])
+                bk = k;
+        *dx += bk % 3 - 1;
+        *dy += bk / 3 - 1;
     }
-    return s[(n - 1) / 2];
-}
-
-void ss_coarse_vote(const ss_block_match_t *blocks, int n, double noise_ref, double noise_cur,
-                    double ambiguity, ss_coarse_t *out)
-{
-    /* The SAD of a perfect match: the difference of two noises. */
-    double floor_sad = SQRT_2_OVER_PI * sqrt(noise_ref * noise_ref + noise_cur * noise_cur);
-    if (!isfinite(floor_sad))
-        floor_sad = 0.0;
-    int vx[MAX_BLOCKS], vy[MAX_BLOCKS], nv = 0;
-    n = SS_MIN(n, MAX_BLOCKS);
-    for (int b = 0; b < n; b++) {
-        if (!blocks[b].used)
-            continue;
-        out->n_blocks++;
-        /* Distinct when the best match's excess over the noise floor is
-         * below `ambiguity` times the runner-up's: a plain best/second
-         * ratio would call every sparse or faint field ambiguous, because
-         * the noise floor dominates both SADs there. No excess at the
-         * runner-up: nothing to match, ambiguous. A +inf best (nothing
-         * overlapped) is ambiguous. */
-        const double ex_best = SS_MAX(blocks[b].best - floor_sad, 0.0);
-        const double ex_second = blocks[b].second - floor_sad;
-        if (!(ex_second > 0.0 && ex_best < ambiguity * ex_second)) {
-            out->n_ambiguous++;
-            continue;
-        }
-        vx[nv] = blocks[b].dx;
-        vy[nv] = blocks[b].dy;
-        nv++;
-    }
-    if (nv < MIN_VOTES) {
-        snprintf(out->why, sizeof out->why,
-                 "no distinct match: %d of %d structured blocks vote (%d ambiguous)", nv,
-                 out->n_blocks, out->n_ambiguous);
-        return;
-    }
-    const int dx = lower_median(vx, nv), dy = lower_median(vy, nv);
-    for (int i = 0; i < nv; i++)
-        out->n_agree += abs(vx[i] - dx) <= 1 && abs(vy[i] - dy) <= 1;
-    /* At least MIN_VOTES and half of the voters must agree: blocks that
-     * vote at random (against a blank frame a SAD surface still has a
-     * minimum, where the frame's noise happens to fit best) rarely land
-     * within a pixel of each other. */
-    if (out->n_agree < MIN_VOTES || 2 * out->n_agree < nv) {
-        snprintf(out->why, sizeof out->why, "blocks disagree: %d of %d within 1 px of (%d,%d)",
-                 out->n_agree, nv, dx, dy);
-        return;
-    }
-    out->dx = dx;
-    out->dy = dy;
-    out->ok = 1;
 }
 
 static void fail(ss_coarse_t *out, const char *why)
@@ -347,7 +369,8 @@ static void fail(ss_coarse_t *out, const char *why)
 }
 
 void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
-                        const ss_pipeline_cfg_t *c, ss_coarse_t *out)
+                        const ss_pipeline_cfg_t *c, ss_peak_t *peaks, int cap, int *hist,
+                        ss_coarse_t *out)
 {
     memset(out, 0, sizeof *out);
     const int L = ref->levels;
@@ -360,69 +383,19 @@ void ss_register_coarse(const ss_pyramid_t *ref, const ss_pyramid_t *cur,
             fail(out, "pyramids disagree in size");
             return;
         }
-    const int B = c->reg_block, R = c->reg_search;
-    int g = (int)floor(sqrt((double)c->reg_blocks));
-    g = SS_CLAMP(g, 1, MAX_GRID);
-    if (B < 1 || R < 1) {
-        fail(out, "bad block size or search range");
+    const int R = c->reg_search;
+    if (R < 1 || R > SS_COARSE_MAX_R) {
+        fail(out, "bad search range");
         return;
     }
     const int w = ref->w[L], h = ref->h[L];
-    const float *rl = ref->lvl[L], *cl = cur->lvl[L];
-
-    /* Block centres: the middles of g equal cells of [lo, hi) on each axis,
-     * c_i = lo + ((2i+1)·(hi-lo)) / (2g) (integer division); the block
-     * covers [c - B/2, c - B/2 + B). */
-    const int lox = R + B / 2, hix = w - R - B / 2;
-    const int loy = R + B / 2, hiy = h - R - B / 2;
-    if (hix <= lox || hiy <= loy) {
-        fail(out, "frame too small for the block search");
-        return;
-    }
-    const double noise = level_noise(rl, w, h);
-    const double var_min = BLOCK_VAR_NOISE * noise * noise;
-    const double noise_cur = level_noise(cl, w, h);
-
-    ss_block_match_t res[MAX_BLOCKS];
-    const int nb = g * g;
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int b = 0; b < nb; b++) {
-        const int bx = b % g, by = b / g;
-        const int cx = lox + ((2 * bx + 1) * (hix - lox)) / (2 * g);
-        const int cy = loy + ((2 * by + 1) * (hiy - loy)) / (2 * g);
-        const int x0 = cx - B / 2, y0 = cy - B / 2;
-        memset(&res[b], 0, sizeof res[b]);
-        /* var > 4n² is false for a NaN noise: no block is used then. */
-        res[b].used = block_variance(rl, w, x0, y0, B) > var_min;
-        if (res[b].used)
-            search_block(rl, cl, w, h, x0, y0, B, R, &res[b]);
-    }
-    ss_coarse_vote(res, nb, noise, noise_cur, c->reg_ambiguity, out);
+    ss_peak_t *pr = peaks, *pc = peaks + cap;
+    int nr = SS_MIN(ss_find_peaks(ref->lvl[L], w, h, ss_diff_noise(ref->lvl[L], w, h), pr, cap), cap);
+    int nc = SS_MIN(ss_find_peaks(cur->lvl[L], w, h, ss_diff_noise(cur->lvl[L], w, h), pc, cap), cap);
+    nr = ss_peaks_order(pr, nr, SS_COARSE_STARS);
+    nc = ss_peaks_order(pc, nc, SS_COARSE_STARS);
+    ss_coarse_vote(pr, nr, pc, nc, R, c->reg_ambiguity, hist, out);
     if (!out->ok)
         return;
-    int dx = out->dx, dy = out->dy;
-    out->ok = 0;
-
-    /* Refinement: at each finer level the shift doubles and the best of the
-     * 3×3 candidates around it wins by the whole-frame mean absolute
-     * difference (ties: smallest dy, then dx). */
-    for (int l = L - 1; l >= 0; l--) {
-        const int step = REFINE_STEP;
-        double m[9];
-        dx *= 2;
-        dy *= 2;
-#pragma omp parallel for schedule(dynamic, 1)
-        for (int k = 0; k < 9; k++)
-            m[k] = frame_mad(ref->lvl[l], cur->lvl[l], ref->w[l], ref->h[l], step,
-                             dx + k % 3 - 1, dy + k / 3 - 1);
-        int bk = 0;
-        for (int k = 1; k < 9; k++)     /* k runs dy-major: the first minimum wins ties */
-            if (m[k] < m[bk])
-                bk = k;
-        dx += bk % 3 - 1;
-        dy += bk / 3 - 1;
-    }
-    out->ok = 1;
-    out->dx = dx;
-    out->dy = dy;
+    ss_coarse_refine(ref, cur, &out->dx, &out->dy);
 }
