@@ -28,7 +28,8 @@
  *    ss_merge_streaks with the pipeline's thresholds.
  *
  * Exit status: 0 done, 1 a file could not be read (the rest is still
- * scored and printed) or the backend broke, 2 bad usage.
+ * scored and printed), the backend broke or --json-out could not be
+ * written, 2 bad usage.
  */
 #include <cJSON.h>
 #include <dirent.h>
@@ -165,7 +166,7 @@ typedef struct totals {
 } totals_t;
 
 typedef struct opts {
-    const char *truth, *config;
+    const char *truth, *config, *json_out;
     const char *sets[MAX_SETS];
     int n_sets;
     ss_backend_kind_t backend;
@@ -198,18 +199,19 @@ static void usage(FILE *out)
 "                         VALUE is JSON (a number, true, [0,0,512,512]) or a\n"
 "                         string; checked by the config module; repeatable\n"
 "  -b, --backend B        cpu, cuda or auto (the config's backend is not used) [cpu]\n"
-"      --no-negative      leave detect.negative as configured (default: on,\n"
-"                         for the negative-twin count)\n"
+"      --negative         set detect.negative on, for the negative-twin count [on]\n"
+"      --no-negative      leave detect.negative as configured\n"
 "      --no-baselines     score the pipeline only\n"
 "  -j, --json             one JSON object instead of the table\n"
+"      --json-out FILE    also write that JSON object to FILE\n"
 "  -q, --quiet            errors only on stderr\n"
-"  -v, --verbose          one line per frame on stderr\n"
+"  -v, --verbose          one line per frame, and its false alarms, on stderr\n"
 "  -h, --help             this text\n"
 "\n"
 "What is measured\n"
 "  frames      per status (ok/reference/warmup/regfail/error), history resets,\n"
 "              re-references; ok after warm-up = ok frames / frames from the\n"
-"              first ok frame on.\n"
+"              first ok frame on (no ok frame: 0 / frames from min_history on).\n"
 "  shift       frames registered against a reference (ok, warmup) form reference\n"
 "              epochs (a new one at each reference or re-reference frame). In each,\n"
 "              error(t) = s_meas(t) - (s_true(t) - s_true(ref)); the epoch's mean\n"
@@ -242,8 +244,8 @@ static void usage(FILE *out)
 "              band as wide as the largest |shift difference| to the history.\n"
 "  truncated   components beyond the detection list (res.dets.truncated).\n"
 "\n"
-"Exit status: 0 done, 1 a file could not be read (the others are scored) or\n"
-"the backend broke, 2 bad usage.\n");
+"Exit status: 0 done, 1 a file could not be read (the others are scored), the\n"
+"backend broke or --json-out could not be written, 2 bad usage.\n");
 }
 
 /* ======================================================================
@@ -1186,6 +1188,21 @@ static int eval_file(eval_t *E, const char *path)
 
 static double ratio(double a, double b) { return b > 0 ? a / b : NAN; }
 
+/* Frames ok after warm-up: ok / frames from the first ok frame on; with no
+ * ok frame at all, 0 of the frames from min_history on (where the first
+ * could have been at the earliest). */
+static void ok_share(const eval_t *E, long *num, long *den)
+{
+    const totals_t *T = &E->T;
+    if (T->first_ok >= 0) {
+        *num = T->ok_from_first;
+        *den = T->frames_from_first;
+    } else {
+        *num = 0;
+        *den = SS_MAX(T->files - (long)ss_cfg_min_history(&E->pc), 0L);
+    }
+}
+
 static long sum_bins(const long *v)
 {
     long s = 0;
@@ -1222,10 +1239,14 @@ static void print_text(const eval_t *E, const shift_stats_t *sh)
     printf("frames      ");
     for (int s = 0; s < SS_STATUS__COUNT; s++)
         printf("%s %ld  ", ss_status_name((ss_frame_status_t)s), T->status[s]);
-    printf("\n            history resets %ld, re-references %ld, ok after warm-up %ld/%ld = %.3f"
-           " (from frame %ld)\n",
-           T->resets, T->rerefs, T->ok_from_first, T->frames_from_first,
-           ratio((double)T->ok_from_first, (double)T->frames_from_first), T->first_ok);
+    long okn, okd;
+    ok_share(E, &okn, &okd);
+    printf("\n            history resets %ld, re-references %ld, ok after warm-up %ld/%ld = %.3f",
+           T->resets, T->rerefs, okn, okd, ratio((double)okn, (double)okd));
+    if (T->first_ok >= 0)
+        printf(" (from frame %ld, the first ok)\n", T->first_ok);
+    else
+        printf(" (no ok frame: counted from frame %d)\n", ss_cfg_min_history(&E->pc));
     printf("shift       %ld frames in %ld reference epochs (error = measured - true change since"
            " the epoch's reference, epoch mean removed)\n",
            sh->n, sh->epochs);
@@ -1331,7 +1352,9 @@ static cJSON *score_json(const score_t *s)
     return o;
 }
 
-static void print_json(const eval_t *E, const shift_stats_t *sh)
+/* The figures as one JSON object, to out. Returns 0, or -1 when it could
+ * not be written. */
+static int print_json(const eval_t *E, const shift_stats_t *sh, FILE *out)
 {
     const totals_t *T = &E->T;
     cJSON *o = cJSON_CreateObject();
@@ -1354,8 +1377,9 @@ static void print_json(const eval_t *E, const shift_stats_t *sh)
     cJSON_AddNumberToObject(fr, "history_resets", (double)T->resets);
     cJSON_AddNumberToObject(fr, "rereferences", (double)T->rerefs);
     cJSON_AddNumberToObject(fr, "first_ok", (double)T->first_ok);
-    cJSON_AddNumberToObject(fr, "ok_after_warmup",
-                            ratio((double)T->ok_from_first, (double)T->frames_from_first));
+    long okn, okd;
+    ok_share(E, &okn, &okd);
+    cJSON_AddNumberToObject(fr, "ok_after_warmup", ratio((double)okn, (double)okd));
     cJSON *s = cJSON_AddObjectToObject(o, "shift");
     cJSON_AddNumberToObject(s, "frames", (double)sh->n);
     cJSON_AddNumberToObject(s, "epochs", (double)sh->epochs);
@@ -1385,17 +1409,29 @@ static void print_json(const eval_t *E, const shift_stats_t *sh)
     cJSON_AddNumberToObject(p, "truncated_frames", (double)T->truncated_frames);
     cJSON_AddNumberToObject(p, "truncated_max", (double)T->truncated_max);
     char *txt = cJSON_PrintUnformatted(o);
-    if (txt)
-        printf("%s\n", txt);
+    int rc = txt && fprintf(out, "%s\n", txt) > 0 ? 0 : -1;
     free(txt);
     cJSON_Delete(o);
+    return rc;
+}
+
+/* --json-out: the JSON object into a file as well. */
+static int write_json_file(const eval_t *E, const shift_stats_t *sh, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    int rc = f ? print_json(E, sh, f) : -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    if (rc != 0)
+        fprintf(stderr, PROG ": cannot write %s: %s\n", path, strerror(errno));
+    return rc;
 }
 
 /* ======================================================================
  * main
  * ==================================================================== */
 
-enum { O_NO_NEGATIVE = 256, O_NEGATIVE, O_NO_BASELINES };
+enum { O_NO_NEGATIVE = 256, O_NEGATIVE, O_NO_BASELINES, O_JSON_OUT };
 
 static const struct option long_opts[] = {
     { "truth", required_argument, NULL, 't' },
@@ -1406,6 +1442,7 @@ static const struct option long_opts[] = {
     { "no-negative", no_argument, NULL, O_NO_NEGATIVE },
     { "no-baselines", no_argument, NULL, O_NO_BASELINES },
     { "json", no_argument, NULL, 'j' },
+    { "json-out", required_argument, NULL, O_JSON_OUT },
     { "quiet", no_argument, NULL, 'q' },
     { "verbose", no_argument, NULL, 'v' },
     { "help", no_argument, NULL, 'h' },
@@ -1448,6 +1485,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case O_NO_NEGATIVE: o->negative = 0; break;
         case O_NO_BASELINES: o->baselines = 0; break;
         case 'j': o->json = 1; break;
+        case O_JSON_OUT: o->json_out = optarg; break;
         case 'q': o->quiet = 1; break;
         case 'v': o->verbose = 1; break;
         case 'h': usage(stdout); return 0;
@@ -1561,9 +1599,11 @@ int main(int argc, char **argv)
         shift_stats_t sh;
         shift_summary(&E.T, &sh);
         if (E.o.json)
-            print_json(&E, &sh);
+            (void)print_json(&E, &sh, stdout);
         else
             print_text(&E, &sh);
+        if (E.o.json_out && write_json_file(&E, &sh, E.o.json_out) != 0)
+            rc = EXIT_READ;
     }
     eval_close(&E);
     paths_free(&ps);
