@@ -1264,6 +1264,10 @@ static void print_text(const eval_t *E, const shift_stats_t *sh)
     int nm = E->o.baselines ? M__COUNT : 1;
     for (int m = 0; m < nm; m++)
         print_score_rows(&T->sc[m], METHOD_NAME[m]);
+    if (E->o.baselines)
+        printf("  (baselines, unregistered, on the whole processed frame, scored on the pipeline's "
+               "ok frames: diff = x_t - x_t-1, median = x_t - median of the last %d)\n",
+               E->pc.history);
     for (int m = 0; m < nm; m++) {
         long as[KIND_N] = { 0 };
         for (int b = 0; b < N_BINS; b++)
