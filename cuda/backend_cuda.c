@@ -1408,8 +1408,9 @@ static ss_err_t cuda_lsq_moments(ss_backend_t *b, const int *slots, const int *i
 }
 
 static ss_err_t cuda_whiten(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
-                            const double *a, int n)
+                            const double *a, int n, const ss_reweight_t *rw)
 {
+    (void)rw;
     ss_err_t e = op_begin(b);
     if (e || (e = set_history(b, slots, ix, iy, a, n)))
         return e;
@@ -1811,8 +1812,8 @@ HOST_TIMED(cuda_lsq_moments, SS_STAGE_WHITEN,
            (b, slots, ix, iy, n, R, p))
 HOST_TIMED(cuda_whiten, SS_STAGE_WHITEN,
            (ss_backend_t *b, const int *slots, const int *ix, const int *iy, const double *a,
-            int n),
-           (b, slots, ix, iy, a, n))
+            int n, const ss_reweight_t *rw),
+           (b, slots, ix, iy, a, n, rw))
 HOST_TIMED(cuda_guided, SS_STAGE_GUIDED, (ss_backend_t *b, int radius, float eps),
            (b, radius, eps))
 HOST_TIMED(cuda_noise, SS_STAGE_NOISE, (ss_backend_t *b, ss_plane_t which, int stride, float *sigma),

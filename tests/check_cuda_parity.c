@@ -400,8 +400,8 @@ START_TEST(test_whiten_parity)
         iy[k] = (int)(rng_u64() % 9) - 4;
         a[k] = rng_gauss() / N + 1.0 / N;
     }
-    ck_assert_int_eq(ss_backend_cpu.whiten(p.c, slots, ix, iy, a, N), SS_OK);
-    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N), SS_OK);
+    ck_assert_int_eq(ss_backend_cpu.whiten(p.c, slots, ix, iy, a, N, NULL), SS_OK);
+    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N, NULL), SS_OK);
     cmp_float(&p, SS_PLANE_PREDICTION, 1, "prediction");
     cmp_float(&p, SS_PLANE_RESIDUAL, 1, "residual");
     ck_assert_int_eq(ss_backend_cpu.lsq_moments(p.c, slots, ix, iy, N, R1, p1), SS_OK);
@@ -416,8 +416,8 @@ START_TEST(test_whiten_parity)
     ck_assert(R1[0] > 0.0);
     /* invalid arguments are refused by both */
     slots[0] = N;
-    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N), SS_ERR_INVALID);
-    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, 0), SS_ERR_INVALID);
+    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N, NULL), SS_ERR_INVALID);
+    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, 0, NULL), SS_ERR_INVALID);
     pair_free(&p);
 }
 END_TEST

@@ -109,7 +109,7 @@ START_TEST(test_whiten_reference)
                                       (int)(rng_u64() % 7) - 3 };
             a[k] = (k == 2 && trial % 3 == 0) ? 0.0 : rng_gauss() / n;   /* zero weights too */
         }
-        ss_whiten(cur, hv, a, n, w, h, P, r);
+        ss_whiten(cur, hv, a, n, w, h, NULL, P, r);
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++) {
                 double s = 0.0;
@@ -201,15 +201,159 @@ START_TEST(test_whiten_lsq_thread_independent)
     float *P3 = malloc(np * sizeof(float)), *r3 = malloc(np * sizeof(float));
     double R1[N * N], p1[N], R3[N * N], p3[N];
     set_threads(1);
-    ss_whiten(cur, hv, a, N, W, H, P1, r1);
+    ss_whiten(cur, hv, a, N, W, H, NULL, P1, r1);
     ss_lsq_moments(cur, hv, N, W, H, R1, p1);
     set_threads(3);
-    ss_whiten(cur, hv, a, N, W, H, P3, r3);
+    ss_whiten(cur, hv, a, N, W, H, NULL, P3, r3);
     ss_lsq_moments(cur, hv, N, W, H, R3, p3);
     set_threads(2);
     for (size_t i = 0; i < np; i++)
         ck_assert(same(P1[i], P3[i]) && same(r1[i], r3[i]));
     ck_assert(memcmp(R1, R3, sizeof R1) == 0 && memcmp(p1, p3, sizeof p1) == 0);
+    for (int k = 0; k < N; k++)
+        free((void *)hv[k].pixels);
+    free(cur);
+    free(P1);
+    free(r1);
+    free(P3);
+    free(r3);
+}
+END_TEST
+
+/* Random fractional shifts and an ss_reweight_t for them. */
+static void random_reweight(ss_reweight_t *rw, int n, int degree, double lambda, int min_valid)
+{
+    double fx[SS_MAX_HISTORY], fy[SS_MAX_HISTORY];
+    for (int k = 0; k < n; k++) {
+        fx[k] = rng_unif() - 0.5;
+        fy[k] = rng_unif() - 0.5;
+    }
+    ck_assert_int_eq(ss_reweight_init(rw, fx, fy, n, degree, 1e-3 * n, lambda, min_valid), 0);
+}
+
+/* The re-weighted ss_whiten against a per-pixel reference of the
+ * stages.h definition, bit for bit: every history type and sentinel,
+ * offsets that leave the frame (whole rows and columns), NaN in the
+ * current frame, degrees 0..2, λ < 1, min_valid from 1 to n. Where every
+ * y_k is valid it is the plain sum; where some are invalid, the sum over
+ * the valid ones with ss_reweight_subset's weights (tested in
+ * check_weights), NaN when that fails; with min_valid = n the output is
+ * the strict one (rw = NULL) exactly. */
+START_TEST(test_whiten_reweight_reference)
+{
+    rng_state = 305;
+    int n_rew = 0, n_short = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        const int w = 1 + (int)(rng_u64() % 48), h = 1 + (int)(rng_u64() % 36);
+        const int n = 1 + (int)(rng_u64() % 9);
+        const int degree = trial % 3;
+        const double lambda = trial % 4 == 1 ? 0.85 : 1.0;
+        const int min_valid = trial % 7 == 0 ? n : 1 + (int)(rng_u64() % n);
+        const size_t np = (size_t)w * h;
+        ss_hist_view_t hv[9];
+        double a[9];
+        float *cur = malloc(np * sizeof(float)), *P = malloc(np * sizeof(float)),
+              *r = malloc(np * sizeof(float)), *Ps = malloc(np * sizeof(float)),
+              *rs = malloc(np * sizeof(float));
+        for (size_t i = 0; i < np; i++)
+            cur[i] = rng_unif() < 0.05 ? NAN : (float)(1000.0 + 50.0 * rng_gauss());
+        const ss_dtype_t t = hist_types[trial % 4];
+        for (int k = 0; k < n; k++) {
+            const ss_dtype_t tk = trial % 5 == 0 ? hist_types[rng_u64() % 4] : t;
+            hv[k] = (ss_hist_view_t){ random_hist(tk, (int)np), tk, (int)(rng_u64() % 7) - 3,
+                                      (int)(rng_u64() % 7) - 3 };
+            a[k] = rng_gauss() / n;
+        }
+        ss_reweight_t rw;
+        random_reweight(&rw, n, degree, lambda, min_valid);
+        ss_whiten(cur, hv, a, n, w, h, &rw, P, r);
+        ss_whiten(cur, hv, a, n, w, h, NULL, Ps, rs);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                const size_t i = (size_t)y * w + x;
+                double yk[9], s = 0.0;
+                uint8_t inv[9];
+                int nbad = 0;
+                for (int k = 0; k < n; k++) {
+                    yk[k] = ref_y(&hv[k], w, h, x, y);
+                    inv[k] = isnan(yk[k]);
+                    nbad += inv[k];
+                    s += a[k] * yk[k];
+                }
+                float want = NAN;
+                if (!isnan(cur[i]) && nbad == 0) {
+                    want = (float)s;
+                } else if (!isnan(cur[i])) {
+                    double aw[9];
+                    if (ss_reweight_subset(&rw, inv, aw) == 0) {
+                        double acc = 0.0;
+                        for (int k = 0; k < n; k++)
+                            if (!inv[k])
+                                acc += aw[k] * yk[k];
+                        want = (float)acc;
+                        n_rew++;
+                    } else {
+                        n_short++;
+                    }
+                }
+                const float want_r = isnan(want) ? NAN : cur[i] - want;
+                ck_assert_msg(same(P[i], want) && same(r[i], want_r),
+                              "trial %d (%dx%d n %d degree %d min_valid %d) px (%d,%d): P %g/%g "
+                              "r %g/%g", trial, w, h, n, degree, min_valid, x, y, (double)P[i],
+                              (double)want, (double)r[i], (double)want_r);
+                if (rw.min_valid == n)
+                    ck_assert(same(P[i], Ps[i]) && same(r[i], rs[i]));
+            }
+        for (int k = 0; k < n; k++)
+            free((void *)hv[k].pixels);
+        free(cur);
+        free(P);
+        free(r);
+        free(Ps);
+        free(rs);
+    }
+    /* both branches were exercised */
+    ck_assert_int_gt(n_rew, 5000);
+    ck_assert_int_gt(n_short, 1000);
+}
+END_TEST
+
+/* The same bits for any number of threads, and whatever the per-thread
+ * caches hold: a frame with more invalid patterns than a cache has slots
+ * (scattered sentinels in 16 frames, offsets up to ±5 px). */
+START_TEST(test_whiten_reweight_thread_independent)
+{
+    enum { W = 401, H = 230, N = 16 };
+    const size_t np = (size_t)W * H;
+    rng_state = 306;
+    ss_hist_view_t hv[N];
+    double a[N];
+    float *cur = malloc(np * sizeof(float));
+    for (size_t i = 0; i < np; i++)
+        cur[i] = rng_unif() < 0.01 ? NAN : (float)(1000.0 + 50.0 * rng_gauss());
+    for (int k = 0; k < N; k++) {
+        hv[k] = (ss_hist_view_t){ random_hist(k % 2 ? SS_DT_U16 : SS_DT_F32, (int)np),
+                                  k % 2 ? SS_DT_U16 : SS_DT_F32, (int)(rng_u64() % 11) - 5,
+                                  (int)(rng_u64() % 11) - 5 };
+        a[k] = 1.0 / N;
+    }
+    ss_reweight_t rw;
+    random_reweight(&rw, N, 2, 0.95, 10);
+    float *P1 = malloc(np * sizeof(float)), *r1 = malloc(np * sizeof(float));
+    float *P3 = malloc(np * sizeof(float)), *r3 = malloc(np * sizeof(float));
+    set_threads(1);
+    ss_whiten(cur, hv, a, N, W, H, &rw, P1, r1);
+    set_threads(3);
+    ss_whiten(cur, hv, a, N, W, H, &rw, P3, r3);
+    set_threads(2);
+    size_t nvalid = 0;
+    for (size_t i = 0; i < np; i++) {
+        ck_assert(same(P1[i], P3[i]) && same(r1[i], r3[i]));
+        nvalid += !isnan(r1[i]);
+    }
+    /* 8 % invalid per frame and 16 frames: the strict rule would keep
+     * (0.92)^16 ≈ 26 %; the re-weighting keeps most of it */
+    ck_assert_msg(nvalid > np / 2, "only %zu of %zu valid", nvalid, np);
     for (int k = 0; k < N; k++)
         free((void *)hv[k].pixels);
     free(cur);
@@ -400,7 +544,7 @@ static void seq_whiten(seq_t *s, int degree, double gamma, double lambda)
         hv[k] = (ss_hist_view_t){ s->hist[s->slot[k]], SS_DT_U16, ix, iy };
     }
     ck_assert_int_eq(ss_weights_poly(fx, fy, n, degree, gamma, lambda, s->a), 0);
-    ss_whiten(s->cur, hv, s->a, n, s->w, s->h, s->P, s->r);
+    ss_whiten(s->cur, hv, s->a, n, s->w, s->h, NULL, s->P, s->r);
 }
 
 /* Store cur as the newest history frame (into the oldest slot), with
@@ -602,6 +746,8 @@ static Suite *whiten_suite(void)
     tcase_add_test(tc, test_whiten_reference);
     tcase_add_test(tc, test_lsq_moments_reference);
     tcase_add_test(tc, test_whiten_lsq_thread_independent);
+    tcase_add_test(tc, test_whiten_reweight_reference);
+    tcase_add_test(tc, test_whiten_reweight_thread_independent);
     suite_add_tcase(s, tc);
     tc = tcase_create("history");
     tcase_set_timeout(tc, 120);
