@@ -511,13 +511,15 @@ extern "C" cudaError_t cu_whiten(const cu_params_t *p, ss_dtype_t hdt, const flo
                                  int h, float *P, float *r, int reweight, uint32_t *list,
                                  unsigned int *count, int fix_blocks, cudaStream_t s)
 {
+#define SS_WHITEN_T(T) whiten_t<T>(p, cur, w, h, P, r, reweight, list, count, fix_blocks, s)
     switch (hdt) {
-    case SS_DT_U8: return whiten_t<uint8_t>(p, cur, w, h, P, r, reweight, list, count, fix_blocks, s);
-    case SS_DT_U16: return whiten_t<uint16_t>(p, cur, w, h, P, r, reweight, list, count, fix_blocks, s);
-    case SS_DT_I16: return whiten_t<int16_t>(p, cur, w, h, P, r, reweight, list, count, fix_blocks, s);
-    case SS_DT_F32: return whiten_t<float>(p, cur, w, h, P, r, reweight, list, count, fix_blocks, s);
+    case SS_DT_U8: return SS_WHITEN_T(uint8_t);
+    case SS_DT_U16: return SS_WHITEN_T(uint16_t);
+    case SS_DT_I16: return SS_WHITEN_T(int16_t);
+    case SS_DT_F32: return SS_WHITEN_T(float);
     default: return cudaErrorInvalidValue;
     }
+#undef SS_WHITEN_T
 }
 
 static size_t lsq_smem(int n)

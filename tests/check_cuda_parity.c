@@ -442,16 +442,22 @@ static void fill_history_sparse(pair_t *p, ss_dtype_t ht, int slots)
     void *buf = malloc(n * 4);
     ck_assert_ptr_nonnull(buf);
     for (int sl = 0; sl < slots; sl++) {
-        const int bad_row = (int)(rng_u64() % (uint64_t)p->h), bad_col = (int)(rng_u64() % (uint64_t)p->w);
+        const int bad_row = (int)(rng_u64() % (uint64_t)p->h);
+        const int bad_col = (int)(rng_u64() % (uint64_t)p->w);
         for (size_t i = 0; i < n; i++) {
             const int x = (int)(i % (size_t)p->w), y = (int)(i / (size_t)p->w);
-            const double v = 1000.0 + 200.0 * sin(0.05 * x) + 100.0 * cos(0.07 * y) + 20.0 * rng_gauss();
+            const double v =
+                1000.0 + 200.0 * sin(0.05 * x) + 100.0 * cos(0.07 * y) + 20.0 * rng_gauss();
             const int sentinel = rng_unif() < 0.03 || (sl % 4 == 1 && y == bad_row) ||
                                  (sl % 5 == 2 && x == bad_col);
             switch (ht) {
-            case SS_DT_U8: ((uint8_t *)buf)[i] = sentinel ? UINT8_MAX : (uint8_t)SS_CLAMP(v / 8.0, 0.0, 254.0); break;
+            case SS_DT_U8:
+                ((uint8_t *)buf)[i] = sentinel ? UINT8_MAX : (uint8_t)SS_CLAMP(v / 8.0, 0.0, 254.0);
+                break;
             case SS_DT_U16: ((uint16_t *)buf)[i] = sentinel ? UINT16_MAX : (uint16_t)v; break;
-            case SS_DT_I16: ((int16_t *)buf)[i] = sentinel ? INT16_MAX : (int16_t)(v - 1000.0); break;
+            case SS_DT_I16:
+                ((int16_t *)buf)[i] = sentinel ? INT16_MAX : (int16_t)(v - 1000.0);
+                break;
             default: ((float *)buf)[i] = sentinel ? NAN : (float)v; break;
             }
         }
@@ -483,8 +489,9 @@ static size_t cmp_reweighted(pair_t *p, const uint8_t *rew, double rel, const ch
         if (isnan(a[i]))
             continue;
         if (!rew[i]) {
-            ck_assert_msg(a[i] == b[i] && ra[i] == rb[i], "%s: fast-path pixel %zu: cpu %.9g gpu %.9g",
-                          what, i, (double)a[i], (double)b[i]);
+            ck_assert_msg(a[i] == b[i] && ra[i] == rb[i],
+                          "%s: fast-path pixel %zu: cpu %.9g gpu %.9g", what, i, (double)a[i],
+                          (double)b[i]);
             continue;
         }
         (*n_rew)++;
