@@ -832,6 +832,21 @@ ss_err_t ss_fits_read_master(const char *path, float **out, int *w, int *h,
     return SS_OK;
 }
 
+int ss_fits_master_place(const ss_fits_master_t *info, int mw, int mh, int rx, int ry, int rw,
+                         int rh, int *ox, int *oy)
+{
+    *ox = *oy = 0;
+    if (info && info->has_origin) {
+        *ox = info->origin_x;
+        *oy = info->origin_y;
+    } else if (mw == rw && mh == rh) {
+        *ox = rx;
+        *oy = ry;
+    }
+    return rx >= *ox && ry >= *oy && (long)rx + rw <= (long)*ox + mw &&
+           (long)ry + rh <= (long)*oy + mh;
+}
+
 /* ---- writing ------------------------------------------------------------ */
 
 /* DATE-OBS in the FITS form (no zone suffix: FITS times are UTC by default). */

@@ -67,6 +67,16 @@ typedef struct ss_fits_master {
 ss_err_t ss_fits_read_master(const char *path, float **out, int *w, int *h,
                              ss_fits_master_t *info, char *err, size_t err_len);
 
+/* Where a master of mw×mh pixels lies in raw pixels, for the processed
+ * region (rx, ry, rw, rh): at its LTV origin (a trimmed master, as
+ * skysieve-calib writes); at the region's origin when it has the region's
+ * size and no LTV (trimmed elsewhere); else at (0, 0), in raw coordinates
+ * (raw frames whose size varies share such a master as long as it holds
+ * the region). Sets *ox, *oy; returns 1 when the master holds the region,
+ * 0 when not. */
+int ss_fits_master_place(const ss_fits_master_t *info, int mw, int mh, int rx, int ry, int rw,
+                         int rh, int *ox, int *oy);
+
 /* Write a raw frame (its own type; u16 as BITPIX 16 + BZERO 32768) with its
  * metadata (DATE-OBS, EXPTIME, SEQ, WCS keys, TRIMSEC, BIASSEC). Overwrites
  * path. */
