@@ -848,8 +848,8 @@ static void cuda_destroy(ss_backend_t **pb)
             cudaGraphExecDestroy(b->graphs[g].exec);
     void *dev[] = {
         b->d_raw[0], b->d_raw[1], b->d_rawvalid[0], b->d_rawvalid[1], b->d_dark, b->d_flat,
-        b->d_bias, b->d_row_bias, b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist, b->d_gs[0], b->d_gs[1],
-        b->d_gs[2], b->d_gs[3], b->d_misc,
+        b->d_bias, b->d_row_bias, b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist,
+        b->d_gs[0], b->d_gs[1], b->d_gs[2], b->d_gs[3], b->d_misc,
         b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
         b->d_sel, b->d_selbuf, b->d_params, b->d_res, b->d_sel2, b->d_selbuf2, b->d_clean_samp,
     };

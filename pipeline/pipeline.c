@@ -470,10 +470,11 @@ static geo_fit_t geometry_fit(const ss_pipeline_t *p, const ss_geometry_t *g)
     return GEO_NEW;
 }
 
-/* A frame within the slack of the current geometry is processed at it:
- * *vw×*vh, the part it holds, is trimmed to the geometry (the rest of
- * the geometry is invalid, the rest of the frame is not used). Logged
- * once per geometry, counted per frame. */
+/* A frame within the slack of the current geometry (or one that holds
+ * only part of a configured roi) is processed at it: *vw×*vh, the part it
+ * holds, is trimmed to the geometry (the rest of the geometry is invalid,
+ * the rest of the frame is not used). Logged once per geometry, counted
+ * per frame. */
 static void enter_slack(ss_pipeline_t *p, const ss_frame_t *f, ss_roi_t roi, int *vw, int *vh)
 {
     *vw = SS_MIN(*vw, p->geo.roi.w);
@@ -482,11 +483,16 @@ static void enter_slack(ss_pipeline_t *p, const ss_frame_t *f, ss_roi_t roi, int
     if (p->slack_logged)
         return;
     p->slack_logged = 1;
-    SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: frame %llu (%dx%d) asks for region [%d,%d %dx%d], within "
-           "%d px of the current [%d,%d %dx%d]: processed at the current size, the history "
-           "kept (pixels the frame lacks are invalid; logged once, counted in the stats)",
-           p->feed, (unsigned long long)f->meta.seq, f->width, f->height, roi.x, roi.y, roi.w,
-           roi.h, p->cfg.geometry_slack, p->geo.roi.x, p->geo.roi.y, p->geo.roi.w, p->geo.roi.h);
+    char what[96];
+    if (roi.w != p->geo.roi.w || roi.h != p->geo.roi.h)
+        snprintf(what, sizeof what, "asks for region [%d,%d %dx%d]", roi.x, roi.y, roi.w, roi.h);
+    else
+        snprintf(what, sizeof what, "holds %dx%d of the region", *vw, *vh);
+    SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: frame %llu (%dx%d) %s, within %d px of the current "
+           "[%d,%d %dx%d]: processed at the current size, the history kept (pixels the frame "
+           "lacks are invalid; logged once, counted in the stats)", p->feed,
+           (unsigned long long)f->meta.seq, f->width, f->height, what, p->cfg.geometry_slack,
+           p->geo.roi.x, p->geo.roi.y, p->geo.roi.w, p->geo.roi.h);
 }
 
 /* Raw frames may be larger than any before (a fixed roi, a camera whose
@@ -496,7 +502,8 @@ static ss_err_t reserve_raw(ss_pipeline_t *p, const ss_frame_t *f, char *err, si
     if (f->width <= p->geo.raw_w && f->height <= p->geo.raw_h)
         return SS_OK;
     const int slack = SS_MAX(p->cfg.geometry_slack, 0);
-    const int w = SS_MAX(p->geo.raw_w, f->width + slack), h = SS_MAX(p->geo.raw_h, f->height + slack);
+    const int w = SS_MAX(p->geo.raw_w, f->width + slack);
+    const int h = SS_MAX(p->geo.raw_h, f->height + slack);
     if (p->ops->raw_reserve) {
         settle_all(p);
         ss_err_t e = p->ops->raw_reserve(p->be, w, h);
@@ -531,7 +538,8 @@ static ss_err_t settle_geometry(ss_pipeline_t *p, const ss_frame_t *f, ss_roi_t 
     *vh = held_h;
     const geo_fit_t fit = geometry_fit(p, &geo);
     if (fit != GEO_NEW) {
-        if (fit == GEO_SLACK)
+        /* a region within the slack, or a roi a short frame holds part of */
+        if (fit == GEO_SLACK || held_w < p->geo.roi.w || held_h < p->geo.roi.h)
             enter_slack(p, f, roi, vw, vh);
         return reserve_raw(p, f, err, n);
     }
@@ -565,9 +573,9 @@ static double dark_scale(ss_pipeline_t *p, const ss_frame_t *f)
         /* the dark holds the bias: scaling it would scale the bias too */
         if (t > 0.0 && td > 0.0 && t != td && !p->warned_dark_bias) {
             p->warned_dark_bias = 1;
-            SS_LOG(SS_LOG_WARNING, TAG, "feed %s: frame exposure %g s, dark %g s, but no bias is "
-                   "configured (pipeline.bias or pipeline.overscan): the dark holds the bias and is "
-                   "used unscaled (warned once)", p->feed, t, td);
+            SS_LOG(SS_LOG_WARNING, TAG, "feed %s: frame exposure %g s, dark %g s, but no bias "
+                   "is configured (pipeline.bias or pipeline.overscan): the dark holds the bias "
+                   "and is used unscaled (warned once)", p->feed, t, td);
         }
         return 1.0;
     }

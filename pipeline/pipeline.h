@@ -73,7 +73,8 @@ typedef struct ss_pipeline_stats {
     uint64_t resets;                /* history resets (slew, size change, request) */
     uint64_t rereferences;
     uint64_t slack_frames;          /* frames processed at the current geometry although their
-                                     * own region's size differed (pipeline.geometry_slack) */
+                                     * own region's size differed, or they held only part of
+                                     * the roi (pipeline.geometry_slack) */
 } ss_pipeline_stats_t;
 
 /* Create a pipeline for one feed. cfg is copied. The backend is chosen

@@ -568,7 +568,7 @@ static void via_fits(const char *dir, ss_frame_t *f, int x1, int x2, int y1, int
  * reset, 'ok' frames come out. Rows a short frame lacks are invalid. */
 START_TEST(test_trimsec_past_naxis_keeps_history)
 {
-    enum { W = 256, HMAX = 279, N = 24 };
+    enum { W = 256, HMAX = 279, N = 14 };
     char dir[] = "/tmp/check_pipeline.XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     ss_synth_cfg_t sc;
@@ -577,6 +577,7 @@ START_TEST(test_trimsec_past_naxis_keeps_history)
     sc.n_movers = 3;
     sc.mover_snr = 12.0;
     pipe_cfg(&pc);
+    pc.min_history = 4;                         /* 'ok' frames early: a short test */
     ck_assert_int_eq(pc.geometry_slack, 16);    /* the default */
     run_t r;
     run_open(&r, &sc, &pc);
@@ -617,7 +618,7 @@ START_TEST(test_trimsec_past_naxis_keeps_history)
     ss_pipeline_stats_t st;
     ss_pipeline_get_stats(r.pipe, &st);
     ck_assert_uint_eq(st.resets, 0);
-    ck_assert_int_gt(slack, 5);
+    ck_assert_int_gt(slack, 3);
     ck_assert_uint_eq(st.slack_frames, (uint64_t)slack);
     ck_assert_msg(ok >= N - 1 - ss_cfg_min_history(&pc) - 2, "%d ok frames of %d", ok, N);
 
@@ -661,7 +662,7 @@ END_TEST
  * processed region does not change, the history goes on. */
 START_TEST(test_fixed_roi_varying_raw_size)
 {
-    enum { W = 256, H = 256, N = 22 };
+    enum { W = 256, H = 256, N = 12 };
     ss_synth_cfg_t sc;
     ss_pipeline_cfg_t pc;
     field_cfg(&sc, W, H, 71);
@@ -670,6 +671,7 @@ START_TEST(test_fixed_roi_varying_raw_size)
     sc.mover_snr = 12.0;
     pipe_cfg(&pc);
     pc.roi_x = 8, pc.roi_y = 6, pc.roi_w = 200, pc.roi_h = 190;
+    pc.min_history = 4;
     run_t r;
     run_open(&r, &sc, &pc);
     int ok = 0;
@@ -690,6 +692,29 @@ START_TEST(test_fixed_roi_varying_raw_size)
     ck_assert_uint_eq(st.resets, 0);
     ck_assert_uint_eq(st.slack_frames, 0);
     ck_assert_msg(ok >= N - 1 - ss_cfg_min_history(&pc) - 2, "%d ok frames of %d", ok, N);
+    /* a frame 5 rows short of the roi (within the slack): processed, those
+     * rows invalid, the history kept */
+    ck_assert_int_eq(ss_synth_next(r.syn, &r.frame, NULL), SS_OK);
+    shrink_frame(&r.frame, 230, 6 + 190 - 5);
+    ck_assert_int_eq(ss_pipeline_process(r.pipe, &r.frame, &r.res), SS_OK);
+    ck_assert_int_eq(r.res.history_reset, 0);
+    ck_assert_int_eq(r.res.height, 190);
+    {
+        const ss_backend_ops_t *ops;
+        ss_backend_t *be = ss_pipeline_backend(r.pipe, &ops);
+        float *fr = malloc(200 * 190 * sizeof(float));
+        ck_assert_int_eq(ops->read_plane(be, SS_PLANE_FRAME, 0, fr), SS_OK);
+        for (int x = 0; x < 200; x++)
+            ck_assert(isnan(fr[185 * 200 + x]) && isnan(fr[189 * 200 + x]));
+        int fin = 0;
+        for (int x = 0; x < 200; x++)
+            fin += isfinite(fr[184 * 200 + x]);
+        ck_assert_int_gt(fin, 190);
+        free(fr);
+    }
+    ss_pipeline_get_stats(r.pipe, &st);
+    ck_assert_uint_eq(st.slack_frames, 1);
+    ck_assert_uint_eq(st.resets, 0);
     /* a frame too small for the roi (by more than the slack) fails, saying why */
     ck_assert_int_eq(ss_synth_next(r.syn, &r.frame, NULL), SS_OK);
     shrink_frame(&r.frame, 180, 190);

@@ -666,6 +666,9 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory\n");
         goto done;
     }
+    if (o.kind == KIND_DARK && o.scale_to <= 0.0 && !(s.exposure > 0.0))
+        fprintf(stderr, PROG ": the inputs carry no EXPTIME/EXPOSURE: the master has none, and "
+                "the daemon will use it unscaled\n");
     combine(&o, &s, master);
     if (o.kind == KIND_FLAT) {
         const double med = plane_median(master, s.npix, s.scratch);
