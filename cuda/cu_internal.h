@@ -95,10 +95,14 @@ typedef struct cu_acc {
 /* ---- the parameter block (device; host fills a pinned mirror) -------- */
 
 typedef struct cu_params {
-    /* ingest */
+    /* ingest (ss_calibrate_frame's per-frame values) */
     const void *raw;                /* raw frame on the device */
     const uint8_t *raw_valid;       /* NULL: none */
     double sat;                     /* saturation (resolved) */
+    int raw_w;                      /* this frame's width (raw frames vary in size) */
+    int valid_w, valid_h;           /* the part of the roi it holds */
+    double dark_scale;              /* t / t_dark */
+    const double *row_bias;         /* roi.h overscan values on the device; NULL: none */
     double hot_k;
     int hot_learn_now;              /* window complete: learn and clear hits */
     int hot_need;                   /* hits that make a pixel learned */
@@ -164,7 +168,7 @@ typedef struct cu_results {
 /* ---- launchers (each returns cudaGetLastError() after its launches) --- */
 
 /* k_calib.cu */
-cudaError_t cu_calibrate(const cu_params_t *p, ss_dtype_t dt, int raw_w, ss_roi_t roi,
+cudaError_t cu_calibrate(const cu_params_t *p, ss_dtype_t dt, ss_roi_t roi, const float *bias,
                          const float *dark, const float *flat, const uint8_t *bad, float *out,
                          cudaStream_t s);
 cudaError_t cu_median3x3(const float *in, int w, int h, float *out, cudaStream_t s);

@@ -57,22 +57,17 @@ typedef enum ss_plane {
 const char *ss_plane_name(ss_plane_t p);
 
 /* Geometry and storage of one feed's processing, fixed for the life of a
- * backend instance (a change of frame size makes a new instance). */
+ * backend instance (a change of the processed region's size makes a new
+ * instance; raw frames may vary in size around it). */
 typedef struct ss_geometry {
-    int raw_w, raw_h;           /* frames as they arrive */
+    int raw_w, raw_h;           /* the largest raw frame the instance takes (raw_reserve
+                                 * grows it); frames may be smaller, down to what holds
+                                 * the part of the roi they carry */
     ss_dtype_t raw_dtype;
     ss_roi_t roi;               /* processed region within the raw frame */
     ss_dtype_t hist_dtype;      /* ss_history_dtype(raw_dtype, calibrated) */
     int history;                /* N slots */
 } ss_geometry_t;
-
-/* Static calibration data, roi-sized; NULL pointers mean "none". The
- * backend copies what it needs at create time. */
-typedef struct ss_calib_data {
-    const float *dark;
-    const float *flat;
-    const uint8_t *bad;
-} ss_calib_data_t;
 
 typedef struct ss_backend ss_backend_t;     /* private to each backend */
 
@@ -100,9 +95,19 @@ typedef struct ss_backend_ops {
      * any create. */
     ss_host_allocator_t host_alloc;
 
-    /* §1: raw frame (geo->raw_w×raw_h of geo->raw_dtype) -> FRAME and
-     * FILTERED, including hot-pixel learning and masking. */
-    ss_err_t (*ingest)(ss_backend_t *b, const ss_frame_t *raw);
+    /* §1: raw frame (of geo->raw_dtype, at most geo->raw_w×raw_h, holding
+     * the roi's first cf->valid_w columns and valid_h rows) -> FRAME and
+     * FILTERED by ss_calibrate_frame with cf (NULL: the whole roi, no row
+     * bias, dark scale 1), including hot-pixel learning and masking.
+     * cf->row_bias (roi.h doubles) is read before ingest returns. A frame
+     * that does not fit: SS_ERR_SIZE. */
+    ss_err_t (*ingest)(ss_backend_t *b, const ss_frame_t *raw, const ss_calib_frame_t *cf);
+    /* Optional (NULL: the backend reads raw frames of any size where they
+     * are, as the CPU does): make room for raw frames of up to
+     * max_w×max_h (geo raw_w/raw_h grow to that; never shrink). Keeps the
+     * history, the reference and every plane. May allocate: the driver
+     * calls it only when a raw frame larger than any before arrives. */
+    ss_err_t (*raw_reserve)(ss_backend_t *b, int max_w, int max_h);
 
     /* §2: FILTERED becomes the reference (REFERENCE, its pyramid, REF_S,
      * REF_GX, REF_GY). */

@@ -27,6 +27,12 @@ typedef enum ss_whiten_mode {
     SS_WHITEN_LSQ               /* data-driven Wiener weights */
 } ss_whiten_mode_t;
 
+typedef enum ss_overscan_mode {
+    SS_OVERSCAN_NONE = 0,       /* no overscan subtraction */
+    SS_OVERSCAN_SCALAR,         /* one value per frame: the median of the BIASSEC pixels */
+    SS_OVERSCAN_ROW             /* per processed row: the median of that row's BIASSEC pixels */
+} ss_overscan_mode_t;
+
 typedef struct ss_pipeline_cfg {
     /* backend */
     ss_backend_kind_t backend;  /* "backend": auto|cpu|cuda */
@@ -37,6 +43,10 @@ typedef struct ss_pipeline_cfg {
     char dark[SS_PATH_MAX];     /* "dark": FITS dark frame ("" = none) */
     char flat[SS_PATH_MAX];     /* "flat": FITS flat field ("" = none) */
     char bad_pixels[SS_PATH_MAX]; /* "bad_pixels": FITS mask, nonzero = bad ("" = none) */
+    char bias[SS_PATH_MAX];     /* "bias": FITS master bias ("" = none) */
+    ss_overscan_mode_t overscan; /* "overscan": none|scalar|row, from the frame's BIASSEC */
+    int geometry_slack;         /* "geometry_slack": px per axis by which a frame's region
+                                 * (same origin) may differ and keep the history; 0 = off */
     double saturation;          /* "saturation": raw ADU at/above which a pixel is invalid; 0 = type max */
     int roi_x, roi_y, roi_w, roi_h; /* "roi": [x, y, w, h] in raw pixels; w = 0: whole frame (or TRIMSEC) */
     int use_trimsec;            /* "use_trimsec": honour FITS TRIMSEC/DATASEC when no roi is set */

@@ -38,17 +38,60 @@ typedef struct ss_roi {
  * §1 calibration (calib.c)
  * ==================================================================== */
 
-/* Crop the roi out of a raw frame and calibrate it into out (roi.w×roi.h):
- *   v = raw value (double); invalid (NaN) if raw_valid && !raw_valid[i],
- *   if !finite(v), if v >= saturation, or if bad && bad[j];
- *   otherwise out = (float)((v - dark[j]) / flat[j]) with dark = 0 and
- *   flat = 1 when NULL; a flat value <= 0 or non-finite makes it invalid,
- *   and so does a non-finite result (a NaN dark, or overflow of float).
- * dark, flat and bad are roi-sized (j indexes the roi); raw_valid is
- * raw-sized. saturation <= 0 means ss_dtype_max(dt) (f32: +inf). */
+/* Static calibration data (master frames), roi-sized; NULL pointers mean
+ * "none". A backend copies what it needs at create time. */
+typedef struct ss_calib_data {
+    const float *dark;          /* bias-free when a bias is removed (master or overscan) */
+    const float *flat;
+    const uint8_t *bad;         /* 1 = bad */
+    const float *bias;          /* master bias */
+} ss_calib_data_t;
+
+/* Per-frame calibration parameters, computed on the host by the driver
+ * from the frame (its exposure, its overscan, its size). */
+typedef struct ss_calib_frame {
+    double dark_scale;          /* t / t_dark: the dark is multiplied by it (1: as it is) */
+    const double *row_bias;     /* roi.h values, the overscan bias of each processed row
+                                 * (ss_overscan); NULL: none */
+    int valid_w, valid_h;       /* the part of the roi, from its origin, that this frame
+                                 * holds (1..roi.w, 1..roi.h); the rest of out is NaN */
+} ss_calib_frame_t;
+
+/* Crop the roi out of a raw frame and calibrate it into out (roi.w×roi.h),
+ * ALGORITHM §1, x = (raw - bias - dark·t/t_dark) / flat:
+ *   out(x, y) = NaN when x >= valid_w or y >= valid_h (raw is not read
+ *   there); else v = raw value (double), invalid (NaN) if raw_valid &&
+ *   !raw_valid[i], if !finite(v), if v >= saturation, or if bad && bad[j];
+ *   otherwise out = (float)((((v - rb[y]) - bias[j]) - dark[j]·s) / flat[j])
+ *   in double, in that order, with rb = row_bias (0 when NULL), bias and
+ *   dark 0 and flat 1 when NULL, s = dark_scale; a flat value <= 0 or
+ *   non-finite makes it invalid, and so does a non-finite result (a NaN
+ *   dark, or overflow of float). With no bias, no row bias and s = 1 this
+ *   is (v - dark) / flat bit for bit.
+ * cal's planes are roi-sized (j indexes the roi); raw_valid is raw-sized
+ * (raw_w wide). cal NULL: no masters; cf NULL: s = 1, no row bias, the
+ * whole roi. saturation <= 0 means ss_dtype_max(dt) (f32: +inf). */
+void ss_calibrate_frame(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_valid,
+                        ss_roi_t roi, const ss_calib_data_t *cal, const ss_calib_frame_t *cf,
+                        double saturation, float *out);
+
+/* The same without a bias or per-frame parameters (the older entry point,
+ * kept for the tests that calibrate by hand). */
 void ss_calibrate(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_valid,
                   ss_roi_t roi, const float *dark, const float *flat, double saturation,
                   const uint8_t *bad, float *out);
+
+/* Overscan bias of a raw frame (ALGORITHM §1) from its BIASSEC box bsec
+ * (inside the raw_w×raw_h frame): the samples are the finite BIASSEC
+ * pixels (raw_valid, when given, also 1), widened to double. Returns the
+ * scalar bias, their median (for an even count the mean of the two middle
+ * values, 0.5·(a + b)); NaN when there is no sample. With row_bias != NULL
+ * also the per-row bias of the nrows processed rows from raw row y0:
+ * row_bias[y] = the median of the samples in raw row y0 + y, or the
+ * scalar for a row that holds none (outside BIASSEC, or all invalid).
+ * scratch: bsec.w·bsec.h doubles. */
+double ss_overscan(const void *raw, ss_dtype_t dt, int raw_w, int raw_h, const uint8_t *raw_valid,
+                   ss_roi_t bsec, int y0, int nrows, double *row_bias, double *scratch);
 
 /* 3×3 median: out(x) = NaN if in(x) is NaN; otherwise the median of the
  * finite values of the 3×3 window clipped to the frame (for an even count,

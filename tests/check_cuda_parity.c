@@ -225,7 +225,7 @@ START_TEST(test_ingest_parity)
     cfg.hotpix_fraction = 0.6;
     cfg.saturation = dt == SS_DT_F32 ? 60000.0 : 0.0;
     const int calibrated = dt != SS_DT_U8;      /* u8: no calibration data at all */
-    ss_calib_data_t cal = { calibrated ? dark : NULL, calibrated ? flat : NULL, bad };
+    ss_calib_data_t cal = { calibrated ? dark : NULL, calibrated ? flat : NULL, bad, NULL };
     ss_geometry_t geo = geometry(RW, RH, dt, ss_history_dtype(dt, calibrated), 4);
     geo.roi = roi;
     pair_t p;
@@ -239,8 +239,8 @@ START_TEST(test_ingest_parity)
             valid[i] = rng_unif() > 0.01;
         f.valid = t % 2 ? valid : NULL;
         f.meta.seq = (uint64_t)t;
-        ck_assert_int_eq(ss_backend_cpu.ingest(p.c, &f), SS_OK);
-        ck_assert_int_eq(p.go->ingest(p.g, &f), SS_OK);
+        ck_assert_int_eq(ss_backend_cpu.ingest(p.c, &f, NULL), SS_OK);
+        ck_assert_int_eq(p.go->ingest(p.g, &f, NULL), SS_OK);
         cmp_float(&p, SS_PLANE_FRAME, 1, "calibrated frame");
         cmp_float(&p, SS_PLANE_FILTERED, 1, "3x3 median");
         cmp_bytes(&p, SS_PLANE_BADMASK, 0, n, "bad-pixel mask");
@@ -260,6 +260,92 @@ START_TEST(test_ingest_parity)
     free(bad);
     free(valid);
     free(raw);
+}
+END_TEST
+
+/* The rest of §1 (ss_calibrate_frame): a master bias, a dark scaled by
+ * the exposure, an overscan row vector (through the CUDA backend's pinned
+ * mirror), raw frames of varying size up to the reserved maximum (the
+ * buffers grown by raw_reserve while the instance keeps its state), frames
+ * that hold only part of the roi, and prefetched uploads of such frames:
+ * FRAME and FILTERED bit for bit. */
+START_TEST(test_ingest_calib_parity)
+{
+    const ss_dtype_t dt = (ss_dtype_t)_i;
+    enum { RW0 = 196, RH0 = 150, RW1 = 211, RH1 = 165 };
+    const ss_roi_t roi = { 5, 7, 181, 141 };
+    const size_t rn = (size_t)RW1 * RH1, n = (size_t)roi.w * roi.h;
+    rng_state = 2000 + (uint64_t)_i;
+    float *dark = malloc(n * sizeof(float)), *flat = malloc(n * sizeof(float));
+    float *bias = malloc(n * sizeof(float));
+    uint8_t *bad = calloc(n, 1), *valid = malloc(rn);
+    double *rb = malloc((size_t)roi.h * sizeof(double));
+    ck_assert(dark && flat && bias && bad && valid && rb);
+    for (size_t i = 0; i < n; i++) {
+        bias[i] = (float)(3.0 * rng_gauss());
+        dark[i] = (float)(5.0 * rng_unif());
+        flat[i] = (float)(0.9 + 0.2 * rng_unif());
+        bad[i] = rng_unif() < 0.003;
+    }
+    ss_pipeline_cfg_t cfg;
+    base_cfg(&cfg);
+    cfg.hotpix_learn = 0;
+    cfg.saturation = dt == SS_DT_F32 ? 60000.0 : 0.0;
+    ss_calib_data_t cal = { dark, flat, bad, bias };
+    ss_geometry_t geo = geometry(RW0, RH0, dt, SS_DT_F32, 4);
+    geo.roi = roi;
+    pair_t p;
+    pair_new(&p, &cfg, &geo, &cal);
+    /* one buffer per frame: a prefetched frame must stay untouched */
+    void *raw[2] = { malloc(rn * sizeof(double)), malloc(rn * sizeof(double)) };
+    ck_assert(raw[0] && raw[1]);
+    /* frame sizes and the part of the roi each holds */
+    static const int fw[6] = { RW0, RW1, 190, RW0, 186, RW1 };
+    static const int fh[6] = { RH0, RH1, 152, 140, RH0, RH1 };
+    static const int vw[6] = { 181, 181, 181, 181, 175, 160 };
+    static const int vh[6] = { 141, 141, 141, 133, 141, 120 };
+    static const double scale[6] = { 1.0, 2.5, 0.37, 1.0, 7.0 / 3.0, 1.0 };
+    for (int t = 0; t < 6; t++) {
+        ss_frame_t f = { .width = fw[t], .height = fh[t], .dtype = dt, .pixels = raw[t & 1],
+                         .capacity = rn * sizeof(double) };
+        fill_raw(f.pixels, dt, (size_t)fw[t] * fh[t], NULL, 0);
+        for (size_t i = 0; i < (size_t)fw[t] * fh[t]; i++)
+            valid[i] = rng_unif() > 0.01;
+        for (int y = 0; y < roi.h; y++)
+            rb[y] = 100.0 + 7.0 * rng_gauss();
+        f.valid = t % 2 ? valid : NULL;
+        f.meta.seq = (uint64_t)t;
+        const ss_calib_frame_t cf = { .dark_scale = scale[t], .row_bias = t % 3 ? rb : NULL,
+                                      .valid_w = vw[t], .valid_h = vh[t] };
+        if (t == 1) {
+            /* larger than the buffers: refused until they grow */
+            ck_assert_int_eq(p.go->ingest(p.g, &f, &cf), SS_ERR_SIZE);
+            ck_assert_ptr_nonnull(p.go->raw_reserve);
+            ck_assert_int_eq(p.go->raw_reserve(p.g, RW1, RH1), SS_OK);
+        }
+#ifdef SKYSIEVE_HAVE_CUDA
+        if (t >= 2)
+            ck_assert_int_eq(ss_cuda_prefetch(p.g, &f), SS_OK);
+#endif
+        ck_assert_int_eq(ss_backend_cpu.ingest(p.c, &f, &cf), SS_OK);
+        ck_assert_int_eq(p.go->ingest(p.g, &f, &cf), SS_OK);
+        for (int y = 0; y < roi.h; y++)     /* the backend copied the vector at ingest */
+            rb[y] = NAN;
+        cmp_float(&p, SS_PLANE_FRAME, 1, "calibrated frame");
+        cmp_float(&p, SS_PLANE_FILTERED, 1, "3x3 median");
+    }
+    /* the comparison is not vacuous: the last frame's invalid band */
+    float *fr = malloc(n * sizeof(float));
+    ck_assert_int_eq(p.go->read_plane(p.g, SS_PLANE_FRAME, 0, fr), SS_OK);
+    ck_assert(isnan(fr[(size_t)130 * roi.w + 10]) && isnan(fr[(size_t)10 * roi.w + 170]));
+    int finite = 0;
+    for (size_t i = 0; i < n; i++)
+        finite += isfinite(fr[i]);
+    ck_assert_int_gt(finite, 160 * 120 / 2);
+    free(fr);
+    pair_free(&p);
+    free(dark), free(flat), free(bias), free(bad), free(valid), free(rb);
+    free(raw[0]), free(raw[1]);
 }
 END_TEST
 
@@ -311,8 +397,8 @@ START_TEST(test_registration_parity)
             for (size_t i = 0; i < (size_t)W * H; i++)
                 ((uint16_t *)f.pixels)[i] = (uint16_t)(1000.0 + 30.0 * rng_gauss());
         }
-        ck_assert_int_eq(ss_backend_cpu.ingest(p.c, &f), SS_OK);
-        ck_assert_int_eq(p.go->ingest(p.g, &f), SS_OK);
+        ck_assert_int_eq(ss_backend_cpu.ingest(p.c, &f, NULL), SS_OK);
+        ck_assert_int_eq(p.go->ingest(p.g, &f, NULL), SS_OK);
         cmp_float(&p, SS_PLANE_FILTERED, 1, "filtered");
         if (t == 0) {
             ck_assert_int_eq(ss_backend_cpu.set_reference(p.c), SS_OK);
@@ -1110,7 +1196,7 @@ START_TEST(test_two_instances)
     for (int t = 0; t < T; t++) {
         for (int k = 0; k < 2; k++) {
             ck_assert_int_eq(ss_synth_next(syn[k], &f[k], NULL), SS_OK);
-            ck_assert_int_eq(go->ingest(b[k], &f[k]), SS_OK);
+            ck_assert_int_eq(go->ingest(b[k], &f[k], NULL), SS_OK);
         }
         for (int k = 0; k < 2; k++) {
             if (t == 0)
@@ -1120,7 +1206,7 @@ START_TEST(test_two_instances)
     }
     for (int t = 0; t < T; t++) {
         ck_assert_int_eq(ss_synth_next(syn[2], &f[2], NULL), SS_OK);
-        ck_assert_int_eq(go->ingest(b[2], &f[2]), SS_OK);
+        ck_assert_int_eq(go->ingest(b[2], &f[2], NULL), SS_OK);
         if (t == 0)
             ck_assert_int_eq(go->set_reference(b[2]), SS_OK);
         ck_assert_int_eq(go->history_store(b[2], t % 4, 0, 0), SS_OK);
@@ -1159,7 +1245,11 @@ static void add_case(Suite *s, const char *name, int timeout, void (*add)(TCase 
     suite_add_tcase(s, tc);
 }
 
-static void add_calib(TCase *tc) { tcase_add_loop_test(tc, test_ingest_parity, 0, SS_DT__COUNT); }
+static void add_calib(TCase *tc)
+{
+    tcase_add_loop_test(tc, test_ingest_parity, 0, SS_DT__COUNT);
+    tcase_add_loop_test(tc, test_ingest_calib_parity, 0, SS_DT__COUNT);
+}
 static void add_registration(TCase *tc) { tcase_add_test(tc, test_registration_parity); }
 static void add_whiten(TCase *tc)
 {
