@@ -31,6 +31,7 @@
 
 _Static_assert(sizeof(ss_backend_kind_t) == sizeof(int), "enum keys are stored as int");
 _Static_assert(sizeof(ss_whiten_mode_t) == sizeof(int), "enum keys are stored as int");
+_Static_assert(sizeof(ss_overscan_mode_t) == sizeof(int), "enum keys are stored as int");
 _Static_assert(sizeof(ss_dtype_t) == sizeof(int), "enum keys are stored as int");
 _Static_assert(sizeof(ss_synth_psf_t) == sizeof(int), "enum keys are stored as int");
 _Static_assert(sizeof(ss_source_type_t) == sizeof(int), "enum keys are stored as int");
@@ -72,6 +73,10 @@ static const ss_enum_name_t queue_policy_names[] = {
 };
 static const ss_enum_name_t backend_names[] = {
     { "auto", SS_BACKEND_AUTO }, { "cpu", SS_BACKEND_CPU }, { "cuda", SS_BACKEND_CUDA }, { NULL, 0 }
+};
+static const ss_enum_name_t overscan_names[] = {
+    { "none", SS_OVERSCAN_NONE }, { "scalar", SS_OVERSCAN_SCALAR }, { "row", SS_OVERSCAN_ROW },
+    { NULL, 0 }
 };
 static const ss_enum_name_t whiten_mode_names[] = {
     { "poly", SS_WHITEN_POLY }, { "lsq", SS_WHITEN_LSQ }, { NULL, 0 }
@@ -273,7 +278,12 @@ static const ss_config_key_t feed_keys[] = {
            "auto (CUDA when built and a GPU is present, else CPU), cpu or cuda."),
     F_INT("pipeline.device", P(device), 0.0, 64.0, 0.0, RELOAD, "CUDA device ordinal."),
     F_INT("pipeline.threads", P(threads), 0.0, 1024.0, 0.0, RELOAD, "CPU worker threads; 0 = all cores."),
-    F_STR("pipeline.dark", P(dark), "", RELOAD, "[1] FITS dark frame subtracted from each raw frame (\"\" = none)."),
+    F_STR("pipeline.bias", P(bias), "", RELOAD,
+          "[1] FITS master bias subtracted from each raw frame (\"\" = none); raw-sized, or trimmed to the processed region (README: Calibration)."),
+    F_ENUM("pipeline.overscan", P(overscan), overscan_names, "none", RELOAD,
+           "[1] Overscan bias from the frame's BIASSEC: none, scalar (the median of its pixels) or row (the median of each row's, the scalar for rows without)."),
+    F_STR("pipeline.dark", P(dark), "", RELOAD,
+          "[1] FITS dark frame subtracted from each raw frame (\"\" = none); scaled by EXPTIME when a bias is removed (master or overscan)."),
     F_STR("pipeline.flat", P(flat), "", RELOAD, "[1] FITS flat field divided into each frame (\"\" = none)."),
     F_STR("pipeline.bad_pixels", P(bad_pixels), "", RELOAD,
           "[1] FITS bad-pixel mask, nonzero = bad (\"\" = none)."),
@@ -283,6 +293,8 @@ static const ss_config_key_t feed_keys[] = {
            "[1] Region of interest [x, y, w, h] in raw pixels; w = h = 0: the whole frame (or TRIMSEC)."),
     F_BOOL("pipeline.use_trimsec", P(use_trimsec), 1, RELOAD,
            "[1] Honour FITS TRIMSEC/DATASEC when no roi is set."),
+    F_INT("pipeline.geometry_slack", P(geometry_slack), 0.0, 1024.0, 16.0, RELOAD,
+          "[1] A frame whose processed region has the current origin and a size within this many px per axis keeps the history (processed at the current size, missing pixels invalid); 0 = any size change resets."),
     F_BOOL("pipeline.hotpix.learn", P(hotpix_learn), 1, RELOAD, "[1] Learn hot pixels."),
     F_DBL("pipeline.hotpix.k", P(hotpix_k), 1.0, 1000.0, 8.0, RELOAD,
           "[1] A pixel is hot in a frame when k sigma above its 3x3 median."),
@@ -326,6 +338,8 @@ static const ss_config_key_t feed_keys[] = {
           "[3] Regulariser; negative = 1e-3 N."),
     F_DBL("pipeline.whiten.forget", P(forget), 0.5, 1.0, 1.0, RELOAD,
           "[3] Forgetting factor lambda per frame of age; 1 = none."),
+    F_INT("pipeline.whiten.min_valid", P(min_valid), 0.0, SS_MAX_HISTORY, 0.0, RELOAD,
+          "[3] poly mode: where some history pixels are invalid, the prediction is re-weighted over the valid frames; fewer valid frames than this leave the pixel invalid. 0 = max(m+2, ceil(n/2)) for m weight terms and n frames; at most n (n = strict: any invalid history pixel invalidates)."),
     F_BOOL("pipeline.history_clean.enabled", P(clean_sharp), 1, RELOAD,
            "[3] Replace features sharper than any PSF (cosmic rays, unlearned hot pixels) by the 3x3 median before a frame enters the history."),
     F_DBL("pipeline.history_clean.k", P(clean_k), 1.0, 1000.0, 5.0, RELOAD,

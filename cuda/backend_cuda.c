@@ -48,7 +48,11 @@
  * and systemd restarts it.
  *
  * No allocation on the per-frame path: device buffers, pinned mirrors,
- * events and the graph cache are all sized at create.
+ * events and the graph cache are all sized at create. Raw frames may vary
+ * in size: the two raw buffers hold the largest the driver announced
+ * (geo raw_w×raw_h at create, raw_reserve when a larger one arrives —
+ * an allocation then, not per frame); a frame's width and the part of
+ * the roi it holds are per-frame parameters.
  */
 #include "cuda/backend_cuda.h"
 #include "cuda/cu_internal.h"
@@ -134,10 +138,14 @@ struct ss_backend {
 
     /* device memory */
     size_t dev_bytes;
-    size_t raw_bytes;
+    size_t raw_bytes;               /* each raw buffer: geo.raw_w×raw_h pixels (raw_reserve) */
     void *d_raw[2];
     uint8_t *d_rawvalid[2];
-    float *d_dark, *d_flat;
+    float *d_dark, *d_flat, *d_bias;
+    /* the overscan of each processed row: the host writes the pinned
+     * mirror at ingest, flush() copies it up with the parameter block */
+    double *d_row_bias, *h_row_bias, *m_row_bias;
+    int row_bias_dirty;
     uint8_t *d_bad;
     uint16_t *d_hits;
     uint8_t *d_learned;
@@ -157,6 +165,8 @@ struct ss_backend {
     int max_comp;
     double *d_partials, *d_lsq;
     unsigned int *d_counter;
+    uint32_t *d_rwlist;             /* whitening: pixels to re-weight (npix) */
+    unsigned int *d_rwcount;        /* and how many */
     cu_sel_ws_t *d_sel;
     float *d_selbuf;                /* npix: compacted samples of a selection */
     cu_params_t *d_params, *h_params;
@@ -325,6 +335,7 @@ static void timer_stop(ss_backend_t *b, timer_t_ *t, cudaStream_t s)
 
 static ss_err_t flush(ss_backend_t *b);
 static cudaError_t st_guided(ss_backend_t *b, cudaStream_t s, int v);
+static cudaError_t st_whiten(ss_backend_t *b, cudaStream_t s, int v);
 static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int clean);
 static ss_err_t side_launch(ss_backend_t *b);
 
@@ -425,7 +436,17 @@ static ss_err_t flush(ss_backend_t *b)
                 break;
             }
     }
-    CK(b, cu_copy_small(b->d_params, b->m_params, sizeof(cu_params_t), b->cs));
+    /* the re-weighting block travels only with a whitening that uses it */
+    size_t pbytes = CU_PARAMS_BASE_BYTES;
+    for (int k = 0; k < b->npending; k++)
+        if (b->pending[k].fn == st_whiten && b->pending[k].variant == 1)
+            pbytes = sizeof(cu_params_t);
+    CK(b, cu_copy_small(b->d_params, b->m_params, pbytes, b->cs));
+    if (b->row_bias_dirty) {
+        CK(b, cu_copy_small(b->d_row_bias, b->m_row_bias, (size_t)b->h * sizeof(double), b->cs));
+        b->row_bias_dirty = 0;
+    }
+    /* the host may rewrite both mirrors once this event has passed */
     CK(b, cudaEventRecord(b->ev_param, b->cs));
     if (b->timed) {
         for (int k = 0; k < b->npending; k++) {
@@ -513,7 +534,7 @@ static cudaError_t select_mad(ss_backend_t *b, const cu_sampler_t *samp, cu_sel_
 static cudaError_t st_calibrate(ss_backend_t *b, cudaStream_t s, int v)
 {
     (void)v;
-    return cu_calibrate(b->d_params, b->geo.raw_dtype, b->geo.raw_w, b->geo.roi, b->d_dark,
+    return cu_calibrate(b->d_params, b->geo.raw_dtype, b->geo.roi, b->d_bias, b->d_dark,
                         b->d_flat, b->d_bad, b->d_plane[SS_PLANE_FRAME], s);
 }
 
@@ -594,11 +615,12 @@ static cudaError_t st_lsq(ss_backend_t *b, cudaStream_t s, int n)
     return cu_copy_small(b->m_lsq, b->d_lsq, ((size_t)n * n + n) * sizeof(double), s);
 }
 
+/* v = 1: re-weight pixels with invalid history (the parameter block's rw). */
 static cudaError_t st_whiten(ss_backend_t *b, cudaStream_t s, int v)
 {
-    (void)v;
     return cu_whiten(b->d_params, b->geo.hist_dtype, b->d_plane[SS_PLANE_FRAME], b->w, b->h,
-                     b->d_plane[SS_PLANE_PREDICTION], b->d_plane[SS_PLANE_RESIDUAL], s);
+                     b->d_plane[SS_PLANE_PREDICTION], b->d_plane[SS_PLANE_RESIDUAL], v,
+                     b->d_rwlist, b->d_rwcount, 2 * b->sms, s);
 }
 
 /* v = radius·2 + laplacian (radius 0: CLEAN = RESIDUAL). */
@@ -835,10 +857,11 @@ static void cuda_destroy(ss_backend_t **pb)
             cudaGraphExecDestroy(b->graphs[g].exec);
     void *dev[] = {
         b->d_raw[0], b->d_raw[1], b->d_rawvalid[0], b->d_rawvalid[1], b->d_dark, b->d_flat,
-        b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist, b->d_gs[0], b->d_gs[1],
-        b->d_gs[2], b->d_gs[3], b->d_misc,
+        b->d_bias, b->d_row_bias, b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist,
+        b->d_gs[0], b->d_gs[1], b->d_gs[2], b->d_gs[3], b->d_misc,
         b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
         b->d_sel, b->d_selbuf, b->d_params, b->d_res, b->d_sel2, b->d_selbuf2, b->d_clean_samp,
+        b->d_rwlist, b->d_rwcount,
     };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
@@ -854,6 +877,8 @@ static void cuda_destroy(ss_backend_t **pb)
     }
     if (b->h_params)
         cudaFreeHost(b->h_params);
+    if (b->h_row_bias)
+        cudaFreeHost(b->h_row_bias);
     if (b->h_res)
         cudaFreeHost(b->h_res);
     if (b->h_acc)
@@ -978,6 +1003,12 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
         CC(DALLOC(b, b->d_flat, npix * sizeof(float)));
         CC(cudaMemcpy(b->d_flat, calib->flat, npix * sizeof(float), cudaMemcpyHostToDevice));
     }
+    if (calib && calib->bias) {
+        CC(DALLOC(b, b->d_bias, npix * sizeof(float)));
+        CC(cudaMemcpy(b->d_bias, calib->bias, npix * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    CC(DALLOC(b, b->d_row_bias, (size_t)b->h * sizeof(double)));
+    CC(cudaMemset(b->d_row_bias, 0, (size_t)b->h * sizeof(double)));
     if (calib && calib->bad) {
         CC(DALLOC(b, b->d_bad, npix));
         CC(cudaMemcpy(b->d_bad, calib->bad, npix, cudaMemcpyHostToDevice));
@@ -1025,6 +1056,9 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
                                sizeof(double)));
     CC(DALLOC(b, b->d_counter, sizeof(unsigned int)));
     CC(cudaMemset(b->d_counter, 0, sizeof(unsigned int)));
+    CC(DALLOC(b, b->d_rwlist, npix * sizeof(uint32_t)));
+    CC(DALLOC(b, b->d_rwcount, sizeof(unsigned int)));
+    CC(cudaMemset(b->d_rwcount, 0, sizeof(unsigned int)));
     CC(DALLOC(b, b->d_sel, sizeof(cu_sel_ws_t)));
     CC(DALLOC(b, b->d_selbuf, npix * sizeof(float)));
     CC(cudaMemset(b->d_selbuf, 0, npix * sizeof(float)));
@@ -1045,6 +1079,8 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
                      ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) * sizeof(double),
                      mapped));
     CC(cudaHostGetDevicePointer((void **)&b->m_params, b->h_params, 0));
+    CC(cudaHostAlloc((void **)&b->h_row_bias, (size_t)b->h * sizeof(double), mapped));
+    CC(cudaHostGetDevicePointer((void **)&b->m_row_bias, b->h_row_bias, 0));
     CC(cudaHostGetDevicePointer((void **)&b->m_res, b->h_res, 0));
     CC(cudaHostGetDevicePointer((void **)&b->m_acc, b->h_acc, 0));
     CC(cudaHostGetDevicePointer((void **)&b->m_lsq, b->h_lsq, 0));
@@ -1113,25 +1149,35 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
 /* ---------------------------------------------------------------------- */
 
 /* Raw frame up on the copy stream into buffer buf, once the compute
- * stream has finished reading that buffer. */
+ * stream has finished reading that buffer: the frame's own bytes (raw
+ * frames vary in size; the buffers hold the largest, geo.raw_w×raw_h). */
 static ss_err_t upload(ss_backend_t *b, const ss_frame_t *raw, int buf)
 {
+    const size_t pix = (size_t)raw->width * (size_t)raw->height;
     CK(b, cudaStreamWaitEvent(b->xs, b->ev_free[buf], 0));
     timer_t_ *t = timer_start(b, b->xs, SS_STAGE_UPLOAD, 1);
-    CK(b, cudaMemcpyAsync(b->d_raw[buf], raw->pixels, b->raw_bytes, cudaMemcpyHostToDevice, b->xs));
+    CK(b, cudaMemcpyAsync(b->d_raw[buf], raw->pixels, pix * ss_dtype_size(b->geo.raw_dtype),
+                          cudaMemcpyHostToDevice, b->xs));
     if (raw->valid)
-        CK(b, cudaMemcpyAsync(b->d_rawvalid[buf], raw->valid,
-                              (size_t)b->geo.raw_w * (size_t)b->geo.raw_h, cudaMemcpyHostToDevice,
-                              b->xs));
+        CK(b, cudaMemcpyAsync(b->d_rawvalid[buf], raw->valid, pix, cudaMemcpyHostToDevice, b->xs));
     timer_stop(b, t, b->xs);
     CK(b, cudaEventRecord(b->ev_up[buf], b->xs));
     return SS_OK;
 }
 
+/* The frame fits the raw buffers (any size up to geo.raw_w×raw_h). */
 static int frame_fits(const ss_backend_t *b, const ss_frame_t *f)
 {
-    return f && f->pixels && f->width == b->geo.raw_w && f->height == b->geo.raw_h &&
-           f->dtype == b->geo.raw_dtype;
+    return f && f->pixels && f->width > 0 && f->height > 0 && f->width <= b->geo.raw_w &&
+           f->height <= b->geo.raw_h && f->dtype == b->geo.raw_dtype;
+}
+
+/* ... and holds the part of the roi that cf says it carries. */
+static int frame_holds(const ss_backend_t *b, const ss_frame_t *f, int vw, int vh)
+{
+    const ss_roi_t r = b->geo.roi;
+    return frame_fits(b, f) && vw >= 1 && vw <= r.w && vh >= 1 && vh <= r.h &&
+           r.x + vw <= f->width && r.y + vh <= f->height;
 }
 
 /* A raw buffer for a new upload: the other one than the last ingested
@@ -1171,12 +1217,13 @@ ss_err_t ss_cuda_prefetch(ss_backend_t *b, const ss_frame_t *next)
     return SS_OK;
 }
 
-static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw)
+static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_calib_frame_t *cf)
 {
     ss_err_t e = op_begin(b);
     if (e)
         return e;
-    if (!frame_fits(b, raw))
+    const int vw = cf ? cf->valid_w : b->w, vh = cf ? cf->valid_h : b->h;
+    if (!frame_holds(b, raw, vw, vh))
         return SS_ERR_SIZE;
     /* a new frame: its timers start here, with the previous frame's
      * deferred work (its history store) counted in */
@@ -1212,6 +1259,17 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw)
     hp->raw = b->d_raw[buf];
     hp->raw_valid = raw->valid ? b->d_rawvalid[buf] : NULL;
     hp->sat = c->saturation > 0.0 ? c->saturation : ss_dtype_max(b->geo.raw_dtype);
+    hp->raw_w = raw->width;
+    hp->valid_w = vw;
+    hp->valid_h = vh;
+    hp->dark_scale = cf ? cf->dark_scale : 1.0;
+    hp->row_bias = NULL;
+    if (cf && cf->row_bias) {
+        /* the previous segment's copy has left (params_begin): the mirror is free */
+        memcpy(b->h_row_bias, cf->row_bias, (size_t)b->h * sizeof(double));
+        hp->row_bias = b->d_row_bias;
+        b->row_bias_dirty = 1;
+    }
     if ((e = enqueue(b, st_calibrate, 0, SS_STAGE_CALIBRATE)) ||
         (e = enqueue(b, st_median, 0, SS_STAGE_CALIBRATE)))
         return e;
@@ -1231,6 +1289,61 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw)
     b->side_want = c->clean_sharp != 0;
 #endif
     return op_end(b);
+}
+
+/* Grow the two raw buffers (and their masks) to max_w×max_h pixels. The
+ * new ones are allocated before the old ones go, so a failure leaves the
+ * instance as it was; a prefetched frame in an old buffer is dropped (its
+ * ingest uploads it again). The raw pointers are per-frame parameters,
+ * never kernel arguments: the cached graphs stay valid. */
+static ss_err_t cuda_raw_reserve(ss_backend_t *b, int max_w, int max_h)
+{
+    ss_err_t e = op_begin(b);
+    if (e)
+        return e;
+    if (max_w <= b->geo.raw_w && max_h <= b->geo.raw_h)
+        return SS_OK;
+    max_w = SS_MAX(max_w, b->geo.raw_w);
+    max_h = SS_MAX(max_h, b->geo.raw_h);
+    if ((e = flush(b)) != SS_OK)
+        return e;
+    CK(b, cudaStreamSynchronize(b->xs));
+    CK(b, cudaStreamSynchronize(b->cs));
+    const size_t pix = (size_t)max_w * (size_t)max_h;
+    const size_t bytes = pix * ss_dtype_size(b->geo.raw_dtype);
+    void *raw[2] = { NULL, NULL };
+    uint8_t *valid[2] = { NULL, NULL };
+    cudaError_t ce = cudaSuccess;
+    for (int i = 0; i < 2 && ce == cudaSuccess; i++) {
+        ce = cudaMalloc(&raw[i], bytes);
+        if (ce == cudaSuccess)
+            ce = cudaMalloc((void **)&valid[i], pix);
+        if (ce == cudaSuccess)
+            ce = cudaMemset(valid[i], 1, pix);
+    }
+    if (ce != cudaSuccess) {
+        for (int i = 0; i < 2; i++) {
+            cudaFree(raw[i]);
+            cudaFree(valid[i]);
+        }
+        SS_LOG(SS_LOG_ERR, TAG, "raw buffers for %dx%d frames: %s", max_w, max_h,
+               cudaGetErrorString(ce));
+        (void)cudaGetLastError();
+        return ce == cudaErrorMemoryAllocation ? SS_ERR_NOMEM : SS_ERR_BACKEND;
+    }
+    for (int i = 0; i < 2; i++) {
+        cudaFree(b->d_raw[i]);
+        cudaFree(b->d_rawvalid[i]);
+        b->d_raw[i] = raw[i];
+        b->d_rawvalid[i] = valid[i];
+        b->pref[i].pending = 0;
+    }
+    const size_t old_pix = (size_t)b->geo.raw_w * (size_t)b->geo.raw_h;
+    b->dev_bytes = b->dev_bytes - 2 * (b->raw_bytes + old_pix) + 2 * (bytes + pix);
+    b->raw_bytes = bytes;
+    b->geo.raw_w = max_w;
+    b->geo.raw_h = max_h;
+    return SS_OK;
 }
 
 static ss_err_t ref_steps(ss_backend_t *b)
@@ -1408,12 +1521,16 @@ static ss_err_t cuda_lsq_moments(ss_backend_t *b, const int *slots, const int *i
 }
 
 static ss_err_t cuda_whiten(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
-                            const double *a, int n)
+                            const double *a, int n, const ss_reweight_t *rw)
 {
+    if (rw && rw->n != n)
+        return SS_ERR_INVALID;
     ss_err_t e = op_begin(b);
     if (e || (e = set_history(b, slots, ix, iy, a, n)))
         return e;
-    if ((e = enqueue(b, st_whiten, 0, SS_STAGE_WHITEN)))
+    if (rw)
+        b->h_params->rw = *rw;
+    if ((e = enqueue(b, st_whiten, rw != NULL, SS_STAGE_WHITEN)))
         return e;
     return op_end(b);
 }
@@ -1792,11 +1909,12 @@ static void cuda_memory(ss_backend_t *b, size_t *used, size_t *total)
         return e_;                                                          \
     }
 
-static ss_err_t cuda_ingest_timed(ss_backend_t *b, const ss_frame_t *raw)
+static ss_err_t cuda_ingest_timed(ss_backend_t *b, const ss_frame_t *raw,
+                                  const ss_calib_frame_t *cf)
 {
     memset(b->host_ms, 0, sizeof b->host_ms);
     const double t0 = ss_now_mono();
-    const ss_err_t e = cuda_ingest(b, raw);
+    const ss_err_t e = cuda_ingest(b, raw, cf);
     b->host_ms[SS_STAGE_CALIBRATE] += (ss_now_mono() - t0) * 1e3;
     return e;
 }
@@ -1811,8 +1929,8 @@ HOST_TIMED(cuda_lsq_moments, SS_STAGE_WHITEN,
            (b, slots, ix, iy, n, R, p))
 HOST_TIMED(cuda_whiten, SS_STAGE_WHITEN,
            (ss_backend_t *b, const int *slots, const int *ix, const int *iy, const double *a,
-            int n),
-           (b, slots, ix, iy, a, n))
+            int n, const ss_reweight_t *rw),
+           (b, slots, ix, iy, a, n, rw))
 HOST_TIMED(cuda_guided, SS_STAGE_GUIDED, (ss_backend_t *b, int radius, float eps),
            (b, radius, eps))
 HOST_TIMED(cuda_noise, SS_STAGE_NOISE, (ss_backend_t *b, ss_plane_t which, int stride, float *sigma),
@@ -1843,6 +1961,7 @@ static const ss_backend_ops_t cuda_ops = {
     .destroy = cuda_destroy,
     .host_alloc = { cuda_host_alloc, cuda_host_free, NULL },
     .ingest = cuda_ingest_timed,
+    .raw_reserve = cuda_raw_reserve,
     .set_reference = cuda_set_reference_timed,
     .register_coarse = cuda_register_coarse_timed,
     .register_fine = cuda_register_fine_timed,

@@ -17,7 +17,8 @@
 extern "C" {
 #endif
 
-/* Start moving `next` (a raw frame of the instance's geometry, ideally in
+/* Start moving `next` (a raw frame of the instance's pixel type that fits
+ * its raw buffers — geo raw_w×raw_h, grown by raw_reserve —, ideally in
  * pinned memory from host_alloc) to the device on the copy stream, into
  * one of the two device raw buffers (not one whose frame is still to be
  * ingested). The ingest of the same frame (same pixels and valid pointers

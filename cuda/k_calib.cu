@@ -1,6 +1,7 @@
 /*
  * k_calib.cu — ALGORITHM.md §1 on the GPU: calibration of the raw frame
- * (roi crop, dark, flat, saturation, validity), the 3×3 median pre-filter
+ * (roi crop, bias, overscan rows, exposure-scaled dark, flat, saturation,
+ * validity), the 3×3 median pre-filter
  * and hot-pixel learning, exactly as stages.h defines them (calib.c is the
  * reference: same double arithmetic, same NaN rules, same tie rules).
  */
@@ -18,17 +19,26 @@ __device__ __forceinline__ double widen(const void *raw, size_t i)
     return (double)static_cast<const T *>(raw)[i];
 }
 
+/* ss_calibrate_frame: x = (((v - rb) - bias) - dark·s) / flat in double,
+ * NaN beyond the part of the roi the frame holds (not read there). */
 template <typename T>
-__global__ void k_calibrate(const cu_params_t *__restrict__ p, int raw_w, ss_roi_t roi,
-                            const float *__restrict__ dark, const float *__restrict__ flat,
-                            const uint8_t *__restrict__ bad, float *__restrict__ out)
+__global__ void k_calibrate(const cu_params_t *__restrict__ p, ss_roi_t roi,
+                            const float *__restrict__ bias, const float *__restrict__ dark,
+                            const float *__restrict__ flat, const uint8_t *__restrict__ bad,
+                            float *__restrict__ out)
 {
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x >= roi.w || y >= roi.h)
         return;
-    const size_t ir = (size_t)(roi.y + y) * (size_t)raw_w + (size_t)(roi.x + x);
     const size_t j = (size_t)y * (size_t)roi.w + (size_t)x;
+    if (x >= p->valid_w || y >= p->valid_h) {
+        out[j] = __int_as_float(0x7fc00000);
+        return;
+    }
+    const size_t ir = (size_t)(roi.y + y) * (size_t)p->raw_w + (size_t)(roi.x + x);
     const double v = widen<T>(p->raw, ir);
+    const double rb = p->row_bias ? p->row_bias[y] : 0.0;
+    const double b = bias ? (double)bias[j] : 0.0;
     const double d = dark ? (double)dark[j] : 0.0;
     const double f = flat ? (double)flat[j] : 1.0;
     bool ok = isfinite(v) && v < p->sat && isfinite(f) && f > 0.0;
@@ -36,9 +46,11 @@ __global__ void k_calibrate(const cu_params_t *__restrict__ p, int raw_w, ss_roi
         ok = false;
     if (bad && bad[j])
         ok = false;
+    /* --fmad=false: d·s is rounded before the subtraction, as on the CPU */
+    const double c = ((v - rb) - b) - d * p->dark_scale;
     /* without a flat the division is by 1.0, which is exact: skipped (a
      * double division is most of this kernel's instructions) */
-    const float o = (float)(flat ? (v - d) / f : v - d);
+    const float o = (float)(flat ? c / f : c);
     out[j] = ok && isfinite(o) ? o : __int_as_float(0x7fc00000);
 }
 
@@ -251,17 +263,17 @@ inline unsigned grid1(size_t n, int threads)
 
 } // namespace
 
-extern "C" cudaError_t cu_calibrate(const cu_params_t *p, ss_dtype_t dt, int raw_w, ss_roi_t roi,
-                                    const float *dark, const float *flat, const uint8_t *bad,
-                                    float *out, cudaStream_t s)
+extern "C" cudaError_t cu_calibrate(const cu_params_t *p, ss_dtype_t dt, ss_roi_t roi,
+                                    const float *bias, const float *dark, const float *flat,
+                                    const uint8_t *bad, float *out, cudaStream_t s)
 {
     const dim3 g = grid2(roi.w, roi.h), b(TX, TY);
     switch (dt) {
-    case SS_DT_U8: k_calibrate<uint8_t><<<g, b, 0, s>>>(p, raw_w, roi, dark, flat, bad, out); break;
-    case SS_DT_U16: k_calibrate<uint16_t><<<g, b, 0, s>>>(p, raw_w, roi, dark, flat, bad, out); break;
-    case SS_DT_I16: k_calibrate<int16_t><<<g, b, 0, s>>>(p, raw_w, roi, dark, flat, bad, out); break;
-    case SS_DT_I32: k_calibrate<int32_t><<<g, b, 0, s>>>(p, raw_w, roi, dark, flat, bad, out); break;
-    case SS_DT_F32: k_calibrate<float><<<g, b, 0, s>>>(p, raw_w, roi, dark, flat, bad, out); break;
+    case SS_DT_U8: k_calibrate<uint8_t><<<g, b, 0, s>>>(p, roi, bias, dark, flat, bad, out); break;
+    case SS_DT_U16: k_calibrate<uint16_t><<<g, b, 0, s>>>(p, roi, bias, dark, flat, bad, out); break;
+    case SS_DT_I16: k_calibrate<int16_t><<<g, b, 0, s>>>(p, roi, bias, dark, flat, bad, out); break;
+    case SS_DT_I32: k_calibrate<int32_t><<<g, b, 0, s>>>(p, roi, bias, dark, flat, bad, out); break;
+    case SS_DT_F32: k_calibrate<float><<<g, b, 0, s>>>(p, roi, bias, dark, flat, bad, out); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();

@@ -62,22 +62,17 @@ typedef enum ss_plane {
 const char *ss_plane_name(ss_plane_t p);
 
 /* Geometry and storage of one feed's processing, fixed for the life of a
- * backend instance (a change of frame size makes a new instance). */
+ * backend instance (a change of the processed region's size makes a new
+ * instance; raw frames may vary in size around it). */
 typedef struct ss_geometry {
-    int raw_w, raw_h;           /* frames as they arrive */
+    int raw_w, raw_h;           /* the largest raw frame the instance takes (raw_reserve
+                                 * grows it); frames may be smaller, down to what holds
+                                 * the part of the roi they carry */
     ss_dtype_t raw_dtype;
     ss_roi_t roi;               /* processed region within the raw frame */
     ss_dtype_t hist_dtype;      /* ss_history_dtype(raw_dtype, calibrated) */
     int history;                /* N slots */
 } ss_geometry_t;
-
-/* Static calibration data, roi-sized; NULL pointers mean "none". The
- * backend copies what it needs at create time. */
-typedef struct ss_calib_data {
-    const float *dark;
-    const float *flat;
-    const uint8_t *bad;
-} ss_calib_data_t;
 
 typedef struct ss_backend ss_backend_t;     /* private to each backend */
 
@@ -105,9 +100,20 @@ typedef struct ss_backend_ops {
      * any create. */
     ss_host_allocator_t host_alloc;
 
-    /* §1: raw frame (geo->raw_w×raw_h of geo->raw_dtype) -> FRAME,
-     * FILTERED and HIPASS, including hot-pixel learning and masking. */
-    ss_err_t (*ingest)(ss_backend_t *b, const ss_frame_t *raw);
+    /* §1: raw frame (of geo->raw_dtype, at most geo->raw_w×raw_h, holding
+     * the roi's first cf->valid_w columns and valid_h rows) -> FRAME and
+     * FILTERED by ss_calibrate_frame with cf (NULL: the whole roi, no row
+     * bias, dark scale 1), including hot-pixel learning and masking, and
+     * HIPASS (the registration input).
+     * cf->row_bias (roi.h doubles) is read before ingest returns. A frame
+     * that does not fit: SS_ERR_SIZE. */
+    ss_err_t (*ingest)(ss_backend_t *b, const ss_frame_t *raw, const ss_calib_frame_t *cf);
+    /* Optional (NULL: the backend reads raw frames of any size where they
+     * are, as the CPU does): make room for raw frames of up to
+     * max_w×max_h (geo raw_w/raw_h grow to that; never shrink). Keeps the
+     * history, the reference and every plane. May allocate: the driver
+     * calls it only when a raw frame larger than any before arrives. */
+    ss_err_t (*raw_reserve)(ss_backend_t *b, int max_w, int max_h);
 
     /* §2: HIPASS becomes the reference (REFERENCE, its pyramid, REF_S,
      * REF_GX, REF_GY). */
@@ -120,11 +126,14 @@ typedef struct ss_backend_ops {
 
     /* §3: lsq moments and whitening of FRAME against n history frames:
      * frame k is history slot slots[k], read at integer offset (ix[k],
-     * iy[k]) as in ss_hist_view_t. whiten writes PREDICTION and RESIDUAL. */
+     * iy[k]) as in ss_hist_view_t. whiten writes PREDICTION and RESIDUAL
+     * (ss_whiten): rw (poly mode, rw->n == n; the driver fills it once per
+     * frame, the backend copies what it needs before returning) re-weights
+     * pixels with invalid history, NULL keeps the strict rule (lsq). */
     ss_err_t (*lsq_moments)(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
                             int n, double *R, double *p);
     ss_err_t (*whiten)(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
-                       const double *a, int n);
+                       const double *a, int n, const ss_reweight_t *rw);
     /* §4: RESIDUAL, PREDICTION -> CLEAN (radius 0: CLEAN = RESIDUAL).
      * cfg->guided_laplacian picks the two-channel ss_guided_filter2 (the
      * default) or the one-channel ss_guided_filter. */

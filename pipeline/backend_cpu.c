@@ -25,7 +25,7 @@ struct ss_backend {
     int w, h;
     size_t npix;
 
-    float *dark, *flat;             /* roi-sized, NULL if none */
+    float *dark, *flat, *bias;      /* roi-sized, NULL if none */
     uint8_t *bad;                   /* static mask, roi-sized, NULL if none */
     ss_hotpix_t hot;
 
@@ -69,6 +69,7 @@ static void cpu_destroy(ss_backend_t **pb)
     ss_backend_t *b = *pb;
     free(b->dark);
     free(b->flat);
+    free(b->bias);
     free(b->bad);
     ss_hotpix_free(&b->hot);
     for (int i = 0; i < SS_PLANE__COUNT; i++)
@@ -138,6 +139,7 @@ static ss_err_t cpu_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *ge
         b->dark = dup_or_null(calib->dark, b->npix * sizeof(float), &fail);
         b->flat = dup_or_null(calib->flat, b->npix * sizeof(float), &fail);
         b->bad = dup_or_null(calib->bad, b->npix, &fail);
+        b->bias = dup_or_null(calib->bias, b->npix * sizeof(float), &fail);
     }
     if (ss_hotpix_init(&b->hot, b->w, b->h) != 0)
         fail = 1;
@@ -196,10 +198,18 @@ static ss_err_t cpu_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *ge
         (b)->ms[stage] = (ss_now_mono() - t0_) * 1e3;           \
     } while (0)
 
-static ss_err_t cpu_ingest(ss_backend_t *b, const ss_frame_t *raw)
+/* The frame holds the part of the roi that cf says it carries. */
+static int cpu_frame_fits(const ss_backend_t *b, const ss_frame_t *raw, const ss_calib_frame_t *cf)
 {
-    if (raw->width != b->geo.raw_w || raw->height != b->geo.raw_h ||
-        raw->dtype != b->geo.raw_dtype)
+    const ss_roi_t r = b->geo.roi;
+    const int vw = cf ? cf->valid_w : r.w, vh = cf ? cf->valid_h : r.h;
+    return raw->pixels && raw->dtype == b->geo.raw_dtype && vw >= 1 && vw <= r.w && vh >= 1 &&
+           vh <= r.h && r.x + vw <= raw->width && r.y + vh <= raw->height;
+}
+
+static ss_err_t cpu_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_calib_frame_t *cf)
+{
+    if (!cpu_frame_fits(b, raw, cf))
         return SS_ERR_SIZE;
     for (int s = 0; s < SS_STAGE__COUNT; s++)
         b->ms[s] = -1.0;
@@ -212,8 +222,9 @@ static ss_err_t cpu_ingest(ss_backend_t *b, const ss_frame_t *raw)
     float *frame = b->plane[SS_PLANE_FRAME], *filt = b->plane[SS_PLANE_FILTERED];
     const ss_pipeline_cfg_t *c = b->cfg;
     TIMED(b, SS_STAGE_CALIBRATE, {
-        ss_calibrate(raw->pixels, raw->dtype, raw->width, raw->valid, b->geo.roi, b->dark,
-                     b->flat, c->saturation, b->bad, frame);
+        const ss_calib_data_t cal = { b->dark, b->flat, b->bad, b->bias };
+        ss_calibrate_frame(raw->pixels, raw->dtype, raw->width, raw->valid, b->geo.roi, &cal, cf,
+                           c->saturation, frame);
         ss_median3x3(frame, b->w, b->h, filt);
         if (c->hotpix_learn) {
             ss_hotpix_update(&b->hot, frame, filt, c->hotpix_k, c->hotpix_frames,
@@ -297,15 +308,17 @@ static ss_err_t cpu_lsq_moments(ss_backend_t *b, const int *slots, const int *ix
 }
 
 static ss_err_t cpu_whiten(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
-                           const double *a, int n)
+                           const double *a, int n, const ss_reweight_t *rw)
 {
     ss_hist_view_t v[SS_MAX_HISTORY];
     ss_err_t e = make_views(b, slots, ix, iy, n, v);
     if (e)
         return e;
+    if (rw && rw->n != n)
+        return SS_ERR_INVALID;
     TIMED(b, SS_STAGE_WHITEN,
-          ss_whiten(b->plane[SS_PLANE_FRAME], v, a, n, b->w, b->h, b->plane[SS_PLANE_PREDICTION],
-                    b->plane[SS_PLANE_RESIDUAL]));
+          ss_whiten(b->plane[SS_PLANE_FRAME], v, a, n, b->w, b->h, rw,
+                    b->plane[SS_PLANE_PREDICTION], b->plane[SS_PLANE_RESIDUAL]));
     return SS_OK;
 }
 

@@ -1,6 +1,7 @@
 /*
  * calib.c — ALGORITHM.md §1 on the CPU: calibration of a raw frame (crop to
- * the roi, dark, flat, saturation, validity), the 3×3 median pre-filter,
+ * the roi, bias, overscan, exposure-scaled dark, flat, saturation,
+ * validity), the overscan bias from BIASSEC, the 3×3 median pre-filter,
  * and learning of hot pixels that stay put in detector coordinates.
  *
  * This is the reference the CUDA backend is checked against: every
@@ -32,22 +33,36 @@ static void widen(const void *raw, ss_dtype_t dt, size_t i0, int n, double *v)
     }
 }
 
-void ss_calibrate(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_valid,
-                  ss_roi_t roi, const float *dark, const float *flat, double saturation,
-                  const uint8_t *bad, float *out)
+void ss_calibrate_frame(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_valid,
+                        ss_roi_t roi, const ss_calib_data_t *cal, const ss_calib_frame_t *cf,
+                        double saturation, float *out)
 {
     const double sat = saturation > 0.0 ? saturation : ss_dtype_max(dt);
+    const float *dark = cal ? cal->dark : NULL, *flat = cal ? cal->flat : NULL;
+    const float *bias = cal ? cal->bias : NULL;
+    const uint8_t *bad = cal ? cal->bad : NULL;
+    const double s = cf ? cf->dark_scale : 1.0;
+    const double *row_bias = cf ? cf->row_bias : NULL;
+    const int vw = cf ? SS_CLAMP(cf->valid_w, 0, roi.w) : roi.w;
+    const int vh = cf ? SS_CLAMP(cf->valid_h, 0, roi.h) : roi.h;
 
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < roi.h; y++) {
         double v[CALIB_PIECE];
         const size_t row_raw = (size_t)(roi.y + y) * (size_t)raw_w + (size_t)roi.x;
         const size_t row_out = (size_t)y * (size_t)roi.w;
-        for (int x0 = 0; x0 < roi.w; x0 += CALIB_PIECE) {
-            const int n = SS_MIN(CALIB_PIECE, roi.w - x0);
+        /* the part of the roi beyond the frame's own region (a frame a few
+         * rows shorter than the geometry) is invalid, and never read */
+        const int n_in = y < vh ? vw : 0;
+        for (int x = n_in; x < roi.w; x++)
+            out[row_out + (size_t)x] = NAN;
+        const double rb = row_bias ? row_bias[y] : 0.0;
+        for (int x0 = 0; x0 < n_in; x0 += CALIB_PIECE) {
+            const int n = SS_MIN(CALIB_PIECE, n_in - x0);
             widen(raw, dt, row_raw + (size_t)x0, n, v);
             for (int i = 0; i < n; i++) {
                 const size_t j = row_out + (size_t)(x0 + i);
+                const double b = bias ? bias[j] : 0.0;
                 const double d = dark ? dark[j] : 0.0;
                 const double f = flat ? flat[j] : 1.0;
                 int ok = isfinite(v[i]) && v[i] < sat && isfinite(f) && f > 0.0;
@@ -58,11 +73,103 @@ void ss_calibrate(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_
                 /* A result too large for float (or a non-finite dark) would
                  * be an Inf or NaN that is not an honest "invalid" flag;
                  * NaN is the only invalid marker, so map it there. */
-                const float o = (float)((v[i] - d) / f);
+                const float o = (float)((((v[i] - rb) - b) - d * s) / f);
                 out[j] = ok && isfinite(o) ? o : NAN;
             }
         }
     }
+}
+
+void ss_calibrate(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_valid,
+                  ss_roi_t roi, const float *dark, const float *flat, double saturation,
+                  const uint8_t *bad, float *out)
+{
+    const ss_calib_data_t cal = { .dark = dark, .flat = flat, .bad = bad };
+    ss_calibrate_frame(raw, dt, raw_w, raw_valid, roi, &cal, NULL, saturation, out);
+}
+
+/* ---- overscan ------------------------------------------------------------ */
+
+/* The k-th smallest of a[0..n) (0-based), a partially reordered so that
+ * a[i] <= a[k] for i < k and a[i] >= a[k] for i > k (Wirth's selection). */
+static double select_kth(double *a, size_t n, size_t k)
+{
+    ptrdiff_t l = 0, m = (ptrdiff_t)n - 1;
+    const ptrdiff_t kk = (ptrdiff_t)k;
+    while (l < m) {
+        const double x = a[kk];
+        ptrdiff_t i = l, j = m;
+        do {
+            while (a[i] < x)
+                i++;
+            while (x < a[j])
+                j--;
+            if (i <= j) {
+                const double t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+                i++;
+                j--;
+            }
+        } while (i <= j);
+        if (j < kk)
+            l = i;
+        if (kk < i)
+            m = j;
+    }
+    return a[kk];
+}
+
+/* Median of a[0..n), n > 0: the middle value, or the mean of the two. */
+static double median_d(double *a, size_t n)
+{
+    const size_t k = (n - 1) / 2;
+    const double lo = select_kth(a, n, k);
+    if (n & 1)
+        return lo;
+    double hi = a[k + 1];
+    for (size_t i = k + 2; i < n; i++)
+        hi = a[i] < hi ? a[i] : hi;
+    return 0.5 * (lo + hi);
+}
+
+/* The finite (and valid) BIASSEC samples of raw row ry into v; their count. */
+static size_t overscan_row(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_valid,
+                           ss_roi_t bsec, int ry, double *v)
+{
+    const size_t i0 = (size_t)ry * (size_t)raw_w + (size_t)bsec.x;
+    size_t n = 0;
+    for (int x = 0; x < bsec.w; x++) {
+        const double a = ss_dtype_get(raw, dt, i0 + (size_t)x);
+        if (isfinite(a) && (!raw_valid || raw_valid[i0 + (size_t)x]))
+            v[n++] = a;
+    }
+    return n;
+}
+
+double ss_overscan(const void *raw, ss_dtype_t dt, int raw_w, int raw_h, const uint8_t *raw_valid,
+                   ss_roi_t bsec, int y0, int nrows, double *row_bias, double *scratch)
+{
+    /* the box as the frame holds it (the reader clips, a caller may not) */
+    const int bx1 = SS_MIN(bsec.x + bsec.w, raw_w), by1 = SS_MIN(bsec.y + bsec.h, raw_h);
+    bsec.x = SS_MAX(bsec.x, 0);
+    bsec.y = SS_MAX(bsec.y, 0);
+    bsec.w = SS_MAX(bx1 - bsec.x, 0);
+    bsec.h = SS_MAX(by1 - bsec.y, 0);
+    size_t n = 0;
+    for (int ry = bsec.y; ry < bsec.y + bsec.h; ry++)
+        n += overscan_row(raw, dt, raw_w, raw_valid, bsec, ry, scratch + n);
+    const double scalar = n > 0 ? median_d(scratch, n) : NAN;
+    if (!row_bias)
+        return scalar;
+    for (int y = 0; y < nrows; y++) {
+        const int ry = y0 + y;
+        size_t m = 0;
+        if (ry >= bsec.y && ry < bsec.y + bsec.h)
+            m = overscan_row(raw, dt, raw_w, raw_valid, bsec, ry, scratch);
+        row_bias[y] = m > 0 ? median_d(scratch, m) : scalar;
+    }
+    return scalar;
 }
 
 /* ---- 3×3 median ---------------------------------------------------------- */

@@ -40,6 +40,8 @@ typedef struct ss_frame_meta {
     /* Trim section from the input (FITS TRIMSEC/DATASEC), 0-based, inclusive
      * start, exclusive end; trim_w == 0 means none given. */
     int trim_x0, trim_y0, trim_w, trim_h;
+    /* Overscan section (FITS BIASSEC), the same way; bias_w == 0: none. */
+    int bias_x0, bias_y0, bias_w, bias_h;
     int n_wcs;
     ss_wcs_key_t wcs[SS_WCS_MAX];
     /* The sender's free-form "meta" object (proto/PROTOCOL.md), compact

@@ -25,6 +25,7 @@
 #include <fitsio.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,23 +362,111 @@ static ss_err_t read_pixels(fitsfile *fp, const img_info_t *ii, int read_type, v
 
 /* ---- metadata ----------------------------------------------------------- */
 
-/* "[x1:x2,y1:y2]" (1-based, inclusive) -> 0-based box inside w×h.
- * Returns 0, or -1 if the text is not such a section or leaves the image. */
-static int parse_section(const char *s, int w, int h, int *x0, int *y0, int *sw, int *sh)
+/* What parse_section made of a section keyword. */
+typedef enum section_kind {
+    SECTION_INSIDE = 0,         /* inside the image, taken as it is */
+    SECTION_CLIPPED,            /* reached past the image: clipped to it */
+    SECTION_MALFORMED,          /* not "[x1:x2,y1:y2]" with 1 <= x1 <= x2, 1 <= y1 <= y2 */
+    SECTION_OUTSIDE,            /* starts beyond the image */
+    SECTION_FOREIGN             /* the image holds less than half of it along an axis */
+} section_kind_t;
+
+/* A section that the image holds less than this share of (per axis) is
+ * not this image's: a cutout keeps its parent's TRIMSEC (the DECam cutout
+ * in tests/data/real has [57:2104,51:4146] on 100×100 pixels), and
+ * clipping that would process a corner of the cutout. The sections this
+ * clipping is for reach past by a few rows (ALGORITHM §1). */
+#define SECTION_MIN_HELD 0.5
+
+/* "[x1:x2,y1:y2]" (1-based, inclusive) -> 0-based box (x0, y0, sw, sh)
+ * inside w×h: a section that reaches past the image is clipped to it. */
+static section_kind_t parse_section(const char *s, int w, int h, int *x0, int *y0, int *sw,
+                                    int *sh)
 {
     int a, b, c, d, used = 0;
     if (sscanf(s, " [ %d : %d , %d : %d ]%n", &a, &b, &c, &d, &used) != 4)
-        return -1;
+        return SECTION_MALFORMED;
     for (const char *p = s + used; *p; p++)
         if (*p != ' ')
-            return -1;
-    if (a < 1 || c < 1 || b < a || d < c || b > w || d > h)
-        return -1;
+            return SECTION_MALFORMED;
+    if (a < 1 || c < 1 || b < a || d < c)
+        return SECTION_MALFORMED;
+    if (a > w || c > h)
+        return SECTION_OUTSIDE;
+    const int bc = SS_MIN(b, w), dc = SS_MIN(d, h);
+    if (bc - a + 1 < SECTION_MIN_HELD * ((double)b - a + 1) ||
+        dc - c + 1 < SECTION_MIN_HELD * ((double)d - c + 1))
+        return SECTION_FOREIGN;
     *x0 = a - 1;
     *y0 = c - 1;
-    *sw = b - a + 1;
-    *sh = d - c + 1;
-    return 0;
+    *sw = bc - a + 1;
+    *sh = dc - c + 1;
+    return bc != b || dc != d ? SECTION_CLIPPED : SECTION_INSIDE;
+}
+
+/* Clipped sections are logged once per distinct (keyword, text, image
+ * size), not once per file: a camera whose frame height jitters writes
+ * the same section into every frame. A small table of what was logged,
+ * shared by the source threads; when full, the oldest entry goes. */
+#define CLIP_LOG_SLOTS 32
+
+static struct {
+    pthread_mutex_t lock;
+    int next;
+    struct {
+        char key[9];
+        char text[FLEN_VALUE];
+        int w, h;
+    } seen[CLIP_LOG_SLOTS];
+} clip_log = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* 1 the first time this clipping is met (then it is remembered). */
+static int clip_first_time(const char *key, const char *text, int w, int h)
+{
+    int first = 1;
+    pthread_mutex_lock(&clip_log.lock);
+    for (int i = 0; i < CLIP_LOG_SLOTS && first; i++)
+        if (clip_log.seen[i].w == w && clip_log.seen[i].h == h &&
+            strcmp(clip_log.seen[i].key, key) == 0 && strcmp(clip_log.seen[i].text, text) == 0)
+            first = 0;
+    if (first) {
+        const int i = clip_log.next;
+        clip_log.next = (i + 1) % CLIP_LOG_SLOTS;
+        ss_strlcpy(clip_log.seen[i].key, key, sizeof clip_log.seen[i].key);
+        ss_strlcpy(clip_log.seen[i].text, text, sizeof clip_log.seen[i].text);
+        clip_log.seen[i].w = w;
+        clip_log.seen[i].h = h;
+    }
+    pthread_mutex_unlock(&clip_log.lock);
+    return first;
+}
+
+/* One section keyword into *box (x0, y0, w, h): 1 when taken (inside or
+ * clipped, logged once), 0 when absent, -1 when present and ignored
+ * (logged: malformed, outside the image, or another image's). */
+static int read_section(fitsfile *fp, const char *key, const img_info_t *ii, int box[4],
+                        const char *path)
+{
+    char buf[FLEN_VALUE];
+    if (!key_str(fp, key, buf))
+        return 0;
+    const section_kind_t k = parse_section(buf, ii->w, ii->h, &box[0], &box[1], &box[2], &box[3]);
+    if (k == SECTION_INSIDE)
+        return 1;
+    if (k == SECTION_CLIPPED) {
+        if (clip_first_time(key, buf, ii->w, ii->h))
+            SS_LOG(SS_LOG_NOTICE, TAG, "%s: %s = '%s' reaches past the %dx%d image: clipped to "
+                   "[%d:%d,%d:%d] (logged once for this section and image size)", path, key, buf,
+                   ii->w, ii->h, box[0] + 1, box[0] + box[2], box[1] + 1, box[1] + box[3]);
+        return 1;
+    }
+    const char *why = k == SECTION_MALFORMED ? "is not a section"
+                      : k == SECTION_OUTSIDE ? "lies outside"
+                                             : "lies mostly outside (not a section of this image)";
+    SS_LOG(SS_LOG_WARNING, TAG, "%s: %s = '%s' %s of the %dx%d image; ignored", path, key, buf,
+           why, ii->w, ii->h);
+    box[0] = box[1] = box[2] = box[3] = 0;
+    return -1;
 }
 
 static int is_digit_str(const char *s, int min_len)
@@ -586,16 +675,14 @@ static void read_meta(fitsfile *fp, const img_info_t *ii, ss_frame_meta_t *m, co
     if (key_str(fp, "SERIES", buf))
         ss_strlcpy(m->series, buf, sizeof m->series);
 
-    static const char *const secs[] = { "TRIMSEC", "DATASEC" };
-    for (int k = 0; k < 2; k++) {
-        if (!key_str(fp, secs[k], buf))
-            continue;
-        if (parse_section(buf, ii->w, ii->h, &m->trim_x0, &m->trim_y0, &m->trim_w,
-                          &m->trim_h) == 0)
-            break;
-        SS_LOG(SS_LOG_WARNING, TAG, "%s: %s = '%s' is not a section inside the %dx%d image; "
-               "ignored", path, secs[k], buf, ii->w, ii->h);
-        m->trim_x0 = m->trim_y0 = m->trim_w = m->trim_h = 0;
+    /* TRIMSEC, else DATASEC; BIASSEC (the overscan) on its own */
+    int box[4];
+    if (read_section(fp, "TRIMSEC", ii, box, path) == 1 ||
+        read_section(fp, "DATASEC", ii, box, path) == 1) {
+        m->trim_x0 = box[0], m->trim_y0 = box[1], m->trim_w = box[2], m->trim_h = box[3];
+    }
+    if (read_section(fp, "BIASSEC", ii, box, path) == 1) {
+        m->bias_x0 = box[0], m->bias_y0 = box[1], m->bias_w = box[2], m->bias_h = box[3];
     }
     read_wcs(fp, m, path);
 }
@@ -682,6 +769,82 @@ ss_err_t ss_fits_read_float(const char *path, float **out, int *w, int *h, char 
     if (h)
         *h = ii.h;
     return SS_OK;
+}
+
+/* A master's place in raw coordinates from IRAF's LTV1/LTV2 (image pixel =
+ * raw pixel + LTV): a section cut out of raw frames has LTV <= 0. Positive
+ * or fractional values describe something else (DECam's raw frames say
+ * LTV1 = 56 for their prescan) and are not an origin. */
+static void read_origin(fitsfile *fp, ss_fits_master_t *info)
+{
+    double l1, l2;
+    if (key_dbl(fp, "LTV1", &l1) != 1 || key_dbl(fp, "LTV2", &l2) != 1)
+        return;
+    if (l1 > 0.0 || l2 > 0.0 || l1 != floor(l1) || l2 != floor(l2) || l1 < -INT_MAX ||
+        l2 < -INT_MAX)
+        return;
+    info->has_origin = 1;
+    info->origin_x = (int)-l1;
+    info->origin_y = (int)-l2;
+}
+
+ss_err_t ss_fits_read_master(const char *path, float **out, int *w, int *h,
+                             ss_fits_master_t *info, char *err, size_t err_len)
+{
+    if (!out || !info) {
+        set_err(err, err_len, path, "no output pointer");
+        return SS_ERR_INVALID;
+    }
+    *out = NULL;
+    memset(info, 0, sizeof *info);
+    fitsfile *fp;
+    img_info_t ii;
+    ss_err_t e = open_image(path, &fp, &ii, err, err_len);
+    if (e != SS_OK)
+        return e;
+    float *buf = malloc((size_t)ii.w * ii.h * sizeof *buf);
+    if (!buf) {
+        set_err(err, err_len, path, "out of memory for %dx%d floats", ii.w, ii.h);
+        e = SS_ERR_NOMEM;
+    } else {
+        e = read_pixels(fp, &ii, TFLOAT, buf, path, err, err_len);
+    }
+    if (e == SS_OK) {
+        ss_frame_meta_t *m = malloc(sizeof *m);
+        if (m) {
+            ss_frame_meta_clear(m);
+            read_time(fp, ii.hdu, m, path);     /* EXPTIME/EXPOSURE, also from the primary */
+            info->exposure = m->exposure;
+            free(m);
+        }
+        read_origin(fp, info);
+    }
+    close_image(fp, &ii);
+    if (e != SS_OK) {
+        free(buf);
+        return e;
+    }
+    *out = buf;
+    if (w)
+        *w = ii.w;
+    if (h)
+        *h = ii.h;
+    return SS_OK;
+}
+
+int ss_fits_master_place(const ss_fits_master_t *info, int mw, int mh, int rx, int ry, int rw,
+                         int rh, int *ox, int *oy)
+{
+    *ox = *oy = 0;
+    if (info && info->has_origin) {
+        *ox = info->origin_x;
+        *oy = info->origin_y;
+    } else if (mw == rw && mh == rh) {
+        *ox = rx;
+        *oy = ry;
+    }
+    return rx >= *ox && ry >= *oy && (long)rx + rw <= (long)*ox + mw &&
+           (long)ry + rh <= (long)*oy + mh;
 }
 
 /* ---- writing ------------------------------------------------------------ */
@@ -850,6 +1013,13 @@ ss_err_t ss_fits_write_frame(const char *path, const ss_frame_t *f, char *err, s
                  f->meta.trim_x0 + f->meta.trim_w, f->meta.trim_y0 + 1,
                  f->meta.trim_y0 + f->meta.trim_h);
         put_str(fp, "TRIMSEC", sec, "good section", &st);
+    }
+    if (f->meta.bias_w > 0 && f->meta.bias_h > 0) {
+        char sec[80];
+        snprintf(sec, sizeof sec, "[%d:%d,%d:%d]", f->meta.bias_x0 + 1,
+                 f->meta.bias_x0 + f->meta.bias_w, f->meta.bias_y0 + 1,
+                 f->meta.bias_y0 + f->meta.bias_h);
+        put_str(fp, "BIASSEC", sec, "overscan section", &st);
     }
     fits_write_img(fp, data_type[f->dtype], 1, (LONGLONG)f->width * f->height, f->pixels, &st);
     return finish_file(fp, path, tmp, st, err, err_len);

@@ -7,7 +7,12 @@
  *   BITPIX 8 -> u8; 16 -> i16, or u16 when BZERO = 32768 and BSCALE = 1;
  *   32 -> i32; -32 and -64 -> f32; any other BSCALE/BZERO -> f32 scaled.
  * Metadata: DATE-OBS (+ TIME-OBS when DATE-OBS has no time), EXPTIME or
- * EXPOSURE, TRIMSEC (else DATASEC) as 0-based trim box, and the WCS
+ * EXPOSURE, TRIMSEC (else DATASEC) as 0-based trim box, BIASSEC as the
+ * overscan box (a section that reaches past the image is clipped to it,
+ * logged once per distinct section and image size; one that starts
+ * outside, of which the image holds less than half along an axis — a
+ * cutout's parent section —, or that is malformed is ignored with a
+ * warning), and the WCS
  * keywords (CTYPEi, CRPIXi, CRVALi, CDi_j, CDELTi, PCi_j, CROTA2, CUNITi,
  * LONPOLE, LATPOLE, EQUINOX, RADESYS, A_/B_/AP_/BP_ SIP terms). A header
  * value that does not parse (a non-standard DATE-OBS, say) leaves the field
@@ -49,8 +54,32 @@ void ss_fits_close_readonly(void *fptr, int proxy_fd);
 ss_err_t ss_fits_read_float(const char *path, float **out, int *w, int *h, char *err,
                             size_t err_len);
 
+/* What the daemon takes from a calibration master's header. */
+typedef struct ss_fits_master {
+    double exposure;            /* EXPTIME (else EXPOSURE), s; 0 = unknown */
+    int has_origin;             /* 1: LTV1/LTV2 <= 0 (integers) place the image in raw
+                                 * coordinates: a master trimmed to a region */
+    int origin_x, origin_y;     /* then: its first pixel in raw pixels, 0-based (= -LTV) */
+} ss_fits_master_t;
+
+/* Read a calibration master (bias, dark, flat, mask) as float, like
+ * ss_fits_read_float, and its header's exposure and origin into *info. */
+ss_err_t ss_fits_read_master(const char *path, float **out, int *w, int *h,
+                             ss_fits_master_t *info, char *err, size_t err_len);
+
+/* Where a master of mw×mh pixels lies in raw pixels, for the processed
+ * region (rx, ry, rw, rh): at its LTV origin (a trimmed master, as
+ * skysieve-calib writes); at the region's origin when it has the region's
+ * size and no LTV (trimmed elsewhere); else at (0, 0), in raw coordinates
+ * (raw frames whose size varies share such a master as long as it holds
+ * the region). Sets *ox, *oy; returns 1 when the master holds the region,
+ * 0 when not. */
+int ss_fits_master_place(const ss_fits_master_t *info, int mw, int mh, int rx, int ry, int rw,
+                         int rh, int *ox, int *oy);
+
 /* Write a raw frame (its own type; u16 as BITPIX 16 + BZERO 32768) with its
- * metadata (DATE-OBS, EXPTIME, SEQ, WCS keys). Overwrites path. */
+ * metadata (DATE-OBS, EXPTIME, SEQ, WCS keys, TRIMSEC, BIASSEC). Overwrites
+ * path. */
 ss_err_t ss_fits_write_frame(const char *path, const ss_frame_t *f, char *err, size_t err_len);
 
 /* Write a residual: float32 image, NaN for invalid pixels; lossless (no

@@ -20,6 +20,11 @@
 
 #define TAG "pipeline"
 #define REF_CHECK_STRIDE 8          /* sampling of the "has valid pixels" check */
+#define MIN_REGION 16               /* px: smaller processed regions are refused */
+
+/* The calibration masters, in the order they are read and cropped. */
+enum { CAL_DARK = 0, CAL_FLAT, CAL_BAD, CAL_BIAS, CAL_N };
+static const char *const cal_what[CAL_N] = { "dark", "flat", "bad_pixels", "bias" };
 
 typedef struct hist_entry {
     int slot;
@@ -36,9 +41,19 @@ struct ss_pipeline {
     ss_backend_t *be;
     ss_geometry_t geo;
 
-    /* calibration frames as read (raw-sized), and their size */
-    float *dark, *flat, *badf;
-    int cal_w[3], cal_h[3];
+    /* calibration masters as read (raw-sized or trimmed), their sizes and
+     * headers (CAL_*) */
+    float *cal[CAL_N];
+    int cal_w[CAL_N], cal_h[CAL_N];
+    ss_fits_master_t cal_info[CAL_N];
+    /* per-frame calibration on the host: the overscan of each processed
+     * row (geo.roi.h, sized at build) and the BIASSEC samples (grown only
+     * when a larger BIASSEC arrives) */
+    double *row_bias;
+    double *os_scratch;
+    size_t os_cap;
+    int warned_overscan, warned_dark_unknown, warned_dark_bias;  /* one warning each */
+    int slack_logged;               /* the geometry-slack line of this geometry is out */
 
     int have_ref;
     int fail_run;                   /* registration failures in a row */
@@ -57,6 +72,7 @@ struct ss_pipeline {
     float *ref_host;
     int n_hist;
     hist_entry_t hist[SS_MAX_HISTORY];
+    ss_reweight_t rw;               /* this frame's poly re-weighting block (compute_weights) */
     int free_slots[SS_MAX_HISTORY];
     int n_free;
 
@@ -129,23 +145,33 @@ static void free_ref_mean(ss_pipeline_t *p)
 
 static void free_calibration(ss_pipeline_t *p)
 {
-    free(p->dark);
-    free(p->flat);
-    free(p->badf);
-    p->dark = p->flat = p->badf = NULL;
+    for (int i = 0; i < CAL_N; i++) {
+        free(p->cal[i]);
+        p->cal[i] = NULL;
+    }
+    free(p->row_bias);
+    free(p->os_scratch);
+    p->row_bias = NULL;
+    p->os_scratch = NULL;
+    p->os_cap = 0;
+}
+
+/* The file configured for master i ("" = none). */
+static const char *cal_path(const ss_pipeline_t *p, int i)
+{
+    const char *paths[CAL_N] = { p->cfg.dark, p->cfg.flat, p->cfg.bad_pixels, p->cfg.bias };
+    return paths[i];
 }
 
 static int load_calibration(ss_pipeline_t *p, char *err, size_t n)
 {
-    const char *paths[3] = { p->cfg.dark, p->cfg.flat, p->cfg.bad_pixels };
-    float **dst[3] = { &p->dark, &p->flat, &p->badf };
-    static const char *const what[3] = { "dark", "flat", "bad_pixels" };
-    for (int i = 0; i < 3; i++) {
-        if (!paths[i][0])
+    for (int i = 0; i < CAL_N; i++) {
+        if (!cal_path(p, i)[0])
             continue;
         char e[400];
-        if (ss_fits_read_float(paths[i], dst[i], &p->cal_w[i], &p->cal_h[i], e, sizeof e) != SS_OK) {
-            snprintf(err, n, "%s: %s", what[i], e);
+        if (ss_fits_read_master(cal_path(p, i), &p->cal[i], &p->cal_w[i], &p->cal_h[i],
+                                &p->cal_info[i], e, sizeof e) != SS_OK) {
+            snprintf(err, n, "%s: %s", cal_what[i], e);
             free_calibration(p);
             return -1;
         }
@@ -276,16 +302,44 @@ void ss_pipeline_destroy(ss_pipeline_t **pp)
     *pp = NULL;
 }
 
-/* Crop a raw-sized calibration plane to the roi (into a malloc'ed copy). */
-static float *crop(const float *src, int raw_w, ss_roi_t roi)
+/* Crop region r (in the master's own pixels) out of a master w pixels
+ * wide (into a malloc'ed copy). */
+static float *crop(const float *src, int w, ss_roi_t r)
 {
-    float *out = malloc((size_t)roi.w * (size_t)roi.h * sizeof(float));
+    float *out = malloc((size_t)r.w * (size_t)r.h * sizeof(float));
     if (!out)
         return NULL;
-    for (int y = 0; y < roi.h; y++)
-        memcpy(out + (size_t)y * roi.w, src + (size_t)(y + roi.y) * raw_w + roi.x,
-               (size_t)roi.w * sizeof(float));
+    for (int y = 0; y < r.h; y++)
+        memcpy(out + (size_t)y * r.w, src + (size_t)(y + r.y) * w + r.x,
+               (size_t)r.w * sizeof(float));
     return out;
+}
+
+/* Master i cropped to the geometry's region (*out malloc'ed; where it
+ * lies: ss_fits_master_place), or an error naming the file, its size, the
+ * frame's and the region. */
+static ss_err_t master_for(const ss_pipeline_t *p, int i, const ss_geometry_t *geo, int frame_w,
+                           int frame_h, float **out, char *err, size_t n)
+{
+    const ss_roi_t r = geo->roi;
+    const int cw = p->cal_w[i], ch = p->cal_h[i];
+    int ox, oy;
+    if (!ss_fits_master_place(&p->cal_info[i], cw, ch, r.x, r.y, r.w, r.h, &ox, &oy)) {
+        char at[64] = "";
+        if (ox || oy)
+            snprintf(at, sizeof at, ", the master at raw [%d,%d]", ox, oy);
+        snprintf(err, n, "%s frame is %dx%d but frames are %dx%d (%s; it must hold the processed "
+                 "region [%d,%d %dx%d]%s)", cal_what[i], cw, ch, frame_w, frame_h, cal_path(p, i),
+                 r.x, r.y, r.w, r.h, at);
+        return SS_ERR_SIZE;
+    }
+    if (!p->cal_info[i].has_origin && (ox || oy || cw != r.w || ch != r.h) &&
+        (cw != frame_w || ch != frame_h))
+        SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: %s frame is %dx%d, frames %dx%d: used in raw pixel "
+               "coordinates (it holds the processed region [%d,%d %dx%d])", p->feed, cal_what[i],
+               cw, ch, frame_w, frame_h, r.x, r.y, r.w, r.h);
+    *out = crop(p->cal[i], cw, (ss_roi_t){ r.x - ox, r.y - oy, r.w, r.h });
+    return *out ? SS_OK : SS_ERR_NOMEM;
 }
 
 /* Registration levels for a frame size: the configured L, or fewer when
@@ -300,39 +354,28 @@ static int fit_levels(const ss_pipeline_cfg_t *c, int w, int h)
 }
 
 /* Make the backend instance for a new geometry. Runs at start and when
- * the frame size changes: allocation is fine here, not per frame. */
-static ss_err_t build_backend(ss_pipeline_t *p, const ss_geometry_t *geo, char *err, size_t n)
+ * the processed region changes (frame_w×frame_h: the frame that asks for
+ * it, for the messages): allocation is fine here, not per frame. */
+static ss_err_t build_backend(ss_pipeline_t *p, const ss_geometry_t *geo, int frame_w,
+                              int frame_h, char *err, size_t n)
 {
     settle_all(p);
     if (p->be)
         p->ops->destroy(&p->be);
-    const float *cal[3] = { p->dark, p->flat, p->badf };
-    static const char *const what[3] = { "dark", "flat", "bad_pixels" };
-    float *roi_cal[3] = { NULL, NULL, NULL };
+    float *roi_cal[CAL_N] = { NULL };
     uint8_t *bad = NULL;
     ss_err_t e = SS_OK;
-    for (int i = 0; i < 3; i++) {
-        if (!cal[i])
-            continue;
-        if (p->cal_w[i] != geo->raw_w || p->cal_h[i] != geo->raw_h) {
-            snprintf(err, n, "%s frame is %dx%d but frames are %dx%d", what[i], p->cal_w[i],
-                     p->cal_h[i], geo->raw_w, geo->raw_h);
-            e = SS_ERR_SIZE;
+    for (int i = 0; i < CAL_N; i++)
+        if (p->cal[i] && (e = master_for(p, i, geo, frame_w, frame_h, &roi_cal[i], err, n)))
             goto out;
-        }
-        if (!(roi_cal[i] = crop(cal[i], geo->raw_w, geo->roi))) {
-            e = SS_ERR_NOMEM;
-            goto out;
-        }
-    }
     size_t npix = (size_t)geo->roi.w * (size_t)geo->roi.h;
-    if (roi_cal[2]) {
+    if (roi_cal[CAL_BAD]) {
         if (!(bad = malloc(npix))) {
             e = SS_ERR_NOMEM;
             goto out;
         }
         for (size_t i = 0; i < npix; i++)
-            bad[i] = roi_cal[2][i] != 0.0f;
+            bad[i] = roi_cal[CAL_BAD][i] != 0.0f;
     }
     free_ref_mean(p);
     if (!(p->ref_host = malloc(npix * sizeof(float)))) {
@@ -348,8 +391,14 @@ static ss_err_t build_backend(ss_pipeline_t *p, const ss_geometry_t *geo, char *
             goto out;
         }
     }
-    ss_calib_data_t cd = { roi_cal[0], roi_cal[1], bad };
+    free(p->row_bias);
+    if (!(p->row_bias = malloc((size_t)geo->roi.h * sizeof(double)))) {
+        e = SS_ERR_NOMEM;
+        goto out;
+    }
+    ss_calib_data_t cd = { roi_cal[CAL_DARK], roi_cal[CAL_FLAT], bad, roi_cal[CAL_BIAS] };
     p->geo = *geo;
+    p->slack_logged = 0;
     p->levels = fit_levels(&p->cfg, geo->roi.w, geo->roi.h);
     if (p->levels != p->cfg.reg_levels)
         SS_LOG(SS_LOG_NOTICE, TAG,
@@ -363,16 +412,20 @@ static ss_err_t build_backend(ss_pipeline_t *p, const ss_geometry_t *geo, char *
         snprintf(err, n, "backend %s: cannot create for %dx%d: %s", p->ops->name, geo->roi.w,
                  geo->roi.h, ss_strerror(e));
 out:
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < CAL_N; i++)
         free(roi_cal[i]);
     free(bad);
     return e;
 }
 
-/* The region processed for this frame: the configured roi, else the
- * frame's trim section (when honoured), else the whole frame. */
-static int frame_roi(const ss_pipeline_cfg_t *c, const ss_frame_t *f, ss_roi_t *roi, char *err,
-                     size_t n)
+/* The region this frame asks to have processed: the configured roi, else
+ * the frame's trim section (when honoured; the FITS reader clipped it to
+ * the frame), else the whole frame; *held_w×*held_h of it, from its
+ * origin, lie inside the frame. A configured roi may reach past a frame a
+ * few rows or columns short by at most the geometry slack (the rest is
+ * invalid), not more. */
+static int frame_roi(const ss_pipeline_cfg_t *c, const ss_frame_t *f, ss_roi_t *roi, int *held_w,
+                     int *held_h, char *err, size_t n)
 {
     if (c->roi_w > 0 && c->roi_h > 0)
         *roi = (ss_roi_t){ c->roi_x, c->roi_y, c->roi_w, c->roi_h };
@@ -380,10 +433,14 @@ static int frame_roi(const ss_pipeline_cfg_t *c, const ss_frame_t *f, ss_roi_t *
         *roi = (ss_roi_t){ f->meta.trim_x0, f->meta.trim_y0, f->meta.trim_w, f->meta.trim_h };
     else
         *roi = (ss_roi_t){ 0, 0, f->width, f->height };
-    if (roi->x < 0 || roi->y < 0 || roi->x + roi->w > f->width || roi->y + roi->h > f->height ||
-        roi->w < 16 || roi->h < 16) {
-        snprintf(err, n, "region [%d,%d %dx%d] does not fit a %dx%d frame (or is under 16 px)",
-                 roi->x, roi->y, roi->w, roi->h, f->width, f->height);
+    *held_w = SS_MIN(roi->w, f->width - roi->x);
+    *held_h = SS_MIN(roi->h, f->height - roi->y);
+    const int slack = SS_MAX(c->geometry_slack, 0);
+    if (roi->x < 0 || roi->y < 0 || *held_w < MIN_REGION || *held_h < MIN_REGION ||
+        roi->w - *held_w > slack || roi->h - *held_h > slack || roi->w < MIN_REGION ||
+        roi->h < MIN_REGION) {
+        snprintf(err, n, "region [%d,%d %dx%d] does not fit a %dx%d frame (or is under %d px)",
+                 roi->x, roi->y, roi->w, roi->h, f->width, f->height, MIN_REGION);
         return -1;
     }
     return 0;
@@ -391,7 +448,202 @@ static int frame_roi(const ss_pipeline_cfg_t *c, const ss_frame_t *f, ss_roi_t *
 
 static int calibrated(const ss_pipeline_t *p)
 {
-    return p->dark != NULL || p->flat != NULL;
+    return p->cal[CAL_DARK] || p->cal[CAL_FLAT] || p->cal[CAL_BIAS] ||
+           p->cfg.overscan != SS_OVERSCAN_NONE;
+}
+
+/* A bias is removed (master or overscan): the dark is then taken to be
+ * bias-free, and only then can it be scaled by the exposure time. */
+static int bias_removed(const ss_pipeline_t *p)
+{
+    return p->cal[CAL_BIAS] || p->cfg.overscan != SS_OVERSCAN_NONE;
+}
+
+/* ---- geometry ------------------------------------------------------- */
+
+/* What a frame's region and type do to the current geometry. */
+typedef enum geo_fit {
+    GEO_SAME,                   /* the same region and storage */
+    GEO_SLACK,                  /* same origin and storage, size within the slack */
+    GEO_NEW                     /* anything else: a new backend, the history reset */
+} geo_fit_t;
+
+static geo_fit_t geometry_fit(const ss_pipeline_t *p, const ss_geometry_t *g)
+{
+    const ss_geometry_t *c = &p->geo;
+    if (!p->be || g->raw_dtype != c->raw_dtype || g->hist_dtype != c->hist_dtype ||
+        g->history != c->history || g->roi.x != c->roi.x || g->roi.y != c->roi.y)
+        return GEO_NEW;
+    if (g->roi.w == c->roi.w && g->roi.h == c->roi.h)
+        return GEO_SAME;
+    const int slack = p->cfg.geometry_slack;
+    if (slack > 0 && abs(g->roi.w - c->roi.w) <= slack && abs(g->roi.h - c->roi.h) <= slack)
+        return GEO_SLACK;
+    return GEO_NEW;
+}
+
+/* A frame within the slack of the current geometry (or one that holds
+ * only part of a configured roi) is processed at it: *vw×*vh, the part it
+ * holds, is trimmed to the geometry (the rest of the geometry is invalid,
+ * the rest of the frame is not used). Logged once per geometry, counted
+ * per frame. */
+static void enter_slack(ss_pipeline_t *p, const ss_frame_t *f, ss_roi_t roi, int *vw, int *vh)
+{
+    *vw = SS_MIN(*vw, p->geo.roi.w);
+    *vh = SS_MIN(*vh, p->geo.roi.h);
+    p->stats.slack_frames++;
+    if (p->slack_logged)
+        return;
+    p->slack_logged = 1;
+    char what[96];
+    if (roi.w != p->geo.roi.w || roi.h != p->geo.roi.h)
+        snprintf(what, sizeof what, "asks for region [%d,%d %dx%d]", roi.x, roi.y, roi.w, roi.h);
+    else
+        snprintf(what, sizeof what, "holds %dx%d of the region", *vw, *vh);
+    SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: frame %llu (%dx%d) %s, within %d px of the current "
+           "[%d,%d %dx%d]: processed at the current size, the history kept (pixels the frame "
+           "lacks are invalid; logged once, counted in the stats)", p->feed,
+           (unsigned long long)f->meta.seq, f->width, f->height, what, p->cfg.geometry_slack,
+           p->geo.roi.x, p->geo.roi.y, p->geo.roi.w, p->geo.roi.h);
+}
+
+/* Raw frames may be larger than any before (a fixed roi, a camera whose
+ * height varies): the backend's raw buffers grow, the history stays. */
+static ss_err_t reserve_raw(ss_pipeline_t *p, const ss_frame_t *f, char *err, size_t n)
+{
+    if (f->width <= p->geo.raw_w && f->height <= p->geo.raw_h)
+        return SS_OK;
+    const int slack = SS_MAX(p->cfg.geometry_slack, 0);
+    const int w = SS_MAX(p->geo.raw_w, f->width + slack);
+    const int h = SS_MAX(p->geo.raw_h, f->height + slack);
+    if (p->ops->raw_reserve) {
+        settle_all(p);
+        ss_err_t e = p->ops->raw_reserve(p->be, w, h);
+        if (e != SS_OK) {
+            snprintf(err, n, "backend %s: no room for %dx%d raw frames: %s", p->ops->name, w, h,
+                     ss_strerror(e));
+            return e;
+        }
+        SS_LOG(SS_LOG_INFO, TAG, "feed %s: raw frames up to %dx%d (frame %llu is %dx%d); the "
+               "history is kept", p->feed, w, h, (unsigned long long)f->meta.seq, f->width,
+               f->height);
+    }
+    p->geo.raw_w = w;
+    p->geo.raw_h = h;
+    return SS_OK;
+}
+
+/* Settle the geometry for frame f (region roi, held_w×held_h of it in
+ * the frame): keep it, keep it within the slack, or build a new backend
+ * (history reset, logged). *vw×*vh: the part of the geometry's region the
+ * frame holds. */
+static ss_err_t settle_geometry(ss_pipeline_t *p, const ss_frame_t *f, ss_roi_t roi, int held_w,
+                                int held_h, ss_result_t *res, int *vw, int *vh, char *err,
+                                size_t n)
+{
+    const int slack = SS_MAX(p->cfg.geometry_slack, 0);
+    ss_geometry_t geo = {
+        .raw_w = f->width + slack, .raw_h = f->height + slack, .raw_dtype = f->dtype, .roi = roi,
+        .hist_dtype = ss_history_dtype(f->dtype, calibrated(p)), .history = p->cfg.history,
+    };
+    *vw = held_w;
+    *vh = held_h;
+    const geo_fit_t fit = geometry_fit(p, &geo);
+    if (fit != GEO_NEW) {
+        /* a region within the slack, or a roi a short frame holds part of */
+        if (fit == GEO_SLACK || held_w < p->geo.roi.w || held_h < p->geo.roi.h)
+            enter_slack(p, f, roi, vw, vh);
+        return reserve_raw(p, f, err, n);
+    }
+    if (p->be) {
+        char why[200];
+        snprintf(why, sizeof why, "frame geometry changed from [%d,%d %dx%d] %s to [%d,%d %dx%d] "
+                 "%s (a %dx%d frame)", p->geo.roi.x, p->geo.roi.y, p->geo.roi.w, p->geo.roi.h,
+                 ss_dtype_name(p->geo.raw_dtype), roi.x, roi.y, roi.w, roi.h,
+                 ss_dtype_name(f->dtype), f->width, f->height);
+        ss_pipeline_reset(p, why);
+        res->history_reset = 1;
+    }
+    ss_err_t e = build_backend(p, &geo, f->width, f->height, err, n);
+    if (e != SS_OK) {
+        memset(&p->geo, 0, sizeof p->geo);
+        return e;
+    }
+    reset_state(p);
+    return SS_OK;
+}
+
+/* ---- per-frame calibration parameters -------------------------------- */
+
+/* t / t_dark (ALGORITHM §1): the frame's exposure against the dark's. */
+static double dark_scale(ss_pipeline_t *p, const ss_frame_t *f)
+{
+    if (!p->cal[CAL_DARK])
+        return 1.0;
+    const double t = f->meta.exposure, td = p->cal_info[CAL_DARK].exposure;
+    if (!bias_removed(p)) {
+        /* the dark holds the bias: scaling it would scale the bias too */
+        if (t > 0.0 && td > 0.0 && t != td && !p->warned_dark_bias) {
+            p->warned_dark_bias = 1;
+            SS_LOG(SS_LOG_WARNING, TAG, "feed %s: frame exposure %g s, dark %g s, but no bias "
+                   "is configured (pipeline.bias or pipeline.overscan): the dark holds the bias "
+                   "and is used unscaled (warned once)", p->feed, t, td);
+        }
+        return 1.0;
+    }
+    if (t > 0.0 && td > 0.0)
+        return t == td ? 1.0 : t / td;
+    if (!p->warned_dark_unknown) {
+        p->warned_dark_unknown = 1;
+        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: the exposure time of %s is unknown: the dark is "
+               "used unscaled (warned once)", p->feed,
+               td > 0.0 ? "the frames" : t > 0.0 ? "the dark (no EXPTIME/EXPOSURE)" : "both");
+    }
+    return 1.0;
+}
+
+/* The overscan of each processed row into p->row_bias (pipeline.overscan),
+ * from the frame's BIASSEC on the host; *use = 0 when there is none. */
+static ss_err_t overscan(ss_pipeline_t *p, const ss_frame_t *f, int *use, char *err, size_t n)
+{
+    *use = 0;
+    const ss_frame_meta_t *m = &f->meta;
+    if (p->cfg.overscan == SS_OVERSCAN_NONE)
+        return SS_OK;
+    if (m->bias_w <= 0 || m->bias_h <= 0) {
+        if (!p->warned_overscan) {
+            p->warned_overscan = 1;
+            SS_LOG(SS_LOG_WARNING, TAG, "feed %s: pipeline.overscan is %s but frame %llu has no "
+                   "BIASSEC: no overscan subtracted (warned once)", p->feed,
+                   p->cfg.overscan == SS_OVERSCAN_ROW ? "row" : "scalar",
+                   (unsigned long long)m->seq);
+        }
+        return SS_OK;
+    }
+    const size_t need = (size_t)m->bias_w * (size_t)m->bias_h;
+    if (need > p->os_cap) {
+        /* a larger BIASSEC than any before: not per frame */
+        double *grown = realloc(p->os_scratch, need * sizeof(double));
+        if (!grown)
+            return SS_ERR_NOMEM;
+        p->os_scratch = grown;
+        p->os_cap = need;
+    }
+    const ss_roi_t bsec = { m->bias_x0, m->bias_y0, m->bias_w, m->bias_h };
+    const int row = p->cfg.overscan == SS_OVERSCAN_ROW;
+    const double sc = ss_overscan(f->pixels, f->dtype, f->width, f->height, f->valid, bsec,
+                                  p->geo.roi.y, p->geo.roi.h, row ? p->row_bias : NULL,
+                                  p->os_scratch);
+    if (!isfinite(sc)) {
+        snprintf(err, n, "overscan: BIASSEC [%d:%d,%d:%d] holds no valid pixel", bsec.x + 1,
+                 bsec.x + bsec.w, bsec.y + 1, bsec.y + bsec.h);
+        return SS_ERR_BACKEND;
+    }
+    if (!row)
+        for (int y = 0; y < p->geo.roi.h; y++)
+            p->row_bias[y] = sc;
+    *use = 1;
+    return SS_OK;
 }
 
 /* ---- one frame -------------------------------------------------------- */
@@ -440,10 +692,13 @@ static ss_err_t fail_frame(ss_pipeline_t *p, ss_result_t *res, ss_err_t e, const
     } while (0)
 
 /* Weights for the n newest history frames against the current shift;
- * fills slots/offsets for the backend. */
+ * fills slots/offsets for the backend, and in poly mode *rw with the
+ * re-weighting block for pixels with invalid history (NULL in lsq mode:
+ * strict there, README). */
 static ss_err_t compute_weights(ss_pipeline_t *p, const ss_shift_t *s, int n, int *slots,
-                                int *ix, int *iy, double *a)
+                                int *ix, int *iy, double *a, const ss_reweight_t **rw)
 {
+    *rw = NULL;
     double fx[SS_MAX_HISTORY], fy[SS_MAX_HISTORY];
     for (int k = 0; k < n; k++) {
         double dx = s->sx - p->hist[k].sx, dy = s->sy - p->hist[k].sy;
@@ -463,8 +718,11 @@ static ss_err_t compute_weights(ss_pipeline_t *p, const ss_shift_t *s, int n, in
         return SS_OK;
     }
     if (ss_weights_poly(fx, fy, n, p->cfg.poly_degree, ss_cfg_gamma(&p->cfg), p->cfg.forget,
-                        a) != 0)
+                        a) != 0 ||
+        ss_reweight_init(&p->rw, fx, fy, n, p->cfg.poly_degree, ss_cfg_gamma(&p->cfg),
+                         p->cfg.forget, ss_cfg_min_valid(&p->cfg, n)) != 0)
         return SS_ERR_BACKEND;
+    *rw = &p->rw;
     return SS_OK;
 }
 
@@ -588,44 +846,38 @@ ss_err_t ss_pipeline_finish(ss_pipeline_t *p, ss_result_t *res)
 ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *res)
 {
     double t0 = ss_now_mono();
-    char err[200];
+    char err[SS_PATH_MAX + 200];
     if (res->residual_pending)          /* the caller skipped finish: complete it now */
         (void)settle(p, res, 1);
     result_begin(res, f);
     p->stats.processed++;
 
-    /* geometry: a new size (or the first frame) makes a new backend */
+    /* geometry: a new processed region (or the first frame) makes a new
+     * backend; raw frames of other sizes, and regions within the slack,
+     * keep the history */
     ss_roi_t roi;
-    if (frame_roi(&p->cfg, f, &roi, err, sizeof err) != 0)
+    int held_w, held_h;
+    ss_calib_frame_t cf = { .dark_scale = 1.0 };
+    if (frame_roi(&p->cfg, f, &roi, &held_w, &held_h, err, sizeof err) != 0)
         return fail_frame(p, res, SS_ERR_SIZE, err);
     if ((size_t)roi.w * (size_t)roi.h > res->residual_capacity)
         return fail_frame(p, res, SS_ERR_SIZE, "frame larger than the configured maximum");
-    ss_geometry_t geo = {
-        .raw_w = f->width, .raw_h = f->height, .raw_dtype = f->dtype, .roi = roi,
-        .hist_dtype = ss_history_dtype(f->dtype, calibrated(p)), .history = p->cfg.history,
-    };
-    if (!p->be || memcmp(&geo, &p->geo, sizeof geo) != 0) {
-        if (p->be) {
-            char why[160];
-            snprintf(why, sizeof why, "frame geometry changed from %dx%d %s to %dx%d %s",
-                     p->geo.raw_w, p->geo.raw_h, ss_dtype_name(p->geo.raw_dtype), f->width,
-                     f->height, ss_dtype_name(f->dtype));
-            ss_pipeline_reset(p, why);
-            res->history_reset = 1;
-        }
-        ss_err_t e = build_backend(p, &geo, err, sizeof err);
-        if (e != SS_OK) {
-            memset(&p->geo, 0, sizeof p->geo);
-            return fail_frame(p, res, e, err);
-        }
-        reset_state(p);
-    }
+    ss_err_t ge = settle_geometry(p, f, roi, held_w, held_h, res, &cf.valid_w, &cf.valid_h, err,
+                                  sizeof err);
+    if (ge != SS_OK)
+        return fail_frame(p, res, ge, err);
+    roi = p->geo.roi;
     res->width = roi.w;
     res->height = roi.h;
     res->origin_x = roi.x;
     res->origin_y = roi.y;
 
-    TRY(p->ops->ingest(p->be, f));
+    int use_os;
+    if ((ge = overscan(p, f, &use_os, err, sizeof err)) != SS_OK)
+        return fail_frame(p, res, ge, err);
+    cf.row_bias = use_os ? p->row_bias : NULL;
+    cf.dark_scale = dark_scale(p, f);
+    TRY(p->ops->ingest(p->be, f, &cf));
 
     ss_shift_t *s = &res->shift;
     if (!p->have_ref) {
@@ -677,10 +929,11 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         res->status = SS_STATUS_WARMUP;
     if (res->status == SS_STATUS_OK) {
         int slots[SS_MAX_HISTORY], ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY];
-        TRY(compute_weights(p, s, n, slots, ix, iy, res->weights));
+        const ss_reweight_t *rw;
+        TRY(compute_weights(p, s, n, slots, ix, iy, res->weights, &rw));
         res->n_weights = n;
         res->history_len = n;
-        TRY(p->ops->whiten(p->be, slots, ix, iy, res->weights, n));
+        TRY(p->ops->whiten(p->be, slots, ix, iy, res->weights, n, rw));
         if (!isfinite(p->sigma_prev))
             TRY(p->ops->noise(p->be, SS_PLANE_RESIDUAL, p->cfg.noise_stride, &p->sigma_prev));
         int radius = p->cfg.guided ? ss_cfg_guided_radius(&p->cfg) : 0;
@@ -750,8 +1003,8 @@ done:
 
 void ss_pipeline_prefetch(ss_pipeline_t *p, const ss_frame_t *next)
 {
-    if (!p->be || !p->ops->prefetch || next->width != p->geo.raw_w ||
-        next->height != p->geo.raw_h || next->dtype != p->geo.raw_dtype)
+    if (!p->be || !p->ops->prefetch || next->width > p->geo.raw_w ||
+        next->height > p->geo.raw_h || next->dtype != p->geo.raw_dtype)
         return;
     /* a failed prefetch costs nothing: the ingest uploads the frame itself */
     (void)p->ops->prefetch(p->be, next);
@@ -766,7 +1019,8 @@ static int needs_rebuild(const ss_pipeline_cfg_t *a, const ss_pipeline_cfg_t *b)
            a->ref_frames != b->ref_frames ||
            a->reg_levels != b->reg_levels || a->reg_block != b->reg_block ||
            a->reg_search != b->reg_search || strcmp(a->dark, b->dark) != 0 ||
-           strcmp(a->flat, b->flat) != 0 || strcmp(a->bad_pixels, b->bad_pixels) != 0;
+           strcmp(a->flat, b->flat) != 0 || strcmp(a->bad_pixels, b->bad_pixels) != 0 ||
+           strcmp(a->bias, b->bias) != 0 || a->overscan != b->overscan;
 }
 
 int ss_pipeline_reconfigure(ss_pipeline_t *p, const ss_pipeline_cfg_t *cfg, char *err,

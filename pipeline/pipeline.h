@@ -72,11 +72,16 @@ typedef struct ss_pipeline_stats {
     uint64_t detections;
     uint64_t resets;                /* history resets (slew, size change, request) */
     uint64_t rereferences;
+    uint64_t slack_frames;          /* frames processed at the current geometry although their
+                                     * own region's size differed, or they held only part of
+                                     * the roi (pipeline.geometry_slack) */
 } ss_pipeline_stats_t;
 
 /* Create a pipeline for one feed. cfg is copied. The backend is chosen
- * now (ss_backend_select) and instantiated on the first frame (its size
- * fixes the geometry). Calibration files named in cfg are read now.
+ * now (ss_backend_select) and instantiated on the first frame (its
+ * processed region fixes the geometry; raw frames may vary in size around
+ * it, and regions within cfg->geometry_slack of it are processed at it).
+ * Calibration files named in cfg are read now.
  * Returns NULL with a message in err (err_len bytes) on failure. */
 ss_pipeline_t *ss_pipeline_new(const ss_pipeline_cfg_t *cfg, const char *feed, char *err,
                                size_t err_len);
@@ -116,7 +121,8 @@ ss_err_t ss_pipeline_finish(ss_pipeline_t *p, ss_result_t *res);
 /* Tell the backend which frame comes next (after the one about to be
  * processed), so that its upload overlaps the current frame's work
  * (CUDA). A no-op when the backend does not prefetch, before the first
- * frame, or when `next` is of another geometry. `next` must stay
+ * frame, or when `next` is of another pixel type or larger than any raw
+ * frame so far. `next` must stay
  * untouched until ss_pipeline_process(p, next, ...) has returned. */
 void ss_pipeline_prefetch(ss_pipeline_t *p, const ss_frame_t *next);
 

@@ -27,6 +27,12 @@ typedef enum ss_whiten_mode {
     SS_WHITEN_LSQ               /* data-driven Wiener weights */
 } ss_whiten_mode_t;
 
+typedef enum ss_overscan_mode {
+    SS_OVERSCAN_NONE = 0,       /* no overscan subtraction */
+    SS_OVERSCAN_SCALAR,         /* one value per frame: the median of the BIASSEC pixels */
+    SS_OVERSCAN_ROW             /* per processed row: the median of that row's BIASSEC pixels */
+} ss_overscan_mode_t;
+
 typedef struct ss_pipeline_cfg {
     /* backend */
     ss_backend_kind_t backend;  /* "backend": auto|cpu|cuda */
@@ -37,6 +43,10 @@ typedef struct ss_pipeline_cfg {
     char dark[SS_PATH_MAX];     /* "dark": FITS dark frame ("" = none) */
     char flat[SS_PATH_MAX];     /* "flat": FITS flat field ("" = none) */
     char bad_pixels[SS_PATH_MAX]; /* "bad_pixels": FITS mask, nonzero = bad ("" = none) */
+    char bias[SS_PATH_MAX];     /* "bias": FITS master bias ("" = none) */
+    ss_overscan_mode_t overscan; /* "overscan": none|scalar|row, from the frame's BIASSEC */
+    int geometry_slack;         /* "geometry_slack": px per axis by which a frame's region
+                                 * (same origin) may differ and keep the history; 0 = off */
     double saturation;          /* "saturation": raw ADU at/above which a pixel is invalid; 0 = type max */
     int roi_x, roi_y, roi_w, roi_h; /* "roi": [x, y, w, h] in raw pixels; w = 0: whole frame (or TRIMSEC) */
     int use_trimsec;            /* "use_trimsec": honour FITS TRIMSEC/DATASEC when no roi is set */
@@ -67,6 +77,8 @@ typedef struct ss_pipeline_cfg {
     int poly_degree;            /* "whiten.degree": 0, 1 or 2 */
     double gamma;               /* "whiten.gamma": regulariser; < 0 = 1e-3·N */
     double forget;              /* "whiten.forget": λ in (0,1]; 1 = none */
+    int min_valid;              /* "whiten.min_valid": valid history frames a poly prediction
+                                 * needs at a pixel; 0 = auto (ss_cfg_min_valid) */
     int clean_sharp;            /* "history_clean.enabled": clean sharp outliers (cosmics) from stored frames */
     double clean_k;             /* "history_clean.k": k·σ above the 3×3 median */
     double clean_ratio;         /* "history_clean.ratio": share of the rise over the ring minimum */
@@ -104,6 +116,10 @@ double ss_cfg_mask_radius(const ss_pipeline_cfg_t *c);  /* object-removal radius
 int ss_cfg_guided_radius(const ss_pipeline_cfg_t *c);   /* ρ */
 int ss_cfg_min_history(const ss_pipeline_cfg_t *c);     /* frames before residuals */
 int ss_cfg_hipass_radius(const ss_pipeline_cfg_t *c);   /* registration high-pass radius */
+/* Valid history frames a re-weighted pixel needs, with n frames in use:
+ * min_valid (at most n), or for 0 (auto) max(m + 2, ceil(n/2)), at most n
+ * (README, "Background prediction": the prediction noise it bounds). */
+int ss_cfg_min_valid(const ss_pipeline_cfg_t *c, int n);
 int ss_poly_terms(int degree);                          /* m: 1, 3 or 6 */
 
 #ifdef __cplusplus

@@ -38,17 +38,60 @@ typedef struct ss_roi {
  * §1 calibration (calib.c)
  * ==================================================================== */
 
-/* Crop the roi out of a raw frame and calibrate it into out (roi.w×roi.h):
- *   v = raw value (double); invalid (NaN) if raw_valid && !raw_valid[i],
- *   if !finite(v), if v >= saturation, or if bad && bad[j];
- *   otherwise out = (float)((v - dark[j]) / flat[j]) with dark = 0 and
- *   flat = 1 when NULL; a flat value <= 0 or non-finite makes it invalid,
- *   and so does a non-finite result (a NaN dark, or overflow of float).
- * dark, flat and bad are roi-sized (j indexes the roi); raw_valid is
- * raw-sized. saturation <= 0 means ss_dtype_max(dt) (f32: +inf). */
+/* Static calibration data (master frames), roi-sized; NULL pointers mean
+ * "none". A backend copies what it needs at create time. */
+typedef struct ss_calib_data {
+    const float *dark;          /* bias-free when a bias is removed (master or overscan) */
+    const float *flat;
+    const uint8_t *bad;         /* 1 = bad */
+    const float *bias;          /* master bias */
+} ss_calib_data_t;
+
+/* Per-frame calibration parameters, computed on the host by the driver
+ * from the frame (its exposure, its overscan, its size). */
+typedef struct ss_calib_frame {
+    double dark_scale;          /* t / t_dark: the dark is multiplied by it (1: as it is) */
+    const double *row_bias;     /* roi.h values, the overscan bias of each processed row
+                                 * (ss_overscan); NULL: none */
+    int valid_w, valid_h;       /* the part of the roi, from its origin, that this frame
+                                 * holds (1..roi.w, 1..roi.h); the rest of out is NaN */
+} ss_calib_frame_t;
+
+/* Crop the roi out of a raw frame and calibrate it into out (roi.w×roi.h),
+ * ALGORITHM §1, x = (raw - bias - dark·t/t_dark) / flat:
+ *   out(x, y) = NaN when x >= valid_w or y >= valid_h (raw is not read
+ *   there); else v = raw value (double), invalid (NaN) if raw_valid &&
+ *   !raw_valid[i], if !finite(v), if v >= saturation, or if bad && bad[j];
+ *   otherwise out = (float)((((v - rb[y]) - bias[j]) - dark[j]·s) / flat[j])
+ *   in double, in that order, with rb = row_bias (0 when NULL), bias and
+ *   dark 0 and flat 1 when NULL, s = dark_scale; a flat value <= 0 or
+ *   non-finite makes it invalid, and so does a non-finite result (a NaN
+ *   dark, or overflow of float). With no bias, no row bias and s = 1 this
+ *   is (v - dark) / flat bit for bit.
+ * cal's planes are roi-sized (j indexes the roi); raw_valid is raw-sized
+ * (raw_w wide). cal NULL: no masters; cf NULL: s = 1, no row bias, the
+ * whole roi. saturation <= 0 means ss_dtype_max(dt) (f32: +inf). */
+void ss_calibrate_frame(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_valid,
+                        ss_roi_t roi, const ss_calib_data_t *cal, const ss_calib_frame_t *cf,
+                        double saturation, float *out);
+
+/* The same without a bias or per-frame parameters (the older entry point,
+ * kept for the tests that calibrate by hand). */
 void ss_calibrate(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_valid,
                   ss_roi_t roi, const float *dark, const float *flat, double saturation,
                   const uint8_t *bad, float *out);
+
+/* Overscan bias of a raw frame (ALGORITHM §1) from its BIASSEC box bsec
+ * (inside the raw_w×raw_h frame): the samples are the finite BIASSEC
+ * pixels (raw_valid, when given, also 1), widened to double. Returns the
+ * scalar bias, their median (for an even count the mean of the two middle
+ * values, 0.5·(a + b)); NaN when there is no sample. With row_bias != NULL
+ * also the per-row bias of the nrows processed rows from raw row y0:
+ * row_bias[y] = the median of the samples in raw row y0 + y, or the
+ * scalar for a row that holds none (outside BIASSEC, or all invalid).
+ * scratch: bsec.w·bsec.h doubles. */
+double ss_overscan(const void *raw, ss_dtype_t dt, int raw_w, int raw_h, const uint8_t *raw_valid,
+                   ss_roi_t bsec, int y0, int nrows, double *row_bias, double *scratch);
 
 /* 3×3 median: out(x) = NaN if in(x) is NaN; otherwise the median of the
  * finite values of the 3×3 window clipped to the frame (for an even count,
@@ -345,6 +388,52 @@ double ss_interp_unbias(double s, double kappa);
 int ss_weights_poly(const double *fx, const double *fy, int n, int degree, double gamma,
                     double lambda, double *a);
 
+/* ss_weights_poly with the diagonal given: d[k] > 0 in place of λ^k (the
+ * subset weights of ss_reweight_subset keep the λ factors of the frames'
+ * own ages). ss_weights_poly is this with d[k] = λ^k (computed as the
+ * running product, k ascending). Same returns. */
+int ss_weights_poly_d(const double *fx, const double *fy, const double *d, int n, int degree,
+                      double gamma, double *a);
+
+/* Re-weighting where some history pixels are invalid (poly mode,
+ * ALGORITHM §3 "Prediction and residual"). At a pixel where the frames of
+ * a set I have no valid y_k (the sentinel, or outside the frame), the
+ * prediction uses the weights of the same constrained problem over the
+ * valid frames S alone (a_k = 0 for k in I):
+ *   G_S = G - Σ_{k∈I} d_k v(f_k) v(f_k)ᵀ,   G = VᵀDV + γE' over all n,
+ *   G_S α = e0 (LDLᵀ, pipeline/reweight_core.h),   a_k = d_k v(f_k)ᵀα,
+ * which is ss_weights_poly_d over S to rounding (same γ, same d_k). The
+ * pixel is invalid when |S| < min_valid or G_S is singular (a pivot at or
+ * below `tiny`). Everything a backend needs per frame is in this block
+ * (plain data, copied to the GPU as is); G and tiny are formed once per
+ * frame by ss_reweight_init on the host. */
+#define SS_POLY_MAX_TERMS 6
+typedef struct ss_reweight {
+    int n;                      /* history frames (the whitening's n) */
+    int degree;                 /* 0..2 */
+    int m;                      /* terms: 1, 3, 6 */
+    int min_valid;              /* fewest valid frames that still predict, 1..n */
+    double gamma;               /* as ss_weights_poly */
+    double tiny;                /* pivot floor: SS_REWEIGHT_REL_TOL·m·max_i G_ii */
+    double G[SS_POLY_MAX_TERMS * SS_POLY_MAX_TERMS];   /* VᵀDV + γE', row-major m×m */
+    double fx[SS_MAX_HISTORY], fy[SS_MAX_HISTORY];     /* f_k */
+    double d[SS_MAX_HISTORY];                          /* λ^k */
+} ss_reweight_t;
+
+/* Fill rw for the n frames (arguments as ss_weights_poly; G accumulated
+ * in the same order, so a subset that is the whole set reproduces its
+ * system bit for bit). min_valid is clamped to [1, n]. Returns 0, or -1
+ * when an argument is out of range. */
+int ss_reweight_init(ss_reweight_t *rw, const double *fx, const double *fy, int n, int degree,
+                     double gamma, double lambda, int min_valid);
+
+/* The subset weights for the invalid frames flagged in invalid[0..n-1]
+ * (nonzero = invalid): a[k] (n values, 0 for invalid k). Returns 0, or -1
+ * when fewer than rw->min_valid frames are valid or G_S is singular (a is
+ * then all 0). The arithmetic is that of reweight_core.h, which the CUDA
+ * kernel runs too: downdates k ascending, LDLᵀ, a_k = d_k·Σ_i v_i α_i. */
+int ss_reweight_subset(const ss_reweight_t *rw, const uint8_t *invalid, double *a);
+
 /* Wiener weights: a = (R + γ·tr(R)/n·E)⁻¹ p. R is n×n row-major. Returns 0
  * or -1 if singular. */
 int ss_weights_lsq(const double *R, const double *p, int n, double gamma, double *a);
@@ -379,13 +468,20 @@ static inline float ss_hist_value(const void *px, ss_dtype_t t, size_t i)
     }
 }
 
-/* Prediction and residual (strict validity, see README):
+/* Prediction and residual:
  *   P(x) = Σ_k a_k·y_k(x) (double accumulation over k ascending, stored as
- *   float), r(x) = cur(x) - P(x) (in float).
- * P and r are NaN where cur is NaN, or any y_k(x) falls outside the frame
- * or is invalid (for k with a_k != 0 or not: every used frame counts). */
+ *   float), r(x) = cur(x) - P(x) (in float), where every y_k(x) is valid
+ *   (inside the frame and not invalid; for k with a_k != 0 or not).
+ * P and r are NaN where cur is NaN. Where some y_k(x) is invalid:
+ *  - rw == NULL (strict; the lsq mode): P and r are NaN;
+ *  - rw != NULL (poly mode; rw->n == n): with I the invalid frames there,
+ *    a' = ss_reweight_subset(rw, I) and P(x) = Σ_{k∉I} a'_k·y_k(x)
+ *    (double, k ascending, as float); NaN when that returns -1 (fewer
+ *    than rw->min_valid valid frames, or a singular subset).
+ * With rw->min_valid = n this is the strict rule. The CPU caches subset
+ * weights per invalid pattern (per thread); results never depend on it. */
 void ss_whiten(const float *cur, const ss_hist_view_t *hv, const double *a, int n,
-               int w, int h, float *P, float *r);
+               int w, int h, const ss_reweight_t *rw, float *P, float *r);
 
 /* lsq moments over the pixels where cur and every y_k are valid:
  * R[k·n+l] = Σ y_k·y_l, p[k] = Σ cur·y_k (double). */

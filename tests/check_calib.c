@@ -1,7 +1,9 @@
 /*
  * check_calib.c — tests of ALGORITHM.md §1 (pipeline/calib.c):
  * ss_calibrate for every raw type, dark/flat, saturation, non-finite input,
- * source validity mask, bad-pixel mask and roi crop; ss_median3x3 against a
+ * source validity mask, bad-pixel mask and roi crop; ss_calibrate_frame's
+ * master bias, exposure-scaled dark, overscan rows and partial frames;
+ * ss_overscan (scalar and per-row medians of BIASSEC); ss_median3x3 against a
  * brute-force sort of each clipped window (NaN and Inf rules included);
  * learned hot pixels on a jittered star field rendered here (a planted hot
  * pixel that stays put is learned, the stars, which move, are not).
@@ -162,6 +164,154 @@ START_TEST(test_calibrate_roi_masks)
     ss_calibrate(raw, SS_DT_U16, RW, NULL, roi, NULL, NULL, 0.0, NULL, plain);
     for (int j = 0; j < roi.w * roi.h; j++)
         ck_assert_float_eq(plain[j], j == 4 * roi.w + 7 ? 1234.0f : 0.0f);
+}
+END_TEST
+
+/* x = (raw - bias - dark·t/t_dark) / flat with planted values whose
+ * results are exact in float: the master bias, the exposure-scaled dark,
+ * their order, and that bias NULL with scale 1 is ss_calibrate bit for
+ * bit. */
+START_TEST(test_calibrate_bias_dark_scale)
+{
+    enum { W = 4, H = 2, N = W * H };
+    const uint16_t raw[N] = { 1000, 2000, 1500, 900, 65535, 1200, 1100, 300 };
+    const float bias[N] = { 100.0f, 101.0f, 99.5f, 100.0f, 100.0f, 98.0f, 100.0f, 100.0f };
+    const float dark[N] = { 10.0f, 20.0f, 2.0f, 0.0f, 1.0f, 4.0f, 8.0f, 100.0f };
+    const float flat[N] = { 2.0f, 1.0f, 0.5f, 1.0f, 1.0f, 2.0f, 4.0f, 1.0f };
+    float out[N];
+    const ss_roi_t roi = { 0, 0, W, H };
+    const ss_calib_data_t cal = { .dark = dark, .flat = flat, .bias = bias };
+    /* t = 25 s against a 10 s dark */
+    const ss_calib_frame_t cf = { .dark_scale = 25.0 / 10.0, .valid_w = W, .valid_h = H };
+    ss_calibrate_frame(raw, SS_DT_U16, W, NULL, roi, &cal, &cf, 0.0, out);
+    const float want[N] = {
+        437.5f,                     /* (1000 - 100 - 25) / 2 */
+        1849.0f,                    /* 2000 - 101 - 50 */
+        2791.0f,                    /* (1500 - 99.5 - 5) / 0.5 */
+        800.0f,                     /* 900 - 100 - 0 */
+        NAN,                        /* saturated (the type's maximum) */
+        546.0f,                     /* (1200 - 98 - 10) / 2 */
+        245.0f,                     /* (1100 - 100 - 20) / 4 */
+        -50.0f,                     /* 300 - 100 - 250: negative is honest */
+    };
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(same(out[i], want[i]), "pixel %d: got %.9g want %.9g", i, (double)out[i],
+                      (double)want[i]);
+
+    /* unscaled (the exposure is unknown, or equal) */
+    const ss_calib_frame_t one = { .dark_scale = 1.0, .valid_w = W, .valid_h = H };
+    ss_calibrate_frame(raw, SS_DT_U16, W, NULL, roi, &cal, &one, 0.0, out);
+    ck_assert_float_eq(out[0], 445.0f);     /* (1000 - 100 - 10) / 2 */
+    ck_assert_float_eq(out[7], 100.0f);     /* 300 - 100 - 100 */
+
+    /* no bias and scale 1: the plain (raw - dark) / flat, bit for bit, on
+     * random values where the rounding order would show */
+    enum { RW = 31, RH = 17, RN = RW * RH };
+    static float fr[RN], rd[RN], rf[RN], a[RN], b[RN];
+    rng_state = 777;
+    for (int i = 0; i < RN; i++) {
+        fr[i] = (float)(1000.0 * rng_unif() - 100.0);
+        rd[i] = (float)(37.0 * rng_gauss());
+        rf[i] = (float)(0.3 + rng_unif());
+    }
+    const ss_roi_t rr = { 0, 0, RW, RH };
+    const ss_calib_data_t rc = { .dark = rd, .flat = rf };
+    const ss_calib_frame_t rcf = { .dark_scale = 1.0, .valid_w = RW, .valid_h = RH };
+    ss_calibrate(fr, SS_DT_F32, RW, NULL, rr, rd, rf, 0.0, NULL, a);
+    ss_calibrate_frame(fr, SS_DT_F32, RW, NULL, rr, &rc, &rcf, 0.0, b);
+    ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
+    for (int i = 0; i < RN; i++)
+        ck_assert(a[i] == (float)(((double)fr[i] - rd[i]) / rf[i]));
+}
+END_TEST
+
+/* Overscan from BIASSEC: scalar = the median of every valid BIASSEC
+ * pixel, row = the median of that row's (mean of the two middle ones for
+ * an even count), the scalar for rows without samples; then subtracted
+ * per processed row. */
+START_TEST(test_overscan_scalar_row)
+{
+    enum { RW = 12, RH = 6 };
+    static uint16_t raw[RW * RH];
+    static uint8_t valid[RW * RH];
+    memset(valid, 1, sizeof valid);
+    for (int y = 0; y < RH; y++)
+        for (int x = 0; x < RW; x++)
+            raw[y * RW + x] = (uint16_t)(1000 + 10 * y + x);
+    /* BIASSEC [11:12,1:5]: columns 10 and 11, rows 0..4 */
+    const ss_roi_t bsec = { 10, 0, 2, 5 };
+    for (int r = 0; r < 5; r++) {
+        raw[r * RW + 10] = (uint16_t)(100 + 10 * r);
+        raw[r * RW + 11] = (uint16_t)(103 + 10 * r);
+    }
+    double scratch[2 * 5], rb[4];
+    /* all ten samples: 100 103 110 113 120 123 130 133 140 143 */
+    ck_assert(ss_overscan(raw, SS_DT_U16, RW, RH, NULL, bsec, 0, 0, NULL, scratch) == 121.5);
+    /* pixel (11, 3) invalid: nine samples, median the fifth, 120 */
+    valid[3 * RW + 11] = 0;
+    const double sc = ss_overscan(raw, SS_DT_U16, RW, RH, valid, bsec, 2, 4, rb, scratch);
+    ck_assert(sc == 120.0);
+    ck_assert_msg(rb[0] == 121.5 && rb[1] == 130.0 && rb[2] == 141.5 && rb[3] == 120.0,
+                  "rows %g %g %g %g", rb[0], rb[1], rb[2], rb[3]);
+
+    /* subtracted per processed row (roi rows 2..5, columns 1..8) */
+    const ss_roi_t roi = { 1, 2, 8, 4 };
+    const ss_calib_frame_t cf = { .dark_scale = 1.0, .row_bias = rb, .valid_w = 8, .valid_h = 4 };
+    float out[8 * 4];
+    ss_calibrate_frame(raw, SS_DT_U16, RW, NULL, roi, NULL, &cf, 0.0, out);
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 8; x++) {
+            const double v = 1000 + 10 * (y + 2) + (x + 1);
+            ck_assert_msg(out[y * 8 + x] == (float)(v - rb[y]), "(%d,%d): %g want %g", x, y,
+                          (double)out[y * 8 + x], v - rb[y]);
+        }
+    /* the scalar mode is a row vector of one value */
+    for (int y = 0; y < 4; y++)
+        rb[y] = sc;
+    ss_calibrate_frame(raw, SS_DT_U16, RW, NULL, roi, NULL, &cf, 0.0, out);
+    ck_assert_float_eq(out[0], (float)(1021.0 - 120.0));
+    ck_assert_float_eq(out[31], (float)(1058.0 - 120.0));
+
+    /* f32: non-finite overscan pixels are no samples; none at all: NaN */
+    static float fraw[RW * RH];
+    for (int i = 0; i < RW * RH; i++)
+        fraw[i] = (float)i;
+    fraw[0 * RW + 10] = NAN;
+    fraw[1 * RW + 11] = INFINITY;
+    /* rows 0, 1: one sample each (11 and 22); rows 2..4: 34 35, 46 47, 58 59;
+     * eight in all, the middle two 35 and 46 */
+    ck_assert(ss_overscan(fraw, SS_DT_F32, RW, RH, NULL, bsec, 0, 2, rb, scratch) == 40.5);
+    ck_assert(rb[0] == 11.0 && rb[1] == 22.0);
+    const ss_roi_t nothing = { 10, 0, 1, 1 };
+    ck_assert(isnan(ss_overscan(fraw, SS_DT_F32, RW, RH, NULL, nothing, 0, 1, rb, scratch)));
+    ck_assert(isnan(rb[0]));
+}
+END_TEST
+
+/* A frame that holds only part of the roi (its own region a few rows or
+ * columns smaller than the geometry's, or a raw frame that ends before the
+ * roi does): the rest is NaN and never read (the raw buffer here is just
+ * large enough; ASan builds would catch a read beyond it). */
+START_TEST(test_calibrate_partial_frame)
+{
+    enum { RW = 9, RH = 5 };
+    uint16_t *raw = malloc(RW * RH * sizeof *raw);
+    ck_assert_ptr_nonnull(raw);
+    for (int i = 0; i < RW * RH; i++)
+        raw[i] = (uint16_t)(500 + i);
+    const ss_roi_t roi = { 2, 1, 8, 6 };        /* reaches 1 column and 2 rows past */
+    const ss_calib_frame_t cf = { .dark_scale = 1.0, .valid_w = 7, .valid_h = 4 };
+    float out[8 * 6];
+    ss_calibrate_frame(raw, SS_DT_U16, RW, NULL, roi, NULL, &cf, 0.0, out);
+    for (int y = 0; y < 6; y++)
+        for (int x = 0; x < 8; x++) {
+            const float got = out[y * 8 + x];
+            if (x >= 7 || y >= 4)
+                ck_assert_msg(isnan(got), "(%d,%d) beyond the frame: %g", x, y, (double)got);
+            else
+                ck_assert_float_eq(got, (float)(500 + (y + 1) * RW + x + 2));
+        }
+    free(raw);
 }
 END_TEST
 
@@ -433,6 +583,9 @@ static Suite *calib_suite(void)
     tcase_add_test(tc, test_calibrate_dtypes_full_frame);
     tcase_add_test(tc, test_calibrate_saturation_dark_flat);
     tcase_add_test(tc, test_calibrate_roi_masks);
+    tcase_add_test(tc, test_calibrate_bias_dark_scale);
+    tcase_add_test(tc, test_overscan_scalar_row);
+    tcase_add_test(tc, test_calibrate_partial_frame);
     suite_add_tcase(s, tc);
     tc = tcase_create("median");
     tcase_add_test(tc, test_median_small_cases);

@@ -95,14 +95,14 @@ START_TEST(test_argument_errors)
     ss_backend_t *b = make(&ops);
     int slots[2] = { 0, 5 }, ix[2] = { 0, 0 }, iy[2] = { 0, 0 };
     double a[2] = { 0.5, 0.5 }, R[4], p[2];
-    ck_assert_int_eq(ops->whiten(b, slots, ix, iy, a, 2), SS_ERR_INVALID);
+    ck_assert_int_eq(ops->whiten(b, slots, ix, iy, a, 2, NULL), SS_ERR_INVALID);
     ck_assert_int_eq(ops->lsq_moments(b, slots, ix, iy, 2, R, p), SS_ERR_INVALID);
     ck_assert_int_eq(ops->history_store(b, -1, 0, 0), SS_ERR_INVALID);
     float s;
     ck_assert_int_eq(ops->noise(b, SS_PLANE_HISTORY, 1, &s), SS_ERR_INVALID);
     uint16_t px[4];
     ss_frame_t f = { .width = 2, .height = 2, .dtype = SS_DT_U16, .pixels = px, .capacity = 8 };
-    ck_assert_int_eq(ops->ingest(b, &f), SS_ERR_SIZE);
+    ck_assert_int_eq(ops->ingest(b, &f, NULL), SS_ERR_SIZE);
     ck_assert_int_eq(ops->read_plane(b, SS_PLANE_HISTORY, 7, px), SS_ERR_INVALID);
     ck_assert_int_eq(ss_cuda_error_count(b), 0);
     const ss_geometry_t bad = { .raw_w = W, .raw_h = H, .raw_dtype = SS_DT_U16,

@@ -8,6 +8,8 @@
  *    gradients, whitening, noise, matched filter, labels, history store)
  *    must agree bit for bit — the kernels do the CPU's arithmetic in the
  *    CPU's order — and the NaN (invalid) patterns must be identical;
+ *    whitening's re-weighted pixels (per-pixel solves in double, the same
+ *    code on both sides) within 1e-6 relative, expected identical;
  *  - reductions in double (guided filter) within relative L2 1e-5;
  *  - registration: the same coarse vote, fine shifts within 1e-6 px;
  *  - detection lists identical (count, order, label, kind, area, bbox,
@@ -223,7 +225,7 @@ START_TEST(test_ingest_parity)
     cfg.hotpix_fraction = 0.6;
     cfg.saturation = dt == SS_DT_F32 ? 60000.0 : 0.0;
     const int calibrated = dt != SS_DT_U8;      /* u8: no calibration data at all */
-    ss_calib_data_t cal = { calibrated ? dark : NULL, calibrated ? flat : NULL, bad };
+    ss_calib_data_t cal = { calibrated ? dark : NULL, calibrated ? flat : NULL, bad, NULL };
     ss_geometry_t geo = geometry(RW, RH, dt, ss_history_dtype(dt, calibrated), 4);
     geo.roi = roi;
     pair_t p;
@@ -237,8 +239,8 @@ START_TEST(test_ingest_parity)
             valid[i] = rng_unif() > 0.01;
         f.valid = t % 2 ? valid : NULL;
         f.meta.seq = (uint64_t)t;
-        ck_assert_int_eq(ss_backend_cpu.ingest(p.c, &f), SS_OK);
-        ck_assert_int_eq(p.go->ingest(p.g, &f), SS_OK);
+        ck_assert_int_eq(ss_backend_cpu.ingest(p.c, &f, NULL), SS_OK);
+        ck_assert_int_eq(p.go->ingest(p.g, &f, NULL), SS_OK);
         cmp_float(&p, SS_PLANE_FRAME, 1, "calibrated frame");
         cmp_float(&p, SS_PLANE_FILTERED, 1, "3x3 median");
         cmp_bytes(&p, SS_PLANE_BADMASK, 0, n, "bad-pixel mask");
@@ -258,6 +260,92 @@ START_TEST(test_ingest_parity)
     free(bad);
     free(valid);
     free(raw);
+}
+END_TEST
+
+/* The rest of §1 (ss_calibrate_frame): a master bias, a dark scaled by
+ * the exposure, an overscan row vector (through the CUDA backend's pinned
+ * mirror), raw frames of varying size up to the reserved maximum (the
+ * buffers grown by raw_reserve while the instance keeps its state), frames
+ * that hold only part of the roi, and prefetched uploads of such frames:
+ * FRAME and FILTERED bit for bit. */
+START_TEST(test_ingest_calib_parity)
+{
+    const ss_dtype_t dt = (ss_dtype_t)_i;
+    enum { RW0 = 196, RH0 = 150, RW1 = 211, RH1 = 165 };
+    const ss_roi_t roi = { 5, 7, 181, 141 };
+    const size_t rn = (size_t)RW1 * RH1, n = (size_t)roi.w * roi.h;
+    rng_state = 2000 + (uint64_t)_i;
+    float *dark = malloc(n * sizeof(float)), *flat = malloc(n * sizeof(float));
+    float *bias = malloc(n * sizeof(float));
+    uint8_t *bad = calloc(n, 1), *valid = malloc(rn);
+    double *rb = malloc((size_t)roi.h * sizeof(double));
+    ck_assert(dark && flat && bias && bad && valid && rb);
+    for (size_t i = 0; i < n; i++) {
+        bias[i] = (float)(3.0 * rng_gauss());
+        dark[i] = (float)(5.0 * rng_unif());
+        flat[i] = (float)(0.9 + 0.2 * rng_unif());
+        bad[i] = rng_unif() < 0.003;
+    }
+    ss_pipeline_cfg_t cfg;
+    base_cfg(&cfg);
+    cfg.hotpix_learn = 0;
+    cfg.saturation = dt == SS_DT_F32 ? 60000.0 : 0.0;
+    ss_calib_data_t cal = { dark, flat, bad, bias };
+    ss_geometry_t geo = geometry(RW0, RH0, dt, SS_DT_F32, 4);
+    geo.roi = roi;
+    pair_t p;
+    pair_new(&p, &cfg, &geo, &cal);
+    /* one buffer per frame: a prefetched frame must stay untouched */
+    void *raw[2] = { malloc(rn * sizeof(double)), malloc(rn * sizeof(double)) };
+    ck_assert(raw[0] && raw[1]);
+    /* frame sizes and the part of the roi each holds */
+    static const int fw[6] = { RW0, RW1, 190, RW0, 186, RW1 };
+    static const int fh[6] = { RH0, RH1, 152, 140, RH0, RH1 };
+    static const int vw[6] = { 181, 181, 181, 181, 175, 160 };
+    static const int vh[6] = { 141, 141, 141, 133, 141, 120 };
+    static const double scale[6] = { 1.0, 2.5, 0.37, 1.0, 7.0 / 3.0, 1.0 };
+    for (int t = 0; t < 6; t++) {
+        ss_frame_t f = { .width = fw[t], .height = fh[t], .dtype = dt, .pixels = raw[t & 1],
+                         .capacity = rn * sizeof(double) };
+        fill_raw(f.pixels, dt, (size_t)fw[t] * fh[t], NULL, 0);
+        for (size_t i = 0; i < (size_t)fw[t] * fh[t]; i++)
+            valid[i] = rng_unif() > 0.01;
+        for (int y = 0; y < roi.h; y++)
+            rb[y] = 100.0 + 7.0 * rng_gauss();
+        f.valid = t % 2 ? valid : NULL;
+        f.meta.seq = (uint64_t)t;
+        const ss_calib_frame_t cf = { .dark_scale = scale[t], .row_bias = t % 3 ? rb : NULL,
+                                      .valid_w = vw[t], .valid_h = vh[t] };
+        if (t == 1) {
+            /* larger than the buffers: refused until they grow */
+            ck_assert_int_eq(p.go->ingest(p.g, &f, &cf), SS_ERR_SIZE);
+            ck_assert_ptr_nonnull(p.go->raw_reserve);
+            ck_assert_int_eq(p.go->raw_reserve(p.g, RW1, RH1), SS_OK);
+        }
+#ifdef SKYSIEVE_HAVE_CUDA
+        if (t >= 2)
+            ck_assert_int_eq(ss_cuda_prefetch(p.g, &f), SS_OK);
+#endif
+        ck_assert_int_eq(ss_backend_cpu.ingest(p.c, &f, &cf), SS_OK);
+        ck_assert_int_eq(p.go->ingest(p.g, &f, &cf), SS_OK);
+        for (int y = 0; y < roi.h; y++)     /* the backend copied the vector at ingest */
+            rb[y] = NAN;
+        cmp_float(&p, SS_PLANE_FRAME, 1, "calibrated frame");
+        cmp_float(&p, SS_PLANE_FILTERED, 1, "3x3 median");
+    }
+    /* the comparison is not vacuous: the last frame's invalid band */
+    float *fr = malloc(n * sizeof(float));
+    ck_assert_int_eq(p.go->read_plane(p.g, SS_PLANE_FRAME, 0, fr), SS_OK);
+    ck_assert(isnan(fr[(size_t)130 * roi.w + 10]) && isnan(fr[(size_t)10 * roi.w + 170]));
+    int finite = 0;
+    for (size_t i = 0; i < n; i++)
+        finite += isfinite(fr[i]);
+    ck_assert_int_gt(finite, 160 * 120 / 2);
+    free(fr);
+    pair_free(&p);
+    free(dark), free(flat), free(bias), free(bad), free(valid), free(rb);
+    free(raw[0]), free(raw[1]);
 }
 END_TEST
 
@@ -309,8 +397,8 @@ START_TEST(test_registration_parity)
             for (size_t i = 0; i < (size_t)W * H; i++)
                 ((uint16_t *)f.pixels)[i] = (uint16_t)(1000.0 + 30.0 * rng_gauss());
         }
-        ck_assert_int_eq(ss_backend_cpu.ingest(p.c, &f), SS_OK);
-        ck_assert_int_eq(p.go->ingest(p.g, &f), SS_OK);
+        ck_assert_int_eq(ss_backend_cpu.ingest(p.c, &f, NULL), SS_OK);
+        ck_assert_int_eq(p.go->ingest(p.g, &f, NULL), SS_OK);
         cmp_float(&p, SS_PLANE_FILTERED, 1, "filtered");
         if (t == 0) {
             ck_assert_int_eq(ss_backend_cpu.set_reference(p.c), SS_OK);
@@ -400,8 +488,8 @@ START_TEST(test_whiten_parity)
         iy[k] = (int)(rng_u64() % 9) - 4;
         a[k] = rng_gauss() / N + 1.0 / N;
     }
-    ck_assert_int_eq(ss_backend_cpu.whiten(p.c, slots, ix, iy, a, N), SS_OK);
-    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N), SS_OK);
+    ck_assert_int_eq(ss_backend_cpu.whiten(p.c, slots, ix, iy, a, N, NULL), SS_OK);
+    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N, NULL), SS_OK);
     cmp_float(&p, SS_PLANE_PREDICTION, 1, "prediction");
     cmp_float(&p, SS_PLANE_RESIDUAL, 1, "residual");
     ck_assert_int_eq(ss_backend_cpu.lsq_moments(p.c, slots, ix, iy, N, R1, p1), SS_OK);
@@ -416,8 +504,174 @@ START_TEST(test_whiten_parity)
     ck_assert(R1[0] > 0.0);
     /* invalid arguments are refused by both */
     slots[0] = N;
-    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N), SS_ERR_INVALID);
-    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, 0), SS_ERR_INVALID);
+    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N, NULL), SS_ERR_INVALID);
+    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, 0, NULL), SS_ERR_INVALID);
+    pair_free(&p);
+}
+END_TEST
+
+/* Re-weighting at pixels with invalid history (poly mode): a history of
+ * type ht with scattered invalid pixels (3 %), a few whole invalid rows
+ * and columns, and offsets up to ±4 px plus one frame far out (12 px), so
+ * that the border band re-weights with few valid frames; the current frame
+ * 1 % invalid. Cases on one backend pair (so the graphs are replayed with
+ * new parameter blocks, the re-weighting block included): degrees 0, 1, 2;
+ * λ 1 and 0.9; min_valid automatic, 1 and n (the strict rule); a strict
+ * (rw = NULL) whitening in between. Agreement: the same invalid pixels;
+ * pixels whose every y_k is valid bit for bit; re-weighted pixels (a
+ * per-pixel LDLᵀ solve in double on both sides, the same code,
+ * --fmad=false) within 1e-6 relative in P and r — expected identical; the
+ * number that differ at all is printed. */
+static void fill_history_sparse(pair_t *p, ss_dtype_t ht, int slots)
+{
+    const size_t n = (size_t)p->w * p->h;
+    void *buf = malloc(n * 4);
+    ck_assert_ptr_nonnull(buf);
+    for (int sl = 0; sl < slots; sl++) {
+        const int bad_row = (int)(rng_u64() % (uint64_t)p->h);
+        const int bad_col = (int)(rng_u64() % (uint64_t)p->w);
+        for (size_t i = 0; i < n; i++) {
+            const int x = (int)(i % (size_t)p->w), y = (int)(i / (size_t)p->w);
+            const double v =
+                1000.0 + 200.0 * sin(0.05 * x) + 100.0 * cos(0.07 * y) + 20.0 * rng_gauss();
+            const int sentinel = rng_unif() < 0.03 || (sl % 4 == 1 && y == bad_row) ||
+                                 (sl % 5 == 2 && x == bad_col);
+            switch (ht) {
+            case SS_DT_U8:
+                ((uint8_t *)buf)[i] = sentinel ? UINT8_MAX : (uint8_t)SS_CLAMP(v / 8.0, 0.0, 254.0);
+                break;
+            case SS_DT_U16: ((uint16_t *)buf)[i] = sentinel ? UINT16_MAX : (uint16_t)v; break;
+            case SS_DT_I16:
+                ((int16_t *)buf)[i] = sentinel ? INT16_MAX : (int16_t)(v - 1000.0);
+                break;
+            default: ((float *)buf)[i] = sentinel ? NAN : (float)v; break;
+            }
+        }
+        write_both(p, SS_PLANE_HISTORY, sl, buf);
+    }
+    free(buf);
+}
+
+/* P and r of both backends: the same NaN pattern; fast-path pixels
+ * (mask 0) bit for bit; re-weighted ones (mask 1) within rel. Returns the
+ * number of re-weighted pixels that are not bit-identical. */
+static size_t cmp_reweighted(pair_t *p, const uint8_t *rew, double rel, const char *what,
+                             size_t *n_rew)
+{
+    const size_t n = (size_t)p->w * p->h;
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    float *ra = malloc(n * sizeof(float)), *rb = malloc(n * sizeof(float));
+    ck_assert(a && b && ra && rb);
+    ck_assert_int_eq(ss_backend_cpu.read_plane(p->c, SS_PLANE_PREDICTION, 0, a), SS_OK);
+    ck_assert_int_eq(p->go->read_plane(p->g, SS_PLANE_PREDICTION, 0, b), SS_OK);
+    ck_assert_int_eq(ss_backend_cpu.read_plane(p->c, SS_PLANE_RESIDUAL, 0, ra), SS_OK);
+    ck_assert_int_eq(p->go->read_plane(p->g, SS_PLANE_RESIDUAL, 0, rb), SS_OK);
+    size_t differ = 0;
+    *n_rew = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(isnan(a[i]) == isnan(b[i]) && isnan(ra[i]) == isnan(rb[i]),
+                      "%s: pixel %zu invalid on one backend only (cpu %g gpu %g)", what, i,
+                      (double)a[i], (double)b[i]);
+        if (isnan(a[i]))
+            continue;
+        if (!rew[i]) {
+            ck_assert_msg(a[i] == b[i] && ra[i] == rb[i],
+                          "%s: fast-path pixel %zu: cpu %.9g gpu %.9g", what, i, (double)a[i],
+                          (double)b[i]);
+            continue;
+        }
+        (*n_rew)++;
+        const double tol = rel * (fabs((double)a[i]) + 1.0);
+        ck_assert_msg(fabs((double)a[i] - (double)b[i]) <= tol &&
+                          fabs((double)ra[i] - (double)rb[i]) <= tol,
+                      "%s: re-weighted pixel %zu: P cpu %.9g gpu %.9g, r cpu %.9g gpu %.9g", what,
+                      i, (double)a[i], (double)b[i], (double)ra[i], (double)rb[i]);
+        differ += a[i] != b[i] || ra[i] != rb[i];
+    }
+    free(a);
+    free(b);
+    free(ra);
+    free(rb);
+    return differ;
+}
+
+START_TEST(test_whiten_reweight_parity)
+{
+    static const ss_dtype_t types[4] = { SS_DT_U8, SS_DT_U16, SS_DT_I16, SS_DT_F32 };
+    const ss_dtype_t ht = types[_i];
+    enum { W = 263, H = 181, N = 14 };
+    rng_state = 71 + (uint64_t)_i;
+    ss_pipeline_cfg_t cfg;
+    base_cfg(&cfg);
+    ss_geometry_t geo = geometry(W, H, ht == SS_DT_F32 ? SS_DT_F32 : ht, ht, N);
+    pair_t p;
+    pair_new(&p, &cfg, &geo, NULL);
+    fill_history_sparse(&p, ht, N);
+    fill_plane(&p, SS_PLANE_FRAME, 1000.0, 30.0, 0.01);
+    int slots[N], ix[N], iy[N];
+    double fx[N], fy[N], a[N];
+    for (int k = 0; k < N; k++) {
+        slots[k] = (k * 3) % N;
+        ix[k] = k == 5 ? 12 : (int)(rng_u64() % 9) - 4;
+        iy[k] = k == 9 ? -12 : (int)(rng_u64() % 9) - 4;
+        fx[k] = rng_unif() - 0.5;
+        fy[k] = rng_unif() - 0.5;
+    }
+    /* which pixels have an invalid or outside y_k (read back from the CPU) */
+    uint8_t *rew = calloc((size_t)W * H, 1);
+    void *hb = malloc((size_t)W * H * 4);
+    ck_assert(rew && hb);
+    for (int k = 0; k < N; k++) {
+        ck_assert_int_eq(ss_backend_cpu.read_plane(p.c, SS_PLANE_HISTORY, slots[k], hb), SS_OK);
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) {
+                const int xx = x + ix[k], yy = y + iy[k];
+                rew[(size_t)y * W + x] |= xx < 0 || yy < 0 || xx >= W || yy >= H ||
+                                          isnan(ss_hist_value(hb, ht, (size_t)yy * W + xx));
+            }
+    }
+    static const struct { int degree; double lambda; int min_valid; int strict; } cases[] = {
+        { 2, 1.0, 0, 0 }, { 1, 1.0, 0, 0 }, { 0, 0.9, 0, 0 }, { 2, 0.9, 1, 0 },
+        { 2, 1.0, 0, 1 }, { 1, 0.9, 1, 0 }, { 2, 1.0, N, 0 }, { 2, 0.9, 0, 0 },
+    };
+    size_t total_rew = 0, total_differ = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int degree = cases[c].degree;
+        ss_pipeline_cfg_t wc = cfg;
+        wc.poly_degree = degree;
+        wc.min_valid = cases[c].min_valid;
+        const double gamma = 1e-3 * N;
+        ck_assert_int_eq(ss_weights_poly(fx, fy, N, degree, gamma, cases[c].lambda, a), 0);
+        ss_reweight_t rw;
+        ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, N, degree, gamma, cases[c].lambda,
+                                          ss_cfg_min_valid(&wc, N)), 0);
+        const ss_reweight_t *rwp = cases[c].strict ? NULL : &rw;
+        ck_assert_int_eq(ss_backend_cpu.whiten(p.c, slots, ix, iy, a, N, rwp), SS_OK);
+        ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N, rwp), SS_OK);
+        char what[96];
+        snprintf(what, sizeof what, "type %s degree %d lambda %g min_valid %d%s",
+                 ss_dtype_name(ht), degree, cases[c].lambda, rw.min_valid,
+                 cases[c].strict ? " strict" : "");
+        size_t n_rew = 0;
+        const size_t differ = cmp_reweighted(&p, rew, 1e-6, what, &n_rew);
+        fprintf(stderr, "%s: %zu re-weighted pixels, %zu not bit-identical\n", what, n_rew,
+                differ);
+        if (!cases[c].strict && rw.min_valid < N)
+            ck_assert_int_gt(n_rew, W * H / 10);
+        else
+            ck_assert_int_eq(n_rew, 0);
+        total_rew += n_rew;
+        total_differ += differ;
+    }
+    fprintf(stderr, "re-weighting parity (%s): %zu re-weighted pixels, %zu not bit-identical\n",
+            ss_dtype_name(ht), total_rew, total_differ);
+    /* a block that does not match n is refused by both */
+    ss_reweight_t bad;
+    ck_assert_int_eq(ss_reweight_init(&bad, fx, fy, N - 1, 1, 0.0, 1.0, 0), 0);
+    ck_assert_int_eq(ss_backend_cpu.whiten(p.c, slots, ix, iy, a, N, &bad), SS_ERR_INVALID);
+    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N, &bad), SS_ERR_INVALID);
+    free(rew);
+    free(hb);
     pair_free(&p);
 }
 END_TEST
@@ -942,7 +1196,7 @@ START_TEST(test_two_instances)
     for (int t = 0; t < T; t++) {
         for (int k = 0; k < 2; k++) {
             ck_assert_int_eq(ss_synth_next(syn[k], &f[k], NULL), SS_OK);
-            ck_assert_int_eq(go->ingest(b[k], &f[k]), SS_OK);
+            ck_assert_int_eq(go->ingest(b[k], &f[k], NULL), SS_OK);
         }
         for (int k = 0; k < 2; k++) {
             if (t == 0)
@@ -952,7 +1206,7 @@ START_TEST(test_two_instances)
     }
     for (int t = 0; t < T; t++) {
         ck_assert_int_eq(ss_synth_next(syn[2], &f[2], NULL), SS_OK);
-        ck_assert_int_eq(go->ingest(b[2], &f[2]), SS_OK);
+        ck_assert_int_eq(go->ingest(b[2], &f[2], NULL), SS_OK);
         if (t == 0)
             ck_assert_int_eq(go->set_reference(b[2]), SS_OK);
         ck_assert_int_eq(go->history_store(b[2], t % 4, 0, 0), SS_OK);
@@ -991,9 +1245,17 @@ static void add_case(Suite *s, const char *name, int timeout, void (*add)(TCase 
     suite_add_tcase(s, tc);
 }
 
-static void add_calib(TCase *tc) { tcase_add_loop_test(tc, test_ingest_parity, 0, SS_DT__COUNT); }
+static void add_calib(TCase *tc)
+{
+    tcase_add_loop_test(tc, test_ingest_parity, 0, SS_DT__COUNT);
+    tcase_add_loop_test(tc, test_ingest_calib_parity, 0, SS_DT__COUNT);
+}
 static void add_registration(TCase *tc) { tcase_add_test(tc, test_registration_parity); }
-static void add_whiten(TCase *tc) { tcase_add_loop_test(tc, test_whiten_parity, 0, 2); }
+static void add_whiten(TCase *tc)
+{
+    tcase_add_loop_test(tc, test_whiten_parity, 0, 2);
+    tcase_add_loop_test(tc, test_whiten_reweight_parity, 0, 4);
+}
 static void add_guided(TCase *tc) { tcase_add_loop_test(tc, test_guided_parity, 0, 2); }
 static void add_noise(TCase *tc) { tcase_add_loop_test(tc, test_noise_parity, 0, 3); }
 static void add_matched(TCase *tc) { tcase_add_test(tc, test_matched_parity); }

@@ -328,6 +328,10 @@ START_TEST(test_roundtrip_every_dtype)
         f->meta.trim_y0 = 1;
         f->meta.trim_w = 30;
         f->meta.trim_h = 20;
+        f->meta.bias_x0 = 32;
+        f->meta.bias_y0 = 0;
+        f->meta.bias_w = 4;
+        f->meta.bias_h = 21;
         set_wcs(&f->meta);
         char name[64], err[512];
         snprintf(name, sizeof name, "rt_%s.fits", ss_dtype_name((ss_dtype_t)t));
@@ -374,6 +378,8 @@ START_TEST(test_roundtrip_every_dtype)
         ck_assert_str_eq(g->meta.source, p);
         ck_assert(g->meta.trim_x0 == 2 && g->meta.trim_y0 == 1 && g->meta.trim_w == 30 &&
                   g->meta.trim_h == 20);
+        ck_assert(g->meta.bias_x0 == 32 && g->meta.bias_y0 == 0 && g->meta.bias_w == 4 &&
+                  g->meta.bias_h == 21);
         ck_assert_int_eq(g->meta.n_wcs, 10);
         const ss_wcs_key_t *k = ss_frame_wcs_find(&g->meta, "CTYPE1");
         ck_assert(k && k->is_string && strcmp(k->sval, "RA---TAN") == 0);
@@ -610,12 +616,14 @@ END_TEST
 
 /* ---- TRIMSEC / DATASEC -------------------------------------------------- */
 
-static void trim_case(const char *trimsec, const char *datasec, int x0, int y0, int w, int h)
+/* A 40×30 u8 image with the given section keywords (NULL: absent), read
+ * back; the caller frees the frame. */
+static ss_frame_t *section_frame(const char *trimsec, const char *datasec, const char *biassec)
 {
-    char t[80], d[80];
-    const char *cards[8] = { "SIMPLE  =                    T", "BITPIX  =                    8",
+    char t[80], d[80], b[80];
+    const char *cards[9] = { "SIMPLE  =                    T", "BITPIX  =                    8",
                              "NAXIS   =                    2", "NAXIS1  =                   40",
-                             "NAXIS2  =                   30", NULL, NULL, NULL };
+                             "NAXIS2  =                   30", NULL, NULL, NULL, NULL };
     int nc = 5;
     if (trimsec) {
         snprintf(t, sizeof t, "TRIMSEC = '%s'", trimsec);
@@ -625,16 +633,39 @@ static void trim_case(const char *trimsec, const char *datasec, int x0, int y0, 
         snprintf(d, sizeof d, "DATASEC = '%s'", datasec);
         cards[nc++] = d;
     }
+    if (biassec) {
+        snprintf(b, sizeof b, "BIASSEC = '%s'", biassec);
+        cards[nc++] = b;
+    }
     const char *p = tpath("trim.fits");
     write_cards(p, cards, 40 * 30, 7);
     ss_frame_t *f = frame_alloc(40 * 30);
     char err[512];
     ck_assert_msg(ss_fits_read_frame(p, f, err, sizeof err) == SS_OK, "%s", err);
+    ck_assert_int_eq(((uint8_t *)f->pixels)[5], 7);
+    return f;
+}
+
+static void trim_case(const char *trimsec, const char *datasec, int x0, int y0, int w, int h)
+{
+    ss_frame_t *f = section_frame(trimsec, datasec, NULL);
     ck_assert_msg(f->meta.trim_x0 == x0 && f->meta.trim_y0 == y0 && f->meta.trim_w == w &&
                       f->meta.trim_h == h,
                   "TRIMSEC %s DATASEC %s: got %d,%d %dx%d want %d,%d %dx%d", trimsec, datasec,
                   f->meta.trim_x0, f->meta.trim_y0, f->meta.trim_w, f->meta.trim_h, x0, y0, w, h);
-    ck_assert_int_eq(((uint8_t *)f->pixels)[5], 7);
+    ck_assert_int_eq(f->meta.bias_w, 0);
+    frame_free(f);
+}
+
+static void bias_case(const char *biassec, int x0, int y0, int w, int h)
+{
+    ss_frame_t *f = section_frame("[1:32,1:30]", NULL, biassec);
+    ck_assert_msg(f->meta.bias_x0 == x0 && f->meta.bias_y0 == y0 && f->meta.bias_w == w &&
+                      f->meta.bias_h == h,
+                  "BIASSEC %s: got %d,%d %dx%d want %d,%d %dx%d", biassec, f->meta.bias_x0,
+                  f->meta.bias_y0, f->meta.bias_w, f->meta.bias_h, x0, y0, w, h);
+    ck_assert(f->meta.trim_x0 == 0 && f->meta.trim_y0 == 0 && f->meta.trim_w == 32 &&
+              f->meta.trim_h == 30);
     frame_free(f);
 }
 
@@ -646,11 +677,73 @@ START_TEST(test_trimsec)
     trim_case("[5:36,3:28]", "[1:40,1:30]", 4, 2, 32, 26);     /* TRIMSEC wins */
     trim_case("[ 2 : 39 , 4 : 27 ]", NULL, 1, 3, 38, 24);        /* blanks allowed */
     trim_case("UNKNOWN", "[2:39,2:29]", 1, 1, 38, 28);          /* bad TRIMSEC: DATASEC */
-    trim_case("[1:41,1:30]", NULL, 0, 0, 0, 0);                 /* outside the image */
+    trim_case("[41:50,1:30]", NULL, 0, 0, 0, 0);                /* outside the image */
+    trim_case("[1:10,31:40]", NULL, 0, 0, 0, 0);
     trim_case("[10:3,1:30]", NULL, 0, 0, 0, 0);                 /* reversed */
     trim_case("[0:10,1:30]", NULL, 0, 0, 0, 0);                 /* 0 is not 1-based */
     trim_case("[1:10,1:30]x", NULL, 0, 0, 0, 0);                /* trailing junk */
     trim_case("[1:10]", NULL, 0, 0, 0, 0);
+    rm_tmpdir();
+}
+END_TEST
+
+/* Sections that reach past the image (real cameras write TRIMSEC rows
+ * beyond NAXIS2 on frames whose height varies) are clipped to it, for
+ * TRIMSEC, DATASEC and BIASSEC alike; one the image holds less than half
+ * of along an axis (a cutout's parent section) is ignored. */
+START_TEST(test_sections_clipped)
+{
+    make_tmpdir();
+    trim_case("[1:41,1:30]", NULL, 0, 0, 40, 30);               /* one column past */
+    trim_case("[3:40,2:37]", NULL, 2, 1, 38, 29);               /* NAXIS2 = 30, rows to 37 */
+    trim_case("[5:44,1:33]", "[1:40,1:30]", 4, 0, 36, 30);      /* both axes; TRIMSEC wins */
+    trim_case("UNKNOWN", "[2:39,2:31]", 1, 1, 38, 29);          /* DATASEC clipped */
+    trim_case("[1:40,20:60]", NULL, 0, 0, 0, 0);                /* 11 of 41 rows: foreign */
+    trim_case("[1:40,20:60]", "[1:40,1:32]", 0, 0, 40, 30);     /* ... then DATASEC */
+    trim_case("[57:2104,1:30]", NULL, 0, 0, 0, 0);              /* outside */
+    bias_case("[33:40,1:30]", 32, 0, 8, 30);
+    bias_case("[33:40,1:34]", 32, 0, 8, 30);                    /* clipped like TRIMSEC */
+    bias_case("[34:41,3:31]", 33, 2, 7, 28);
+    bias_case("[41:48,1:30]", 0, 0, 0, 0);                      /* outside: ignored */
+    bias_case("[33:40]", 0, 0, 0, 0);                           /* malformed: ignored */
+    rm_tmpdir();
+}
+END_TEST
+
+/* Calibration masters: the pixels as floats, EXPTIME (else EXPOSURE), and
+ * the origin of a trimmed master from LTV1/LTV2 (<= 0, integers only). */
+static void master_case(const char *extra1, const char *extra2, double exposure, int has_origin,
+                        int ox, int oy)
+{
+    const char *cards[8] = { "SIMPLE  =                    T", "BITPIX  =                    8",
+                             "NAXIS   =                    2", "NAXIS1  =                    6",
+                             "NAXIS2  =                    5", extra1, extra2, NULL };
+    const char *p = tpath("master.fits");
+    write_cards(p, cards, 6 * 5, 9);
+    float *px = NULL;
+    int w = 0, h = 0;
+    ss_fits_master_t info;
+    char err[512];
+    ck_assert_msg(ss_fits_read_master(p, &px, &w, &h, &info, err, sizeof err) == SS_OK, "%s", err);
+    ck_assert(w == 6 && h == 5 && px[0] == 9.0f && px[29] == 9.0f);
+    ck_assert_msg(info.exposure == exposure, "exposure %g want %g", info.exposure, exposure);
+    ck_assert_int_eq(info.has_origin, has_origin);
+    ck_assert_int_eq(info.origin_x, ox);
+    ck_assert_int_eq(info.origin_y, oy);
+    free(px);
+}
+
+START_TEST(test_master_header)
+{
+    make_tmpdir();
+    master_case(NULL, NULL, 0.0, 0, 0, 0);
+    master_case("EXPTIME =                 30.0", NULL, 30.0, 0, 0, 0);
+    master_case("EXPOSURE=                 12.5", NULL, 12.5, 0, 0, 0);
+    master_case("LTV1    =                -56.0", "LTV2    =                -50.0", 0.0, 1, 56, 50);
+    master_case("LTV1    =                  0.0", "LTV2    =                 -3.0", 0.0, 1, 0, 3);
+    master_case("LTV1    =                 56.0", "LTV2    =                 50.0", 0.0, 0, 0, 0);
+    master_case("LTV1    =                 -2.5", "LTV2    =                  0.0", 0.0, 0, 0, 0);
+    master_case("LTV1    =                 -2.0", NULL, 0.0, 0, 0, 0);
     rm_tmpdir();
 }
 END_TEST
@@ -1047,6 +1140,8 @@ static Suite *fits_suite(void)
     tcase_add_test(tc, test_real_astride_bad_date);
     tcase_add_test(tc, test_real_decam_fz);
     tcase_add_test(tc, test_trimsec);
+    tcase_add_test(tc, test_sections_clipped);
+    tcase_add_test(tc, test_master_header);
     tcase_add_test(tc, test_dates);
     tcase_add_test(tc, test_corrupt_files);
     tcase_add_test(tc, test_residual_writer);

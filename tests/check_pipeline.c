@@ -5,6 +5,7 @@
  * geometry changes, hostile frames.
  */
 #include <check.h>
+#include <fitsio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -530,6 +531,414 @@ START_TEST(test_calibration_files_and_roi)
 }
 END_TEST
 
+/* Invalid history pixels are re-weighted through the driver (poly mode,
+ * whiten.min_valid automatic): with a static bad-pixel mask of 0.5 % and
+ * a few px of jitter, the whitening's residual (RESIDUAL) is invalid, away
+ * from the border band, only where the current frame is (+ at most 1 %);
+ * with min_valid = N (the strict rule) and in lsq mode (strict by design)
+ * invalid pixels accumulate over the history. The published residual
+ * (CLEAN, after the guided filter) is printed too: the filter's Laplacian
+ * channel makes the 4 neighbours of an invalid pixel invalid. */
+static void invalid_shares(const char *bad, int mode, int min_valid, double *cur_inv,
+                           double *res_inv, double *clean_inv)
+{
+    enum { W = 256, H = 224, MARGIN = 12, T = 26, NT = 4 };
+    ss_synth_cfg_t sc;
+    ss_pipeline_cfg_t pc;
+    field_cfg(&sc, W, H, 77);
+    sc.n_hot = 0;
+    sc.jitter = 2.0;
+    pipe_cfg(&pc);
+    ss_strlcpy(pc.bad_pixels, bad, sizeof pc.bad_pixels);
+    pc.mode = (ss_whiten_mode_t)mode;
+    pc.min_valid = min_valid;
+    run_t r;
+    run_open(&r, &sc, &pc);
+    const ss_backend_ops_t *ops;
+    float *fr = malloc((size_t)W * H * sizeof(float)), *rr = malloc((size_t)W * H * sizeof(float));
+    size_t n = 0, nc = 0, nr = 0, ncl = 0;
+    for (int t = 0; t < T; t++) {
+        run_step(&r);
+        if (t < T - NT)
+            continue;
+        ck_assert_int_eq(r.res.status, SS_STATUS_OK);
+        ss_backend_t *be = ss_pipeline_backend(r.pipe, &ops);
+        ck_assert_int_eq(ops->read_plane(be, SS_PLANE_FRAME, 0, fr), SS_OK);
+        ck_assert_int_eq(ops->read_plane(be, SS_PLANE_RESIDUAL, 0, rr), SS_OK);
+        for (int y = MARGIN; y < H - MARGIN; y++)
+            for (int x = MARGIN; x < W - MARGIN; x++) {
+                n++;
+                nc += isnan(fr[(size_t)y * W + x]);
+                nr += isnan(rr[(size_t)y * W + x]);
+                ncl += isnan(r.res.residual[(size_t)y * W + x]);
+            }
+    }
+    *cur_inv = (double)nc / n;
+    *res_inv = (double)nr / n;
+    *clean_inv = (double)ncl / n;
+    free(fr);
+    free(rr);
+    run_close(&r);
+}
+
+START_TEST(test_invalid_history_reweighted)
+{
+    enum { W = 256, H = 224 };
+    char dir[] = "/tmp/check_pipeline.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/bad.fits", dir);
+    float *b = malloc(W * H * sizeof(float));
+    uint64_t st = 99;
+    for (int i = 0; i < W * H; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        b[i] = (st >> 40) % 1000 < 5 ? 1.0f : 0.0f;         /* 0.5 % */
+    }
+    write_plane_fits(bad, b, W, H);
+    double c_auto, r_auto, k_auto, c_strict, r_strict, k_strict, c_lsq, r_lsq, k_lsq;
+    invalid_shares(bad, SS_WHITEN_POLY, 0, &c_auto, &r_auto, &k_auto);
+    invalid_shares(bad, SS_WHITEN_POLY, SS_MAX_HISTORY, &c_strict, &r_strict, &k_strict);
+    invalid_shares(bad, SS_WHITEN_LSQ, 0, &c_lsq, &r_lsq, &k_lsq);
+    fprintf(stderr,
+            "invalid share away from the border: current frame %.3f %%; residual: re-weighted "
+            "%.3f %% (after the guided filter %.3f %%), min_valid = N %.3f %% (%.3f %%), lsq "
+            "%.3f %% (%.3f %%)\n",
+            100.0 * c_auto, 100.0 * r_auto, 100.0 * k_auto, 100.0 * r_strict, 100.0 * k_strict,
+            100.0 * r_lsq, 100.0 * k_lsq);
+    ck_assert(c_auto > 0.004);
+    ck_assert_msg(r_auto <= c_auto + 0.01, "re-weighted: %.4f, current %.4f", r_auto, c_auto);
+    ck_assert_msg(r_strict > c_strict + 0.03, "strict: %.4f, current %.4f", r_strict, c_strict);
+    ck_assert_msg(r_lsq > c_lsq + 0.03, "lsq: %.4f, current %.4f", r_lsq, c_lsq);
+    unlink(bad);
+    rmdir(dir);
+    free(b);
+}
+END_TEST
+
+/* ---- raw frames whose size varies (ALGORITHM §1: the history belongs to
+ * the processed region, not to the raw size) ---------------------------- */
+
+/* Cut a rendered frame down to w×h (its first rows and columns), in place. */
+static void shrink_frame(ss_frame_t *f, int w, int h)
+{
+    const size_t px = ss_dtype_size(f->dtype);
+    for (int y = 0; y < h; y++)
+        memmove((char *)f->pixels + (size_t)y * w * px, (char *)f->pixels + (size_t)y * f->width * px,
+                (size_t)w * px);
+    f->width = w;
+    f->height = h;
+}
+
+/* Through a FITS file with the given TRIMSEC (1-based, inclusive, as the
+ * camera writes it, reaching past NAXIS2 when the frame is short) and
+ * back, as the FITS source reads it. */
+static void via_fits(const char *dir, ss_frame_t *f, int x1, int x2, int y1, int y2, ss_frame_t *out)
+{
+    char path[300], err[400];
+    snprintf(path, sizeof path, "%s/frame.fits", dir);
+    f->meta.trim_x0 = x1 - 1;
+    f->meta.trim_w = x2 - x1 + 1;
+    f->meta.trim_y0 = y1 - 1;
+    f->meta.trim_h = y2 - y1 + 1;
+    ck_assert_msg(ss_fits_write_frame(path, f, err, sizeof err) == SS_OK, "%s", err);
+    ck_assert_msg(ss_fits_read_frame(path, out, err, sizeof err) == SS_OK, "%s", err);
+    unlink(path);
+}
+
+/* A camera whose frames are 270..279 rows high and whose TRIMSEC says rows
+ * 1..276 whatever the height: the section is clipped to each frame, the
+ * processed region's height moves by a few rows (within
+ * pipeline.geometry_slack of the first), and the history survives: no
+ * reset, 'ok' frames come out. Rows a short frame lacks are invalid. */
+START_TEST(test_trimsec_past_naxis_keeps_history)
+{
+    enum { W = 256, HMAX = 279, N = 14 };
+    char dir[] = "/tmp/check_pipeline.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ss_synth_cfg_t sc;
+    ss_pipeline_cfg_t pc;
+    field_cfg(&sc, W, HMAX, 61);
+    sc.n_movers = 3;
+    sc.mover_snr = 12.0;
+    pipe_cfg(&pc);
+    pc.min_history = 4;                         /* 'ok' frames early: a short test */
+    ck_assert_int_eq(pc.geometry_slack, 16);    /* the default */
+    run_t r;
+    run_open(&r, &sc, &pc);
+    ss_frame_t in = { .capacity = r.frame.capacity, .pixels = malloc(r.frame.capacity) };
+    ck_assert_ptr_nonnull(in.pixels);
+    float *fr = malloc((size_t)W * HMAX * sizeof(float));
+    int ok = 0, slack = 0;
+    for (int t = 0; t < N; t++) {
+        ck_assert_int_eq(ss_synth_next(r.syn, &r.frame, &r.truth), SS_OK);
+        const int h = HMAX - (t * 7) % 10;
+        shrink_frame(&r.frame, W, h);
+        via_fits(dir, &r.frame, 1, 250, 1, 276, &in);
+        ck_assert_int_eq(in.height, h);
+        ck_assert_int_eq(in.meta.trim_h, SS_MIN(h, 276));     /* clipped by the reader */
+        ck_assert_int_eq(ss_pipeline_process(r.pipe, &in, &r.res), SS_OK);
+        ck_assert_msg(!r.res.history_reset, "frame %d (%d rows): history reset", t, h);
+        ck_assert_int_eq(r.res.width, 250);
+        ck_assert_int_eq(r.res.height, 276);                 /* the first frame's region */
+        ok += r.res.status == SS_STATUS_OK;
+        slack += in.meta.trim_h != 276;
+        if (h < 276) {
+            /* the rows this frame lacks are invalid, the others are not */
+            const ss_backend_ops_t *ops;
+            ss_backend_t *be = ss_pipeline_backend(r.pipe, &ops);
+            ck_assert_int_eq(ops->read_plane(be, SS_PLANE_FRAME, 0, fr), SS_OK);
+            int bad_rows = 0, good_rows = 0;
+            for (int y = 0; y < 276; y++) {
+                int fin = 0;
+                for (int x = 0; x < 250; x++)
+                    fin += isfinite(fr[y * 250 + x]);
+                bad_rows += y >= h && fin == 0;
+                good_rows += y < h && fin > 200;
+            }
+            ck_assert_int_eq(bad_rows, 276 - h);
+            ck_assert_int_eq(good_rows, h);
+        }
+    }
+    ss_pipeline_stats_t st;
+    ss_pipeline_get_stats(r.pipe, &st);
+    ck_assert_uint_eq(st.resets, 0);
+    ck_assert_int_gt(slack, 3);
+    ck_assert_uint_eq(st.slack_frames, (uint64_t)slack);
+    ck_assert_msg(ok >= N - 1 - ss_cfg_min_history(&pc) - 2, "%d ok frames of %d", ok, N);
+
+    /* a real change still resets: a region 46 rows shorter (beyond the slack) */
+    ck_assert_int_eq(ss_synth_next(r.syn, &r.frame, NULL), SS_OK);
+    shrink_frame(&r.frame, W, HMAX);
+    via_fits(dir, &r.frame, 1, 250, 1, 230, &in);
+    ck_assert_int_eq(ss_pipeline_process(r.pipe, &in, &r.res), SS_OK);
+    ck_assert_int_eq(r.res.history_reset, 1);
+    ck_assert_int_eq(r.res.status, SS_STATUS_REFERENCE);
+    ck_assert_int_eq(r.res.height, 230);
+    /* ... and so does another origin, even of the same size */
+    ck_assert_int_eq(ss_synth_next(r.syn, &r.frame, NULL), SS_OK);
+    shrink_frame(&r.frame, W, HMAX);
+    via_fits(dir, &r.frame, 3, 252, 1, 230, &in);
+    ck_assert_int_eq(ss_pipeline_process(r.pipe, &in, &r.res), SS_OK);
+    ck_assert_int_eq(r.res.history_reset, 1);
+    ck_assert_int_eq(r.res.origin_x, 2);
+    ss_pipeline_get_stats(r.pipe, &st);
+    ck_assert_uint_eq(st.resets, 2);
+    run_close(&r);
+
+    /* geometry_slack 0: a one-row change of the region resets */
+    pc.geometry_slack = 0;
+    run_open(&r, &sc, &pc);
+    for (int t = 0; t < 3; t++) {
+        ck_assert_int_eq(ss_synth_next(r.syn, &r.frame, NULL), SS_OK);
+        shrink_frame(&r.frame, W, 275 + t % 2);
+        via_fits(dir, &r.frame, 1, 250, 1, 276, &in);
+        ck_assert_int_eq(ss_pipeline_process(r.pipe, &in, &r.res), SS_OK);
+        ck_assert_int_eq(r.res.history_reset, t > 0);
+    }
+    run_close(&r);
+    free(in.pixels);
+    free(fr);
+    rmdir(dir);
+}
+END_TEST
+
+/* A fixed roi with raw frames of varying size (width and height): the
+ * processed region does not change, the history goes on. */
+START_TEST(test_fixed_roi_varying_raw_size)
+{
+    enum { W = 256, H = 256, N = 12 };
+    ss_synth_cfg_t sc;
+    ss_pipeline_cfg_t pc;
+    field_cfg(&sc, W, H, 71);
+    sc.n_stars = 400;           /* the coarse search needs structure in a 200×190 region */
+    sc.n_movers = 3;
+    sc.mover_snr = 12.0;
+    pipe_cfg(&pc);
+    pc.roi_x = 8, pc.roi_y = 6, pc.roi_w = 200, pc.roi_h = 190;
+    pc.min_history = 4;
+    run_t r;
+    run_open(&r, &sc, &pc);
+    int ok = 0;
+    for (int t = 0; t < N; t++) {
+        ck_assert_int_eq(ss_synth_next(r.syn, &r.frame, &r.truth), SS_OK);
+        /* sizes well beyond any slack: 208..256 by 196..256 */
+        shrink_frame(&r.frame, 208 + (t * 13) % 49, 196 + (t * 29) % 61);
+        ck_assert_int_eq(ss_pipeline_process(r.pipe, &r.frame, &r.res), SS_OK);
+        ck_assert_msg(!r.res.history_reset, "frame %d (%dx%d): history reset", t, r.frame.width,
+                      r.frame.height);
+        ck_assert(r.res.width == 200 && r.res.height == 190 && r.res.origin_x == 8);
+        ok += r.res.status == SS_STATUS_OK;
+        for (int j = 0; j < r.res.dets.count; j++)
+            ck_assert(r.res.dets.items[j].x >= 8 - 0.5 && r.res.dets.items[j].y >= 6 - 0.5);
+    }
+    ss_pipeline_stats_t st;
+    ss_pipeline_get_stats(r.pipe, &st);
+    ck_assert_uint_eq(st.resets, 0);
+    ck_assert_uint_eq(st.slack_frames, 0);
+    ck_assert_msg(ok >= N - 1 - ss_cfg_min_history(&pc) - 2, "%d ok frames of %d", ok, N);
+    /* a frame 5 rows short of the roi (within the slack): processed, those
+     * rows invalid, the history kept */
+    ck_assert_int_eq(ss_synth_next(r.syn, &r.frame, NULL), SS_OK);
+    shrink_frame(&r.frame, 230, 6 + 190 - 5);
+    ck_assert_int_eq(ss_pipeline_process(r.pipe, &r.frame, &r.res), SS_OK);
+    ck_assert_int_eq(r.res.history_reset, 0);
+    ck_assert_int_eq(r.res.height, 190);
+    {
+        const ss_backend_ops_t *ops;
+        ss_backend_t *be = ss_pipeline_backend(r.pipe, &ops);
+        float *fr = malloc(200 * 190 * sizeof(float));
+        ck_assert_int_eq(ops->read_plane(be, SS_PLANE_FRAME, 0, fr), SS_OK);
+        for (int x = 0; x < 200; x++)
+            ck_assert(isnan(fr[185 * 200 + x]) && isnan(fr[189 * 200 + x]));
+        int fin = 0;
+        for (int x = 0; x < 200; x++)
+            fin += isfinite(fr[184 * 200 + x]);
+        ck_assert_int_gt(fin, 190);
+        free(fr);
+    }
+    ss_pipeline_get_stats(r.pipe, &st);
+    ck_assert_uint_eq(st.slack_frames, 1);
+    ck_assert_uint_eq(st.resets, 0);
+    /* a frame too small for the roi (by more than the slack) fails, saying why */
+    ck_assert_int_eq(ss_synth_next(r.syn, &r.frame, NULL), SS_OK);
+    shrink_frame(&r.frame, 180, 190);
+    ck_assert_int_eq(ss_pipeline_process(r.pipe, &r.frame, &r.res), SS_ERR_SIZE);
+    ck_assert(strstr(r.res.reason, "does not fit") != NULL);
+    run_close(&r);
+}
+END_TEST
+
+/* §1 through the driver: x = (raw - overscan - bias - dark·t/t_dark) /
+ * flat on hand-made frames with a planted BIASSEC; masters raw-sized or
+ * trimmed (LTV origin); the exposure-scaled dark; a master of the wrong
+ * size fails the frame naming the file. */
+enum { CW = 64, CH = 48, CTW = 56 };           /* raw frame; TRIMSEC [1:56,1:48] */
+
+static void calib_frame(ss_frame_t *f, double exposure, int with_biassec)
+{
+    uint16_t *px = f->pixels;
+    f->width = CW;
+    f->height = CH;
+    f->dtype = SS_DT_U16;
+    f->valid = NULL;
+    ss_frame_meta_clear(&f->meta);
+    f->meta.exposure = exposure;
+    f->meta.trim_w = CTW;
+    f->meta.trim_h = CH;
+    for (int y = 0; y < CH; y++)
+        for (int x = 0; x < CW; x++)
+            px[y * CW + x] = (uint16_t)(x < CTW ? 1000 + 3 * x + y + ((x * 7 + y * 3) % 11) * 20
+                                                : 300 + y);
+    if (with_biassec) {
+        f->meta.bias_x0 = CTW;
+        f->meta.bias_w = CW - CTW;
+        f->meta.bias_h = CH;
+    }
+}
+
+/* Process one frame (it becomes the reference) and read FRAME. */
+static void calib_run(const ss_pipeline_cfg_t *pc, ss_frame_t *f, float *out, char *reason,
+                      ss_err_t want)
+{
+    char err[400] = "";
+    ss_pipeline_t *pl = ss_pipeline_new(pc, "calib", err, sizeof err);
+    ck_assert_msg(pl != NULL, "%s", err);
+    ss_result_t res;
+    ck_assert_int_eq(ss_result_init(&res, CW * CH, 100), 0);
+    ck_assert_int_eq(ss_pipeline_process(pl, f, &res), want);
+    if (reason)
+        ss_strlcpy(reason, res.reason, sizeof res.reason);
+    if (want == SS_OK) {
+        const ss_backend_ops_t *ops;
+        ss_backend_t *be = ss_pipeline_backend(pl, &ops);
+        ck_assert_int_eq(ops->read_plane(be, SS_PLANE_FRAME, 0, out), SS_OK);
+    }
+    ss_result_free(&res);
+    ss_pipeline_destroy(&pl);
+}
+
+static void write_master(const char *path, float v, int w, int h, double exptime, int ltv)
+{
+    float *px = malloc((size_t)w * h * sizeof(float));
+    for (int i = 0; i < w * h; i++)
+        px[i] = v;
+    ss_frame_t f = { .width = w, .height = h, .dtype = SS_DT_F32, .pixels = px,
+                     .capacity = (size_t)w * h * sizeof(float) };
+    ss_frame_meta_clear(&f.meta);
+    f.meta.exposure = exptime;
+    char err[300];
+    ck_assert_msg(ss_fits_write_frame(path, &f, err, sizeof err) == SS_OK, "%s", err);
+    free(px);
+    if (ltv) {          /* a trimmed master: LTV1/LTV2 = -origin */
+        fitsfile *fp;
+        int st = 0;
+        double l1 = 0.0, l2 = 0.0;
+        fits_open_diskfile(&fp, path, READWRITE, &st);
+        fits_update_key(fp, TDOUBLE, "LTV1", &l1, NULL, &st);
+        fits_update_key(fp, TDOUBLE, "LTV2", &l2, NULL, &st);
+        fits_close_file(fp, &st);
+        ck_assert_int_eq(st, 0);
+    }
+}
+
+START_TEST(test_calibration_bias_dark_overscan)
+{
+    char dir[] = "/tmp/check_pipeline.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char bias[300], dark[300], small[300];
+    snprintf(bias, sizeof bias, "%s/bias.fits", dir);
+    snprintf(dark, sizeof dark, "%s/dark.fits", dir);
+    snprintf(small, sizeof small, "%s/small.fits", dir);
+    write_master(bias, 10.0f, CW, CH, 0.0, 0);          /* raw-sized */
+    write_master(dark, 2.0f, CTW, CH, 10.0, 1);         /* trimmed, EXPTIME 10 s */
+    write_master(small, 1.0f, 40, CH, 0.0, 0);
+    ss_frame_t f = { .capacity = CW * CH * 2, .pixels = malloc(CW * CH * 2) };
+    float *out = malloc(CTW * CH * sizeof(float));
+    ss_pipeline_cfg_t pc;
+    pipe_cfg(&pc);
+    pc.hotpix_learn = 0;
+    ss_strlcpy(pc.bias, bias, sizeof pc.bias);
+    ss_strlcpy(pc.dark, dark, sizeof pc.dark);
+    const uint16_t *raw = f.pixels;
+
+    /* per-row overscan (each BIASSEC row is 300 + y), bias 10, dark 2·25/10 */
+    pc.overscan = SS_OVERSCAN_ROW;
+    calib_frame(&f, 25.0, 1);
+    calib_run(&pc, &f, out, NULL, SS_OK);
+    for (int y = 0; y < CH; y++)
+        for (int x = 0; x < CTW; x++)
+            ck_assert_msg(out[y * CTW + x] == (float)(raw[y * CW + x] - (300.0 + y) - 10.0 - 5.0),
+                          "row mode (%d,%d): %g", x, y, (double)out[y * CTW + x]);
+    /* scalar: the median of all 384 BIASSEC pixels (8 per row, 300..347): 323.5 */
+    pc.overscan = SS_OVERSCAN_SCALAR;
+    calib_run(&pc, &f, out, NULL, SS_OK);
+    for (int i = 0; i < CTW * CH; i++)
+        ck_assert_msg(out[i] == (float)(raw[(i / CTW) * CW + i % CTW] - 323.5 - 10.0 - 5.0),
+                      "scalar mode pixel %d: %g", i, (double)out[i]);
+    /* exposure unknown: the dark unscaled; no BIASSEC: no overscan */
+    calib_frame(&f, 0.0, 0);
+    calib_run(&pc, &f, out, NULL, SS_OK);
+    ck_assert(out[0] == (float)(raw[0] - 10.0 - 2.0));
+    ck_assert(out[CTW * CH - 1] == (float)(raw[(CH - 1) * CW + CTW - 1] - 10.0 - 2.0));
+    /* no bias removed at all: the dark holds the bias, used unscaled */
+    pc.overscan = SS_OVERSCAN_NONE;
+    pc.bias[0] = '\0';
+    calib_frame(&f, 25.0, 1);
+    calib_run(&pc, &f, out, NULL, SS_OK);
+    ck_assert(out[5] == (float)(raw[5] - 2.0));
+    /* a bias master of the wrong size: the frame fails, the reason names it */
+    ss_strlcpy(pc.bias, small, sizeof pc.bias);
+    char reason[200];
+    calib_run(&pc, &f, out, reason, SS_ERR_SIZE);
+    ck_assert_msg(strstr(reason, "bias frame is 40x48 but frames are 64x48") &&
+                      strstr(reason, "small.fits"), "%s", reason);
+    unlink(bias), unlink(dark), unlink(small);
+    rmdir(dir);
+    free(f.pixels);
+    free(out);
+}
+END_TEST
+
 /* Frames with a celestial WCS: every detection carries RA/Dec, that of
  * its input-frame pixel — also when a region of interest is processed
  * (detections are moved back to input-frame pixels first). A mover's
@@ -706,6 +1115,10 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_rereference);
     tcase_add_test(tc, test_mean_reference);
     tcase_add_test(tc, test_calibration_files_and_roi);
+    tcase_add_test(tc, test_invalid_history_reweighted);
+    tcase_add_test(tc, test_calibration_bias_dark_overscan);
+    tcase_add_test(tc, test_trimsec_past_naxis_keeps_history);
+    tcase_add_test(tc, test_fixed_roi_varying_raw_size);
     tcase_add_test(tc, test_radec);
     tcase_add_test(tc, test_start_finish);
     suite_add_tcase(s, tc);
