@@ -20,6 +20,7 @@
  * almost every 32 holds one — while the list keeps the fast path as it
  * was and the slow work dense.
  */
+#include "cu_clean.cuh"
 #include "cu_internal.h"
 #include "pipeline/reweight_core.h"
 
@@ -415,26 +416,6 @@ template <> __device__ __forceinline__ float store_conv<float>(float v)
     return v;
 }
 
-/* Minimum of the finite 8-neighbours (NaN if none), as clean.c. */
-__device__ __forceinline__ float ring_min(const float *f, int w, int h, int x, int y)
-{
-    float m = qnan();
-    for (int dy = -1; dy <= 1; dy++) {
-        const int yy = y + dy;
-        if (yy < 0 || yy >= h)
-            continue;
-        for (int dx = -1; dx <= 1; dx++) {
-            const int xx = x + dx;
-            if ((dx == 0 && dy == 0) || xx < 0 || xx >= w)
-                continue;
-            const float v = f[(size_t)yy * (size_t)w + (size_t)xx];
-            if (isfinite(v) && !(v >= m))
-                m = v;
-        }
-    }
-    return m;
-}
-
 /* Second half and the store: the footprint is the column dilation of
  * bit 1; footprint pixels take P, the others the frame — cleaned of sharp
  * outliers first when csig is given (ss_clean_sharp: replaced by the
@@ -459,21 +440,8 @@ __global__ void k_store(const cu_params_t *__restrict__ p, const float *__restri
     if (fp) {
         v = P[i];
     } else {
-        v = frame[i];
-        if (csig) {
-            const float sigma = *csig, md = med[i];
-            const float thresh = (float)p->clean_k * sigma;
-            if (isfinite(v) && isfinite(md) && sigma > 0.0f) {
-                const float dv = v - md;
-                if (dv > thresh) {
-                    float lo = ring_min(frame, w, h, x, y);
-                    if (!isfinite(lo))
-                        lo = md;
-                    if (dv >= (float)p->clean_ratio * (v - lo))
-                        v = md;
-                }
-            }
-        }
+        v = csig ? cu_clean_value(frame, med[i], *csig, p->clean_k, p->clean_ratio, w, h, x, y)
+                 : frame[i];
     }
     static_cast<T *>(p->store_dst)[i] = store_conv<T>(v);
 }

@@ -237,7 +237,7 @@ static ss_err_t cpu_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_cali
         ss_clean_sharp(frame, filt, b->w, b->h, c->clean_k, c->clean_ratio, b->fscratch,
                        b->fscratch + b->npix);
         ss_hipass(b->fscratch, b->w, b->h, ss_cfg_hipass_radius(c), b->plane[SS_PLANE_HIPASS],
-                  b->dscratch);
+                  b->fscratch + 3 * b->npix);
     });
     return SS_OK;
 }

@@ -51,23 +51,24 @@ void ss_bin2(const float *in, int w, int h, float *out)
 
 /* ---- the registration input: filtered frame minus its local mean -------- */
 
-void ss_hipass(const float *in, int w, int h, int r, float *out, double *scratch)
+void ss_hipass(const float *in, int w, int h, int r, float *out, float *scratch)
 {
-    double *hs = scratch, *hc = scratch + (size_t)w * (size_t)h;
+    float *hs = scratch, *hc = scratch + (size_t)w * (size_t)h;
     if (r < 0)
         r = 0;
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
         const float *row = in + (size_t)y * (size_t)w;
         for (int x = 0; x < w; x++) {
-            double s = 0.0, c = 0.0;
+            double s = 0.0;
+            int c = 0;
             for (int i = SS_MAX(-r, -x); i <= r && x + i < w; i++)
                 if (isfinite(row[x + i])) {
                     s += row[x + i];
-                    c += 1.0;
+                    c++;
                 }
-            hs[(size_t)y * (size_t)w + (size_t)x] = s;
-            hc[(size_t)y * (size_t)w + (size_t)x] = c;
+            hs[(size_t)y * (size_t)w + (size_t)x] = (float)s;
+            hc[(size_t)y * (size_t)w + (size_t)x] = (float)c;
         }
     }
 #pragma omp parallel for schedule(static)

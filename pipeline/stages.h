@@ -139,16 +139,17 @@ void ss_hotpix_apply(const ss_hotpix_t *hp, float *frame, float *med);
  * stars towards pixel centres), which left a 0.007 px pattern in the
  * fraction of the shift that no error estimate sees.
  *
- * Local mean: a valid-aware box mean of radius r, separable, in double:
- *   h(x, y) = Σ_{i=-r..r, 0<=x+i<w, in finite} in(x+i, y)   (i ascending),
- *   c(x, y) = the count of those terms;
- *   m(x, y) = Σ_{j=-r..r, 0<=y+j<h} h(x, y+j) / Σ_j c(x, y+j) (j ascending);
+ * Local mean: a valid-aware box mean of radius r, separable:
+ *   h(x, y) = (float) Σ_{i=-r..r, 0<=x+i<w, in finite} in(x+i, y) (double,
+ *             i ascending), c(x, y) = the count of those terms;
+ *   m(x, y) = Σ_{j=-r..r, 0<=y+j<h} h(x, y+j) / Σ_j c(x, y+j) (double, j
+ *             ascending);
  *   out = (float)((double)in - m) where in is finite, NaN elsewhere.
  * Offsets and linear gradients leave no trace; scales much wider than r
  * (stray light, twilight, vignetting — fixed on the detector, so they
  * would pull the shift towards zero) are suppressed; a star of sigma
- * <= r/3 keeps most of its core. scratch: 2·w·h doubles. */
-void ss_hipass(const float *in, int w, int h, int r, float *out, double *scratch);
+ * <= r/3 keeps most of its core. scratch: 2·w·h floats. */
+void ss_hipass(const float *in, int w, int h, int r, float *out, float *scratch);
 
 /* The radius comes from ss_cfg_hipass_radius (pipeline_cfg.h). */
 
