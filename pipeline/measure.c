@@ -25,16 +25,18 @@
 #include "stages.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ----------------------------------------------------------------------
  * accumulation
  * -------------------------------------------------------------------- */
 
-static void acc_init(ss_comp_acc_t *a, int sign, int w, int h)
+static void acc_init(ss_comp_acc_t *a, int sign, int label, int w, int h)
 {
     memset(a, 0, sizeof *a);
     a->sign = sign;
+    a->label = label;
     a->rmax = -INFINITY;
     a->zmax = -INFINITY;
     a->zidx = -1;
@@ -63,107 +65,252 @@ static int has_invalid_neighbour(const float *z, int w, int h, int x, int y)
     return 0;
 }
 
-void ss_measure(const int32_t *labels, int np, int nn, const float *rc, const float *r,
-                const float *z, int w, int h, float sigma, const ss_pipeline_cfg_t *c,
-                ss_comp_acc_t *acc, ss_detlist_t *out)
+/* The component index of label L (positives 0..np-1, then negatives), or
+ * -1 for background and labels beyond np / nn. */
+static inline int comp_of(int32_t L, int np, int nn)
 {
-    if (np < 0)
-        np = 0;
-    if (nn < 0)
-        nn = 0;
+    if (L > 0 && L <= np)
+        return L - 1;
+    if (L < 0 && -L <= nn)
+        return np + (-L) - 1;
+    return -1;
+}
+
+/* One pixel into its component's accumulator. */
+static void acc_add(ss_comp_acc_t *a, const float *rc, const float *r, const float *z, int w,
+                    int h, int x, int y, float hi)
+{
+    const size_t i = (size_t)y * w + x;
+    const double s = a->sign;
+    const double xd = x, yd = y;
+
+    a->area++;
+    const double vc = s * (double)rc[i];
+    if (isfinite(vc)) {
+        a->flux += vc;
+        if (vc > 0.0) {
+            a->sw += vc;
+            a->swx += vc * xd;
+            a->swy += vc * yd;
+            a->swxx += vc * xd * xd;
+            a->swxy += vc * xd * yd;
+            a->swyy += vc * yd * yd;
+        }
+    }
+    a->sx += xd;
+    a->sy += yd;
+
+    const float vr = (float)s * r[i];
+    if (isfinite(vr)) {
+        if (vr > 0.0f)
+            a->rpos += vr;
+        if (vr > a->rmax)
+            a->rmax = vr;
+    }
+    const float vz = (float)s * z[i];
+    if (vz > a->zmax) {          /* strict: the first (smallest index) wins ties */
+        a->zmax = vz;
+        a->zidx = (int)i;
+    }
+    if (x < a->x0)
+        a->x0 = x;
+    if (x > a->x1)
+        a->x1 = x;
+    if (y < a->y0)
+        a->y0 = y;
+    if (y > a->y1)
+        a->y1 = y;
+    if (vz >= hi) {
+        if (x < a->kx0)
+            a->kx0 = x;
+        if (x > a->kx1)
+            a->kx1 = x;
+        if (y < a->ky0)
+            a->ky0 = y;
+        if (y > a->ky1)
+            a->ky1 = y;
+    }
+    if (x == 0 || y == 0 || x == w - 1 || y == h - 1)
+        a->edge = 1;
+    if (!a->invalid_nb && has_invalid_neighbour(z, w, h, x, y))
+        a->invalid_nb = 1;
+}
+
+void ss_measure_acc(const int32_t *labels, int np, int nn, const int32_t *slot, int nslot,
+                    const float *rc, const float *r, const float *z, int w, int h,
+                    const ss_pipeline_cfg_t *c, ss_comp_acc_t *acc)
+{
+    np = SS_MAX(np, 0);
+    nn = SS_MAX(nn, 0);
     const int nc = np + nn;
     const float hi = (float)c->thresh;     /* the seed level, as ss_label was given it */
-    for (int k = 0; k < np; k++)
-        acc_init(&acc[k], +1, w, h);
-    for (int k = np; k < nc; k++)
-        acc_init(&acc[k], -1, w, h);
+    for (int k = 0; k < nc; k++) {
+        const int a = slot ? slot[k] : k;
+        if (a < 0 || (slot && a >= nslot))
+            continue;
+        acc_init(&acc[a], k < np ? +1 : -1, k < np ? k + 1 : -(k - np + 1), w, h);
+    }
 
-    /* The one pass. Labels beyond np / nn (a caller that keeps only the
-     * first components) are ignored. Non-finite rc or r values cannot
-     * occur inside a component when z comes from ss_matched_filter (z is
-     * NaN wherever rc is); if they do, they contribute nothing. */
+    /* The one pass. Non-finite rc or r values cannot occur inside a
+     * component when z comes from ss_matched_filter (z is NaN wherever rc
+     * is); if they do, they contribute nothing. */
     for (int y = 0; y < h; y++) {
         const size_t row = (size_t)y * w;
         for (int x = 0; x < w; x++) {
-            const size_t i = row + x;
-            const int32_t L = labels[i];
-            int k;
-            if (L > 0 && L <= np)
-                k = L - 1;
-            else if (L < 0 && -L <= nn)
-                k = np + (-L) - 1;
-            else
+            const int k = comp_of(labels[row + x], np, nn);
+            if (k < 0)
                 continue;
-            ss_comp_acc_t *a = &acc[k];
-            const double s = a->sign;
-            const double xd = x, yd = y;
-
-            a->area++;
-            const double vc = s * (double)rc[i];
-            if (isfinite(vc)) {
-                a->flux += vc;
-                if (vc > 0.0) {
-                    a->sw += vc;
-                    a->swx += vc * xd;
-                    a->swy += vc * yd;
-                    a->swxx += vc * xd * xd;
-                    a->swxy += vc * xd * yd;
-                    a->swyy += vc * yd * yd;
-                }
-            }
-            a->sx += xd;
-            a->sy += yd;
-
-            const float vr = (float)s * r[i];
-            if (isfinite(vr)) {
-                if (vr > 0.0f)
-                    a->rpos += vr;
-                if (vr > a->rmax)
-                    a->rmax = vr;
-            }
-            const float vz = (float)s * z[i];
-            if (vz > a->zmax) {          /* strict: the first (smallest index) wins ties */
-                a->zmax = vz;
-                a->zidx = (int)i;
-            }
-            if (x < a->x0)
-                a->x0 = x;
-            if (x > a->x1)
-                a->x1 = x;
-            if (y < a->y0)
-                a->y0 = y;
-            if (y > a->y1)
-                a->y1 = y;
-            if (vz >= hi) {
-                if (x < a->kx0)
-                    a->kx0 = x;
-                if (x > a->kx1)
-                    a->kx1 = x;
-                if (y < a->ky0)
-                    a->ky0 = y;
-                if (y > a->ky1)
-                    a->ky1 = y;
-            }
-            if (x == 0 || y == 0 || x == w - 1 || y == h - 1)
-                a->edge = 1;
-            if (!a->invalid_nb && has_invalid_neighbour(z, w, h, x, y))
-                a->invalid_nb = 1;
+            const int a = slot ? slot[k] : k;
+            if (a < 0 || (slot && a >= nslot))
+                continue;
+            acc_add(&acc[a], rc, r, z, w, h, x, y, hi);
         }
     }
+}
 
-    /* Detections in component order: positives 1..np, then negatives. The
-     * list is cleared first, so it holds exactly this frame's detections. */
-    ss_detlist_clear(out);
-    const int min_area = c->min_area > 1 ? c->min_area : 1;
-    for (int k = 0; k < nc; k++) {
-        if (acc[k].area < min_area)
-            continue;
-        ss_detection_t *d = ss_detlist_push(out);   /* counts truncated when full */
-        if (!d)
-            continue;
-        const int label = k < np ? k + 1 : -(k - np + 1);
-        ss_measure_finish(&acc[k], label, sigma, w, c, d);
+/* ----------------------------------------------------------------------
+ * ranking
+ * -------------------------------------------------------------------- */
+
+uint64_t ss_sig_key(float zmax, int zidx)
+{
+    uint32_t u;
+    memcpy(&u, &zmax, sizeof u);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return (uint64_t)u << 32 | (uint32_t)~(uint32_t)zidx;
+}
+
+static int rank_desc(const void *pa, const void *pb)
+{
+    const uint64_t a = ((const ss_rank_t *)pa)->key, b = ((const ss_rank_t *)pb)->key;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+#define RADIX_BITS 8
+#define RADIX_BINS (1 << RADIX_BITS)
+
+/* The keep-th largest key of r[0..n) (1 <= keep <= n): at each byte from
+ * the top, count the keys that share the prefix found so far by their
+ * next byte, and descend into the bin where the running count from the
+ * largest bin reaches keep. */
+static uint64_t kth_largest(const ss_rank_t *r, int n, int keep)
+{
+    uint64_t prefix = 0, mask = 0;
+    int want = keep;
+    for (int shift = 64 - RADIX_BITS; shift >= 0; shift -= RADIX_BITS) {
+        int cnt[RADIX_BINS] = { 0 };
+        for (int i = 0; i < n; i++)
+            if ((r[i].key & mask) == prefix)
+                cnt[(r[i].key >> shift) & (RADIX_BINS - 1)]++;
+        int bin = RADIX_BINS - 1;
+        while (cnt[bin] < want) {       /* the bins above hold fewer than want */
+            want -= cnt[bin];
+            bin--;
+        }
+        prefix |= (uint64_t)bin << shift;
+        mask |= (uint64_t)(RADIX_BINS - 1) << shift;
     }
+    return prefix;
+}
+
+static void rank_swap(ss_rank_t *a, ss_rank_t *b)
+{
+    const ss_rank_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+int ss_rank_top(ss_rank_t *r, int n, int keep)
+{
+    if (n <= 0 || keep <= 0)
+        return 0;
+    if (keep < n) {
+        const uint64_t t = kth_largest(r, n, keep);
+        /* keys above t first, then those equal to it up to keep (one, for
+         * distinct keys) */
+        int j = 0;
+        for (int i = 0; i < n; i++)
+            if (r[i].key > t)
+                rank_swap(&r[i], &r[j++]);
+        for (int i = j; i < n && j < keep; i++)
+            if (r[i].key == t)
+                rank_swap(&r[i], &r[j++]);
+        n = keep;
+    }
+    qsort(r, (size_t)n, sizeof *r, rank_desc);
+    return n;
+}
+
+int ss_detect_keep(const ss_pipeline_cfg_t *c, const ss_detlist_t *out)
+{
+    return c->max_detections > 0 ? SS_MIN(out->capacity, c->max_detections) : out->capacity;
+}
+
+void ss_measure_rank(const ss_comp_acc_t *acc, int n, int unmeasured, float sigma, int w,
+                     const ss_pipeline_cfg_t *c, ss_rank_t *rank, ss_detlist_t *out)
+{
+    const int min_area = SS_MAX(c->min_area, 1);
+    int m = 0;
+    for (int k = 0; k < n; k++)
+        if (acc[k].area >= min_area)
+            rank[m++] = (ss_rank_t){ ss_sig_key(acc[k].zmax, acc[k].zidx), k, 0 };
+    const int kept = ss_rank_top(rank, m, ss_detect_keep(c, out));
+    ss_detlist_clear(out);
+    for (int j = 0; j < kept; j++) {
+        const ss_comp_acc_t *a = &acc[rank[j].idx];
+        ss_measure_finish(a, a->label, sigma, w, c, ss_detlist_push(out));
+    }
+    out->truncated = unmeasured + (m - kept);
+}
+
+void ss_measure(const int32_t *labels, int np, int nn, const float *rc, const float *r,
+                const float *z, int w, int h, float sigma, const ss_pipeline_cfg_t *c,
+                ss_comp_acc_t *acc, ss_rank_t *rank, ss_detlist_t *out)
+{
+    np = SS_MAX(np, 0);
+    nn = SS_MAX(nn, 0);
+    ss_measure_acc(labels, np, nn, NULL, 0, rc, r, z, w, h, c, acc);
+    ss_measure_rank(acc, np + nn, 0, sigma, w, c, rank, out);
+}
+
+int ss_comp_preselect(const int32_t *labels, int np, int nn, const float *z, int w, int h,
+                      int min_area, int cap, ss_rank_t *rank, int32_t *area, int32_t *slot)
+{
+    np = SS_MAX(np, 0);
+    nn = SS_MAX(nn, 0);
+    const int nc = np + nn;
+    for (int k = 0; k < nc; k++) {
+        rank[k] = (ss_rank_t){ 0, k, 0 };   /* 0 is below every pixel's key */
+        area[k] = 0;
+    }
+    for (int y = 0; y < h; y++) {
+        const size_t row = (size_t)y * w;
+        for (int x = 0; x < w; x++) {
+            const int k = comp_of(labels[row + x], np, nn);
+            if (k < 0)
+                continue;
+            const float vz = (k < np ? 1.0f : -1.0f) * z[row + x];
+            const uint64_t key = ss_sig_key(vz, (int)(row + x));
+            area[k]++;
+            if (key > rank[k].key)          /* the CUDA zkey's atomicMax */
+                rank[k].key = key;
+        }
+    }
+    min_area = SS_MAX(min_area, 1);
+    int m = 0;
+    for (int k = 0; k < nc; k++) {
+        slot[k] = -1;
+        if (area[k] >= min_area)
+            rank[m++] = rank[k];            /* m <= k: nothing unread is overwritten */
+    }
+    const int kept = ss_rank_top(rank, m, cap);
+    for (int j = 0; j < kept; j++)
+        slot[rank[j].idx] = 0;
+    int next = 0;
+    for (int k = 0; k < nc; k++)
+        if (slot[k] == 0)
+            slot[k] = next++;
+    return m;
 }
 
 /* ----------------------------------------------------------------------
