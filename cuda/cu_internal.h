@@ -89,7 +89,20 @@ typedef struct cu_acc {
     unsigned int rkey;              /* key(rmax) */
     int area, x0, y0, x1, y1, invalid_nb, edge, sign;
     int kx0, ky0, kx1, ky1;         /* bbox of the seed pixels (s·z >= thresh) */
+    int label;                      /* ±(index+1), set when initialised */
 } cu_acc_t;
+
+/* Workspace of the top-k selection of a frame with more components than
+ * accumulators (cu_detect_overflow): an 8-bit radix selection of the
+ * max_comp-th largest significance key among the eligible components. */
+typedef struct cu_topk {
+    unsigned long long prefix, mask;    /* the key bits found so far */
+    int want;                       /* rank still sought among keys matching prefix */
+    int all;                        /* every eligible component fits: no selection */
+    int n_elig;                     /* components with area >= min_area */
+    unsigned int counter;           /* slots handed out */
+    unsigned int hist[256];
+} cu_topk_t;
 
 /* ---- the parameter block (device; host fills a pinned mirror) -------- */
 
@@ -130,6 +143,7 @@ typedef struct cu_params {
     float thresh, thresh_low;
     int negative;
     int max_comp;                   /* accumulators kept */
+    int min_area;                   /* components eligible for a detection */
 
     /* history store (and the sharp-outlier cleaning before it) */
     void *store_dst;
@@ -147,6 +161,7 @@ typedef struct cu_results {
     double noise_ref, noise_cur;    /* coarse level noise */
     int ref_dx, ref_dy;             /* coarse refinement result */
     int np, nn;                     /* components, both signs, before truncation */
+    int n_elig;                     /* eligible components (cu_detect_overflow) */
     double fine[SS_FINE_NSUMS];     /* fine-registration sums */
     double mad[9 * 2];              /* refinement scratch: (sum, count) per candidate */
     cu_block_res_t blocks[CU_MAX_BLOCKS];
@@ -227,6 +242,19 @@ cudaError_t cu_matched(const cu_params_t *p, int R, const float *in, int w, int 
 cudaError_t cu_detect(const cu_params_t *p, const float *z, const float *rc, const float *r,
                       int w, int h, int32_t *labels, int32_t *parent, uint8_t *seed,
                       int *chunk_cnt, cu_acc_t *acc, cu_results_t *res, cudaStream_t s);
+
+/* A frame with more components (res->np + nn) than accumulators
+ * (p->max_comp), after cu_detect: measure instead the max_comp most
+ * significant components with area >= p->min_area, exactly (ss_comp_preselect):
+ * per component its key (atomicMax of the packed peak) and area into
+ * pkey, parea (room for every component); the max_comp-th largest key by
+ * an 8-pass radix selection in tk; the selected get accumulator slots
+ * (atomic counter: any order, the host ranks by key) with their labels;
+ * one more pass accumulates them. res->n_elig: the eligible count. */
+cudaError_t cu_detect_overflow(const cu_params_t *p, const float *z, const float *rc,
+                               const float *r, int w, int h, const int32_t *labels,
+                               unsigned long long *pkey, int *parea, int ncomp_max,
+                               cu_topk_t *tk, cu_acc_t *acc, cu_results_t *res, cudaStream_t s);
 
 /* Fault injection for the error-path tests: kind 0 = an illegal address
  * (sticky), kind 1 = an invalid launch configuration (not sticky). */

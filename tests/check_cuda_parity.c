@@ -10,8 +10,9 @@
  *    CPU's order — and the NaN (invalid) patterns must be identical;
  *  - reductions in double (guided filter) within relative L2 1e-5;
  *  - registration: the same coarse vote, fine shifts within 1e-6 px;
- *  - detection lists identical (count, order, label, kind, area, bbox,
- *    peak, flags), positions within 1e-3 px.
+ *  - detection lists identical (count, order — most significant first —,
+ *    truncated, label, kind, area, bbox, peak, flags), positions within
+ *    1e-3 px, also for a frame with more components than accumulators.
  * Then the whole chain (ss_pipeline over a synthetic sequence with movers,
  * a streak, cosmics and hot pixels) on both backends; the GPU's graph,
  * direct and timed modes against each other; prefetching and two
@@ -638,6 +639,85 @@ START_TEST(test_detect_parity)
 }
 END_TEST
 
+/* More components than the GPU's accumulators (CU_MAX_COMPONENTS = 2^18;
+ * the CPU's limit is the same): a 1024² map of isolated 1-px seeds,
+ * positive at (even, even) and negative at (odd, odd) (2^19 components),
+ * the most significant in the last rows, plus (variant 1) 2-px components
+ * with min_area 2 so that the 1-px ones are rejects. Both backends must
+ * report the same list (the device top-k through cu_detect_overflow, the
+ * CPU's through ss_comp_preselect) and the same label plane, and it must
+ * be the truth: the detect.max largest peaks, descending, truncated exact. */
+START_TEST(test_detect_overflow_parity)
+{
+    enum { BW = 1024, BH = 1024 };
+    const size_t n = (size_t)BW * BH;
+    rng_state = 0x0f10 + (uint64_t)_i;
+    ss_pipeline_cfg_t cfg;
+    base_cfg(&cfg);
+    cfg.thresh = 5.0;
+    cfg.thresh_low = 2.5;
+    cfg.negative = 1;
+    cfg.min_area = _i ? 2 : 1;
+    cfg.max_detections = _i ? 1000 : 300;
+    ss_geometry_t geo = geometry(BW, BH, SS_DT_F32, SS_DT_F32, 2);
+    pair_t p;
+    pair_new(&p, &cfg, &geo, NULL);
+    float *z = malloc(n * sizeof(float)), *rc = malloc(n * sizeof(float));
+    ck_assert(z && rc);
+    for (int y = 0; y < BH; y++)
+        for (int x = 0; x < BW; x++) {
+            const size_t i = (size_t)y * BW + x;
+            const float v = (float)(5.0 + 3.0 * rng_unif());
+            z[i] = !(x & 1) && !(y & 1) ? v : (x & 1) && (y & 1) ? -v : 0.0f;
+            rc[i] = (float)(z[i] + rng_gauss());
+        }
+    for (int k = 0; k < 30; k++) {
+        const int y = BH - 2 - 2 * (k % 3), x = 2 * (k * 13 % 500);
+        z[(size_t)y * BW + x] = (float)(20.0 + k);
+        z[(size_t)(y + 1) * BW + x + 1] = -(float)(20.5 + k);
+    }
+    int pairs = 0;
+    if (_i) {
+        for (int k = 0; k < 400; k++) {
+            const int y = 2 * (int)(rng_unif() * (BH / 2 - 1)), x = 4 * (int)(rng_unif() * (BW / 4 - 1));
+            const size_t i = (size_t)y * BW + x;
+            pairs += z[i + 1] == 0.0f;
+            z[i] = (float)(5.0 + 0.5 * rng_unif());
+            z[i + 1] = 5.0f;
+            z[i + 2] = 0.0f;
+        }
+    }
+    write_both(&p, SS_PLANE_SNR, 0, z);
+    write_both(&p, SS_PLANE_CLEAN, 0, rc);
+    write_both(&p, SS_PLANE_RESIDUAL, 0, rc);
+    ss_detlist_t dc, dg;
+    ck_assert(ss_detlist_init(&dc, 5000) == 0 && ss_detlist_init(&dg, 5000) == 0);
+    ck_assert_int_eq(ss_backend_cpu.detect(p.c, 1.0f, &dc), SS_OK);
+    ck_assert_int_eq(p.go->detect(p.g, 1.0f, &dg), SS_OK);
+    cmp_bytes(&p, SS_PLANE_LABELS, 0, n * sizeof(int32_t), "overflow labels");
+    cmp_dets(&dc, &dg, _i ? "overflow, min_area 2" : "overflow");
+    if (!_i) {
+        ck_assert_int_eq(dg.count, 300);
+        ck_assert_int_eq(dg.truncated, (int)(n / 2) - 300);
+        for (int j = 0; j < 60; j++)
+            ck_assert_msg(fabs(dg.items[j].peak_snr - (49.5 - 0.5 * j)) < 1e-5,
+                          "detection %d: peak %g", j, dg.items[j].peak_snr);
+    } else {
+        ck_assert_int_ge(pairs, 300);
+        ck_assert_int_eq(dg.truncated, 0);
+        for (int j = 0; j < dg.count; j++)
+            ck_assert_int_eq(dg.items[j].area, 2);
+    }
+    for (int j = 1; j < dg.count; j++)
+        ck_assert(dg.items[j].peak_snr <= dg.items[j - 1].peak_snr);
+    free(z);
+    free(rc);
+    ss_detlist_free(&dc);
+    ss_detlist_free(&dg);
+    pair_free(&p);
+}
+END_TEST
+
 /* ---- §3 history store (object removal) ------------------------------------ */
 
 START_TEST(test_history_store_parity)
@@ -997,7 +1077,11 @@ static void add_whiten(TCase *tc) { tcase_add_loop_test(tc, test_whiten_parity, 
 static void add_guided(TCase *tc) { tcase_add_loop_test(tc, test_guided_parity, 0, 2); }
 static void add_noise(TCase *tc) { tcase_add_loop_test(tc, test_noise_parity, 0, 3); }
 static void add_matched(TCase *tc) { tcase_add_test(tc, test_matched_parity); }
-static void add_detect(TCase *tc) { tcase_add_loop_test(tc, test_detect_parity, 0, 3); }
+static void add_detect(TCase *tc)
+{
+    tcase_add_loop_test(tc, test_detect_parity, 0, 3);
+    tcase_add_loop_test(tc, test_detect_overflow_parity, 0, 2);
+}
 static void add_history(TCase *tc) { tcase_add_loop_test(tc, test_history_store_parity, 0, 4); }
 static void add_chain(TCase *tc)
 {
