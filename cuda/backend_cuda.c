@@ -647,14 +647,17 @@ static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
 }
 
 /* More components than accumulators: measure the most significant
- * eligible ones instead (cu_detect_overflow), n_elig back to the host. */
+ * eligible ones instead (cu_detect_overflow); n_elig and, as st_detect
+ * does, the first accumulators (now the selected ones) back to the host. */
 static cudaError_t st_detect_overflow(ss_backend_t *b, cudaStream_t s, int v)
 {
     (void)v;
     SK(cu_detect_overflow(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_CLEAN],
                           b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_pkey,
                           b->d_parea, b->ncomp_max, b->d_topk, b->d_acc, b->d_res, s));
-    return cu_copy_small(&b->m_res->n_elig, &b->d_res->n_elig, sizeof(int), s);
+    SK(cu_copy_small(&b->m_res->n_elig, &b->d_res->n_elig, sizeof(int), s));
+    const size_t n = (size_t)SS_MIN(b->max_comp, ACC_INLINE);
+    return cu_copy_small(b->m_acc, b->d_acc, n * sizeof(cu_acc_t), s);
 }
 
 #ifdef SS_CLEAN_STRIDE
@@ -1546,7 +1549,8 @@ static void acc_decode(const cu_acc_t *d, ss_comp_acc_t *a)
 }
 
 /* The first n accumulators to the host (ACC_INLINE of them came with the
- * detect segment); returns where they are. */
+ * last detect segment, st_detect or st_detect_overflow); returns where
+ * they are. */
 static const cu_acc_t *acc_fetch(ss_backend_t *b, int n, ss_err_t *err)
 {
     *err = SS_OK;
