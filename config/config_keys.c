@@ -357,6 +357,8 @@ static const ss_config_key_t feed_keys[] = {
           "[7] Axis ratio a/b at or above which a component is a streak."),
     F_DBL("pipeline.detect.streak_min_a", P(streak_min_len), 0.0, 1000.0, 3.0, RELOAD,
           "[7] A streak also needs a >= this many psf_sigma."),
+    F_DBL("pipeline.detect.streak_min_b", P(streak_min_b), 0.0, 1000.0, 0.75, RELOAD,
+          "[7] A streak's cross-section b (its brightest pixel left out) must be at least this many psf_sigma; narrower elongated components are cosmic-ray tracks."),
     F_DBL("pipeline.detect.cosmic_fraction", P(cosmic_fraction), 0.0, 1.0, 0.25, RELOAD,
           "[7] Share of the flux in the brightest pixel that marks a cosmic ray."),
     F_DBL("pipeline.detect.streak_gap", P(streak_gap), 0.0, 1000.0, 15.0, RELOAD,

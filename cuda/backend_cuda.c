@@ -640,7 +640,7 @@ static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
     (void)v;
     SK(cu_detect(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_CLEAN],
                  b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_parent, b->d_u8,
-                 b->d_chunk, b->d_acc, b->d_res, s));
+                 b->d_chunk, b->d_acc, b->max_comp, b->d_res, s));
     SK(cu_copy_small(&b->m_res->np, &b->d_res->np, 2 * sizeof(int), s));
     const size_t n = (size_t)SS_MIN(b->max_comp, ACC_INLINE);
     return cu_copy_small(b->m_acc, b->d_acc, n * sizeof(cu_acc_t), s);
@@ -654,7 +654,8 @@ static cudaError_t st_detect_overflow(ss_backend_t *b, cudaStream_t s, int v)
     (void)v;
     SK(cu_detect_overflow(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_CLEAN],
                           b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_pkey,
-                          b->d_parea, b->ncomp_max, b->d_topk, b->d_acc, b->d_res, s));
+                          b->d_parea, b->ncomp_max, b->d_topk, b->d_acc, b->max_comp,
+                          b->d_res, s));
     SK(cu_copy_small(&b->m_res->n_elig, &b->d_res->n_elig, sizeof(int), s));
     const size_t n = (size_t)SS_MIN(b->max_comp, ACC_INLINE);
     return cu_copy_small(b->m_acc, b->d_acc, n * sizeof(cu_acc_t), s);
@@ -1527,7 +1528,14 @@ static void acc_decode(const cu_acc_t *d, ss_comp_acc_t *a)
     a->sy = d->sy;
     a->flux = d->flux;
     a->rpos = d->rpos;
-    a->rmax = d->rkey ? key_to_float(d->rkey) : -INFINITY;
+    if (d->rkey) {
+        a->rmax = key_to_float((unsigned int)(d->rkey >> 32));
+        a->ridx = (int)~(unsigned int)(d->rkey & 0xffffffffu);
+    } else {
+        a->rmax = -INFINITY;
+        a->ridx = -1;
+    }
+    a->rwgt = d->rwgt;
     if (d->zkey) {
         a->zmax = key_to_float((unsigned int)(d->zkey >> 32));
         a->zidx = (int)~(unsigned int)(d->zkey & 0xffffffffu);

@@ -86,7 +86,8 @@ typedef struct cu_block_res {
 typedef struct cu_acc {
     double sw, swx, swy, swxx, swxy, swyy, sx, sy, flux, rpos;
     unsigned long long zkey;        /* key(zmax) << 32 | ~zidx: max = largest z, smallest index */
-    unsigned int rkey;              /* key(rmax) */
+    unsigned long long rkey;        /* key(rmax) << 32 | ~ridx, the same way (0: no finite r) */
+    double rwgt;                    /* max(s·r'(ridx), 0), after the pass (k_acc_rwgt) */
     int area, x0, y0, x1, y1, invalid_nb, edge, sign;
     int kx0, ky0, kx1, ky1;         /* bbox of the seed pixels (s·z >= thresh) */
     int label;                      /* ±(index+1), set when initialised */
@@ -241,7 +242,8 @@ cudaError_t cu_matched(const cu_params_t *p, int R, const float *in, int w, int 
 /* k_detect.cu: hysteresis + CCL + numbering + accumulation. */
 cudaError_t cu_detect(const cu_params_t *p, const float *z, const float *rc, const float *r,
                       int w, int h, int32_t *labels, int32_t *parent, uint8_t *seed,
-                      int *chunk_cnt, cu_acc_t *acc, cu_results_t *res, cudaStream_t s);
+                      int *chunk_cnt, cu_acc_t *acc, int max_comp, cu_results_t *res,
+                      cudaStream_t s);
 
 /* A frame with more components (res->np + nn) than accumulators
  * (p->max_comp), after cu_detect: measure instead the max_comp most
@@ -254,7 +256,8 @@ cudaError_t cu_detect(const cu_params_t *p, const float *z, const float *rc, con
 cudaError_t cu_detect_overflow(const cu_params_t *p, const float *z, const float *rc,
                                const float *r, int w, int h, const int32_t *labels,
                                unsigned long long *pkey, int *parea, int ncomp_max,
-                               cu_topk_t *tk, cu_acc_t *acc, cu_results_t *res, cudaStream_t s);
+                               cu_topk_t *tk, cu_acc_t *acc, int max_comp, cu_results_t *res,
+                               cudaStream_t s);
 
 /* Fault injection for the error-path tests: kind 0 = an illegal address
  * (sticky), kind 1 = an invalid launch configuration (not sticky). */

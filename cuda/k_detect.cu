@@ -296,7 +296,8 @@ __device__ __forceinline__ void acc_init(cu_acc_t *a, int sign, int label, int w
     a->sw = a->swx = a->swy = a->swxx = a->swxy = a->swyy = 0.0;
     a->sx = a->sy = a->flux = a->rpos = 0.0;
     a->zkey = 0ull;
-    a->rkey = 0u;
+    a->rkey = 0ull;
+    a->rwgt = 0.0;
     a->area = 0;
     a->x0 = a->kx0 = w;
     a->y0 = a->ky0 = h;
@@ -396,11 +397,11 @@ __device__ void acc_add(cu_acc_t *a, double s, size_t i, const float *__restrict
     }
     atomicAdd(&a->sx, xd);
     atomicAdd(&a->sy, yd);
-    const float vr = (float)s * r[i];
+    const float vr = (float)s * r[i] + 0.0f;     /* -0 -> +0, as the CPU */
     if (isfinite(vr)) {
         if (vr > 0.0f)
             atomicAdd(&a->rpos, (double)vr);
-        atomicMax(&a->rkey, float_key(vr));
+        atomicMax(&a->rkey, sig_key(vr, i));
     }
     const float vz = (float)s * z[i];
     atomicMax(&a->zkey, sig_key(vz, i));
@@ -616,6 +617,24 @@ __global__ void k_ovf_acc(const float *__restrict__ z, const float *__restrict__
     }
 }
 
+/* After the accumulation: each measured accumulator's weight of its
+ * brightest unfiltered pixel in the moments (ss_measure_acc's last loop).
+ * Measured: min(np + nn, max_comp) (overflow = 0) or min(n_elig,
+ * max_comp) (overflow = 1, after k_ovf_slots). */
+__global__ void k_acc_rwgt(const cu_params_t *__restrict__ p, const cu_results_t *__restrict__ res,
+                           const float *__restrict__ rc, cu_acc_t *acc, int overflow)
+{
+    const int n = min(overflow ? res->n_elig : res->np + res->nn, p->max_comp);
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+        cu_acc_t *a = &acc[k];
+        if (!a->rkey)
+            continue;
+        const size_t i = (size_t)(unsigned int)~(unsigned int)(a->rkey & 0xffffffffull);
+        const double v = (double)a->sign * (double)rc[i];
+        a->rwgt = isfinite(v) && v > 0.0 ? v : 0.0;
+    }
+}
+
 inline unsigned grid1(size_t n, int threads)
 {
     size_t g = (n + (size_t)threads - 1) / (size_t)threads;
@@ -626,8 +645,8 @@ inline unsigned grid1(size_t n, int threads)
 
 extern "C" cudaError_t cu_detect(const cu_params_t *p, const float *z, const float *rc,
                                  const float *r, int w, int h, int32_t *labels, int32_t *parent,
-                                 uint8_t *seed, int *chunk_cnt, cu_acc_t *acc, cu_results_t *res,
-                                 cudaStream_t s)
+                                 uint8_t *seed, int *chunk_cnt, cu_acc_t *acc, int max_comp,
+                                 cu_results_t *res, cudaStream_t s)
 {
     const size_t npix = (size_t)w * (size_t)h;
     const dim3 tiles((unsigned)((w + T - 1) / T), (unsigned)((h + T - 1) / T));
@@ -640,14 +659,15 @@ extern "C" cudaError_t cu_detect(const cu_params_t *p, const float *z, const flo
     k_ccl_number<<<nchunks, CH_THREADS, 0, s>>>(p, z, w, h, parent, seed, chunk_cnt, res, labels,
                                                 acc);
     k_ccl_relabel<<<grid1(npix, 256), 256, 0, s>>>(z, rc, r, w, h, parent, p, res, labels, acc);
+    k_acc_rwgt<<<grid1((size_t)max_comp, 256), 256, 0, s>>>(p, res, rc, acc, 0);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t cu_detect_overflow(const cu_params_t *p, const float *z, const float *rc,
                                           const float *r, int w, int h, const int32_t *labels,
                                           unsigned long long *pkey, int *parea, int ncomp_max,
-                                          cu_topk_t *tk, cu_acc_t *acc, cu_results_t *res,
-                                          cudaStream_t s)
+                                          cu_topk_t *tk, cu_acc_t *acc, int max_comp,
+                                          cu_results_t *res, cudaStream_t s)
 {
     const size_t npix = (size_t)w * (size_t)h;
     const unsigned gc = grid1((size_t)ncomp_max, 256), gp = grid1(npix, 256);
@@ -659,5 +679,6 @@ extern "C" cudaError_t cu_detect_overflow(const cu_params_t *p, const float *z, 
     }
     k_ovf_slots<<<gc, 256, 0, s>>>(p, res, pkey, parea, tk, acc, w, h);
     k_ovf_acc<<<gp, 256, 0, s>>>(z, rc, r, w, h, labels, parea, p, res, acc);
+    k_acc_rwgt<<<grid1((size_t)max_comp, 256), 256, 0, s>>>(p, res, rc, acc, 1);
     return cudaGetLastError();
 }

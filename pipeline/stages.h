@@ -430,7 +430,8 @@ static inline int ss_comp_bound(int w, int h)
  *   area = count; sw = Σ wgt; swx = Σ wgt·x; swy = Σ wgt·y;
  *   swxx = Σ wgt·x²; swxy = Σ wgt·x·y; swyy = Σ wgt·y²;
  *   sx = Σ x; sy = Σ y (unweighted, the fallback when sw == 0);
- *   flux = Σ s·r'; rpos = Σ max(s·r, 0); rmax = max s·r (r unfiltered);
+ *   flux = Σ s·r'; rpos = Σ max(s·r, 0); rmax = max s·r (r unfiltered)
+ *   with ridx its pixel index (ties: smallest index; -1 when no finite r);
  *   zmax = max s·z with zidx its pixel index y·w+x (ties: smallest index);
  *   bbox = min/max x, y; invalid_nb = 1 if any 8-neighbour of a pixel is
  *   NaN in z; edge = 1 if a pixel lies on the frame's outer row/column;
@@ -440,7 +441,10 @@ static inline int ss_comp_bound(int w, int h)
  *   full bbox by pixels, and the moments' along-axis centroid is too noisy
  *   on long streaks (measure.c).
  * label is the component's label in the label plane (±(index+1)), set
- * when the accumulator is initialised. */
+ * when the accumulator is initialised. rwgt = max(s·r'(ridx), 0) (0 when
+ * ridx < 0 or r' is not finite there) is read once per component after
+ * the pass: the weight the brightest unfiltered pixel has in the moments,
+ * so that the shape test can leave that pixel out (ss_measure_finish). */
 typedef struct ss_comp_acc {
     int sign;
     int label;
@@ -448,17 +452,29 @@ typedef struct ss_comp_acc {
     double sw, swx, swy, swxx, swxy, swyy, sx, sy;
     double flux, rpos;
     float rmax, zmax;
-    int zidx;
+    int ridx, zidx;
+    double rwgt;
     int x0, y0, x1, y1;
     int kx0, ky0, kx1, ky1;
     int invalid_nb, edge;
 } ss_comp_acc_t;
 
 /* Turn one accumulator into a detection (shared by both backends): centroid,
- * flux, flux_err = σ·sqrt(area), ellipse from the central second moments,
- * kind (cosmic: rmax/rpos >= cosmic_fraction; streak: a/b >= streak_ratio
- * and a >= streak_min_len·psf_sigma; else point), streak end points, flags.
- * w is the frame width (to decode zidx). */
+ * flux, flux_err = σ·sqrt(area), ellipse a, b, θ from the central second
+ * moments, kind, streak end points, flags. The kind is decided on the
+ * SHAPE first, from the moments with the brightest unfiltered pixel's
+ * weight (rwgt at ridx) taken out — a', b', so that one sharp pixel (a
+ * cosmic-ray hit on a streak) neither hides nor fakes an elongation:
+ *   elongated: a'/b' >= streak_ratio (b' = 0: infinitely) and
+ *              a' >= streak_min_len·psf_sigma;
+ *   streak:    elongated and b' >= streak_min_b·psf_sigma (as wide as a
+ *              PSF across: a narrower elongated component is a sharp
+ *              cosmic-ray track, kind cosmic);
+ *   cosmic:    elongated and narrower, or not elongated and rmax/rpos >=
+ *              cosmic_fraction (1-3 px hits);
+ *   point:     otherwise.
+ * The reported a, b, θ are those of all the pixels. w is the frame width
+ * (to decode zidx and ridx). */
 void ss_measure_finish(const ss_comp_acc_t *acc, int label, float sigma, int w,
                        const ss_pipeline_cfg_t *c, ss_detection_t *d);
 

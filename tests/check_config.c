@@ -164,6 +164,7 @@ START_TEST(test_table_covers_pipeline)
     p->guided = p->guided_radius = p->noise_stride = 1;
     p->guided_eps = p->psf_sigma = 1;
     p->thresh = p->thresh_low = p->streak_ratio = p->streak_min_len = p->cosmic_fraction = 1;
+    p->streak_min_b = 1;
     p->negative = p->min_area = p->max_detections = 1;
 
     size_t n;
@@ -183,7 +184,7 @@ START_TEST(test_table_covers_pipeline)
     static const ss_pipeline_cfg_t zero;
     for (size_t b = 0; b < sizeof zero; b++)
         ck_assert_msg(((const unsigned char *)p)[b] == 0, "byte %zu of ss_pipeline_cfg_t has no key", b);
-    ck_assert_int_eq(keys, 50);     /* 53 members, roi's 4 as one key */
+    ck_assert_int_eq(keys, 51);     /* 54 members, roi's 4 as one key */
 }
 END_TEST
 
@@ -238,6 +239,7 @@ START_TEST(test_pipeline_defaults)
     ck_assert_int_eq(p.min_area, 3);
     ck_assert(p.streak_ratio == 3.0);
     ck_assert(p.streak_min_len == 3.0);
+    ck_assert(p.streak_min_b == 0.75);
     ck_assert(p.cosmic_fraction == 0.25);
     ck_assert_int_eq(p.max_detections, 1000);
     /* the derived values the driver computes from them */

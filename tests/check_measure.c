@@ -29,6 +29,7 @@
 
 #define PSF 1.4
 #define COSMIC_FRACTION 0.25     /* the default this module recommends */
+#define STREAK_MIN_B 0.75        /* the default: a streak's b' is at least this many PSF sigma */
 
 static void cfg_defaults(ss_pipeline_cfg_t *c)
 {
@@ -41,6 +42,7 @@ static void cfg_defaults(ss_pipeline_cfg_t *c)
     c->streak_ratio = 3.0;
     c->streak_min_len = 3.0;
     c->cosmic_fraction = COSMIC_FRACTION;
+    c->streak_min_b = STREAK_MIN_B;
     c->max_detections = 100;
 }
 
@@ -647,6 +649,7 @@ static ss_comp_acc_t make_acc(double mx, double my, double cxx, double cxy, doub
     a.flux = 1.0;
     a.rpos = 1.0;
     a.rmax = 0.1f;
+    a.ridx = -1;                /* no pixel to take out of the shape */
     a.zmax = 7.0f;
     a.zidx = 3 * 100 + 5;
     a.x0 = a.kx0 = 0;
@@ -723,12 +726,20 @@ START_TEST(test_finish_kind_thresholds)
     a = make_acc(10, 10, as * as, 0, (as / 3.5) * (as / 3.5));
     ss_measure_finish(&a, 1, 1.0f, 100, &c, &d);
     ck_assert_int_eq(d.kind, SS_KIND_POINT);
-    /* a line one pixel wide (b = 0) is infinitely elongated */
+    /* a line one pixel wide (b = 0) is infinitely elongated, and as
+     * narrow as no PSF can make it: a cosmic-ray track */
     a = make_acc(10, 10, 36, 0, 0);
     ss_measure_finish(&a, 1, 1.0f, 100, &c, &d);
+    ck_assert_int_eq(d.kind, SS_KIND_COSMIC);
+    /* elongated, b on either side of streak_min_b·psf_sigma */
+    const double bw = STREAK_MIN_B * PSF;
+    a = make_acc(10, 10, 36, 0, (bw * 1.02) * (bw * 1.02));
+    ss_measure_finish(&a, 1, 1.0f, 100, &c, &d);
     ck_assert_int_eq(d.kind, SS_KIND_STREAK);
-    /* peak fraction on either side of cosmic_fraction; cosmic wins over
-     * streak */
+    a = make_acc(10, 10, 36, 0, (bw * 0.98) * (bw * 0.98));
+    ss_measure_finish(&a, 1, 1.0f, 100, &c, &d);
+    ck_assert_int_eq(d.kind, SS_KIND_COSMIC);
+    /* peak fraction on either side of cosmic_fraction (round) */
     a = make_acc(10, 10, 1, 0, 1);
     a.rpos = 100.0;
     a.rmax = (float)(100.0 * (COSMIC_FRACTION + 0.01));
@@ -738,11 +749,40 @@ START_TEST(test_finish_kind_thresholds)
     a.rmax = (float)(100.0 * (COSMIC_FRACTION - 0.01));
     ss_measure_finish(&a, 1, 1.0f, 100, &c, &d);
     ck_assert_int_eq(d.kind, SS_KIND_POINT);
-    a = make_acc(10, 10, 36, 0, 0);
+    /* a streak (b = psf_sigma) whose brightest unfiltered pixel holds 90 %
+     * of the flux (a cosmic-ray hit on it) stays a streak: the shape is
+     * decided first (the old rule tested the peak fraction first) */
+    a = make_acc(10, 10, 36, 0, PSF * PSF);
     a.rpos = 10.0;
     a.rmax = 9.0f;
+    a.ridx = 10 * 100 + 10;
+    a.rwgt = 0.05;
     ss_measure_finish(&a, 1, 1.0f, 100, &c, &d);
-    ck_assert_int_eq(d.kind, SS_KIND_COSMIC);
+    ck_assert_int_eq(d.kind, SS_KIND_STREAK);
+    ck_assert(d.peak_fraction > COSMIC_FRACTION);
+    /* one sharp pixel cannot fake an elongation: a round blob of weight 1
+     * (variance 1 per axis) at (10, 10) plus a pixel of weight 1 at
+     * (22, 10). All pixels: a = 6.04, b = 0.71, elongated; without the
+     * pixel: round, a point (peak fraction 0.1) */
+    memset(&a, 0, sizeof a);
+    a.sign = 1;
+    a.area = 30;
+    a.sw = 2.0;
+    a.swx = 10.0 + 22.0;
+    a.swy = 10.0 + 10.0;
+    a.swxx = (1.0 + 100.0) + 484.0;
+    a.swxy = 100.0 + 220.0;
+    a.swyy = (1.0 + 100.0) + 100.0;
+    a.rpos = 10.0;
+    a.rmax = 1.0f;
+    a.ridx = 10 * 100 + 22;
+    a.rwgt = 1.0;
+    a.zmax = 7.0f;
+    a.zidx = a.ridx;
+    ss_measure_finish(&a, 1, 1.0f, 100, &c, &d);
+    ck_near(d.a, sqrt(36.5), 1e-9, "a");
+    ck_near(d.b, sqrt(0.5), 1e-9, "b");
+    ck_assert_int_eq(d.kind, SS_KIND_POINT);
 }
 END_TEST
 
@@ -785,6 +825,33 @@ static void add_streak(float *img, int w, int h, double x0, double y0, double x1
             const double across = exp(-dd * dd / (2 * p * p)) / (sqrt(2 * M_PI) * p);
             const double along = 0.5 * (erf(t / (p * M_SQRT2)) - erf((t - L) / (p * M_SQRT2)));
             img[(size_t)y * w + x] += (float)(lam * across * along);
+        }
+}
+
+/* A sharp segment, as a cosmic ray leaves it: lam ADU per px of length
+ * across a Gaussian profile of sigma s (sub-PSF: 0.3-0.5 px), integrated
+ * over each pixel by 8×8 sub-samples (a profile that narrow cannot be
+ * sampled at pixel centres). */
+static void add_track(float *img, int w, int h, double x0, double y0, double x1, double y1,
+                      double lam, double s)
+{
+    enum { SUB = 8 };
+    const double L = hypot(x1 - x0, y1 - y0), ux = (x1 - x0) / L, uy = (y1 - y0) / L;
+    const int R = (int)ceil(4 * s) + 2;
+    const int xa = (int)floor(fmin(x0, x1)) - R, xb = (int)ceil(fmax(x0, x1)) + R;
+    const int ya = (int)floor(fmin(y0, y1)) - R, yb = (int)ceil(fmax(y0, y1)) + R;
+    for (int y = SS_MAX(ya, 0); y <= SS_MIN(yb, h - 1); y++)
+        for (int x = SS_MAX(xa, 0); x <= SS_MIN(xb, w - 1); x++) {
+            double v = 0.0;
+            for (int sy = 0; sy < SUB; sy++)
+                for (int sx = 0; sx < SUB; sx++) {
+                    const double dx = x - 0.5 + (sx + 0.5) / SUB - x0;
+                    const double dy = y - 0.5 + (sy + 0.5) / SUB - y0;
+                    const double t = dx * ux + dy * uy, dd = -dx * uy + dy * ux;
+                    v += exp(-dd * dd / (2 * s * s)) / (sqrt(2 * M_PI) * s) * 0.5 *
+                         (erf(t / (s * M_SQRT2)) - erf((t - L) / (s * M_SQRT2)));
+                }
+            img[(size_t)y * w + x] += (float)(lam * v / (SUB * SUB));
         }
 }
 
@@ -1034,6 +1101,105 @@ static double seg_dist(double px, double py, double x0, double y0, double x1, do
     return hypot(px - (x0 + t * vx), py - (y0 + t * vy));
 }
 
+/* The segment's detections: how many lie within 6 px of it, and the
+ * largest of them. */
+static const ss_detection_t *on_segment(const ss_detlist_t *l, double x0, double y0, double x1,
+                                        double y1, int *near);
+
+/* A streak (ridge SNR λ/σ = 10, 40-300 px, any angle) crossed by a bright
+ * 1-px cosmic-ray hit somewhere along its ridge (peak SNR of the hit
+ * alone 50 or 200): still exactly one detection, a streak. Measured with
+ * the old rule (peak fraction first): 18 and 83 of 200 became "cosmic"
+ * (20-300 px); now 1 of each 200, both 20-22 px long, where the hit's own
+ * footprint widens b' until a'/b' < 3 (this test starts at 40 px). */
+START_TEST(test_classify_streak_with_cosmic)
+{
+    rng_state = 0x5c0;
+    bench_t b;
+    bench_init(&b, 360, 360);
+    const double hit_snr[] = { 50, 200 };
+    for (int k = 0; k < 2; k++)
+        for (int t = 0; t < 25; t++) {
+            const double L = 40 + 260 * rng_unif(), ang = 2 * M_PI * rng_unif();
+            const double cx = 180 + rng_unif() - 0.5, cy = 180 + rng_unif() - 0.5;
+            const double x0 = cx - 0.5 * L * cos(ang), y0 = cy - 0.5 * L * sin(ang);
+            const double x1 = cx + 0.5 * L * cos(ang), y1 = cy + 0.5 * L * sin(ang);
+            bench_noise(&b, 1.0);
+            add_streak(b.img, b.w, b.h, x0, y0, x1, y1, 10.0, PSF);
+            const double u = 0.05 + 0.9 * rng_unif();
+            const int hx = (int)lround(x0 + u * (x1 - x0)), hy = (int)lround(y0 + u * (y1 - y0));
+            b.img[hy * b.w + hx] += (float)(hit_snr[k] / 0.4);
+            bench_detect(&b, 1.0);
+            int near;
+            const ss_detection_t *d = on_segment(&b.dl, x0, y0, x1, y1, &near);
+            ck_assert_msg(near == 1, "L %.1f, hit %g: %d detections on the streak", L, hit_snr[k],
+                          near);
+            ck_assert_msg(d->kind == SS_KIND_STREAK,
+                          "L %.1f, hit SNR %g at %.2f of it: kind %s (a %.2f b %.2f, peak fraction %.2f)",
+                          L, hit_snr[k], u, ss_kind_name(d->kind), d->a, d->b, d->peak_fraction);
+            ck_assert(d->peak_fraction > 0.0);
+        }
+    bench_free(&b);
+}
+END_TEST
+
+/* Elongated cosmic-ray tracks (15-60 px, sharp: Gaussian cross-section
+ * of 0.3 or 0.5 px, λ = 50 or 200 ADU per px at σ = 1) are cosmic, not
+ * streaks: their b' is about half a PSF sigma (measured, b'/psf_sigma:
+ * λ 200: 0.34-0.66 at 0.3 px, 0.47-0.60 at 0.5 px; λ 50: 95th
+ * percentile 0.59 and 0.66), a streak's 0.86 or more (1.07-1.15
+ * typically). At λ 200 every one of them, at λ 50 at least 95 %
+ * (measured 197 and 199 of 200). The old rule called them all streaks. */
+START_TEST(test_classify_tracks)
+{
+    rng_state = 0x7ac;
+    bench_t b;
+    bench_init(&b, 200, 200);
+    const double widths[] = { 0.3, 0.5 }, lams[] = { 50, 200 };
+    for (int wi = 0; wi < 2; wi++)
+        for (int li = 0; li < 2; li++) {
+            int n = 0, cosmic = 0;
+            for (int t = 0; t < 30; t++) {
+                const double L = 15 + 45 * rng_unif(), ang = 2 * M_PI * rng_unif();
+                const double cx = 100 + rng_unif() - 0.5, cy = 100 + rng_unif() - 0.5;
+                const double x0 = cx - 0.5 * L * cos(ang), y0 = cy - 0.5 * L * sin(ang);
+                const double x1 = cx + 0.5 * L * cos(ang), y1 = cy + 0.5 * L * sin(ang);
+                bench_noise(&b, 1.0);
+                add_track(b.img, b.w, b.h, x0, y0, x1, y1, lams[li], widths[wi]);
+                bench_detect(&b, 1.0);
+                int near;
+                const ss_detection_t *d = on_segment(&b.dl, x0, y0, x1, y1, &near);
+                ck_assert_ptr_nonnull(d);
+                n++;
+                cosmic += d->kind == SS_KIND_COSMIC;
+                if (lams[li] >= 200)
+                    ck_assert_msg(d->kind == SS_KIND_COSMIC,
+                                  "track %.1f px wide, L %.1f: %s (a %.2f b %.2f)", widths[wi], L,
+                                  ss_kind_name(d->kind), d->a, d->b);
+            }
+            ck_assert_msg(cosmic >= 0.95 * n, "tracks %.1f px wide, λ %g: %d of %d cosmic",
+                          widths[wi], lams[li], cosmic, n);
+        }
+    bench_free(&b);
+}
+END_TEST
+
+static const ss_detection_t *on_segment(const ss_detlist_t *l, double x0, double y0, double x1,
+                                        double y1, int *near)
+{
+    const ss_detection_t *best = NULL;
+    *near = 0;
+    for (int i = 0; i < l->count; i++) {
+        const ss_detection_t *d = &l->items[i];
+        if (seg_dist(d->x, d->y, x0, y0, x1, y1) >= 6.0)
+            continue;
+        (*near)++;
+        if (!best || d->area > best->area)
+            best = d;
+    }
+    return best;
+}
+
 /* Streaks of 20-300 px at any angle, ridge SNR λ/σ = 10 and 14 (and
  * noise-free): each is exactly one detection near the segment, of kind
  * streak, with both end points within 3 px (noise-free: 1 px), x0 <= x1. */
@@ -1119,6 +1285,8 @@ static Suite *measure_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_classify_points);
     tcase_add_test(tc, test_classify_cosmics);
+    tcase_add_test(tc, test_classify_streak_with_cosmic);
+    tcase_add_test(tc, test_classify_tracks);
     tcase_add_test(tc, test_streak_ends_noise_free);
     tcase_add_test(tc, test_streak_ends_snr10);
     tcase_add_test(tc, test_streak_ends_snr14);
