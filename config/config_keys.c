@@ -290,6 +290,8 @@ static const ss_config_key_t feed_keys[] = {
           "[1] Frames per learning window."),
     F_DBL("pipeline.hotpix.fraction", P(hotpix_fraction), 0.01, 1.0, 0.75, RELOAD,
           "[1] Fraction of a window a pixel must be hot to be learned."),
+    F_INT("pipeline.hotpix.min_frames", P(hotpix_min_frames), 1.0, 65535.0, 5.0, RELOAD,
+          "[1] Learned before the window ends once hot in this many frames and in at least fraction of the window's frames so far."),
     F_INT("pipeline.registration.levels", P(reg_levels), 0.0, SS_MAX_LEVELS, 2.0, RELOAD,
           "[2a] Binning by 2^levels for the coarse search (fewer, logged, when a frame is too small for the block search at that level)."),
     F_INT("pipeline.registration.block", P(reg_block), 4.0, 256.0, 24.0, RELOAD,

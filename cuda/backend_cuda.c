@@ -1258,6 +1258,9 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw)
         hp->hot_k = c->hotpix_k;
         hp->hot_need = SS_MAX(1, (int)ceil(c->hotpix_fraction * window - 1e-9));
         hp->hot_learn_now = ++b->hp_frames >= window;
+        /* ss_hotpix_update's mid-window rule after the hp_frames-th frame */
+        hp->hot_need_early = SS_MAX(SS_MAX(c->hotpix_min_frames, 1),
+                                    (int)ceil(c->hotpix_fraction * b->hp_frames - 1e-9));
         if (hp->hot_learn_now)
             b->hp_frames = 0;
         if ((e = enqueue(b, st_hotpix, 0, SS_STAGE_CALIBRATE)))

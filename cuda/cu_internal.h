@@ -114,7 +114,8 @@ typedef struct cu_params {
     double sat;                     /* saturation (resolved) */
     double hot_k;
     int hot_learn_now;              /* window complete: learn and clear hits */
-    int hot_need;                   /* hits that make a pixel learned */
+    int hot_need;                   /* hits that make a pixel learned at the window's end */
+    int hot_need_early;             /* ... before it (ss_hotpix_update's incremental rule) */
     cu_sampler_t hot_samp;          /* d = frame - med, stride SS_HOTPIX_STRIDE */
 
     /* coarse registration */

@@ -214,6 +214,7 @@ static ss_err_t cpu_ingest(ss_backend_t *b, const ss_frame_t *raw)
                      b->flat, c->saturation, b->bad, frame);
         ss_median3x3(frame, b->w, b->h, filt);
         if (c->hotpix_learn) {
+            b->hot.min_frames = c->hotpix_min_frames;   /* reloadable */
             ss_hotpix_update(&b->hot, frame, filt, c->hotpix_k, c->hotpix_frames,
                              c->hotpix_fraction, b->fscratch);
             ss_hotpix_apply(&b->hot, frame, filt);

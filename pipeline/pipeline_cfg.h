@@ -44,6 +44,7 @@ typedef struct ss_pipeline_cfg {
     double hotpix_k;            /* "hotpix.k": k·σ above the 3×3 median */
     int hotpix_frames;          /* "hotpix.frames": frames per learning window */
     double hotpix_fraction;     /* "hotpix.fraction": fraction of a window a pixel must be hot (0.75) */
+    int hotpix_min_frames;      /* "hotpix.min_frames": hits that learn a pixel mid-window (5) */
 
     /* §2 registration */
     int reg_levels;             /* "registration.levels": L, binning by 2^L for the coarse search */

@@ -60,11 +60,17 @@ void ss_median3x3(const float *in, int w, int h, float *out);
 typedef struct ss_hotpix {
     int w, h;
     int frames;                 /* frames counted in the current window */
+    int min_frames;             /* mid-window learning needs this many hits (ss_hotpix_update) */
     uint16_t *hits;             /* per pixel: frames in this window it was hot */
-    uint8_t *learned;           /* 1 = learned bad (from the last full window) */
+    uint8_t *learned;           /* 1 = learned bad */
 } ss_hotpix_t;
 
-int ss_hotpix_init(ss_hotpix_t *hp, int w, int h);     /* 0 ok, -1 no memory */
+/* The default of min_frames (config hotpix.min_frames). */
+#define SS_HOTPIX_MIN_FRAMES 5
+
+/* 0 ok, -1 no memory; min_frames = SS_HOTPIX_MIN_FRAMES (the caller may
+ * change it between updates). */
+int ss_hotpix_init(ss_hotpix_t *hp, int w, int h);
 void ss_hotpix_free(ss_hotpix_t *hp);
 void ss_hotpix_reset(ss_hotpix_t *hp);                 /* forget everything */
 /* Count one frame: frame is calibrated (static mask applied, learned mask
@@ -74,9 +80,16 @@ void ss_hotpix_reset(ss_hotpix_t *hp);                 /* forget everything */
  * maximum: on the convex flanks of a bright star whole rings of pixels
  * stand > k·sigma above their median, and with a px or two of jitter they
  * would be learned; a flank pixel always has a brighter neighbour).
- * After `window` frames (clamped to 1..65535): learned = hits >=
- * max(1, ceil(fraction·window - 1e-9)) (0.7·10 asks for 7), hits = 0.
- * scratch: 2·w·h floats. Returns 1 when the learned mask changed. */
+ * Learning is incremental, so that a hot pixel is masked from its first
+ * few frames on instead of after a whole window: after the n-th frame of
+ * a window (n < window) a pixel becomes learned when hits >=
+ * max(min_frames, ceil(fraction·n - 1e-9)) — hot in at least min_frames
+ * frames and in at least `fraction` of the frames counted so far; nothing
+ * is unlearned mid-window. After `window` frames (clamped to 1..65535)
+ * the whole mask is re-evaluated from this window alone: learned = hits
+ * >= max(1, ceil(fraction·window - 1e-9)) (0.7·10 asks for 7), so a pixel
+ * that stopped being hot is unlearned; hits = 0. scratch: 2·w·h floats.
+ * Returns 1 when the learned mask changed. */
 #define SS_HOTPIX_STRIDE 4
 int ss_hotpix_update(ss_hotpix_t *hp, const float *frame, const float *med, double k,
                      int window, double fraction, float *scratch);

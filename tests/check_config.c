@@ -154,7 +154,7 @@ START_TEST(test_table_covers_pipeline)
     p->roi_x = p->roi_y = p->roi_w = p->roi_h = 1;
     p->use_trimsec = p->hotpix_learn = 1;
     p->hotpix_k = p->hotpix_fraction = 1;
-    p->hotpix_frames = 1;
+    p->hotpix_frames = p->hotpix_min_frames = 1;
     p->reg_levels = p->reg_block = p->reg_blocks = p->reg_search = p->reg_max_iter = 1;
     p->reg_tol = p->reg_ambiguity = p->reg_min_det = p->reref_px = 1;
     p->max_failures = 1;
@@ -184,7 +184,7 @@ START_TEST(test_table_covers_pipeline)
     static const ss_pipeline_cfg_t zero;
     for (size_t b = 0; b < sizeof zero; b++)
         ck_assert_msg(((const unsigned char *)p)[b] == 0, "byte %zu of ss_pipeline_cfg_t has no key", b);
-    ck_assert_int_eq(keys, 51);     /* 54 members, roi's 4 as one key */
+    ck_assert_int_eq(keys, 52);     /* 55 members, roi's 4 as one key */
 }
 END_TEST
 
@@ -210,6 +210,7 @@ START_TEST(test_pipeline_defaults)
     ck_assert(p.hotpix_k == 8.0);
     ck_assert_int_eq(p.hotpix_frames, 20);
     ck_assert(p.hotpix_fraction == 0.75);
+    ck_assert_int_eq(p.hotpix_min_frames, 5);
     ck_assert_int_eq(p.reg_levels, 2);
     ck_assert_int_eq(p.reg_block, 24);
     ck_assert_int_eq(p.reg_blocks, 36);
