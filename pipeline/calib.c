@@ -230,8 +230,9 @@ static int local_max(const float *frame, int w, int h, int x, int y)
  * ok frames. min_frames guards the stars: a star's core is a local
  * maximum only while the star's centre lies in that pixel, which jitter
  * rarely repeats — measured on 1024² synthetic fields of 2000 stars (k 8,
- * fraction 0.75): with 0.5-1.5 px rms jitter no star pixel reaches even 3
- * hits in a row; at 0.3 px, 11-22 star cores are learned early with
+ * fraction 0.75): with 0.5-1.5 px rms jitter no star pixel is learned
+ * early even with min_frames 2 (8000 stars at 0.7 px: 1 with min_frames
+ * 2 or 3, 0 with 5); at 0.3 px, 11-22 star cores are learned early with
  * min_frames 3, 8-18 with 5, 0-15 with 8 (the end-of-window rule alone:
  * 0-5). A pixel can only reach the need on a frame it is hot in (the
  * need never falls as n grows), so the test lives in the counting loop. */
