@@ -566,10 +566,9 @@ static void log_summary(ss_daemon_t *d)
         SS_LOG(SS_LOG_NOTICE, TAG,
                "feed %s final: received=%llu accepted=%llu rejected=%llu dropped=%llu "
                "processed=%llu ok=%llu reference=%llu warmup=%llu regfail=%llu error=%llu "
-               "detections=%llu detections_truncated=%llu published=%llu pub_dropped=%llu "
-               "sink_dropped=%llu "
+               "detections=%llu published=%llu pub_dropped=%llu sink_dropped=%llu "
                "file_dropped=%llu fits_written=%llu fits_errors=%llu jsonl_written=%llu "
-               "jsonl_errors=%llu",
+               "jsonl_errors=%llu detections_truncated=%llu",
                s.name, (unsigned long long)s.received, (unsigned long long)s.accepted,
                (unsigned long long)s.rejected, (unsigned long long)s.dropped_queue,
                (unsigned long long)s.processed,
@@ -578,12 +577,12 @@ static void log_summary(ss_daemon_t *d)
                (unsigned long long)s.status_count[SS_STATUS_WARMUP],
                (unsigned long long)s.status_count[SS_STATUS_REG_FAILED],
                (unsigned long long)s.status_count[SS_STATUS_ERROR],
-               (unsigned long long)s.detections, (unsigned long long)s.detections_truncated,
-               (unsigned long long)s.published,
+               (unsigned long long)s.detections, (unsigned long long)s.published,
                (unsigned long long)s.pub_dropped, (unsigned long long)k.sink_dropped,
                (unsigned long long)k.file_dropped, (unsigned long long)k.fits_written,
                (unsigned long long)k.fits_errors,
-               (unsigned long long)k.jsonl_written, (unsigned long long)k.jsonl_errors);
+               (unsigned long long)k.jsonl_written, (unsigned long long)k.jsonl_errors,
+               (unsigned long long)s.detections_truncated);
     }
 }
 
