@@ -326,6 +326,8 @@ static const ss_config_key_t feed_keys[] = {
           "[3] Regulariser; negative = 1e-3 N."),
     F_DBL("pipeline.whiten.forget", P(forget), 0.5, 1.0, 1.0, RELOAD,
           "[3] Forgetting factor lambda per frame of age; 1 = none."),
+    F_INT("pipeline.whiten.min_valid", P(min_valid), 0.0, SS_MAX_HISTORY, 0.0, RELOAD,
+          "[3] poly mode: where some history pixels are invalid, the prediction is re-weighted over the valid frames; fewer valid frames than this leave the pixel invalid. 0 = max(m+2, ceil(n/2)) for m weight terms and n frames; at most n (n = strict: any invalid history pixel invalidates)."),
     F_BOOL("pipeline.history_clean.enabled", P(clean_sharp), 1, RELOAD,
            "[3] Replace features sharper than any PSF (cosmic rays, unlearned hot pixels) by the 3x3 median before a frame enters the history."),
     F_DBL("pipeline.history_clean.k", P(clean_k), 1.0, 1000.0, 5.0, RELOAD,

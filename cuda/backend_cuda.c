@@ -165,6 +165,8 @@ struct ss_backend {
     ss_rank_t *h_rank;              /* max_comp: the host's ranking of the accumulators */
     double *d_partials, *d_lsq;
     unsigned int *d_counter;
+    uint32_t *d_rwlist;             /* whitening: pixels to re-weight (npix) */
+    unsigned int *d_rwcount;        /* and how many */
     cu_sel_ws_t *d_sel;
     float *d_selbuf;                /* npix: compacted samples of a selection */
     cu_params_t *d_params, *h_params;
@@ -333,6 +335,7 @@ static void timer_stop(ss_backend_t *b, timer_t_ *t, cudaStream_t s)
 
 static ss_err_t flush(ss_backend_t *b);
 static cudaError_t st_guided(ss_backend_t *b, cudaStream_t s, int v);
+static cudaError_t st_whiten(ss_backend_t *b, cudaStream_t s, int v);
 static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int clean);
 static ss_err_t side_launch(ss_backend_t *b);
 
@@ -433,7 +436,12 @@ static ss_err_t flush(ss_backend_t *b)
                 break;
             }
     }
-    CK(b, cu_copy_small(b->d_params, b->m_params, sizeof(cu_params_t), b->cs));
+    /* the re-weighting block travels only with a whitening that uses it */
+    size_t pbytes = CU_PARAMS_BASE_BYTES;
+    for (int k = 0; k < b->npending; k++)
+        if (b->pending[k].fn == st_whiten && b->pending[k].variant == 1)
+            pbytes = sizeof(cu_params_t);
+    CK(b, cu_copy_small(b->d_params, b->m_params, pbytes, b->cs));
     CK(b, cudaEventRecord(b->ev_param, b->cs));
     if (b->timed) {
         for (int k = 0; k < b->npending; k++) {
@@ -602,11 +610,12 @@ static cudaError_t st_lsq(ss_backend_t *b, cudaStream_t s, int n)
     return cu_copy_small(b->m_lsq, b->d_lsq, ((size_t)n * n + n) * sizeof(double), s);
 }
 
+/* v = 1: re-weight pixels with invalid history (the parameter block's rw). */
 static cudaError_t st_whiten(ss_backend_t *b, cudaStream_t s, int v)
 {
-    (void)v;
     return cu_whiten(b->d_params, b->geo.hist_dtype, b->d_plane[SS_PLANE_FRAME], b->w, b->h,
-                     b->d_plane[SS_PLANE_PREDICTION], b->d_plane[SS_PLANE_RESIDUAL], s);
+                     b->d_plane[SS_PLANE_PREDICTION], b->d_plane[SS_PLANE_RESIDUAL], v,
+                     b->d_rwlist, b->d_rwcount, 2 * b->sms, s);
 }
 
 /* v = radius·2 + laplacian (radius 0: CLEAN = RESIDUAL). */
@@ -862,7 +871,7 @@ static void cuda_destroy(ss_backend_t **pb)
         b->d_gs[2], b->d_gs[3], b->d_misc,
         b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
         b->d_sel, b->d_selbuf, b->d_params, b->d_res, b->d_sel2, b->d_selbuf2, b->d_clean_samp,
-        b->d_pkey, b->d_parea, b->d_topk,
+        b->d_rwlist, b->d_rwcount, b->d_pkey, b->d_parea, b->d_topk,
     };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
@@ -1059,6 +1068,9 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
                                sizeof(double)));
     CC(DALLOC(b, b->d_counter, sizeof(unsigned int)));
     CC(cudaMemset(b->d_counter, 0, sizeof(unsigned int)));
+    CC(DALLOC(b, b->d_rwlist, npix * sizeof(uint32_t)));
+    CC(DALLOC(b, b->d_rwcount, sizeof(unsigned int)));
+    CC(cudaMemset(b->d_rwcount, 0, sizeof(unsigned int)));
     CC(DALLOC(b, b->d_sel, sizeof(cu_sel_ws_t)));
     CC(DALLOC(b, b->d_selbuf, npix * sizeof(float)));
     CC(cudaMemset(b->d_selbuf, 0, npix * sizeof(float)));
@@ -1448,12 +1460,16 @@ static ss_err_t cuda_lsq_moments(ss_backend_t *b, const int *slots, const int *i
 }
 
 static ss_err_t cuda_whiten(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
-                            const double *a, int n)
+                            const double *a, int n, const ss_reweight_t *rw)
 {
+    if (rw && rw->n != n)
+        return SS_ERR_INVALID;
     ss_err_t e = op_begin(b);
     if (e || (e = set_history(b, slots, ix, iy, a, n)))
         return e;
-    if ((e = enqueue(b, st_whiten, 0, SS_STAGE_WHITEN)))
+    if (rw)
+        b->h_params->rw = *rw;
+    if ((e = enqueue(b, st_whiten, rw != NULL, SS_STAGE_WHITEN)))
         return e;
     return op_end(b);
 }
@@ -1893,8 +1909,8 @@ HOST_TIMED(cuda_lsq_moments, SS_STAGE_WHITEN,
            (b, slots, ix, iy, n, R, p))
 HOST_TIMED(cuda_whiten, SS_STAGE_WHITEN,
            (ss_backend_t *b, const int *slots, const int *ix, const int *iy, const double *a,
-            int n),
-           (b, slots, ix, iy, a, n))
+            int n, const ss_reweight_t *rw),
+           (b, slots, ix, iy, a, n, rw))
 HOST_TIMED(cuda_guided, SS_STAGE_GUIDED, (ss_backend_t *b, int radius, float eps),
            (b, radius, eps))
 HOST_TIMED(cuda_noise, SS_STAGE_NOISE, (ss_backend_t *b, ss_plane_t which, int stride, float *sigma),

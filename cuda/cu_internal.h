@@ -24,6 +24,7 @@
 #define SS_CU_INTERNAL_H
 
 #include <cuda_runtime_api.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pipeline/stages.h"
@@ -152,7 +153,15 @@ typedef struct cu_params {
     int store_remove, store_radius;
     double clean_k, clean_ratio;
     cu_sampler_t clean_samp;        /* d = frame - med for its noise */
+
+    /* whitening's re-weighting at pixels with invalid history (poly):
+     * 6 KiB that only the whitening reads, so it stays last and a segment
+     * without a re-weighted whitening copies the block without it
+     * (CU_PARAMS_BASE_BYTES) */
+    ss_reweight_t rw;
 } cu_params_t;
+
+#define CU_PARAMS_BASE_BYTES offsetof(cu_params_t, rw)
 
 /* ---- the result block (device; copied to a pinned mirror) ------------- */
 
@@ -211,9 +220,13 @@ cudaError_t cu_fine_sums(const float *cur, const float *S, const float *gx, cons
                          int w, int h, double sx, double sy, double *partials,
                          unsigned int *counter, double *out, cudaStream_t s);
 
-/* k_whiten.cu */
+/* k_whiten.cu. reweight = 0: the strict rule. reweight = 1: pixels the
+ * plain sum cannot predict (an invalid or outside y_k) while the current
+ * pixel is valid are listed in list (room for w·h; *count, reset here)
+ * and re-weighted by a second kernel of fix_blocks blocks (p->rw). */
 cudaError_t cu_whiten(const cu_params_t *p, ss_dtype_t hdt, const float *cur, int w, int h,
-                      float *P, float *r, cudaStream_t s);
+                      float *P, float *r, int reweight, uint32_t *list, unsigned int *count,
+                      int fix_blocks, cudaStream_t s);
 cudaError_t cu_lsq_moments(const cu_params_t *p, ss_dtype_t hdt, int n, const float *cur,
                            int w, int h, double *Rp, cudaStream_t s);
 /* clean_sigma != NULL: clean sharp outliers (ss_clean_sharp, med = the

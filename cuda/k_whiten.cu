@@ -10,8 +10,18 @@
  * are bit-identical; the lsq sums are reduced in parallel (double).
  * Everything per frame (slot pointers, offsets, weights, n) is read from
  * the parameter block, so the launches can be replayed from a graph.
+ *
+ * Re-weighting (poly mode) at pixels with an invalid or outside y_k runs
+ * in two steps: the whitening kernel lists those pixels (block-wise: a
+ * shared counter, one global atomic per block), and a second kernel gives
+ * each listed pixel a thread that solves its subset system in double
+ * (reweight_core.h, the CPU's code). Solving in place would make nearly
+ * every warp run the slow path — with a few per cent of such pixels,
+ * almost every 32 holds one — while the list keeps the fast path as it
+ * was and the slow work dense.
  */
 #include "cu_internal.h"
+#include "pipeline/reweight_core.h"
 
 #include <limits.h>
 #include <math.h>
@@ -63,28 +73,60 @@ template <> struct hv<float> {
  * WX independent loads in flight instead of one. Each pixel's sum is the
  * same k-ascending double sum as whiten.c's. */
 constexpr int WX = 4;
+constexpr int FIX_THREADS = 128;    /* threads per block of the re-weighting kernel */
 
+/* y_k(x, y) as double: NaN for the sentinel or outside the frame. */
 template <typename T>
-__global__ void k_whiten(const cu_params_t *__restrict__ p, const float *__restrict__ cur, int w,
-                         int h, float *__restrict__ P, float *__restrict__ r)
+__device__ __forceinline__ double y_at(const void *hist, int ix, int iy, int w, int h, int x, int y)
 {
-    __shared__ const void *hs[SS_MAX_HISTORY];
-    __shared__ int ixs[SS_MAX_HISTORY], iys[SS_MAX_HISTORY];
-    __shared__ double as[SS_MAX_HISTORY];
-    const int n = p->n;
-    const int tid = threadIdx.y * TX + threadIdx.x;
-    for (int k = tid; k < n; k += TX * TY) {
-        hs[k] = p->hist[k];
-        ixs[k] = p->ix[k];
-        iys[k] = p->iy[k];
-        as[k] = p->a[k];
+    const int xx = x + ix, yy = y + iy;
+    if (xx < 0 || xx >= w || yy < 0 || yy >= h)
+        return (double)NAN;
+    return hv<T>::get(hist, (size_t)yy * (size_t)w + (size_t)xx);
+}
+
+/* The re-weighted prediction at (x, y), stages.h (ss_whiten with rw):
+ * the subset system of the invalid frames (downdated k ascending, LDLᵀ),
+ * a_k = d_k·v(f_k)ᵀα on the valid ones, P = Σ a_k·y_k in double over k
+ * ascending, the invalid terms adding exact zeros as whiten.c's do; NaN
+ * when fewer than min_valid frames are valid or the system is singular. */
+template <typename T>
+__device__ float reweighted(const ss_reweight_t *__restrict__ rw, const void *const *hs,
+                            const int *ixs, const int *iys, int n, int w, int h, int x, int y)
+{
+    const int m = rw->m;
+    double G[SS_POLY_MAX_TERMS * SS_POLY_MAX_TERMS], alpha[SS_POLY_MAX_TERMS];
+    for (int q = 0; q < m * m; q++)
+        G[q] = rw->G[q];
+    int nbad = 0;
+    for (int k = 0; k < n; k++)
+        if (isnan(y_at<T>(hs[k], ixs[k], iys[k], w, h, x, y))) {
+            ss_rw_downdate(rw, k, G);
+            nbad++;
+        }
+    if (n - nbad < rw->min_valid || ss_rw_solve(rw, G, alpha) != 0)
+        return qnan();
+    double acc = 0.0;
+    for (int k = 0; k < n; k++) {
+        const double v = y_at<T>(hs[k], ixs[k], iys[k], w, h, x, y);
+        const bool ok = !isnan(v);
+        const double ak = ok ? ss_rw_weight(rw, alpha, k) : 0.0;
+        acc += ak * (ok ? v : 0.0);
     }
-    __syncthreads();
-    const int x0 = blockIdx.x * (TX * WX) + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
-    if (x0 >= w || y >= h)
-        return;
+    return (float)acc;
+}
+
+/* The plain sums of the WX pixels of thread (x0, y): in[j] when every
+ * y_k of pixel j lies inside the frame (then acc[j] = Σ a_k·y_k, k
+ * ascending, NaN when one is invalid). live = 0: a thread beyond the
+ * frame, nothing read. */
+template <typename T>
+__device__ __forceinline__ void predict(const void *const *hs, const int *ixs, const int *iys,
+                                        const double *as, int n, int w, int h, int x0, int y,
+                                        bool live, bool *in, double *acc)
+{
     /* the offsets' extremes decide which pixels see every history frame */
-    bool rows_ok = n >= 1;
+    bool rows_ok = live && n >= 1;
     int dxmin = INT_MAX, dxmax = INT_MIN;
     for (int k = 0; k < n; k++) {
         const int yy = y + iys[k];
@@ -92,8 +134,6 @@ __global__ void k_whiten(const cu_params_t *__restrict__ p, const float *__restr
         dxmin = min(dxmin, ixs[k]);
         dxmax = max(dxmax, ixs[k]);
     }
-    bool in[WX];
-    double acc[WX];
 #pragma unroll
     for (int j = 0; j < WX; j++) {
         const int x = x0 + j * TX;
@@ -109,6 +149,39 @@ __global__ void k_whiten(const cu_params_t *__restrict__ p, const float *__restr
             if (in[j])
                 acc[j] += a * hv<T>::get(row, (size_t)j * TX);
     }
+}
+
+/* The parameter block's per-frame history into shared memory. */
+__device__ __forceinline__ void load_history(const cu_params_t *__restrict__ p, int n, int tid,
+                                             int nthreads, const void **hs, int *ixs, int *iys,
+                                             double *as)
+{
+    for (int k = tid; k < n; k += nthreads) {
+        hs[k] = p->hist[k];
+        ixs[k] = p->ix[k];
+        iys[k] = p->iy[k];
+        if (as)
+            as[k] = p->a[k];
+    }
+}
+
+/* The strict rule: P and r NaN where any y_k is invalid or outside. */
+template <typename T>
+__global__ void k_whiten(const cu_params_t *__restrict__ p, const float *__restrict__ cur, int w,
+                         int h, float *__restrict__ P, float *__restrict__ r)
+{
+    __shared__ const void *hs[SS_MAX_HISTORY];
+    __shared__ int ixs[SS_MAX_HISTORY], iys[SS_MAX_HISTORY];
+    __shared__ double as[SS_MAX_HISTORY];
+    const int n = p->n;
+    load_history(p, n, threadIdx.y * TX + threadIdx.x, TX * TY, hs, ixs, iys, as);
+    __syncthreads();
+    const int x0 = blockIdx.x * (TX * WX) + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
+    if (x0 >= w || y >= h)
+        return;
+    bool in[WX];
+    double acc[WX];
+    predict<T>(hs, ixs, iys, as, n, w, h, x0, y, true, in, acc);
     const size_t i0 = (size_t)y * (size_t)w + (size_t)x0;
 #pragma unroll
     for (int j = 0; j < WX; j++) {
@@ -123,6 +196,84 @@ __global__ void k_whiten(const cu_params_t *__restrict__ p, const float *__restr
         const bool bad = isnan(c) || isnan(pv);
         P[i] = bad ? qnan() : pv;
         r[i] = bad ? qnan() : c - pv;
+    }
+}
+
+/* The same plain sums, and the pixels they cannot predict while the
+ * current pixel is valid go on the list (NaN for now; k_whiten_fix
+ * finishes them). Bounded to the strict kernel's 32 registers, so that
+ * it runs at the same occupancy (the pass is memory-bound); the list
+ * costs a mask and one offset per thread. Every thread of a block stays
+ * to its barriers. */
+template <typename T>
+__global__ void __launch_bounds__(TX * TY, 8)
+    k_whiten_list(const cu_params_t *__restrict__ p, const float *__restrict__ cur, int w, int h,
+                  float *__restrict__ P, float *__restrict__ r, uint32_t *__restrict__ list,
+                  unsigned int *__restrict__ count)
+{
+    __shared__ const void *hs[SS_MAX_HISTORY];
+    __shared__ int ixs[SS_MAX_HISTORY], iys[SS_MAX_HISTORY];
+    __shared__ double as[SS_MAX_HISTORY];
+    __shared__ unsigned s_cnt, s_base;
+    const int n = p->n;
+    const int tid = threadIdx.y * TX + threadIdx.x;
+    load_history(p, n, tid, TX * TY, hs, ixs, iys, as);
+    if (tid == 0)
+        s_cnt = 0;
+    __syncthreads();
+    const int x0 = blockIdx.x * (TX * WX) + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
+    const bool live = x0 < w && y < h;
+    bool in[WX];
+    double acc[WX];
+    predict<T>(hs, ixs, iys, as, n, w, h, x0, y, live, in, acc);
+    const size_t i0 = (size_t)y * (size_t)w + (size_t)x0;
+    unsigned need = 0;                  /* bit j: pixel j goes on the list */
+#pragma unroll
+    for (int j = 0; j < WX; j++) {
+        if (!live || x0 + j * TX >= w)
+            continue;
+        const size_t i = i0 + (size_t)j * TX;
+        const float c = cur[i];
+        const float pv = in[j] ? (float)acc[j] : qnan();
+        const bool bad = isnan(c) || isnan(pv);
+        P[i] = bad ? qnan() : pv;
+        r[i] = bad ? qnan() : c - pv;
+        if (bad && !isnan(c))
+            need |= 1u << j;
+    }
+    /* block-wise: shared atomics for the slots, one global atomic */
+    const unsigned slot = need ? atomicAdd(&s_cnt, (unsigned)__popc(need)) : 0u;
+    __syncthreads();
+    if (tid == 0)
+        s_base = s_cnt ? atomicAdd(count, s_cnt) : 0u;
+    __syncthreads();
+    unsigned e = s_base + slot;
+    for (int j = 0; j < WX; j++)
+        if ((need >> j) & 1u)
+            list[e++] = (uint32_t)((size_t)y * (size_t)w + (size_t)(x0 + j * TX));
+}
+
+/* The listed pixels, one thread each (grid-stride over *count). */
+template <typename T>
+__global__ void k_whiten_fix(const cu_params_t *__restrict__ p, const float *__restrict__ cur,
+                             int w, int h, float *__restrict__ P, float *__restrict__ r,
+                             const uint32_t *__restrict__ list,
+                             const unsigned int *__restrict__ count)
+{
+    __shared__ const void *hs[SS_MAX_HISTORY];
+    __shared__ int ixs[SS_MAX_HISTORY], iys[SS_MAX_HISTORY];
+    const int n = p->n;
+    load_history(p, n, threadIdx.x, blockDim.x, hs, ixs, iys, NULL);
+    __syncthreads();
+    const unsigned total = *count;
+    for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += gridDim.x * blockDim.x) {
+        const uint32_t i = list[e];
+        const int x = (int)(i % (uint32_t)w), y = (int)(i / (uint32_t)w);
+        const float pv = reweighted<T>(&p->rw, hs, ixs, iys, n, w, h, x, y);
+        const bool bad = isnan(pv);
+        P[i] = bad ? qnan() : pv;
+        r[i] = bad ? qnan() : cur[i] - pv;
     }
 }
 
@@ -334,19 +485,41 @@ inline dim3 grid2(int w, int h)
 
 } // namespace
 
-extern "C" cudaError_t cu_whiten(const cu_params_t *p, ss_dtype_t hdt, const float *cur, int w,
-                                 int h, float *P, float *r, cudaStream_t s)
+template <typename T>
+static cudaError_t whiten_t(const cu_params_t *p, const float *cur, int w, int h, float *P,
+                            float *r, int reweight, uint32_t *list, unsigned int *count,
+                            int fix_blocks, cudaStream_t s)
 {
     const dim3 g((unsigned)((w + TX * WX - 1) / (TX * WX)), (unsigned)((h + TY - 1) / TY)),
         b(TX, TY);
+    if (reweight) {
+        const cudaError_t e = cudaMemsetAsync(count, 0, sizeof *count, s);
+        if (e != cudaSuccess)
+            return e;
+    }
+    if (reweight)
+        k_whiten_list<T><<<g, b, 0, s>>>(p, cur, w, h, P, r, list, count);
+    else
+        k_whiten<T><<<g, b, 0, s>>>(p, cur, w, h, P, r);
+    if (reweight)
+        k_whiten_fix<T><<<(unsigned)(fix_blocks > 0 ? fix_blocks : 1), FIX_THREADS, 0, s>>>(
+            p, cur, w, h, P, r, list, count);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_whiten(const cu_params_t *p, ss_dtype_t hdt, const float *cur, int w,
+                                 int h, float *P, float *r, int reweight, uint32_t *list,
+                                 unsigned int *count, int fix_blocks, cudaStream_t s)
+{
+#define SS_WHITEN_T(T) whiten_t<T>(p, cur, w, h, P, r, reweight, list, count, fix_blocks, s)
     switch (hdt) {
-    case SS_DT_U8: k_whiten<uint8_t><<<g, b, 0, s>>>(p, cur, w, h, P, r); break;
-    case SS_DT_U16: k_whiten<uint16_t><<<g, b, 0, s>>>(p, cur, w, h, P, r); break;
-    case SS_DT_I16: k_whiten<int16_t><<<g, b, 0, s>>>(p, cur, w, h, P, r); break;
-    case SS_DT_F32: k_whiten<float><<<g, b, 0, s>>>(p, cur, w, h, P, r); break;
+    case SS_DT_U8: return SS_WHITEN_T(uint8_t);
+    case SS_DT_U16: return SS_WHITEN_T(uint16_t);
+    case SS_DT_I16: return SS_WHITEN_T(int16_t);
+    case SS_DT_F32: return SS_WHITEN_T(float);
     default: return cudaErrorInvalidValue;
     }
-    return cudaGetLastError();
+#undef SS_WHITEN_T
 }
 
 static size_t lsq_smem(int n)

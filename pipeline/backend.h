@@ -115,11 +115,14 @@ typedef struct ss_backend_ops {
 
     /* §3: lsq moments and whitening of FRAME against n history frames:
      * frame k is history slot slots[k], read at integer offset (ix[k],
-     * iy[k]) as in ss_hist_view_t. whiten writes PREDICTION and RESIDUAL. */
+     * iy[k]) as in ss_hist_view_t. whiten writes PREDICTION and RESIDUAL
+     * (ss_whiten): rw (poly mode, rw->n == n; the driver fills it once per
+     * frame, the backend copies what it needs before returning) re-weights
+     * pixels with invalid history, NULL keeps the strict rule (lsq). */
     ss_err_t (*lsq_moments)(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
                             int n, double *R, double *p);
     ss_err_t (*whiten)(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
-                       const double *a, int n);
+                       const double *a, int n, const ss_reweight_t *rw);
     /* §4: RESIDUAL, PREDICTION -> CLEAN (radius 0: CLEAN = RESIDUAL).
      * cfg->guided_laplacian picks the two-channel ss_guided_filter2 (the
      * default) or the one-channel ss_guided_filter. */

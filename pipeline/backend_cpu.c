@@ -287,15 +287,17 @@ static ss_err_t cpu_lsq_moments(ss_backend_t *b, const int *slots, const int *ix
 }
 
 static ss_err_t cpu_whiten(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
-                           const double *a, int n)
+                           const double *a, int n, const ss_reweight_t *rw)
 {
     ss_hist_view_t v[SS_MAX_HISTORY];
     ss_err_t e = make_views(b, slots, ix, iy, n, v);
     if (e)
         return e;
+    if (rw && rw->n != n)
+        return SS_ERR_INVALID;
     TIMED(b, SS_STAGE_WHITEN,
-          ss_whiten(b->plane[SS_PLANE_FRAME], v, a, n, b->w, b->h, b->plane[SS_PLANE_PREDICTION],
-                    b->plane[SS_PLANE_RESIDUAL]));
+          ss_whiten(b->plane[SS_PLANE_FRAME], v, a, n, b->w, b->h, rw,
+                    b->plane[SS_PLANE_PREDICTION], b->plane[SS_PLANE_RESIDUAL]));
     return SS_OK;
 }
 

@@ -52,6 +52,7 @@ struct ss_pipeline {
     float sigma_prev;               /* last noise estimate (guided-filter ε) */
     int n_hist;
     hist_entry_t hist[SS_MAX_HISTORY];
+    ss_reweight_t rw;               /* this frame's poly re-weighting block (compute_weights) */
     int free_slots[SS_MAX_HISTORY];
     int n_free;
 
@@ -430,10 +431,13 @@ static ss_err_t fail_frame(ss_pipeline_t *p, ss_result_t *res, ss_err_t e, const
     } while (0)
 
 /* Weights for the n newest history frames against the current shift;
- * fills slots/offsets for the backend. */
+ * fills slots/offsets for the backend, and in poly mode *rw with the
+ * re-weighting block for pixels with invalid history (NULL in lsq mode:
+ * strict there, README). */
 static ss_err_t compute_weights(ss_pipeline_t *p, const ss_shift_t *s, int n, int *slots,
-                                int *ix, int *iy, double *a)
+                                int *ix, int *iy, double *a, const ss_reweight_t **rw)
 {
+    *rw = NULL;
     double fx[SS_MAX_HISTORY], fy[SS_MAX_HISTORY];
     for (int k = 0; k < n; k++) {
         double dx = s->sx - p->hist[k].sx, dy = s->sy - p->hist[k].sy;
@@ -453,8 +457,11 @@ static ss_err_t compute_weights(ss_pipeline_t *p, const ss_shift_t *s, int n, in
         return SS_OK;
     }
     if (ss_weights_poly(fx, fy, n, p->cfg.poly_degree, ss_cfg_gamma(&p->cfg), p->cfg.forget,
-                        a) != 0)
+                        a) != 0 ||
+        ss_reweight_init(&p->rw, fx, fy, n, p->cfg.poly_degree, ss_cfg_gamma(&p->cfg),
+                         p->cfg.forget, ss_cfg_min_valid(&p->cfg, n)) != 0)
         return SS_ERR_BACKEND;
+    *rw = &p->rw;
     return SS_OK;
 }
 
@@ -646,10 +653,11 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         res->status = SS_STATUS_WARMUP;
     if (res->status == SS_STATUS_OK) {
         int slots[SS_MAX_HISTORY], ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY];
-        TRY(compute_weights(p, s, n, slots, ix, iy, res->weights));
+        const ss_reweight_t *rw;
+        TRY(compute_weights(p, s, n, slots, ix, iy, res->weights, &rw));
         res->n_weights = n;
         res->history_len = n;
-        TRY(p->ops->whiten(p->be, slots, ix, iy, res->weights, n));
+        TRY(p->ops->whiten(p->be, slots, ix, iy, res->weights, n, rw));
         if (!isfinite(p->sigma_prev))
             TRY(p->ops->noise(p->be, SS_PLANE_RESIDUAL, p->cfg.noise_stride, &p->sigma_prev));
         int radius = p->cfg.guided ? ss_cfg_guided_radius(&p->cfg) : 0;

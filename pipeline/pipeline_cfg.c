@@ -26,6 +26,21 @@ int ss_cfg_guided_radius(const ss_pipeline_cfg_t *c)
     return c->guided_radius > 0 ? c->guided_radius : (int)lround(8.0 * c->psf_sigma);
 }
 
+int ss_cfg_min_valid(const ss_pipeline_cfg_t *c, int n)
+{
+    int want = c->min_valid;
+    if (want <= 0) {
+        /* m + 2: two frames beyond the m constraints, so the minimum-norm
+         * solution is never the exact interpolation through m frames
+         * (whose ‖a‖² blows up when their fractions cluster); n/2: the
+         * prediction noise ‖a‖² at most about twice the full history's */
+        const int m = ss_poly_terms(c->poly_degree);
+        const int half = (n + 1) / 2;
+        want = m + 2 > half ? m + 2 : half;
+    }
+    return want < n ? want : n;
+}
+
 int ss_cfg_min_history(const ss_pipeline_cfg_t *c)
 {
     if (c->min_history > 0)

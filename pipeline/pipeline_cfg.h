@@ -67,6 +67,8 @@ typedef struct ss_pipeline_cfg {
     int poly_degree;            /* "whiten.degree": 0, 1 or 2 */
     double gamma;               /* "whiten.gamma": regulariser; < 0 = 1e-3·N */
     double forget;              /* "whiten.forget": λ in (0,1]; 1 = none */
+    int min_valid;              /* "whiten.min_valid": valid history frames a poly prediction
+                                 * needs at a pixel; 0 = auto (ss_cfg_min_valid) */
     int clean_sharp;            /* "history_clean.enabled": clean sharp outliers (cosmics) from stored frames */
     double clean_k;             /* "history_clean.k": k·σ above the 3×3 median */
     double clean_ratio;         /* "history_clean.ratio": share of the rise over the ring minimum */
@@ -104,6 +106,10 @@ double ss_cfg_gamma(const ss_pipeline_cfg_t *c);        /* gamma, or 1e-3·N */
 double ss_cfg_mask_radius(const ss_pipeline_cfg_t *c);  /* object-removal radius */
 int ss_cfg_guided_radius(const ss_pipeline_cfg_t *c);   /* ρ */
 int ss_cfg_min_history(const ss_pipeline_cfg_t *c);     /* frames before residuals */
+/* Valid history frames a re-weighted pixel needs, with n frames in use:
+ * min_valid (at most n), or for 0 (auto) max(m + 2, ceil(n/2)), at most n
+ * (README, "Background prediction": the prediction noise it bounds). */
+int ss_cfg_min_valid(const ss_pipeline_cfg_t *c, int n);
 int ss_poly_terms(int degree);                          /* m: 1, 3 or 6 */
 
 #ifdef __cplusplus

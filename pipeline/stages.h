@@ -259,6 +259,52 @@ void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
 int ss_weights_poly(const double *fx, const double *fy, int n, int degree, double gamma,
                     double lambda, double *a);
 
+/* ss_weights_poly with the diagonal given: d[k] > 0 in place of λ^k (the
+ * subset weights of ss_reweight_subset keep the λ factors of the frames'
+ * own ages). ss_weights_poly is this with d[k] = λ^k (computed as the
+ * running product, k ascending). Same returns. */
+int ss_weights_poly_d(const double *fx, const double *fy, const double *d, int n, int degree,
+                      double gamma, double *a);
+
+/* Re-weighting where some history pixels are invalid (poly mode,
+ * ALGORITHM §3 "Prediction and residual"). At a pixel where the frames of
+ * a set I have no valid y_k (the sentinel, or outside the frame), the
+ * prediction uses the weights of the same constrained problem over the
+ * valid frames S alone (a_k = 0 for k in I):
+ *   G_S = G - Σ_{k∈I} d_k v(f_k) v(f_k)ᵀ,   G = VᵀDV + γE' over all n,
+ *   G_S α = e0 (LDLᵀ, pipeline/reweight_core.h),   a_k = d_k v(f_k)ᵀα,
+ * which is ss_weights_poly_d over S to rounding (same γ, same d_k). The
+ * pixel is invalid when |S| < min_valid or G_S is singular (a pivot at or
+ * below `tiny`). Everything a backend needs per frame is in this block
+ * (plain data, copied to the GPU as is); G and tiny are formed once per
+ * frame by ss_reweight_init on the host. */
+#define SS_POLY_MAX_TERMS 6
+typedef struct ss_reweight {
+    int n;                      /* history frames (the whitening's n) */
+    int degree;                 /* 0..2 */
+    int m;                      /* terms: 1, 3, 6 */
+    int min_valid;              /* fewest valid frames that still predict, 1..n */
+    double gamma;               /* as ss_weights_poly */
+    double tiny;                /* pivot floor: SS_REWEIGHT_REL_TOL·m·max_i G_ii */
+    double G[SS_POLY_MAX_TERMS * SS_POLY_MAX_TERMS];   /* VᵀDV + γE', row-major m×m */
+    double fx[SS_MAX_HISTORY], fy[SS_MAX_HISTORY];     /* f_k */
+    double d[SS_MAX_HISTORY];                          /* λ^k */
+} ss_reweight_t;
+
+/* Fill rw for the n frames (arguments as ss_weights_poly; G accumulated
+ * in the same order, so a subset that is the whole set reproduces its
+ * system bit for bit). min_valid is clamped to [1, n]. Returns 0, or -1
+ * when an argument is out of range. */
+int ss_reweight_init(ss_reweight_t *rw, const double *fx, const double *fy, int n, int degree,
+                     double gamma, double lambda, int min_valid);
+
+/* The subset weights for the invalid frames flagged in invalid[0..n-1]
+ * (nonzero = invalid): a[k] (n values, 0 for invalid k). Returns 0, or -1
+ * when fewer than rw->min_valid frames are valid or G_S is singular (a is
+ * then all 0). The arithmetic is that of reweight_core.h, which the CUDA
+ * kernel runs too: downdates k ascending, LDLᵀ, a_k = d_k·Σ_i v_i α_i. */
+int ss_reweight_subset(const ss_reweight_t *rw, const uint8_t *invalid, double *a);
+
 /* Wiener weights: a = (R + γ·tr(R)/n·E)⁻¹ p. R is n×n row-major. Returns 0
  * or -1 if singular. */
 int ss_weights_lsq(const double *R, const double *p, int n, double gamma, double *a);
@@ -293,13 +339,20 @@ static inline float ss_hist_value(const void *px, ss_dtype_t t, size_t i)
     }
 }
 
-/* Prediction and residual (strict validity, see README):
+/* Prediction and residual:
  *   P(x) = Σ_k a_k·y_k(x) (double accumulation over k ascending, stored as
- *   float), r(x) = cur(x) - P(x) (in float).
- * P and r are NaN where cur is NaN, or any y_k(x) falls outside the frame
- * or is invalid (for k with a_k != 0 or not: every used frame counts). */
+ *   float), r(x) = cur(x) - P(x) (in float), where every y_k(x) is valid
+ *   (inside the frame and not invalid; for k with a_k != 0 or not).
+ * P and r are NaN where cur is NaN. Where some y_k(x) is invalid:
+ *  - rw == NULL (strict; the lsq mode): P and r are NaN;
+ *  - rw != NULL (poly mode; rw->n == n): with I the invalid frames there,
+ *    a' = ss_reweight_subset(rw, I) and P(x) = Σ_{k∉I} a'_k·y_k(x)
+ *    (double, k ascending, as float); NaN when that returns -1 (fewer
+ *    than rw->min_valid valid frames, or a singular subset).
+ * With rw->min_valid = n this is the strict rule. The CPU caches subset
+ * weights per invalid pattern (per thread); results never depend on it. */
 void ss_whiten(const float *cur, const ss_hist_view_t *hv, const double *a, int n,
-               int w, int h, float *P, float *r);
+               int w, int h, const ss_reweight_t *rw, float *P, float *r);
 
 /* lsq moments over the pixels where cur and every y_k are valid:
  * R[k·n+l] = Σ y_k·y_l, p[k] = Σ cur·y_k (double). */

@@ -2,22 +2,26 @@
  * weights.c — the prediction weights of ALGORITHM.md §3, solved on the
  * host for both backends (they depend on the shifts, or on N(N+1)/2
  * moments, never on pixels): shift-polynomial weights (`poly`), Wiener
- * weights (`lsq`), and the small dense solver they share.
+ * weights (`lsq`), and the small dense solver they share; and the
+ * per-frame block of the poly re-weighting at pixels with invalid history
+ * (ss_reweight_t: the full Gram matrix, formed here once per frame) with
+ * the subset weights it leads to (per pixel, reweight_core.h).
  *
  * Everything here is double and sequential: m ≤ 6 (poly) or n ≤ 256 (lsq)
  * unknowns, microseconds, and the same bits on every machine.
  */
 #include "stages.h"
+#include "reweight_core.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
-#define SS_POLY_MAX_TERMS 6
-
 /* A pivot this small relative to the largest entry of the matrix means
  * the system is singular to working precision. */
 #define SS_SOLVE_REL_TOL (64.0 * DBL_EPSILON)
+/* The same floor for the per-pixel subset systems (ss_reweight_t.tiny). */
+#define SS_REWEIGHT_REL_TOL SS_SOLVE_REL_TOL
 
 int ss_solve_dense(double *M, double *b, int n)
 {
@@ -72,63 +76,122 @@ int ss_solve_dense(double *M, double *b, int n)
     return 0;
 }
 
-/* The monomials of degree ≤ `degree` at (fx, fy), in the order of
- * stages.h: 1, fx, fy, fx², fx·fy, fy². Returns m. */
-static int monomials(double fx, double fy, int degree, double v[SS_POLY_MAX_TERMS])
+/* G = VᵀDV + γE' (m×m, row-major, full), accumulated frame by frame (k
+ * ascending). The regulariser spares the constant term: (VᵀDV + γE')α = e0
+ * with E' = diag(0, 1, ..., 1) gives (Vᵀa)_0 = Σ a_k = 1 exactly, whatever
+ * γ. The flux-preserving constraint must hold exactly: an error of 1 % in
+ * Σ a_k leaves 1 % of every star in the residual. Only the higher moments
+ * (which are nearly degenerate when the fractions cluster) are relaxed by
+ * γ. Returns m. */
+static int gram(const double *fx, const double *fy, const double *d, int n, int degree,
+                double gamma, double *G)
 {
-    v[0] = 1.0;
-    if (degree < 1)
-        return 1;
-    v[1] = fx;
-    v[2] = fy;
-    if (degree < 2)
-        return 3;
-    v[3] = fx * fx;
-    v[4] = fx * fy;
-    v[5] = fy * fy;
-    return 6;
+    const int m = ss_poly_terms(degree);
+    double v[SS_POLY_MAX_TERMS];
+    memset(G, 0, (size_t)m * (size_t)m * sizeof(double));
+    for (int k = 0; k < n; k++) {
+        ss_rw_monomials(fx[k], fy[k], degree, v);
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < m; j++)
+                G[i * m + j] += d[k] * v[i] * v[j];
+    }
+    for (int i = 1; i < m; i++)
+        G[i * m + i] += gamma;
+    return m;
+}
+
+/* λ^k as the running product (k ascending): the same numbers wherever they
+ * are formed. */
+static void lambda_powers(double lambda, int n, double *d)
+{
+    double dk = 1.0;
+    for (int k = 0; k < n; k++) {
+        d[k] = dk;
+        dk *= lambda;
+    }
+}
+
+int ss_weights_poly_d(const double *fx, const double *fy, const double *d, int n, int degree,
+                      double gamma, double *a)
+{
+    if (n < 1 || n > SS_MAX_HISTORY || degree < 0 || degree > 2 || !(gamma >= 0.0))
+        return -1;
+    for (int k = 0; k < n; k++)
+        if (!(d[k] > 0.0))
+            return -1;
+    double G[SS_POLY_MAX_TERMS * SS_POLY_MAX_TERMS];
+    double alpha[SS_POLY_MAX_TERMS] = { 0 };
+    double v[SS_POLY_MAX_TERMS];
+    const int m = gram(fx, fy, d, n, degree, gamma, G);
+    alpha[0] = 1.0;                              /* e0 = v(0) */
+    if (ss_solve_dense(G, alpha, m) != 0)
+        return -1;
+    /* a = D V α */
+    for (int k = 0; k < n; k++) {
+        ss_rw_monomials(fx[k], fy[k], degree, v);
+        double s = 0.0;
+        for (int i = 0; i < m; i++)
+            s += v[i] * alpha[i];
+        a[k] = d[k] * s;
+    }
+    return 0;
 }
 
 int ss_weights_poly(const double *fx, const double *fy, int n, int degree, double gamma,
                     double lambda, double *a)
 {
+    if (n < 1 || n > SS_MAX_HISTORY || !(lambda > 0.0 && lambda <= 1.0))
+        return -1;
+    double d[SS_MAX_HISTORY];
+    lambda_powers(lambda, n, d);
+    return ss_weights_poly_d(fx, fy, d, n, degree, gamma, a);
+}
+
+int ss_reweight_init(ss_reweight_t *rw, const double *fx, const double *fy, int n, int degree,
+                     double gamma, double lambda, int min_valid)
+{
     if (n < 1 || n > SS_MAX_HISTORY || degree < 0 || degree > 2 || !(gamma >= 0.0) ||
         !(lambda > 0.0 && lambda <= 1.0))
         return -1;
-    const int m = ss_poly_terms(degree);
-    double G[SS_POLY_MAX_TERMS * SS_POLY_MAX_TERMS] = { 0 };
-    double alpha[SS_POLY_MAX_TERMS] = { 0 };
-    double v[SS_POLY_MAX_TERMS];
-    /* G = VᵀDV + γE, accumulated frame by frame (k ascending) */
-    double dk = 1.0;
+    memset(rw, 0, sizeof *rw);
+    rw->n = n;
+    rw->degree = degree;
+    rw->gamma = gamma;
+    rw->min_valid = SS_CLAMP(min_valid, 1, n);
     for (int k = 0; k < n; k++) {
-        monomials(fx[k], fy[k], degree, v);
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < m; j++)
-                G[i * m + j] += dk * v[i] * v[j];
-        dk *= lambda;
+        rw->fx[k] = fx[k];
+        rw->fy[k] = fy[k];
     }
-    /* The regulariser spares the constant term: (VᵀDV + γE')α = e0 with
-     * E' = diag(0, 1, ..., 1) gives (Vᵀa)_0 = Σ a_k = 1 exactly, whatever γ.
-     * The flux-preserving constraint must hold exactly: an error of 1 % in
-     * Σ a_k leaves 1 % of every star in the residual. Only the higher
-     * moments (which are nearly degenerate when the fractions cluster) are
-     * relaxed by γ. */
-    for (int i = 1; i < m; i++)
-        G[i * m + i] += gamma;
-    alpha[0] = 1.0;                              /* e0 = v(0) */
-    if (ss_solve_dense(G, alpha, m) != 0)
+    lambda_powers(lambda, n, rw->d);
+    rw->m = gram(fx, fy, rw->d, n, degree, gamma, rw->G);
+    /* The floor is relative to the full system, not the subset's: the
+     * downdate leaves rounding of the full G's size behind, so a subset
+     * that has lost a direction shows a pivot of that size, not zero. */
+    double scale = 0.0;
+    for (int i = 0; i < rw->m; i++)
+        scale = fmax(scale, fabs(rw->G[i * rw->m + i]));
+    rw->tiny = SS_REWEIGHT_REL_TOL * (double)rw->m * scale;
+    return 0;
+}
+
+int ss_reweight_subset(const ss_reweight_t *rw, const uint8_t *invalid, double *a)
+{
+    const int n = rw->n, m = rw->m;
+    double G[SS_POLY_MAX_TERMS * SS_POLY_MAX_TERMS], alpha[SS_POLY_MAX_TERMS];
+    memcpy(G, rw->G, (size_t)m * (size_t)m * sizeof(double));
+    int nvalid = n;
+    for (int k = 0; k < n; k++) {
+        a[k] = 0.0;
+        if (invalid[k]) {
+            ss_rw_downdate(rw, k, G);
+            nvalid--;
+        }
+    }
+    if (nvalid < rw->min_valid || ss_rw_solve(rw, G, alpha) != 0)
         return -1;
-    /* a = D V α */
-    dk = 1.0;
-    for (int k = 0; k < n; k++) {
-        monomials(fx[k], fy[k], degree, v);
-        double s = 0.0;
-        for (int i = 0; i < m; i++)
-            s += v[i] * alpha[i];
-        a[k] = dk * s;
-        dk *= lambda;
-    }
+    for (int k = 0; k < n; k++)
+        if (!invalid[k])
+            a[k] = ss_rw_weight(rw, alpha, k);
     return 0;
 }
 

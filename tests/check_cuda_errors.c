@@ -95,7 +95,7 @@ START_TEST(test_argument_errors)
     ss_backend_t *b = make(&ops);
     int slots[2] = { 0, 5 }, ix[2] = { 0, 0 }, iy[2] = { 0, 0 };
     double a[2] = { 0.5, 0.5 }, R[4], p[2];
-    ck_assert_int_eq(ops->whiten(b, slots, ix, iy, a, 2), SS_ERR_INVALID);
+    ck_assert_int_eq(ops->whiten(b, slots, ix, iy, a, 2, NULL), SS_ERR_INVALID);
     ck_assert_int_eq(ops->lsq_moments(b, slots, ix, iy, 2, R, p), SS_ERR_INVALID);
     ck_assert_int_eq(ops->history_store(b, -1, 0, 0), SS_ERR_INVALID);
     float s;

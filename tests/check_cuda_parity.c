@@ -8,6 +8,8 @@
  *    gradients, whitening, noise, matched filter, labels, history store)
  *    must agree bit for bit — the kernels do the CPU's arithmetic in the
  *    CPU's order — and the NaN (invalid) patterns must be identical;
+ *    whitening's re-weighted pixels (per-pixel solves in double, the same
+ *    code on both sides) within 1e-6 relative, expected identical;
  *  - reductions in double (guided filter) within relative L2 1e-5;
  *  - registration: the same coarse vote, fine shifts within 1e-6 px;
  *  - detection lists identical (count, order — most significant first —,
@@ -404,8 +406,8 @@ START_TEST(test_whiten_parity)
         iy[k] = (int)(rng_u64() % 9) - 4;
         a[k] = rng_gauss() / N + 1.0 / N;
     }
-    ck_assert_int_eq(ss_backend_cpu.whiten(p.c, slots, ix, iy, a, N), SS_OK);
-    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N), SS_OK);
+    ck_assert_int_eq(ss_backend_cpu.whiten(p.c, slots, ix, iy, a, N, NULL), SS_OK);
+    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N, NULL), SS_OK);
     cmp_float(&p, SS_PLANE_PREDICTION, 1, "prediction");
     cmp_float(&p, SS_PLANE_RESIDUAL, 1, "residual");
     ck_assert_int_eq(ss_backend_cpu.lsq_moments(p.c, slots, ix, iy, N, R1, p1), SS_OK);
@@ -420,8 +422,174 @@ START_TEST(test_whiten_parity)
     ck_assert(R1[0] > 0.0);
     /* invalid arguments are refused by both */
     slots[0] = N;
-    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N), SS_ERR_INVALID);
-    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, 0), SS_ERR_INVALID);
+    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N, NULL), SS_ERR_INVALID);
+    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, 0, NULL), SS_ERR_INVALID);
+    pair_free(&p);
+}
+END_TEST
+
+/* Re-weighting at pixels with invalid history (poly mode): a history of
+ * type ht with scattered invalid pixels (3 %), a few whole invalid rows
+ * and columns, and offsets up to ±4 px plus one frame far out (12 px), so
+ * that the border band re-weights with few valid frames; the current frame
+ * 1 % invalid. Cases on one backend pair (so the graphs are replayed with
+ * new parameter blocks, the re-weighting block included): degrees 0, 1, 2;
+ * λ 1 and 0.9; min_valid automatic, 1 and n (the strict rule); a strict
+ * (rw = NULL) whitening in between. Agreement: the same invalid pixels;
+ * pixels whose every y_k is valid bit for bit; re-weighted pixels (a
+ * per-pixel LDLᵀ solve in double on both sides, the same code,
+ * --fmad=false) within 1e-6 relative in P and r — expected identical; the
+ * number that differ at all is printed. */
+static void fill_history_sparse(pair_t *p, ss_dtype_t ht, int slots)
+{
+    const size_t n = (size_t)p->w * p->h;
+    void *buf = malloc(n * 4);
+    ck_assert_ptr_nonnull(buf);
+    for (int sl = 0; sl < slots; sl++) {
+        const int bad_row = (int)(rng_u64() % (uint64_t)p->h);
+        const int bad_col = (int)(rng_u64() % (uint64_t)p->w);
+        for (size_t i = 0; i < n; i++) {
+            const int x = (int)(i % (size_t)p->w), y = (int)(i / (size_t)p->w);
+            const double v =
+                1000.0 + 200.0 * sin(0.05 * x) + 100.0 * cos(0.07 * y) + 20.0 * rng_gauss();
+            const int sentinel = rng_unif() < 0.03 || (sl % 4 == 1 && y == bad_row) ||
+                                 (sl % 5 == 2 && x == bad_col);
+            switch (ht) {
+            case SS_DT_U8:
+                ((uint8_t *)buf)[i] = sentinel ? UINT8_MAX : (uint8_t)SS_CLAMP(v / 8.0, 0.0, 254.0);
+                break;
+            case SS_DT_U16: ((uint16_t *)buf)[i] = sentinel ? UINT16_MAX : (uint16_t)v; break;
+            case SS_DT_I16:
+                ((int16_t *)buf)[i] = sentinel ? INT16_MAX : (int16_t)(v - 1000.0);
+                break;
+            default: ((float *)buf)[i] = sentinel ? NAN : (float)v; break;
+            }
+        }
+        write_both(p, SS_PLANE_HISTORY, sl, buf);
+    }
+    free(buf);
+}
+
+/* P and r of both backends: the same NaN pattern; fast-path pixels
+ * (mask 0) bit for bit; re-weighted ones (mask 1) within rel. Returns the
+ * number of re-weighted pixels that are not bit-identical. */
+static size_t cmp_reweighted(pair_t *p, const uint8_t *rew, double rel, const char *what,
+                             size_t *n_rew)
+{
+    const size_t n = (size_t)p->w * p->h;
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    float *ra = malloc(n * sizeof(float)), *rb = malloc(n * sizeof(float));
+    ck_assert(a && b && ra && rb);
+    ck_assert_int_eq(ss_backend_cpu.read_plane(p->c, SS_PLANE_PREDICTION, 0, a), SS_OK);
+    ck_assert_int_eq(p->go->read_plane(p->g, SS_PLANE_PREDICTION, 0, b), SS_OK);
+    ck_assert_int_eq(ss_backend_cpu.read_plane(p->c, SS_PLANE_RESIDUAL, 0, ra), SS_OK);
+    ck_assert_int_eq(p->go->read_plane(p->g, SS_PLANE_RESIDUAL, 0, rb), SS_OK);
+    size_t differ = 0;
+    *n_rew = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(isnan(a[i]) == isnan(b[i]) && isnan(ra[i]) == isnan(rb[i]),
+                      "%s: pixel %zu invalid on one backend only (cpu %g gpu %g)", what, i,
+                      (double)a[i], (double)b[i]);
+        if (isnan(a[i]))
+            continue;
+        if (!rew[i]) {
+            ck_assert_msg(a[i] == b[i] && ra[i] == rb[i],
+                          "%s: fast-path pixel %zu: cpu %.9g gpu %.9g", what, i, (double)a[i],
+                          (double)b[i]);
+            continue;
+        }
+        (*n_rew)++;
+        const double tol = rel * (fabs((double)a[i]) + 1.0);
+        ck_assert_msg(fabs((double)a[i] - (double)b[i]) <= tol &&
+                          fabs((double)ra[i] - (double)rb[i]) <= tol,
+                      "%s: re-weighted pixel %zu: P cpu %.9g gpu %.9g, r cpu %.9g gpu %.9g", what,
+                      i, (double)a[i], (double)b[i], (double)ra[i], (double)rb[i]);
+        differ += a[i] != b[i] || ra[i] != rb[i];
+    }
+    free(a);
+    free(b);
+    free(ra);
+    free(rb);
+    return differ;
+}
+
+START_TEST(test_whiten_reweight_parity)
+{
+    static const ss_dtype_t types[4] = { SS_DT_U8, SS_DT_U16, SS_DT_I16, SS_DT_F32 };
+    const ss_dtype_t ht = types[_i];
+    enum { W = 263, H = 181, N = 14 };
+    rng_state = 71 + (uint64_t)_i;
+    ss_pipeline_cfg_t cfg;
+    base_cfg(&cfg);
+    ss_geometry_t geo = geometry(W, H, ht == SS_DT_F32 ? SS_DT_F32 : ht, ht, N);
+    pair_t p;
+    pair_new(&p, &cfg, &geo, NULL);
+    fill_history_sparse(&p, ht, N);
+    fill_plane(&p, SS_PLANE_FRAME, 1000.0, 30.0, 0.01);
+    int slots[N], ix[N], iy[N];
+    double fx[N], fy[N], a[N];
+    for (int k = 0; k < N; k++) {
+        slots[k] = (k * 3) % N;
+        ix[k] = k == 5 ? 12 : (int)(rng_u64() % 9) - 4;
+        iy[k] = k == 9 ? -12 : (int)(rng_u64() % 9) - 4;
+        fx[k] = rng_unif() - 0.5;
+        fy[k] = rng_unif() - 0.5;
+    }
+    /* which pixels have an invalid or outside y_k (read back from the CPU) */
+    uint8_t *rew = calloc((size_t)W * H, 1);
+    void *hb = malloc((size_t)W * H * 4);
+    ck_assert(rew && hb);
+    for (int k = 0; k < N; k++) {
+        ck_assert_int_eq(ss_backend_cpu.read_plane(p.c, SS_PLANE_HISTORY, slots[k], hb), SS_OK);
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) {
+                const int xx = x + ix[k], yy = y + iy[k];
+                rew[(size_t)y * W + x] |= xx < 0 || yy < 0 || xx >= W || yy >= H ||
+                                          isnan(ss_hist_value(hb, ht, (size_t)yy * W + xx));
+            }
+    }
+    static const struct { int degree; double lambda; int min_valid; int strict; } cases[] = {
+        { 2, 1.0, 0, 0 }, { 1, 1.0, 0, 0 }, { 0, 0.9, 0, 0 }, { 2, 0.9, 1, 0 },
+        { 2, 1.0, 0, 1 }, { 1, 0.9, 1, 0 }, { 2, 1.0, N, 0 }, { 2, 0.9, 0, 0 },
+    };
+    size_t total_rew = 0, total_differ = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int degree = cases[c].degree;
+        ss_pipeline_cfg_t wc = cfg;
+        wc.poly_degree = degree;
+        wc.min_valid = cases[c].min_valid;
+        const double gamma = 1e-3 * N;
+        ck_assert_int_eq(ss_weights_poly(fx, fy, N, degree, gamma, cases[c].lambda, a), 0);
+        ss_reweight_t rw;
+        ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, N, degree, gamma, cases[c].lambda,
+                                          ss_cfg_min_valid(&wc, N)), 0);
+        const ss_reweight_t *rwp = cases[c].strict ? NULL : &rw;
+        ck_assert_int_eq(ss_backend_cpu.whiten(p.c, slots, ix, iy, a, N, rwp), SS_OK);
+        ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N, rwp), SS_OK);
+        char what[96];
+        snprintf(what, sizeof what, "type %s degree %d lambda %g min_valid %d%s",
+                 ss_dtype_name(ht), degree, cases[c].lambda, rw.min_valid,
+                 cases[c].strict ? " strict" : "");
+        size_t n_rew = 0;
+        const size_t differ = cmp_reweighted(&p, rew, 1e-6, what, &n_rew);
+        fprintf(stderr, "%s: %zu re-weighted pixels, %zu not bit-identical\n", what, n_rew,
+                differ);
+        if (!cases[c].strict && rw.min_valid < N)
+            ck_assert_int_gt(n_rew, W * H / 10);
+        else
+            ck_assert_int_eq(n_rew, 0);
+        total_rew += n_rew;
+        total_differ += differ;
+    }
+    fprintf(stderr, "re-weighting parity (%s): %zu re-weighted pixels, %zu not bit-identical\n",
+            ss_dtype_name(ht), total_rew, total_differ);
+    /* a block that does not match n is refused by both */
+    ss_reweight_t bad;
+    ck_assert_int_eq(ss_reweight_init(&bad, fx, fy, N - 1, 1, 0.0, 1.0, 0), 0);
+    ck_assert_int_eq(ss_backend_cpu.whiten(p.c, slots, ix, iy, a, N, &bad), SS_ERR_INVALID);
+    ck_assert_int_eq(p.go->whiten(p.g, slots, ix, iy, a, N, &bad), SS_ERR_INVALID);
+    free(rew);
+    free(hb);
     pair_free(&p);
 }
 END_TEST
@@ -1159,7 +1327,11 @@ static void add_case(Suite *s, const char *name, int timeout, void (*add)(TCase 
 
 static void add_calib(TCase *tc) { tcase_add_loop_test(tc, test_ingest_parity, 0, SS_DT__COUNT); }
 static void add_registration(TCase *tc) { tcase_add_test(tc, test_registration_parity); }
-static void add_whiten(TCase *tc) { tcase_add_loop_test(tc, test_whiten_parity, 0, 2); }
+static void add_whiten(TCase *tc)
+{
+    tcase_add_loop_test(tc, test_whiten_parity, 0, 2);
+    tcase_add_loop_test(tc, test_whiten_reweight_parity, 0, 4);
+}
 static void add_guided(TCase *tc) { tcase_add_loop_test(tc, test_guided_parity, 0, 2); }
 static void add_noise(TCase *tc) { tcase_add_loop_test(tc, test_noise_parity, 0, 3); }
 static void add_matched(TCase *tc) { tcase_add_test(tc, test_matched_parity); }

@@ -9,6 +9,13 @@
  * truth positions; metadata, WCS and the truth JSON line; the CLI
  * skysieve-synth (its FITS frames equal the in-process frames bit for bit,
  * one truth line per frame, bad options refused with status 2).
+ * The conditions of real stations, each a knob that is off by default and
+ * leaves the sequence bit for bit as it was when off: sky level noise and
+ * trend (transparency dims the stars, never the sky), stray light fixed on
+ * the detector, stars snapped to pixel centres, uniform integer noise,
+ * overscan columns and frames cut short (with their FITS sections), a
+ * pointing jump at a given frame, movers at a list of SNRs and extended
+ * (comet) movers, and hot pixels listed once in the truth.
  */
 #include <check.h>
 #include <math.h>
@@ -16,6 +23,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fitsio.h>
 
 #include "pipeline/frame_fits.h"
 #include "tools/synth.h"
@@ -766,6 +775,479 @@ START_TEST(test_defaults_render)
 }
 END_TEST
 
+
+/* ---- conditions of real stations (knobs off by default) ----------------- */
+
+/* FNV-1a of a frame's pixels. */
+static uint64_t frame_hash(const ss_frame_t *f)
+{
+    const unsigned char *p = f->pixels;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < ss_frame_bytes(f); i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* Every new knob at its off value renders the very pixels and truth of the
+ * same configuration without them; each one switched on changes them. */
+START_TEST(test_knobs_off_identical)
+{
+    ss_synth_cfg_t c;
+    ss_synth_defaults(&c);
+    c.width = 160;
+    c.height = 128;
+    c.n_stars = 150;
+    c.start_mjd = 60000.0;
+    c.n_hot = 5;
+    c.cosmic_rate = 100;
+    c.n_movers = 4;
+    c.streak_prob = 0.5;
+    c.transparency = 0.05;
+    c.seeing_wobble = 0.05;
+    c.jump_prob = 0.2;
+    uint64_t ref[4];
+    static ss_synth_truth_t t;
+    ss_frame_t *f = frame_alloc(160 + 16, 128, SS_DT_U16);
+    for (int variant = 0; variant < 12; variant++) {
+        ss_synth_cfg_t v = c;
+        switch (variant) {
+        case 0: break;
+        case 1: v.noise_model = SS_SYNTH_NOISE_GAUSS; v.uniform_max = 9; break;  /* k unused */
+        case 2: v.sky_var = 0.05; break;
+        case 3: v.sky_trend = 0.01; break;
+        case 4: v.stray = 50; break;
+        case 5: v.star_snap = 1; break;
+        case 6: v.noise_model = SS_SYNTH_NOISE_UNIFORM; v.uniform_max = 9; break;
+        case 7: v.overscan = 16; break;
+        case 8: v.height_jitter = 9; break;
+        case 9: v.jump_at = 2; v.jump_px = 30; break;
+        case 10: v.n_mover_snr = 2; v.mover_snr_list[0] = 5; v.mover_snr_list[1] = 20; break;
+        case 11: v.mover_sigma = 2.5; break;
+        }
+        ss_synth_t *s = ss_synth_new(&v);
+        ck_assert_ptr_nonnull(s);
+        int same = 1;
+        for (int k = 0; k < 4; k++) {
+            ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+            uint64_t h = frame_hash(f);
+            if (variant == 0)
+                ref[k] = h;
+            same &= h == ref[k];
+        }
+        ck_assert_msg(same == (variant <= 1), "variant %d: frames %s", variant,
+                      same ? "unchanged" : "changed");
+        ss_synth_destroy(&s);
+    }
+    frame_free(f);
+}
+END_TEST
+
+/* sky_var and sky_trend scale the whole sky (gradient included) by
+ * K_t = (1 + trend)^t · (1 + N(0, sky_var)); transparency dims stars and
+ * movers but never the sky. Noiseless frames, so both are exact. */
+START_TEST(test_sky_var_trend_transparency)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 96, 64);
+    c.sky = 1000.0;
+    c.sky_grad_x = 0.5;
+    c.sky_grad_y = -0.3;
+    c.sky_var = 0.05;
+    c.sky_trend = 0.01;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(96, 64, SS_DT_F32);
+    static ss_synth_truth_t t;
+    const int n = 60;
+    double s1 = 0, s2 = 0;
+    for (int k = 0; k < n; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        double K = t.sky / 1000.0;
+        for (int y = 0; y < 64; y += 9)
+            for (int x = 0; x < 96; x += 11) {
+                double want = K * (1000.0 + 0.5 * (x - 47.5) - 0.3 * (y - 31.5));
+                ck_assert_msg(fabs(px(f, x, y) - want) < 1e-3 * want, "frame %d sky at %d,%d: %f want %f",
+                              k, x, y, px(f, x, y), want);
+            }
+        double e = K / pow(1.01, k) - 1.0;     /* the sky_var draw */
+        s1 += e;
+        s2 += e * e;
+    }
+    double mean = s1 / n, sd = sqrt(s2 / n - mean * mean);
+    ck_assert_msg(fabs(mean) < 0.03 && sd > 0.035 && sd < 0.065, "sky_var draws: mean %f sd %f",
+                  mean, sd);
+    ss_synth_destroy(&s);
+
+    /* transparency: sky pixels stay at the sky; star flux follows T_t */
+    quiet_cfg(&c, 128, 128);
+    c.sky = 500.0;
+    c.n_stars = 30;
+    c.flux_min = 5000;
+    c.flux_max = 50000;
+    c.transparency = 0.2;
+    s = ss_synth_new(&c);
+    frame_free(f);
+    f = frame_alloc(128, 128, SS_DT_F32);
+    double flux0 = 0, T0 = 0;
+    int varied = 0;
+    for (int k = 0; k < 6; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        double sum = 0;
+        int at_sky = 0;
+        for (int i = 0; i < 128 * 128; i++) {
+            double v = ((float *)f->pixels)[i];
+            sum += v - 500.0;
+            at_sky += fabs(v - 500.0) < 1e-3;
+        }
+        ck_assert_msg(at_sky > 128 * 128 / 2, "frame %d: only %d pixels at the sky", k, at_sky);
+        if (k == 0) {
+            flux0 = sum;
+            T0 = t.transparency;
+        } else {
+            ck_assert_msg(fabs(sum / flux0 - t.transparency / T0) < 1e-4,
+                          "star flux ratio %f, transparency ratio %f", sum / flux0,
+                          t.transparency / T0);
+            varied += fabs(t.transparency / T0 - 1.0) > 0.02;
+        }
+        ck_assert(t.sky == 500.0);
+    }
+    ck_assert_int_ge(varied, 2);
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* Stray light: G_t = A_t·exp(-|p - q_t|²/(2L²)) in detector coordinates
+ * (the pointing jitters, the glow does not), A_t = stray·(1 + 0.2 N), the
+ * direction turning by SS_SYNTH_STRAY_TURN per frame. */
+START_TEST(test_stray_light)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 120, 80);
+    c.stray = 200.0;
+    c.jitter = 5.0;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(120, 80, SS_DT_F32);
+    static ss_synth_truth_t t;
+    const int n = 80;
+    double s1 = 0, s2 = 0, phi_prev = 0;
+    for (int k = 0; k < n; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        double L = 60.0, qx = 59.5 + L * cos(t.stray_angle), qy = 39.5 + L * sin(t.stray_angle);
+        for (int y = 0; y < 80; y += 7)
+            for (int x = 0; x < 120; x += 13) {
+                double d2 = (x - qx) * (x - qx) + (y - qy) * (y - qy);
+                double want = t.stray * exp(-0.5 * d2 / (L * L));
+                ck_assert_msg(fabs(px(f, x, y) - want) < 1e-4 * t.stray + 1e-6,
+                              "frame %d glow at %d,%d: %f want %f", k, x, y, px(f, x, y), want);
+            }
+        if (k > 0)
+            ck_assert(fabs(t.stray_angle - phi_prev - SS_SYNTH_STRAY_TURN) < 1e-12);
+        phi_prev = t.stray_angle;
+        double e = t.stray / 200.0 - 1.0;
+        s1 += e;
+        s2 += e * e;
+    }
+    double mean = s1 / n, sd = sqrt(s2 / n - mean * mean);
+    ck_assert_msg(fabs(mean) < 0.08 && sd > 0.14 && sd < 0.26, "amplitude draws: mean %f sd %f",
+                  mean, sd);
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* Fraction of a star's centroid off the pixel grid, averaged over the
+ * isolated stars of a noiseless frame found as local maxima. */
+static double mean_centroid_fraction(const ss_frame_t *f, int *count)
+{
+    double acc = 0;
+    int n = 0;
+    for (int y = 8; y < f->height - 8; y++)
+        for (int x = 8; x < f->width - 8; x++) {
+            double v = px(f, x, y);
+            if (v < 50.0)
+                continue;
+            int peak = 1;
+            for (int j = -6; j <= 6 && peak; j++)
+                for (int i = -6; i <= 6; i++)
+                    if ((i || j) && px(f, x + i, y + j) >= v * 0.02 && (abs(i) > 3 || abs(j) > 3))
+                        peak = 0;   /* a neighbour star within the box: not isolated */
+                    else if ((i || j) && px(f, x + i, y + j) > v)
+                        peak = 0;
+            if (!peak)
+                continue;
+            double cx, cy;
+            centroid(f, x, y, 5, 0.0, &cx, &cy, NULL);
+            acc += fabs(cx - lround(cx)) + fabs(cy - lround(cy));
+            n++;
+        }
+    *count = n;
+    return n ? acc / (2.0 * n) : 0.0;
+}
+
+/* star_snap: with no jitter, stars sit centred on pixels. */
+START_TEST(test_star_snap)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 256, 256);
+    c.n_stars = 60;
+    c.flux_min = 2000;
+    c.flux_max = 20000;
+    c.psf_sigma = 0.68;
+    ss_frame_t *f = frame_alloc(256, 256, SS_DT_F32);
+    double frac[2];
+    for (int snap = 0; snap < 2; snap++) {
+        c.star_snap = snap;
+        ss_synth_t *s = ss_synth_new(&c);
+        ck_assert_int_eq(ss_synth_next(s, f, NULL), SS_OK);
+        int n;
+        frac[snap] = mean_centroid_fraction(f, &n);
+        ck_assert_int_ge(n, 20);
+        ss_synth_destroy(&s);
+    }
+    ck_assert_msg(frac[1] < 0.005, "snapped stars are off centre by %f px", frac[1]);
+    ck_assert_msg(frac[0] > 0.1, "unsnapped stars at %f px: the test cannot tell", frac[0]);
+    frame_free(f);
+}
+END_TEST
+
+/* Uniform integer noise U{0..k}: every pixel is sky + an integer in 0..k,
+ * each value about equally often; no Poisson noise. */
+START_TEST(test_uniform_noise)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 256, 256);
+    c.dtype = SS_DT_U16;
+    c.sky = 5.0;
+    c.gain = 1.0;              /* ignored with the uniform model */
+    c.read_noise = 3.0;
+    c.noise_model = SS_SYNTH_NOISE_UNIFORM;
+    c.uniform_max = 9;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(256, 256, SS_DT_U16);
+    static ss_synth_truth_t t;
+    ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+    int hist[10] = {0};
+    for (int i = 0; i < 256 * 256; i++) {
+        int v = ((uint16_t *)f->pixels)[i] - 5;
+        ck_assert_msg(v >= 0 && v <= 9, "pixel %d: %d outside sky + 0..9", i, v);
+        hist[v]++;
+    }
+    for (int k = 0; k < 10; k++)    /* 6554 expected, sd 77 */
+        ck_assert_msg(abs(hist[k] - 6554) < 400, "value %d seen %d times", k, hist[k]);
+    ck_assert(fabs(t.sigma_pix - sqrt(99.0 / 12.0)) < 1e-12);
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* Overscan columns (bias + read noise, no sky) and frames cut short: the
+ * image part equals the frame of the same configuration without them, row
+ * for row (sky coordinates unchanged), and the trim section declares the
+ * image columns over the full configured height. */
+START_TEST(test_overscan_and_height)
+{
+    ss_synth_cfg_t c, plain;
+    ss_synth_defaults(&c);
+    c.width = 64;
+    c.height = 48;
+    c.dtype = SS_DT_F32;
+    c.start_mjd = 60000;
+    c.n_stars = 20;
+    c.bias = 100.0;
+    c.read_noise = 2.0;
+    c.n_hot = 4;
+    c.cosmic_rate = 2000;
+    plain = c;
+    c.overscan = 8;
+    c.height_jitter = 5;
+    ck_assert_uint_eq(ss_synth_frame_bytes(&c), 72 * 48 * 4);
+    ss_synth_t *s = ss_synth_new(&c), *p = ss_synth_new(&plain);
+    ss_frame_t *f = frame_alloc(72, 48, SS_DT_F32), *g = frame_alloc(64, 48, SS_DT_F32);
+    static ss_synth_truth_t t;
+    int seen[6] = {0};
+    double s1 = 0, s2 = 0;
+    int no = 0;
+    for (int k = 0; k < 30; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        ck_assert_int_eq(ss_synth_next(p, g, NULL), SS_OK);
+        ck_assert_int_eq(f->width, 72);
+        ck_assert(f->height >= 43 && f->height <= 48);
+        seen[48 - f->height]++;
+        ck_assert_int_eq(t.width, 72);
+        ck_assert_int_eq(t.height, f->height);
+        ck_assert_int_eq(t.overscan, 8);
+        ck_assert(f->meta.trim_x0 == 0 && f->meta.trim_y0 == 0 && f->meta.trim_w == 64 &&
+                  f->meta.trim_h == 48);
+        for (int y = 0; y < f->height; y++) {
+            ck_assert_int_eq(memcmp((float *)f->pixels + (size_t)y * 72,
+                                    (float *)g->pixels + (size_t)y * 64, 64 * sizeof(float)), 0);
+            for (int x = 64; x < 72; x++) {
+                double v = px(f, x, y) - 100.0;
+                s1 += v;
+                s2 += v * v;
+                no++;
+            }
+        }
+    }
+    for (int k = 0; k <= 5; k++)
+        ck_assert_msg(seen[k] > 0, "no frame cut by %d rows in 30", k);
+    double mean = s1 / no, sd = sqrt(s2 / no - mean * mean);
+    ck_assert_msg(fabs(mean) < 0.2 && fabs(sd - 2.0) < 0.15, "overscan mean %f sd %f", mean, sd);
+    ss_synth_destroy(&s);
+    ss_synth_destroy(&p);
+    frame_free(f);
+    frame_free(g);
+}
+END_TEST
+
+/* jump_at: the pointing moves by jump_px at that frame, once. */
+START_TEST(test_jump_at)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 64, 64);
+    c.jump_at = 5;
+    c.jump_px = 40.0;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(64, 64, SS_DT_F32);
+    static ss_synth_truth_t t;
+    for (int k = 0; k < 10; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        double d = hypot(t.sx, t.sy);
+        ck_assert_msg(fabs(d - (k < 5 ? 0.0 : 40.0)) < 1e-9, "frame %d |s| = %f", k, d);
+    }
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* mover_snr_list: mover i at list[i % len], its flux from that SNR; comets
+ * (mover_sigma): a Gaussian of that sigma whose matched-filter peak SNR
+ * (kernel psf_sigma) is the truth's. */
+START_TEST(test_mover_snr_list_and_comets)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 256, 256);
+    c.n_movers = 7;
+    c.n_mover_snr = 3;
+    c.mover_snr_list[0] = 5;
+    c.mover_snr_list[1] = 10;
+    c.mover_snr_list[2] = 20;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(256, 256, SS_DT_F32);
+    static ss_synth_truth_t t;
+    ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+    ck_assert_int_eq(t.n_obj, 7);
+    for (int i = 0; i < 7; i++) {
+        double want = c.mover_snr_list[i % 3];
+        ck_assert_msg(fabs(t.obj[i].snr - want) < 1e-9, "mover %d snr %f want %f", i,
+                      t.obj[i].snr, want);
+        ck_assert(fabs(t.obj[i].flux - want * sqrt(4.0 * M_PI) * 1.4) < 1e-9 * t.obj[i].flux);
+        ck_assert(t.obj[i].sigma == 1.4);
+    }
+    ss_synth_destroy(&s);
+
+    c.n_movers = 1;
+    c.n_mover_snr = 0;
+    c.mover_snr = 20;
+    c.mover_sigma = 2.5;
+    c.mover_speed = 0.5;
+    c.seed = 3;
+    s = ss_synth_new(&c);
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        const ss_synth_obj_t *m = &t.obj[0];
+        ck_assert(m->sigma == 2.5 && fabs(m->snr - 20.0) < 1e-9);
+        int cx = (int)lround(m->x), cy = (int)lround(m->y);
+        if (cx < 20 || cy < 20 || cx > 235 || cy > 235)
+            continue;
+        /* second moment of the image about the truth position: sigma² (+ 1/12 of pixelation) */
+        double sw = 0, sxx = 0;
+        for (int y = cy - 15; y <= cy + 15; y++)
+            for (int x = cx - 15; x <= cx + 15; x++) {
+                double v = px(f, x, y);
+                sw += v;
+                sxx += v * (x - m->x) * (x - m->x);
+            }
+        ck_assert_msg(fabs(sw / m->flux - 1.0) < 1e-3, "comet flux %f truth %f", sw, m->flux);
+        ck_assert_msg(fabs(sqrt(sxx / sw) - sqrt(2.5 * 2.5 + 1.0 / 12.0)) < 0.02,
+                      "comet sigma %f", sqrt(sxx / sw));
+        double zb = 0;
+        for (int j = -1; j <= 1; j++)
+            for (int i = -1; i <= 1; i++)
+                zb = fmax(zb, mf_snr(f, cx + i, cy + j, c.psf_sigma, 1.0));
+        ck_assert_msg(zb > 0.95 * 20.0 && zb < 1.02 * 20.0, "comet peak SNR %f want 20", zb);
+    }
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* Hot pixels are listed once, in frame 0's truth (and its JSON line), at
+ * the pixels that are hot in the image. */
+START_TEST(test_hot_pixels_in_truth)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 100, 80);
+    c.n_hot = 12;
+    c.hot_level = 3000.0;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(100, 80, SS_DT_F32);
+    static ss_synth_truth_t t;
+    static char buf[1 << 16];
+    ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+    ck_assert_int_eq(t.n_hot, 12);
+    int hot = 0;
+    for (int i = 0; i < 100 * 80; i++)
+        hot += ((float *)f->pixels)[i] > 1000.0f;
+    ck_assert_int_eq(hot, 12);
+    for (int i = 0; i < 12; i++)
+        ck_assert_msg(px(f, t.hot_x[i], t.hot_y[i]) > 1000.0, "hot pixel %d at %d,%d is not hot",
+                      i, t.hot_x[i], t.hot_y[i]);
+    int n = ss_synth_truth_json(&t, buf, sizeof buf);
+    ck_assert_int_gt(n, 0);
+    ck_assert_uint_le((size_t)n, ss_synth_truth_json_max(&c));
+    const char *h = strstr(buf, "\"hot\":[[");
+    ck_assert_ptr_nonnull(h);
+    int pairs = 0;
+    for (const char *q = h; *q; q++)
+        pairs += *q == '[';
+    ck_assert_int_eq(pairs, 13);      /* the array and 12 pairs */
+    ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+    ck_assert_int_eq(t.n_hot, 0);
+    ck_assert_int_gt(ss_synth_truth_json(&t, buf, sizeof buf), 0);
+    ck_assert_ptr_null(strstr(buf, "\"hot\""));
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* The validator refuses each new knob out of range. */
+START_TEST(test_new_knob_ranges)
+{
+    ss_synth_cfg_t c;
+    for (int k = 0; k < 11; k++) {
+        quiet_cfg(&c, 64, 64);
+        switch (k) {
+        case 0: c.sky_var = -0.1; break;
+        case 1: c.sky_trend = -0.9; break;
+        case 2: c.stray = -1; break;
+        case 3: c.noise_model = (ss_synth_noise_t)7; break;
+        case 4: c.uniform_max = 70000; break;
+        case 5: c.overscan = -1; break;
+        case 6: c.height_jitter = 33; break;
+        case 7: c.n_mover_snr = SS_SYNTH_MAX_SNR_LIST + 1; break;
+        case 8: c.n_mover_snr = 1; c.mover_snr_list[0] = NAN; break;
+        case 9: c.mover_sigma = 0.1; break;
+        case 10: c.jump_at = -3; break;
+        }
+        ss_synth_t *s = ss_synth_new(&c);
+        ck_assert_msg(s == NULL, "case %d accepted", k);
+    }
+}
+END_TEST
+
 /* ---- the CLI ------------------------------------------------------------ */
 
 static int run_cmd(const char *cmd)
@@ -877,6 +1359,116 @@ START_TEST(test_cli)
 }
 END_TEST
 
+
+/* The CLI with the station knobs: the FITS pixels equal the in-process
+ * frames, NAXIS2 varies, TRIMSEC/DATASEC declare the image columns over
+ * the full height and BIASSEC the overscan; bad values exit 2. */
+START_TEST(test_cli_station_knobs)
+{
+    const char *bin = getenv("SKYSIEVE_BINARY_DIR");
+    char exe[1024];
+    snprintf(exe, sizeof exe, "%s/tools/skysieve-synth", bin ? bin : "..");
+    if (access(exe, X_OK) != 0) {
+        fprintf(stderr, "check_synth: %s not built; CLI test skipped\n", exe);
+        return;
+    }
+    char dir[] = "/tmp/check_synth.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "'%s' --quiet --out '%s/seq' --frames 4 --size 80x64 --seed 4 --stars 30 "
+             "--start-mjd 60100 --overscan 6 --height-jitter 4 --noise uniform --uniform-max 9 "
+             "--sky-var 0.05 --sky-trend 0.01 --stray 30 --star-snap --jump-at 2 --jump-px 12 "
+             "--movers 3 --mover-snr-list 5,20 --mover-sigma 2 --hot 3",
+             exe, dir);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+
+    ss_synth_cfg_t c;
+    ss_synth_defaults(&c);
+    c.width = 80;
+    c.height = 64;
+    c.seed = 4;
+    c.n_stars = 30;
+    c.start_mjd = 60100;
+    c.overscan = 6;
+    c.height_jitter = 4;
+    c.noise_model = SS_SYNTH_NOISE_UNIFORM;
+    c.uniform_max = 9;
+    c.sky_var = 0.05;
+    c.sky_trend = 0.01;
+    c.stray = 30;
+    c.star_snap = 1;
+    c.jump_at = 2;
+    c.jump_px = 12;
+    c.n_movers = 3;
+    c.n_mover_snr = 2;
+    c.mover_snr_list[0] = 5;
+    c.mover_snr_list[1] = 20;
+    c.mover_sigma = 2;
+    c.n_hot = 3;
+    ss_synth_t *s = ss_synth_new(&c);
+    ck_assert_ptr_nonnull(s);
+    ss_frame_t *f = frame_alloc(86, 64, SS_DT_U16), *g = frame_alloc(86, 64, SS_DT_U16);
+    static ss_synth_truth_t t;
+    static char line[1 << 16], want[1 << 16];
+    char path[1200], err[1400];
+    snprintf(path, sizeof path, "%s/seq/truth.jsonl", dir);
+    FILE *tf = fopen(path, "r");
+    ck_assert_ptr_nonnull(tf);
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        snprintf(path, sizeof path, "%s/seq/frame_%05d.fits", dir, k);
+        ck_assert_msg(ss_fits_read_frame(path, g, err, sizeof err) == SS_OK, "%s", err);
+        ck_assert(g->width == 86 && g->height == f->height && g->height == t.height);
+        ck_assert_int_eq(memcmp(f->pixels, g->pixels, ss_frame_bytes(f)), 0);
+        fitsfile *fp;
+        int st = 0;
+        char v[FLEN_VALUE];
+        ck_assert_int_eq(fits_open_diskfile(&fp, path, READONLY, &st), 0);
+        fits_read_key(fp, TSTRING, "TRIMSEC", v, NULL, &st);
+        ck_assert_str_eq(v, "[1:80,1:64]");
+        fits_read_key(fp, TSTRING, "DATASEC", v, NULL, &st);
+        ck_assert_str_eq(v, "[1:80,1:64]");
+        fits_read_key(fp, TSTRING, "BIASSEC", v, NULL, &st);
+        ck_assert_str_eq(v, "[81:86,1:64]");
+        int dok = 0, hok = 0;
+        fits_verify_chksum(fp, &dok, &hok, &st);
+        ck_assert_int_eq(st, 0);
+        ck_assert(dok == 1 && hok == 1);
+        fits_close_file(fp, &st);
+        ck_assert_ptr_nonnull(fgets(line, sizeof line, tf));
+        ck_assert_int_gt(ss_synth_truth_json(&t, want, sizeof want), 0);
+        line[strcspn(line, "\n")] = '\0';
+        ck_assert_str_eq(line, want);
+        ck_assert((k == 0) == (strstr(line, "\"hot\":") != NULL));
+    }
+    fclose(tf);
+    ss_synth_destroy(&s);
+    frame_free(f);
+    frame_free(g);
+
+    static const char *const bad[] = {
+        "--out %s/x --frames 3 --noise poisson",
+        "--out %s/x --frames 3 --uniform-max -1",
+        "--out %s/x --frames 3 --size 64x64 --height-jitter 40",
+        "--out %s/x --frames 3 --mover-snr-list 5,,6",
+        "--out %s/x --frames 3 --mover-sigma 0.1",
+        "--out %s/x --frames 3 --sky-var 2",
+        "--out %s/x --frames 3 --overscan 5000",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[512];
+        snprintf(args, sizeof args, bad[i], dir);
+        snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", exe, args);
+        ck_assert_msg(run_cmd(cmd) == 2, "'%s' did not exit 2", args);
+    }
+    snprintf(path, sizeof path, "%s/x", dir);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+}
+END_TEST
+
 static Suite *synth_suite(void)
 {
     Suite *s = suite_create("synth");
@@ -895,7 +1487,18 @@ static Suite *synth_suite(void)
     tcase_add_test(tc, test_cosmics);
     tcase_add_test(tc, test_meta_and_json);
     tcase_add_test(tc, test_defaults_render);
+    tcase_add_test(tc, test_knobs_off_identical);
+    tcase_add_test(tc, test_sky_var_trend_transparency);
+    tcase_add_test(tc, test_stray_light);
+    tcase_add_test(tc, test_star_snap);
+    tcase_add_test(tc, test_uniform_noise);
+    tcase_add_test(tc, test_overscan_and_height);
+    tcase_add_test(tc, test_jump_at);
+    tcase_add_test(tc, test_mover_snr_list_and_comets);
+    tcase_add_test(tc, test_hot_pixels_in_truth);
+    tcase_add_test(tc, test_new_knob_ranges);
     tcase_add_test(tc, test_cli);
+    tcase_add_test(tc, test_cli_station_knobs);
     suite_add_tcase(s, tc);
     return s;
 }

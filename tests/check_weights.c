@@ -9,6 +9,10 @@
  *    penalised problem the formula solves (Σ a_k = 1 still exact); the
  *    closed form of degree 0;
  *    singular and invalid input;
+ *  - the subset weights of the re-weighting (ss_reweight_init/subset):
+ *    equal to ss_weights_poly(_d) run on the valid frames alone with their
+ *    own λ factors, the moment constraints on the subset, KKT; min_valid,
+ *    singular subsets;
  *  - ss_weights_lsq against a direct solve, and recovery of known mixing
  *    coefficients.
  * The references here use their own Gauss-Jordan elimination, not
@@ -376,6 +380,237 @@ START_TEST(test_poly_singular_and_invalid)
 END_TEST
 
 /* ======================================================================
+ * subset weights (re-weighting at pixels with invalid history)
+ * ==================================================================== */
+
+/* The KKT reference of kkt_weights with the diagonal given: minimise
+ * Σ a_k²/d_k subject to Vᵀa = e0. */
+static int kkt_weights_d(const double *fx, const double *fy, const double *d, int n, int m,
+                         double *a)
+{
+    const int N = n + m;
+    double *M = calloc((size_t)N * N, sizeof(double)), *b = calloc((size_t)N, sizeof(double));
+    for (int k = 0; k < n; k++) {
+        double v[6];
+        monos(fx[k], fy[k], v);
+        M[k * N + k] = 1.0 / d[k];
+        for (int j = 0; j < m; j++) {
+            M[k * N + n + j] = v[j];
+            M[(n + j) * N + k] = v[j];
+        }
+    }
+    b[n] = 1.0;
+    const int rc = gj_solve(M, b, N);
+    memcpy(a, b, (size_t)n * sizeof(double));
+    free(M);
+    free(b);
+    return rc;
+}
+
+/* ss_weights_poly_d with d = λ^k (the running product) is ss_weights_poly,
+ * bit for bit: the driver's full-history weights did not change. */
+START_TEST(test_poly_d_is_poly)
+{
+    rng_state = 47;
+    for (int degree = 0; degree <= 2; degree++)
+        for (int t = 0; t < 20; t++) {
+            const int n = 8 + (int)(rng_u64() % 40);
+            const double lambda = t % 2 ? 1.0 : 0.8 + 0.2 * rng_unif(), g = t % 3 ? 1e-3 * n : 0.0;
+            double fx[64], fy[64], d[64], a[64], b[64], dk = 1.0;
+            for (int k = 0; k < n; k++) {
+                fx[k] = rng_unif() - 0.5;
+                fy[k] = rng_unif() - 0.5;
+                d[k] = dk;
+                dk *= lambda;
+            }
+            ck_assert_int_eq(ss_weights_poly(fx, fy, n, degree, g, lambda, a), 0);
+            ck_assert_int_eq(ss_weights_poly_d(fx, fy, d, n, degree, g, b), 0);
+            ck_assert(memcmp(a, b, (size_t)n * sizeof(double)) == 0);
+        }
+}
+END_TEST
+
+/* Subset weights: for random invalid sets I, ss_reweight_subset gives 0
+ * on I and, on S, the weights of the same problem over S alone with the
+ * frames' own λ^k (their original ages):
+ *  - equal to ss_weights_poly_d on S's fx, fy and λ^k;
+ *  - λ = 1: equal to ss_weights_poly on S's fx, fy; λ < 1 and S the
+ *    newest |S| frames (ages unchanged): equal to ss_weights_poly on them;
+ *  - γ = 0: the moment constraints hold on S, and a equals the KKT
+ *    solution over S (independent Gauss-Jordan);
+ *  - γ > 0: Σ_S a_k = 1 (to rounding);
+ *  - no invalid frame: ss_weights_poly itself.
+ * Tolerances relative to max|a|: 1e-8 (a downdated Gram matrix and LDLᵀ
+ * against a fresh one and pivoted elimination). */
+START_TEST(test_reweight_subset)
+{
+    rng_state = 48;
+    static const double lambdas[] = { 1.0, 0.9 };
+    double worst = 0.0, worst_c = 0.0;
+    int cases = 0;
+    for (int degree = 0; degree <= 2; degree++)
+        for (int li = 0; li < 2; li++)
+            for (int gi = 0; gi < 3; gi++)
+                for (int t = 0; t < 40; t++) {
+                    const int m = terms(degree);
+                    const int n = m + 4 + (int)(rng_u64() % 30);
+                    const double lambda = lambdas[li];
+                    const double g = gi == 0 ? 0.0 : gi == 1 ? 1e-3 * n : 0.05;
+                    double fx[64], fy[64], a[64], full[64];
+                    for (int k = 0; k < n; k++) {
+                        fx[k] = rng_unif() - 0.5;
+                        fy[k] = rng_unif() - 0.5;
+                    }
+                    ss_reweight_t rw;
+                    ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, n, degree, g, lambda, 1), 0);
+                    ck_assert_int_eq(rw.m, m);
+                    /* the invalid set: none, one frame, a random set with
+                     * |S| >= m + 2, or (every 4th) the oldest frames */
+                    uint8_t inv[64] = { 0 };
+                    const int kind = t % 4;
+                    int ns = n;
+                    if (kind == 1) {
+                        inv[rng_u64() % n] = 1;
+                    } else if (kind == 2) {
+                        const double frac = 0.6 * rng_unif();
+                        for (int k = 0; k < n; k++)
+                            inv[k] = rng_unif() < frac;
+                    } else if (kind == 3) {
+                        const int keep = m + 2 + (int)(rng_u64() % (n - m - 1));
+                        for (int k = keep; k < n; k++)
+                            inv[k] = 1;
+                    }
+                    ns = 0;
+                    for (int k = 0; k < n; k++)
+                        ns += !inv[k];
+                    if (ns < m + 2)
+                        continue;
+                    ck_assert_int_eq(ss_reweight_subset(&rw, inv, a), 0);
+                    /* the subset's own arrays, ages kept */
+                    double sfx[64], sfy[64], sd[64], sa[64], ref[64];
+                    int idx[64], j = 0;
+                    for (int k = 0; k < n; k++) {
+                        if (inv[k]) {
+                            ck_assert(a[k] == 0.0);
+                            continue;
+                        }
+                        sfx[j] = fx[k];
+                        sfy[j] = fy[k];
+                        sd[j] = pow(lambda, k);
+                        idx[j++] = k;
+                    }
+                    ck_assert_int_eq(ss_weights_poly_d(sfx, sfy, sd, ns, degree, g, ref), 0);
+                    if (lambda == 1.0 || kind == 3 || kind == 0)
+                        ck_assert_int_eq(ss_weights_poly(sfx, sfy, ns, degree, g, lambda, sa), 0);
+                    double amax = 0.0, sum = 0.0;
+                    for (int i = 0; i < ns; i++)
+                        amax = fmax(amax, fabs(ref[i]));
+                    for (int i = 0; i < ns; i++) {
+                        const double got = a[idx[i]];
+                        sum += got;
+                        worst = fmax(worst, fabs(got - ref[i]) / amax);
+                        ck_assert_msg(fabs(got - ref[i]) <= 1e-8 * amax,
+                                      "degree %d lambda %g gamma %g n %d |S| %d: a[%d] %.15g, "
+                                      "ss_weights_poly_d %.15g", degree, lambda, g, n, ns, idx[i],
+                                      got, ref[i]);
+                        if (lambda == 1.0 || kind == 3 || kind == 0)
+                            ck_assert_msg(fabs(got - sa[i]) <= 1e-8 * amax,
+                                          "degree %d lambda %g: a[%d] %.15g, ss_weights_poly %.15g",
+                                          degree, lambda, idx[i], got, sa[i]);
+                    }
+                    ck_assert_msg(fabs(sum - 1.0) < 1e-12, "sum a over S %.17g", sum);
+                    if (kind == 0) {
+                        ck_assert_int_eq(ss_weights_poly(fx, fy, n, degree, g, lambda, full), 0);
+                        for (int k = 0; k < n; k++)
+                            ck_assert(fabs(a[k] - full[k]) <= 1e-8 * amax);
+                    }
+                    if (g == 0.0) {
+                        double sub[64];
+                        for (int i = 0; i < ns; i++)
+                            sub[i] = a[idx[i]];
+                        const double ce = constraint_error(sfx, sfy, sub, ns, m);
+                        worst_c = fmax(worst_c, ce);
+                        ck_assert_msg(ce < 1e-9, "degree %d |S| %d: constraint error %g", degree,
+                                      ns, ce);
+                        ck_assert_int_eq(kkt_weights_d(sfx, sfy, sd, ns, m, ref), 0);
+                        for (int i = 0; i < ns; i++)
+                            ck_assert_msg(fabs(sub[i] - ref[i]) <= 1e-8 * amax,
+                                          "degree %d |S| %d: a %.15g, KKT %.15g", degree, ns,
+                                          sub[i], ref[i]);
+                    }
+                    cases++;
+                }
+    ck_assert_int_ge(cases, 500);
+    fprintf(stderr,
+            "subset weights: %d cases, worst deviation from ss_weights_poly_d %.2e (of max|a|), "
+            "worst constraint error (gamma 0) %.2e\n", cases, worst, worst_c);
+}
+END_TEST
+
+/* Where no prediction is possible: fewer valid frames than min_valid
+ * (min_valid clamped to [1, n] by init), a singular subset (γ = 0: fewer
+ * frames than terms, or no spread in y); invalid arguments. */
+START_TEST(test_reweight_limits)
+{
+    double fx[12], fy[12], a[12];
+    uint8_t inv[12] = { 0 };
+    rng_state = 49;
+    for (int k = 0; k < 12; k++) {
+        fx[k] = rng_unif() - 0.5;
+        fy[k] = rng_unif() - 0.5;
+    }
+    ss_reweight_t rw;
+    ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, 12, 1, 0.012, 1.0, 7), 0);
+    ck_assert_int_eq(rw.min_valid, 7);
+    for (int k = 0; k < 5; k++)
+        inv[k] = 1;                                 /* |S| = 7: enough */
+    ck_assert_int_eq(ss_reweight_subset(&rw, inv, a), 0);
+    inv[5] = 1;                                     /* |S| = 6 < 7 */
+    a[6] = 123.0;
+    ck_assert_int_eq(ss_reweight_subset(&rw, inv, a), -1);
+    for (int k = 0; k < 12; k++)
+        ck_assert(a[k] == 0.0);
+    /* min_valid clamped: 0 -> 1, above n -> n (the strict rule) */
+    ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, 12, 1, 0.012, 1.0, 0), 0);
+    ck_assert_int_eq(rw.min_valid, 1);
+    ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, 12, 1, 0.012, 1.0, 99), 0);
+    ck_assert_int_eq(rw.min_valid, 12);
+    memset(inv, 0, sizeof inv);
+    ck_assert_int_eq(ss_reweight_subset(&rw, inv, a), 0);
+    inv[3] = 1;
+    ck_assert_int_eq(ss_reweight_subset(&rw, inv, a), -1);
+    /* γ = 0: degree 2 needs 6 frames of spread; 5 are singular */
+    ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, 12, 2, 0.0, 1.0, 1), 0);
+    for (int k = 0; k < 12; k++)
+        inv[k] = k >= 5;
+    ck_assert_int_eq(ss_reweight_subset(&rw, inv, a), -1);
+    inv[5] = 0;
+    ck_assert_int_eq(ss_reweight_subset(&rw, inv, a), 0);
+    /* γ = 0, degree 1, the valid frames share fy: singular; with γ > 0 not */
+    for (int k = 0; k < 12; k++)
+        if (k % 2 == 0)
+            fy[k] = 0.25;
+    for (int k = 0; k < 12; k++)
+        inv[k] = k % 2;
+    ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, 12, 1, 0.0, 1.0, 1), 0);
+    ck_assert_int_eq(ss_reweight_subset(&rw, inv, a), -1);
+    ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, 12, 1, 1e-3, 1.0, 1), 0);
+    ck_assert_int_eq(ss_reweight_subset(&rw, inv, a), 0);
+    /* every frame invalid */
+    memset(inv, 1, sizeof inv);
+    ck_assert_int_eq(ss_reweight_subset(&rw, inv, a), -1);
+    /* invalid arguments */
+    ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, 0, 1, 0.0, 1.0, 1), -1);
+    ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, SS_MAX_HISTORY + 1, 1, 0.0, 1.0, 1), -1);
+    ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, 12, 3, 0.0, 1.0, 1), -1);
+    ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, 12, 1, -1.0, 1.0, 1), -1);
+    ck_assert_int_eq(ss_reweight_init(&rw, fx, fy, 12, 1, 0.0, 0.0, 1), -1);
+    const double dbad[2] = { 1.0, 0.0 };
+    ck_assert_int_eq(ss_weights_poly_d(fx, fy, dbad, 2, 0, 0.0, a), -1);
+}
+END_TEST
+
+/* ======================================================================
  * ss_weights_lsq
  * ==================================================================== */
 
@@ -473,6 +708,9 @@ static Suite *weights_suite(void)
     tcase_add_test(tc, test_poly_regularised);
     tcase_add_test(tc, test_poly_degree0_closed_form);
     tcase_add_test(tc, test_poly_singular_and_invalid);
+    tcase_add_test(tc, test_poly_d_is_poly);
+    tcase_add_test(tc, test_reweight_subset);
+    tcase_add_test(tc, test_reweight_limits);
     suite_add_tcase(s, tc);
     tc = tcase_create("lsq");
     tcase_set_timeout(tc, 60);

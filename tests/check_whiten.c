@@ -15,7 +15,15 @@
  *    σ·sqrt(1 + ‖a‖²) within 15 %;
  *  - object removal: a bright mover leaves a negative trail in later
  *    residuals without removal (matched-filter SNR < -3 at its past
- *    positions) and none with it (> -3).
+ *    positions) and none with it (> -3);
+ *  - re-weighting at pixels with invalid history (poly mode): ss_whiten
+ *    bit for bit against a per-pixel reference (strict when min_valid =
+ *    n), thread independence; on a jittered field with 50 cosmic-ray hits
+ *    per Mpix per frame and 0.5 % bad pixels, the residual's invalid
+ *    share outside the border band is at most the current frame's + 1 %
+ *    (the strict rule's is many times that), and the residual at
+ *    re-weighted pixels has the mean and spread of the fully valid ones,
+ *    on the sky and on stars (where a wrong re-weighting fails).
  */
 #include <check.h>
 #include <math.h>
@@ -109,7 +117,7 @@ START_TEST(test_whiten_reference)
                                       (int)(rng_u64() % 7) - 3 };
             a[k] = (k == 2 && trial % 3 == 0) ? 0.0 : rng_gauss() / n;   /* zero weights too */
         }
-        ss_whiten(cur, hv, a, n, w, h, P, r);
+        ss_whiten(cur, hv, a, n, w, h, NULL, P, r);
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++) {
                 double s = 0.0;
@@ -201,15 +209,159 @@ START_TEST(test_whiten_lsq_thread_independent)
     float *P3 = malloc(np * sizeof(float)), *r3 = malloc(np * sizeof(float));
     double R1[N * N], p1[N], R3[N * N], p3[N];
     set_threads(1);
-    ss_whiten(cur, hv, a, N, W, H, P1, r1);
+    ss_whiten(cur, hv, a, N, W, H, NULL, P1, r1);
     ss_lsq_moments(cur, hv, N, W, H, R1, p1);
     set_threads(3);
-    ss_whiten(cur, hv, a, N, W, H, P3, r3);
+    ss_whiten(cur, hv, a, N, W, H, NULL, P3, r3);
     ss_lsq_moments(cur, hv, N, W, H, R3, p3);
     set_threads(2);
     for (size_t i = 0; i < np; i++)
         ck_assert(same(P1[i], P3[i]) && same(r1[i], r3[i]));
     ck_assert(memcmp(R1, R3, sizeof R1) == 0 && memcmp(p1, p3, sizeof p1) == 0);
+    for (int k = 0; k < N; k++)
+        free((void *)hv[k].pixels);
+    free(cur);
+    free(P1);
+    free(r1);
+    free(P3);
+    free(r3);
+}
+END_TEST
+
+/* Random fractional shifts and an ss_reweight_t for them. */
+static void random_reweight(ss_reweight_t *rw, int n, int degree, double lambda, int min_valid)
+{
+    double fx[SS_MAX_HISTORY], fy[SS_MAX_HISTORY];
+    for (int k = 0; k < n; k++) {
+        fx[k] = rng_unif() - 0.5;
+        fy[k] = rng_unif() - 0.5;
+    }
+    ck_assert_int_eq(ss_reweight_init(rw, fx, fy, n, degree, 1e-3 * n, lambda, min_valid), 0);
+}
+
+/* The re-weighted ss_whiten against a per-pixel reference of the
+ * stages.h definition, bit for bit: every history type and sentinel,
+ * offsets that leave the frame (whole rows and columns), NaN in the
+ * current frame, degrees 0..2, λ < 1, min_valid from 1 to n. Where every
+ * y_k is valid it is the plain sum; where some are invalid, the sum over
+ * the valid ones with ss_reweight_subset's weights (tested in
+ * check_weights), NaN when that fails; with min_valid = n the output is
+ * the strict one (rw = NULL) exactly. */
+START_TEST(test_whiten_reweight_reference)
+{
+    rng_state = 305;
+    int n_rew = 0, n_short = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        const int w = 1 + (int)(rng_u64() % 48), h = 1 + (int)(rng_u64() % 36);
+        const int n = 1 + (int)(rng_u64() % 9);
+        const int degree = trial % 3;
+        const double lambda = trial % 4 == 1 ? 0.85 : 1.0;
+        const int min_valid = trial % 7 == 0 ? n : 1 + (int)(rng_u64() % n);
+        const size_t np = (size_t)w * h;
+        ss_hist_view_t hv[9];
+        double a[9];
+        float *cur = malloc(np * sizeof(float)), *P = malloc(np * sizeof(float)),
+              *r = malloc(np * sizeof(float)), *Ps = malloc(np * sizeof(float)),
+              *rs = malloc(np * sizeof(float));
+        for (size_t i = 0; i < np; i++)
+            cur[i] = rng_unif() < 0.05 ? NAN : (float)(1000.0 + 50.0 * rng_gauss());
+        const ss_dtype_t t = hist_types[trial % 4];
+        for (int k = 0; k < n; k++) {
+            const ss_dtype_t tk = trial % 5 == 0 ? hist_types[rng_u64() % 4] : t;
+            hv[k] = (ss_hist_view_t){ random_hist(tk, (int)np), tk, (int)(rng_u64() % 7) - 3,
+                                      (int)(rng_u64() % 7) - 3 };
+            a[k] = rng_gauss() / n;
+        }
+        ss_reweight_t rw;
+        random_reweight(&rw, n, degree, lambda, min_valid);
+        ss_whiten(cur, hv, a, n, w, h, &rw, P, r);
+        ss_whiten(cur, hv, a, n, w, h, NULL, Ps, rs);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                const size_t i = (size_t)y * w + x;
+                double yk[9], s = 0.0;
+                uint8_t inv[9];
+                int nbad = 0;
+                for (int k = 0; k < n; k++) {
+                    yk[k] = ref_y(&hv[k], w, h, x, y);
+                    inv[k] = isnan(yk[k]);
+                    nbad += inv[k];
+                    s += a[k] * yk[k];
+                }
+                float want = NAN;
+                if (!isnan(cur[i]) && nbad == 0) {
+                    want = (float)s;
+                } else if (!isnan(cur[i])) {
+                    double aw[9];
+                    if (ss_reweight_subset(&rw, inv, aw) == 0) {
+                        double acc = 0.0;
+                        for (int k = 0; k < n; k++)
+                            if (!inv[k])
+                                acc += aw[k] * yk[k];
+                        want = (float)acc;
+                        n_rew++;
+                    } else {
+                        n_short++;
+                    }
+                }
+                const float want_r = isnan(want) ? NAN : cur[i] - want;
+                ck_assert_msg(same(P[i], want) && same(r[i], want_r),
+                              "trial %d (%dx%d n %d degree %d min_valid %d) px (%d,%d): P %g/%g "
+                              "r %g/%g", trial, w, h, n, degree, min_valid, x, y, (double)P[i],
+                              (double)want, (double)r[i], (double)want_r);
+                if (rw.min_valid == n)
+                    ck_assert(same(P[i], Ps[i]) && same(r[i], rs[i]));
+            }
+        for (int k = 0; k < n; k++)
+            free((void *)hv[k].pixels);
+        free(cur);
+        free(P);
+        free(r);
+        free(Ps);
+        free(rs);
+    }
+    /* both branches were exercised */
+    ck_assert_int_gt(n_rew, 5000);
+    ck_assert_int_gt(n_short, 1000);
+}
+END_TEST
+
+/* The same bits for any number of threads, and whatever the per-thread
+ * caches hold: a frame with more invalid patterns than a cache has slots
+ * (scattered sentinels in 16 frames, offsets up to ±5 px). */
+START_TEST(test_whiten_reweight_thread_independent)
+{
+    enum { W = 401, H = 230, N = 16 };
+    const size_t np = (size_t)W * H;
+    rng_state = 306;
+    ss_hist_view_t hv[N];
+    double a[N];
+    float *cur = malloc(np * sizeof(float));
+    for (size_t i = 0; i < np; i++)
+        cur[i] = rng_unif() < 0.01 ? NAN : (float)(1000.0 + 50.0 * rng_gauss());
+    for (int k = 0; k < N; k++) {
+        hv[k] = (ss_hist_view_t){ random_hist(k % 2 ? SS_DT_U16 : SS_DT_F32, (int)np),
+                                  k % 2 ? SS_DT_U16 : SS_DT_F32, (int)(rng_u64() % 11) - 5,
+                                  (int)(rng_u64() % 11) - 5 };
+        a[k] = 1.0 / N;
+    }
+    ss_reweight_t rw;
+    random_reweight(&rw, N, 2, 0.95, 10);
+    float *P1 = malloc(np * sizeof(float)), *r1 = malloc(np * sizeof(float));
+    float *P3 = malloc(np * sizeof(float)), *r3 = malloc(np * sizeof(float));
+    set_threads(1);
+    ss_whiten(cur, hv, a, N, W, H, &rw, P1, r1);
+    set_threads(3);
+    ss_whiten(cur, hv, a, N, W, H, &rw, P3, r3);
+    set_threads(2);
+    size_t nvalid = 0;
+    for (size_t i = 0; i < np; i++) {
+        ck_assert(same(P1[i], P3[i]) && same(r1[i], r3[i]));
+        nvalid += !isnan(r1[i]);
+    }
+    /* 8 % invalid per frame and 16 frames: the strict rule would keep
+     * (0.92)^16 ≈ 26 %; the re-weighting keeps most of it */
+    ck_assert_msg(nvalid > np / 2, "only %zu of %zu valid", nvalid, np);
     for (int k = 0; k < N; k++)
         free((void *)hv[k].pixels);
     free(cur);
@@ -334,6 +486,10 @@ typedef struct seq {
     ss_synth_truth_t htruth[SEQ_MAX_N]; /* truth of each stored frame, by ring position */
     int nh;
     double a[SEQ_MAX_N];
+    const uint8_t *bad;             /* static bad-pixel mask (detector), or NULL */
+    int flag_cosmics;               /* set the 3×3 around each cosmic-ray hit invalid */
+    ss_hist_view_t hv[SEQ_MAX_N];   /* the views of the last seq_whiten */
+    double fx[SEQ_MAX_N], fy[SEQ_MAX_N];
 } seq_t;
 
 static void seq_init(seq_t *s, const ss_synth_cfg_t *c, int N)
@@ -382,25 +538,44 @@ static void seq_next(seq_t *s)
 {
     ck_assert_int_eq(ss_synth_next(s->syn, &s->raw, &s->truth), SS_OK);
     const ss_roi_t roi = { 0, 0, s->w, s->h };
-    ss_calibrate(s->raw.pixels, s->raw.dtype, s->w, NULL, roi, NULL, NULL, 0.0, NULL, s->cur);
+    ss_calibrate(s->raw.pixels, s->raw.dtype, s->w, NULL, roi, NULL, NULL, 0.0, s->bad, s->cur);
+    /* an instrument pipeline's flags: the hits' pixels (1-3 in a row
+     * around the truth centroid) are invalid */
+    for (int o = 0; s->flag_cosmics && o < s->truth.n_obj; o++) {
+        if (s->truth.obj[o].kind != SS_SYNTH_COSMIC)
+            continue;
+        const long cx = lround(s->truth.obj[o].x), cy = lround(s->truth.obj[o].y);
+        for (long y = SS_MAX(cy - 1, 0); y <= SS_MIN(cy + 1, s->h - 1); y++)
+            for (long x = SS_MAX(cx - 1, 0); x <= SS_MIN(cx + 1, s->w - 1); x++)
+                s->cur[y * s->w + x] = NAN;
+    }
 }
 
 /* Weights and whitening of cur against the n newest history frames, the
- * integer/fraction split of the driver: d = s_t - s_k, i = round(d). */
-static void seq_whiten(seq_t *s, int degree, double gamma, double lambda)
+ * integer/fraction split of the driver: d = s_t - s_k, i = round(d).
+ * rw: NULL for the strict rule, else filled here for the re-weighting
+ * (degree rw_degree, min_valid). */
+static void seq_whiten_rw(seq_t *s, int degree, double gamma, double lambda, ss_reweight_t *rw,
+                          int rw_degree, int min_valid)
 {
     const int n = s->nh;
-    double fx[SEQ_MAX_N], fy[SEQ_MAX_N];
-    ss_hist_view_t hv[SEQ_MAX_N];
     for (int k = 0; k < n; k++) {
         const double dx = s->truth.sx - s->sx[k], dy = s->truth.sy - s->sy[k];
         const int ix = (int)lround(dx), iy = (int)lround(dy);
-        fx[k] = dx - ix;
-        fy[k] = dy - iy;
-        hv[k] = (ss_hist_view_t){ s->hist[s->slot[k]], SS_DT_U16, ix, iy };
+        s->fx[k] = dx - ix;
+        s->fy[k] = dy - iy;
+        s->hv[k] = (ss_hist_view_t){ s->hist[s->slot[k]], SS_DT_U16, ix, iy };
     }
-    ck_assert_int_eq(ss_weights_poly(fx, fy, n, degree, gamma, lambda, s->a), 0);
-    ss_whiten(s->cur, hv, s->a, n, s->w, s->h, s->P, s->r);
+    ck_assert_int_eq(ss_weights_poly(s->fx, s->fy, n, degree, gamma, lambda, s->a), 0);
+    if (rw)
+        ck_assert_int_eq(ss_reweight_init(rw, s->fx, s->fy, n, rw_degree, gamma, lambda,
+                                          min_valid), 0);
+    ss_whiten(s->cur, s->hv, s->a, n, s->w, s->h, rw, s->P, s->r);
+}
+
+static void seq_whiten(seq_t *s, int degree, double gamma, double lambda)
+{
+    seq_whiten_rw(s, degree, gamma, lambda, NULL, 0, 0);
 }
 
 /* Store cur as the newest history frame (into the oldest slot), with
@@ -506,6 +681,289 @@ START_TEST(test_residual_noise_jittered_field)
 }
 END_TEST
 
+/* ---- re-weighting on a field with cosmic rays and bad pixels ---------- */
+
+/* The field of the re-weighting tests: jitter of a few px (2.5 rms per
+ * axis), 50 cosmic-ray hits per Mpix per frame (flagged invalid, 3×3),
+ * 0.5 % static bad pixels (invalid in every frame, in detector
+ * coordinates), no movers; N = 20, degree 2, the default γ and the
+ * automatic min_valid. */
+enum { RWF_W = 512, RWF_H = 448, RWF_N = 20, RWF_NT = 6 };
+
+/* Residual statistics of one pixel class, in units of the expected noise
+ * sqrt((P/gain + read²)(1 + ‖a‖²)) with the weights a the pixel used. */
+typedef struct rw_stats {
+    size_t n;
+    double sum, sum2;
+    float *u;                       /* the samples (robust spread) */
+    size_t cap;
+} rw_stats_t;
+
+static void stats_add(rw_stats_t *st, double u)
+{
+    if (st->n == st->cap) {
+        st->cap = st->cap ? 2 * st->cap : 4096;
+        st->u = realloc(st->u, st->cap * sizeof(float));
+        ck_assert_ptr_nonnull(st->u);
+    }
+    st->u[st->n++] = (float)u;
+    st->sum += u;
+    st->sum2 += u * u;
+}
+
+static double stats_mean(const rw_stats_t *st) { return st->sum / (double)st->n; }
+static double stats_rms(const rw_stats_t *st) { return sqrt(st->sum2 / (double)st->n); }
+static double stats_robust(const rw_stats_t *st, float *scratch)
+{
+    return ss_noise_mad(st->u, (int)st->n, 1, 1, scratch);
+}
+
+/* What one pass over the field measures. Classes: [0] pixels whose every
+ * y_k is valid, [1] re-weighted pixels; [.][0] sky, [.][1] stars
+ * (P > sky + 10σ). */
+typedef struct rwf_out {
+    double f_cur, f_strict, f_rw;   /* invalid fractions outside the border band */
+    double band_frac;               /* share of the frame in the border band */
+    double band_rw;                 /* valid share of the band, re-weighted */
+    double reweighted;              /* share of the valid residual that was re-weighted */
+    double a2_full, a2_worst;       /* ‖a‖² of the full history, and the largest used */
+    rw_stats_t st[2][2];            /* the correct re-weighting */
+    rw_stats_t wrong[2];            /* [sky, star] of re-weighted pixels, degree-0 subset weights */
+} rwf_out_t;
+
+static void rwf_free(rwf_out_t *o)
+{
+    for (int i = 0; i < 2; i++) {
+        free(o->st[i][0].u);
+        free(o->st[i][1].u);
+        free(o->wrong[i].u);
+    }
+}
+
+/* Classify and accumulate one whitened frame (s->P, s->r from rw). */
+static void rwf_accumulate(seq_t *s, const ss_synth_cfg_t *c, const ss_reweight_t *rw,
+                           rw_stats_t st[2][2], double *a2_worst, size_t *n_rew, size_t *n_valid)
+{
+    const int n = s->nh;
+    const double rn2 = c->read_noise * c->read_noise, a2 = sum_sq(s->a, n);
+    const double thr = c->sky + 10.0 * s->truth.sigma_pix;
+    double aw[SEQ_MAX_N];
+    for (int y = 0; y < s->h; y++)
+        for (int x = 0; x < s->w; x++) {
+            const size_t i = (size_t)y * s->w + x;
+            if (isnan(s->r[i]))
+                continue;
+            uint8_t inv[SEQ_MAX_N];
+            int nbad = 0;
+            for (int k = 0; k < n; k++) {
+                inv[k] = isnan(ref_y(&s->hv[k], s->w, s->h, x, y));
+                nbad += inv[k];
+            }
+            double q = a2;
+            if (nbad) {
+                ck_assert_int_eq(ss_reweight_subset(rw, inv, aw), 0);
+                q = sum_sq(aw, n);
+                *a2_worst = fmax(*a2_worst, q);
+                (*n_rew)++;
+            }
+            (*n_valid)++;
+            const double e = sqrt((s->P[i] / c->gain + rn2) * (1.0 + q));
+            stats_add(&st[nbad > 0][s->P[i] > thr], s->r[i] / e);
+        }
+}
+
+static void reweight_field_run(rwf_out_t *o)
+{
+    memset(o, 0, sizeof *o);
+    ss_synth_cfg_t c;
+    ss_synth_defaults(&c);
+    c.width = RWF_W;
+    c.height = RWF_H;
+    c.n_stars = 3000;
+    c.jitter = 2.5;
+    c.cosmic_rate = 50.0;
+    c.seed = 91;
+    const size_t np = (size_t)RWF_W * RWF_H;
+    uint8_t *bad = malloc(np);
+    rng_state = 307;
+    for (size_t i = 0; i < np; i++)
+        bad[i] = rng_unif() < 0.005;
+    seq_t s;
+    seq_init(&s, &c, RWF_N);
+    s.bad = bad;
+    s.flag_cosmics = 1;
+    ss_pipeline_cfg_t pc;
+    memset(&pc, 0, sizeof pc);
+    pc.mode = SS_WHITEN_POLY;
+    pc.poly_degree = 2;
+    pc.history = RWF_N;
+    pc.gamma = -1.0;                                            /* the default, 1e-3·N */
+    const int min_valid = ss_cfg_min_valid(&pc, RWF_N);      /* the automatic value */
+    const double gamma = ss_cfg_gamma(&pc);
+    float *rs = malloc(np * sizeof(float)), *r0 = malloc(np * sizeof(float));
+    uint8_t *band = malloc(np);
+    size_t cnt_out = 0, cnt_cur = 0, cnt_strict = 0, cnt_rw = 0, cnt_band = 0, band_ok = 0;
+    size_t n_rew = 0, n_valid = 0;
+    for (int t = 0; t < RWF_N + RWF_NT; t++) {
+        seq_next(&s);
+        if (s.nh == RWF_N) {
+            ss_reweight_t rw, rw0;
+            /* the strict rule, for the record */
+            seq_whiten(&s, 2, gamma, 1.0);
+            memcpy(rs, s.r, np * sizeof(float));
+            /* a wrong re-weighting: degree-0 subset weights (the plain mean of
+             * the valid frames) where frames are missing */
+            seq_whiten_rw(&s, 2, gamma, 1.0, &rw0, 0, min_valid);
+            memcpy(r0, s.r, np * sizeof(float));
+            float *P0 = s.fscr;
+            memcpy(P0, s.P, np * sizeof(float));
+            /* the re-weighting */
+            seq_whiten_rw(&s, 2, gamma, 1.0, &rw, 2, min_valid);
+            o->a2_full = sum_sq(s.a, RWF_N);
+            /* border band: where some frame's offset leaves the frame */
+            int xlo = 0, xhi = RWF_W, ylo = 0, yhi = RWF_H;
+            for (int k = 0; k < RWF_N; k++) {
+                xlo = SS_MAX(xlo, -s.hv[k].ix);
+                xhi = SS_MIN(xhi, RWF_W - s.hv[k].ix);
+                ylo = SS_MAX(ylo, -s.hv[k].iy);
+                yhi = SS_MIN(yhi, RWF_H - s.hv[k].iy);
+            }
+            for (int y = 0; y < RWF_H; y++)
+                for (int x = 0; x < RWF_W; x++) {
+                    const size_t i = (size_t)y * RWF_W + x;
+                    band[i] = x < xlo || x >= xhi || y < ylo || y >= yhi;
+                    if (band[i]) {
+                        cnt_band++;
+                        band_ok += !isnan(s.r[i]);
+                        continue;
+                    }
+                    cnt_out++;
+                    cnt_cur += isnan(s.cur[i]);
+                    cnt_strict += isnan(rs[i]);
+                    cnt_rw += isnan(s.r[i]);
+                }
+            rwf_accumulate(&s, &c, &rw, o->st, &o->a2_worst, &n_rew, &n_valid);
+            /* the wrong variant at the same re-weighted pixels */
+            const double rn2 = c.read_noise * c.read_noise;
+            const double thr = c.sky + 10.0 * s.truth.sigma_pix;
+            double aw[SEQ_MAX_N];
+            for (int y = 0; y < RWF_H; y++)
+                for (int x = 0; x < RWF_W; x++) {
+                    const size_t i = (size_t)y * RWF_W + x;
+                    if (isnan(r0[i]) || isnan(s.r[i]))
+                        continue;
+                    uint8_t inv[SEQ_MAX_N];
+                    int nbad = 0;
+                    for (int k = 0; k < RWF_N; k++) {
+                        inv[k] = isnan(ref_y(&s.hv[k], RWF_W, RWF_H, x, y));
+                        nbad += inv[k];
+                    }
+                    if (!nbad)
+                        continue;
+                    ck_assert_int_eq(ss_reweight_subset(&rw0, inv, aw), 0);
+                    const double e = sqrt((P0[i] / c.gain + rn2) * (1.0 + sum_sq(aw, RWF_N)));
+                    stats_add(&o->wrong[P0[i] > thr], r0[i] / e);
+                }
+        }
+        seq_store(&s, 0, 0);
+    }
+    o->f_cur = (double)cnt_cur / cnt_out;
+    o->f_strict = (double)cnt_strict / cnt_out;
+    o->f_rw = (double)cnt_rw / cnt_out;
+    o->band_frac = (double)cnt_band / (cnt_band + cnt_out);
+    o->band_rw = cnt_band ? (double)band_ok / cnt_band : 1.0;
+    o->reweighted = (double)n_rew / n_valid;
+    free(rs);
+    free(r0);
+    free(band);
+    free(bad);
+    seq_free(&s);
+}
+
+/* Invalid pixels no longer accumulate over the history: outside the
+ * border band the shifts push out, the residual is invalid only where
+ * the current frame is (+ at most 1 %), while the strict rule (any
+ * invalid y_k) loses many times that — the measurement the test rests
+ * on, asserted so that the test can tell the two apart. */
+START_TEST(test_reweight_invalid_fraction)
+{
+    rwf_out_t o;
+    reweight_field_run(&o);
+    fprintf(stderr,
+            "invalid residual outside the border band (%.1f %% of the frame): current frame "
+            "%.3f %%, strict rule %.3f %%, re-weighted %.3f %%; border band valid %.1f %% "
+            "(strict 0 %%); %.1f %% of the valid residual re-weighted\n",
+            100.0 * o.band_frac, 100.0 * o.f_cur, 100.0 * o.f_strict, 100.0 * o.f_rw,
+            100.0 * o.band_rw, 100.0 * o.reweighted);
+    ck_assert_msg(o.f_rw <= o.f_cur + 0.01, "re-weighted invalid %.4f, current %.4f", o.f_rw,
+                  o.f_cur);
+    ck_assert_msg(o.f_strict > o.f_cur + 0.03, "strict %.4f: the field does not show the problem",
+                  o.f_strict);
+    ck_assert(o.f_cur > 0.004);
+    ck_assert(o.band_rw > 0.5);
+    rwf_free(&o);
+}
+END_TEST
+
+/* Re-weighting is right, against truth: on a field without movers, the
+ * residual at re-weighted pixels, in units of its expected noise (which
+ * counts the ‖a‖² of the weights it used), has the mean and spread of the
+ * fully valid pixels — on the sky and on the stars, where a wrong weight
+ * set (one that breaks the shift moments) shows at once. The wrong
+ * variant, the plain mean of the valid frames (degree-0 subset weights),
+ * is measured at the same pixels and must fail the star check, or the
+ * check proves nothing. */
+START_TEST(test_reweight_unbiased)
+{
+    rwf_out_t o;
+    reweight_field_run(&o);
+    float *scratch = malloc((o.st[1][0].n + o.st[0][0].n + 16) * sizeof(float));
+    static const char *const cls[2] = { "all valid", "re-weighted" };
+    static const char *const where[2] = { "sky", "stars" };
+    double mean[2][2], rob[2][2], rms[2][2];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            const rw_stats_t *st = &o.st[i][j];
+            ck_assert_msg(st->n > (j ? 1500u : 20000u), "%s %s: %zu pixels", cls[i], where[j],
+                          st->n);
+            mean[i][j] = stats_mean(st);
+            rms[i][j] = stats_rms(st);
+            rob[i][j] = stats_robust(st, scratch);
+            fprintf(stderr,
+                    "residual / expected noise, %s pixels on %s: n %zu, mean %+.4f, rms %.4f, "
+                    "robust sigma %.4f\n", cls[i], where[j], st->n, mean[i][j], rms[i][j],
+                    rob[i][j]);
+        }
+    double wmean[2], wrob[2], wrms[2];
+    for (int j = 0; j < 2; j++) {
+        wmean[j] = stats_mean(&o.wrong[j]);
+        wrms[j] = stats_rms(&o.wrong[j]);
+        wrob[j] = stats_robust(&o.wrong[j], scratch);
+        fprintf(stderr,
+                "  wrong re-weighting (plain mean of the valid frames) on %s: mean %+.4f, rms "
+                "%.4f, robust sigma %.4f\n", where[j], wmean[j], wrms[j], wrob[j]);
+    }
+    fprintf(stderr, "  |a|^2: full history %.4f, largest re-weighted %.4f\n", o.a2_full,
+            o.a2_worst);
+    for (int j = 0; j < 2; j++) {
+        /* mean: within 0.05 σ of the fully valid pixels' (which have
+         * their own small star residual) */
+        ck_assert_msg(fabs(mean[1][j] - mean[0][j]) < 0.05, "%s: mean %+.4f vs %+.4f", where[j],
+                      mean[1][j], mean[0][j]);
+        ck_assert_msg(fabs(rob[1][j] / rob[0][j] - 1.0) < 0.10, "%s: robust sigma %.4f vs %.4f",
+                      where[j], rob[1][j], rob[0][j]);
+        ck_assert_msg(fabs(rms[1][j] / rms[0][j] - 1.0) < 0.15, "%s: rms %.4f vs %.4f", where[j],
+                      rms[1][j], rms[0][j]);
+    }
+    /* the check can fail: the wrong weights miss it on the stars */
+    ck_assert_msg(wrms[1] / rms[0][1] - 1.0 > 0.15,
+                  "the plain mean passes the star check too (rms %.4f vs %.4f): it is blind",
+                  wrms[1], rms[0][1]);
+    free(scratch);
+    rwf_free(&o);
+}
+END_TEST
+
 /* One run of a bright mover through the whitening chain, object removal
  * on or off. Returns, at the last frame, the matched-filter SNR at the
  * mover's past positions (those of the frames in the history, mapped into
@@ -602,6 +1060,8 @@ static Suite *whiten_suite(void)
     tcase_add_test(tc, test_whiten_reference);
     tcase_add_test(tc, test_lsq_moments_reference);
     tcase_add_test(tc, test_whiten_lsq_thread_independent);
+    tcase_add_test(tc, test_whiten_reweight_reference);
+    tcase_add_test(tc, test_whiten_reweight_thread_independent);
     suite_add_tcase(s, tc);
     tc = tcase_create("history");
     tcase_set_timeout(tc, 120);
@@ -613,6 +1073,8 @@ static Suite *whiten_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_residual_noise_jittered_field);
     tcase_add_test(tc, test_object_removal_no_trail);
+    tcase_add_test(tc, test_reweight_invalid_fraction);
+    tcase_add_test(tc, test_reweight_unbiased);
     suite_add_tcase(s, tc);
     return s;
 }

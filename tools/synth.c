@@ -2,14 +2,21 @@
  * synth.c — synthetic star fields (contract in synth.h).
  *
  * Model of one frame t, in ADU, before noise:
- *   sky(x, y) = sky + sky_grad_x·(x - xc) + sky_grad_y·(y - yc)   (detector coordinates,
- *               xc, yc = frame centre; not dimmed by transparency)
+ *   sky(x, y) = K_t · (sky + sky_grad_x·(x - xc) + sky_grad_y·(y - yc))   (detector
+ *               coordinates, xc, yc = frame centre; not dimmed by transparency;
+ *               K_t = (1 + sky_trend)^t · max(0, 1 + sky_var·N(0,1)), 1 when both are off)
+ *   + G_t(x, y), the stray-light glow of synth.h (detector coordinates, not dimmed)
  *   + T_t · Σ stars, rendered at p - s_t with this frame's PSF (σ_t)
- *   + T_t · movers (point sources) and an optional streak
- * then Poisson noise (gain e-/ADU) and Gaussian read noise, then the
+ *   + T_t · movers (point sources, or Gaussians of mover_sigma) and an optional streak
+ * then Poisson noise (gain e-/ADU) and Gaussian read noise — or, with the
+ * uniform noise model, integer noise U{0..uniform_max} alone — then the
  * detector terms that do not go through the optics: bias, hot pixels (fixed
  * detector positions) and cosmic-ray hits (1–3 sharp pixels), then clipping
  * to the saturation level / type range and rounding for integer types.
+ * Overscan columns (right of the image) hold bias + the read noise (or the
+ * uniform noise) only. A frame with height_jitter keeps its first
+ * height - U{0..k} rows: the image is rendered as always and the last rows
+ * are not written, so every remaining pixel is the one the full frame had.
  *
  * Choices worth knowing (all documented again where they happen):
  * - The sky is periodic with a period of the frame size plus a margin of
@@ -51,7 +58,10 @@
  * Determinism: one seeded xoshiro256** per purpose — setup (stars, hot
  * pixels, movers), per frame (pointing, seeing, transparency), per frame
  * streak and cosmic streams, and one per frame row for the noise — each seeded
- * through splitmix64 from (seed, stream, frame, row). Rows are rendered by
+ * through splitmix64 from (seed, stream, frame, row). The knobs added later
+ * (sky_var, stray, height_jitter, overscan, uniform noise) draw from streams
+ * of their own and only when on, so a configuration without them renders
+ * exactly the pixels it always did. Rows are rendered by
  * bands in parallel (OpenMP when built with it) and every pixel sums its
  * sources in the same order, so the output is bit-identical for any thread
  * count, and switching one feature on does not change the draws of another.
@@ -85,11 +95,19 @@
 #define HOT_LEVEL_LO 0.5            /* hot pixel level = hot_level · U(lo, hi) */
 #define HOT_LEVEL_HI 1.5
 #define BAND_ROWS 16                /* rows per parallel work item */
+#define MAX_OVERSCAN 4096           /* overscan columns */
+#define MAX_UNIFORM 65535           /* uniform noise: largest k of U{0..k} */
+#define MAX_SKY_TREND 1.0           /* sky_trend in [-0.5, 1] per frame */
+#define MIN_SKY_TREND (-0.5)
 #define MAX_DIM 65536
 #define MAX_PIXELS (1ull << 30)
 
 /* independent random streams (see the header comment) */
-enum { STREAM_SETUP = 1, STREAM_FRAME, STREAM_STREAK, STREAM_COSMIC, STREAM_NOISE };
+enum {
+    STREAM_SETUP = 1, STREAM_FRAME, STREAM_STREAK, STREAM_COSMIC, STREAM_NOISE,
+    /* later knobs: each its own stream, drawn from only when the knob is on */
+    STREAM_SKY, STREAM_STRAY, STREAM_STRAY_SETUP, STREAM_GEOM, STREAM_OVERSCAN, STREAM_UNIFORM
+};
 
 /* ---- PRNG: splitmix64-seeded xoshiro256**, Box-Muller normals ---------- */
 
@@ -182,11 +200,18 @@ static double rng_poisson(rng_t *r, double lam)
     return v < 0.0 ? 0.0 : v;
 }
 
+/* Integer uniform on {0..k} (the modulo bias is below 2^-48 for k < 2^16). */
+static double uniform_int(rng_t *r, int k)
+{
+    return k > 0 ? (double)(rng_u64(r) % (uint64_t)(k + 1)) : 0.0;
+}
+
 /* ---- the generator ------------------------------------------------------ */
 
 typedef struct src {        /* one point source of this frame, frame coordinates */
     double x, y, flux;
     int r;                  /* rendering radius, px */
+    double sg;              /* > 0: a Gaussian of this sigma (comet), not the frame's PSF */
 } src_t;
 
 typedef struct cosmic_px {
@@ -213,11 +238,13 @@ struct ss_synth {
     int n_hot;
     int *hot_idx;               /* sorted pixel indices */
     float *hot_adu;
+    int *hot_x, *hot_y;         /* the same pixels as coordinates (the truth lists them) */
 
     int n_movers;
     double *mov_x, *mov_y, *mov_vx, *mov_vy;
-    double mover_flux;
+    double *mov_f;              /* flux of each mover at transparency 1, ADU */
     double mover_edge;          /* px kept free at the frame edges */
+    double stray_phi0;          /* stray-light direction at frame 0, rad */
 
     /* per-frame scratch, allocated once */
     float *model;               /* W·H floats: the frame before clipping/rounding */
@@ -227,6 +254,11 @@ struct ss_synth {
     int n_cosmic;
     streak_t streak;
     double sigma_t, alpha_t, moffat_norm_t;
+    double sky_f;               /* K_t: this frame's sky factor */
+    int sky_scaled;             /* sky_var or sky_trend on: the sky goes through K_t */
+    double stray_a, stray_qx, stray_qy, stray_l;   /* this frame's glow (stray > 0) */
+    double *stray_col;          /* W: exp(-(x - qx)² / (2 L²)) of this frame */
+    int out_w, out_h;           /* this frame as written: width + overscan, rows kept */
 
     uint64_t seq;
     double p0x, p0y;            /* frame 0's pointing */
@@ -346,6 +378,31 @@ static int cfg_check(const ss_synth_cfg_t *c)
     CHECK(!c->wcs || (isfinite(c->wcs_ra) && isfinite(c->wcs_dec) && fabs(c->wcs_dec) <= 90.0 &&
                       isfinite(c->wcs_scale) && c->wcs_scale > 0.0),
           "wcs_ra/wcs_dec/wcs_scale invalid");
+    CHECK(finite_nonneg(c->sky_var) && c->sky_var <= 1.0, "sky_var %g out of range [0, 1]",
+          c->sky_var);
+    CHECK(isfinite(c->sky_trend) && c->sky_trend >= MIN_SKY_TREND && c->sky_trend <= MAX_SKY_TREND,
+          "sky_trend %g out of range [%g, %g]", c->sky_trend, MIN_SKY_TREND, MAX_SKY_TREND);
+    CHECK(finite_nonneg(c->stray) && c->stray <= 1e9, "stray %g out of range [0, 1e9]", c->stray);
+    CHECK(c->star_snap == 0 || c->star_snap == 1, "star_snap must be 0 or 1");
+    CHECK(c->noise_model == SS_SYNTH_NOISE_GAUSS || c->noise_model == SS_SYNTH_NOISE_UNIFORM,
+          "noise_model %d unknown", (int)c->noise_model);
+    CHECK(c->uniform_max >= 0 && c->uniform_max <= MAX_UNIFORM,
+          "uniform_max %d out of range [0, %d]", c->uniform_max, MAX_UNIFORM);
+    CHECK(c->overscan >= 0 && c->overscan <= MAX_OVERSCAN && c->width + c->overscan <= MAX_DIM &&
+              (uint64_t)(c->width + c->overscan) * (uint64_t)c->height <= MAX_PIXELS,
+          "overscan %d out of range [0, %d] (or the frame grows too large)", c->overscan,
+          MAX_OVERSCAN);
+    CHECK(c->height_jitter >= 0 && c->height_jitter <= c->height / 2,
+          "height_jitter %d out of range [0, height/2 = %d]", c->height_jitter, c->height / 2);
+    CHECK(c->jump_at >= 0, "jump_at must be >= 0");
+    CHECK(c->n_mover_snr >= 0 && c->n_mover_snr <= SS_SYNTH_MAX_SNR_LIST,
+          "mover_snr_list: %d entries, at most %d", c->n_mover_snr, SS_SYNTH_MAX_SNR_LIST);
+    for (int i = 0; i < c->n_mover_snr; i++)
+        CHECK(finite_nonneg(c->mover_snr_list[i]), "mover_snr_list[%d] = %g must be >= 0", i,
+              c->mover_snr_list[i]);
+    CHECK(c->mover_sigma == 0.0 || (isfinite(c->mover_sigma) && c->mover_sigma >= 0.3 &&
+                                    c->mover_sigma <= MAX_PSF_SIGMA),
+          "mover_sigma %g must be 0 or in [0.3, %g]", c->mover_sigma, MAX_PSF_SIGMA);
     return 0;
 }
 
@@ -373,6 +430,10 @@ void ss_synth_destroy(ss_synth_t **ps)
     free(s->star_f);
     free(s->hot_idx);
     free(s->hot_adu);
+    free(s->hot_x);
+    free(s->hot_y);
+    free(s->mov_f);
+    free(s->stray_col);
     free(s->mov_x);
     free(s->mov_y);
     free(s->mov_vx);
@@ -382,6 +443,18 @@ void ss_synth_destroy(ss_synth_t **ps)
     free(s->cosmic);
     free(s);
     *ps = NULL;
+}
+
+/* Flux of mover i at transparency 1 from its SNR (the peak of the §6 SNR
+ * map, kernel psf_sigma): sqrt(4π)·σ_k for the star PSF, and for a Gaussian
+ * of sigma σ_m filtered by σ_k, z = F·σ_k / (sqrt(π)·σ·(σ_m² + σ_k²)). */
+static double mover_flux(const ss_synth_cfg_t *c, double sigma_ref, int i)
+{
+    double snr = c->n_mover_snr > 0 ? c->mover_snr_list[i % c->n_mover_snr] : c->mover_snr;
+    if (c->mover_sigma > 0.0)
+        return snr * sigma_ref * sqrt(M_PI) *
+               (c->mover_sigma * c->mover_sigma + c->psf_sigma * c->psf_sigma) / c->psf_sigma;
+    return snr * sigma_ref * sqrt(4.0 * M_PI) * c->psf_sigma;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -402,8 +475,14 @@ ss_synth_t *ss_synth_new(const ss_synth_cfg_t *c)
     s->start_mjd = c->start_mjd > 0.0 ? c->start_mjd : ss_unix_to_mjd(ss_now_unix());
     s->tile_w = W + 2.0 * SKY_MARGIN;
     s->tile_h = H + 2.0 * SKY_MARGIN;
-    s->sigma_pix = sqrt((c->gain > 0.0 ? SS_MAX(c->sky, 0.0) / c->gain : 0.0) +
-                        c->read_noise * c->read_noise);
+    if (c->noise_model == SS_SYNTH_NOISE_UNIFORM) {
+        /* variance of U{0..k}: ((k + 1)² - 1) / 12 */
+        double k1 = (double)c->uniform_max + 1.0;
+        s->sigma_pix = sqrt((k1 * k1 - 1.0) / 12.0);
+    } else {
+        s->sigma_pix = sqrt((c->gain > 0.0 ? SS_MAX(c->sky, 0.0) / c->gain : 0.0) +
+                            c->read_noise * c->read_noise);
+    }
     s->sigma_ref = s->sigma_pix > 0.0 ? s->sigma_pix : 1.0;
     double fwhm = 2.0 * sqrt(2.0 * log(2.0)) * c->psf_sigma;
     s->moffat_alpha =
@@ -426,13 +505,18 @@ ss_synth_t *ss_synth_new(const ss_synth_cfg_t *c)
     size_t nh = (size_t)(c->n_hot > 0 ? c->n_hot : 1);
     s->hot_idx = malloc(nh * sizeof *s->hot_idx);
     s->hot_adu = malloc(nh * sizeof *s->hot_adu);
+    s->hot_x = malloc(nh * sizeof *s->hot_x);
+    s->hot_y = malloc(nh * sizeof *s->hot_y);
     size_t nm = (size_t)(c->n_movers > 0 ? c->n_movers : 1);
     s->mov_x = malloc(nm * sizeof(double));
     s->mov_y = malloc(nm * sizeof(double));
     s->mov_vx = malloc(nm * sizeof(double));
     s->mov_vy = malloc(nm * sizeof(double));
+    s->mov_f = malloc(nm * sizeof(double));
+    s->stray_col = malloc((size_t)W * sizeof *s->stray_col);
     if (!s->star_x || !s->star_y || !s->star_f || !s->model || !s->srcs || !s->cosmic || !s->hot_idx ||
-        !s->hot_adu || !s->mov_x || !s->mov_y || !s->mov_vx || !s->mov_vy) {
+        !s->hot_adu || !s->hot_x || !s->hot_y || !s->mov_x || !s->mov_y || !s->mov_vx ||
+        !s->mov_vy || !s->mov_f || !s->stray_col) {
         SS_LOG(SS_LOG_ERR, TAG, "out of memory for %d stars", s->n_stars);
         ss_synth_destroy(&s);
         return NULL;
@@ -441,6 +525,10 @@ ss_synth_t *ss_synth_new(const ss_synth_cfg_t *c)
         s->star_x[i] = -SKY_MARGIN + rng_uniform(&r) * s->tile_w;
         s->star_y[i] = -SKY_MARGIN + rng_uniform(&r) * s->tile_h;
         s->star_f[i] = powerlaw_draw(rng_uniform(&r), c->flux_min, c->flux_max, c->star_alpha);
+        if (c->star_snap) {     /* after the draws: the other stars' draws stay the same */
+            s->star_x[i] = round(s->star_x[i]);
+            s->star_y[i] = round(s->star_y[i]);
+        }
     }
 
     /* hot pixels: distinct detector pixels (rejection on duplicates; at most
@@ -467,12 +555,15 @@ ss_synth_t *ss_synth_new(const ss_synth_cfg_t *c)
             qsort(s->hot_idx, (size_t)s->n_hot, sizeof *s->hot_idx, cmp_int);
         }
     }
+    for (int i = 0; i < s->n_hot; i++) {
+        s->hot_x[i] = s->hot_idx[i] % W;
+        s->hot_y[i] = s->hot_idx[i] / W;
+    }
 
     /* movers: start anywhere inside the frame's free area, random direction */
     s->mover_edge = ceil(3.0 * c->psf_sigma) + 1.0;
     if (W - 2.0 * s->mover_edge < 1.0 || H - 2.0 * s->mover_edge < 1.0)
         s->mover_edge = 0.0;
-    s->mover_flux = c->mover_snr * s->sigma_ref * sqrt(4.0 * M_PI) * c->psf_sigma;
     s->n_movers = c->n_movers;
     for (int i = 0; i < s->n_movers; i++) {
         s->mov_x[i] = s->mover_edge + rng_uniform(&r) * (W - 2.0 * s->mover_edge);
@@ -480,6 +571,12 @@ ss_synth_t *ss_synth_new(const ss_synth_cfg_t *c)
         double th = 2.0 * M_PI * rng_uniform(&r);
         s->mov_vx[i] = c->mover_speed * cos(th);
         s->mov_vy[i] = c->mover_speed * sin(th);
+        s->mov_f[i] = mover_flux(c, s->sigma_ref, i);
+    }
+    if (c->stray > 0.0) {
+        rng_t rs;
+        rng_seed(&rs, c->seed, STREAM_STRAY_SETUP, 0, 0);
+        s->stray_phi0 = 2.0 * M_PI * rng_uniform(&rs);
     }
     return s;
 }
@@ -489,12 +586,12 @@ ss_synth_t *ss_synth_new(const ss_synth_cfg_t *c)
 /* Rendering radius of a point source of flux f with this frame's PSF: far
  * enough that the flux outside is negligible and the last pixel is below
  * RENDER_FLOOR_FRAC·σ_ref; never beyond MAX_RADIUS (the sky tile's seam). */
-static int src_radius(const ss_synth_t *s, double f)
+static int src_radius_sg(const ss_synth_t *s, double f, double sg_src)
 {
     double thr = RENDER_FLOOR_FRAC * s->sigma_ref;
     double r;
-    if (s->c.psf == SS_SYNTH_GAUSS) {
-        double sg = s->sigma_t;
+    if (sg_src > 0.0 || s->c.psf == SS_SYNTH_GAUSS) {
+        double sg = sg_src > 0.0 ? sg_src : s->sigma_t;
         double peak = f / (2.0 * M_PI * sg * sg);
         r = GAUSS_MIN_RADIUS_SIGMA * sg;
         if (peak > thr)
@@ -510,6 +607,9 @@ static int src_radius(const ss_synth_t *s, double f)
     int ri = (int)ceil(r);
     return SS_CLAMP(ri, 1, MAX_RADIUS);
 }
+
+/* The same for a source drawn with the frame's PSF. */
+static int src_radius(const ss_synth_t *s, double f) { return src_radius_sg(s, f, 0.0); }
 
 /* Add a Gaussian point source to rows [ya, yb) of the model: exact pixel
  * integrals, separable (erf differences per axis). */
@@ -617,21 +717,25 @@ static void render_streak(float *model, int W, int ya, int yb, const streak_t *s
     }
 }
 
+/* Clip and store one pixel in the output type. */
+static inline void store_px(double v, void *out, ss_dtype_t dt, size_t i, double lo, double hi)
+{
+    v = v < lo ? lo : v > hi ? hi : v;
+    switch (dt) {
+    case SS_DT_U8: ((uint8_t *)out)[i] = (uint8_t)lrint(v); break;
+    case SS_DT_U16: ((uint16_t *)out)[i] = (uint16_t)lrint(v); break;
+    case SS_DT_I16: ((int16_t *)out)[i] = (int16_t)lrint(v); break;
+    case SS_DT_I32: ((int32_t *)out)[i] = (int32_t)llrint(v); break;
+    default: ((float *)out)[i] = (float)v; break;
+    }
+}
+
 /* Clip and store one row in the output type. */
 static void store_row(const float *m, void *out, ss_dtype_t dt, size_t off, int W, double lo,
                       double hi)
 {
-    for (int i = 0; i < W; i++) {
-        double v = m[i];
-        v = v < lo ? lo : v > hi ? hi : v;
-        switch (dt) {
-        case SS_DT_U8: ((uint8_t *)out)[off + i] = (uint8_t)lrint(v); break;
-        case SS_DT_U16: ((uint16_t *)out)[off + i] = (uint16_t)lrint(v); break;
-        case SS_DT_I16: ((int16_t *)out)[off + i] = (int16_t)lrint(v); break;
-        case SS_DT_I32: ((int32_t *)out)[off + i] = (int32_t)llrint(v); break;
-        default: ((float *)out)[off + i] = (float)v; break;
-        }
-    }
+    for (int i = 0; i < W; i++)
+        store_px(m[i], out, dt, off + i, lo, hi);
 }
 
 static double dtype_min(ss_dtype_t t)
@@ -657,14 +761,28 @@ static void render_band(const ss_synth_t *s, float *model, int ya, int yb, void 
     for (int j = ya; j < yb; j++) {
         float *row = model + (size_t)j * W;
         double base = c->sky + c->sky_grad_y * (j - ycen);
-        for (int i = 0; i < W; i++)
-            row[i] = (float)(base + c->sky_grad_x * (i - xcen));
+        if (!s->sky_scaled && !(s->stray_a > 0.0)) {
+            for (int i = 0; i < W; i++)
+                row[i] = (float)(base + c->sky_grad_x * (i - xcen));
+            continue;
+        }
+        double dy = j - s->stray_qy;
+        double gy = s->stray_a > 0.0
+                        ? s->stray_a * exp(-0.5 * dy * dy / (s->stray_l * s->stray_l)) : 0.0;
+        for (int i = 0; i < W; i++) {
+            double v = s->sky_f * (base + c->sky_grad_x * (i - xcen));
+            if (gy > 0.0)
+                v += gy * s->stray_col[i];
+            row[i] = (float)v;
+        }
     }
     for (int k = 0; k < s->n_srcs; k++) {
         const src_t *p = &s->srcs[k];
         if (p->y + p->r < ya - 1 || p->y - p->r > yb)
             continue;
-        if (c->psf == SS_SYNTH_GAUSS)
+        if (p->sg > 0.0)
+            render_gauss(model, W, H, ya, yb, p, p->sg);
+        else if (c->psf == SS_SYNTH_GAUSS)
             render_gauss(model, W, H, ya, yb, p, s->sigma_t);
         else
             render_moffat(model, W, H, ya, yb, p, s->alpha_t, c->moffat_beta, s->moffat_norm_t);
@@ -673,7 +791,16 @@ static void render_band(const ss_synth_t *s, float *model, int ya, int yb, void 
         render_streak(model, W, ya, yb, &s->streak, s->sigma_t);
 
     /* noise: one generator per (frame, row) — thread-count independent */
-    for (int j = ya; j < yb; j++) {
+    for (int j = ya; j < yb && c->noise_model == SS_SYNTH_NOISE_UNIFORM; j++) {
+        if (c->uniform_max <= 0)
+            break;
+        float *row = model + (size_t)j * W;
+        rng_t r;
+        rng_seed(&r, c->seed, STREAM_UNIFORM, s->seq, (uint64_t)j);
+        for (int i = 0; i < W; i++)
+            row[i] = (float)((double)row[i] + uniform_int(&r, c->uniform_max));
+    }
+    for (int j = ya; j < yb && c->noise_model == SS_SYNTH_NOISE_GAUSS; j++) {
         float *row = model + (size_t)j * W;
         if (c->gain <= 0.0 && c->read_noise <= 0.0)
             break;
@@ -715,8 +842,23 @@ static void render_band(const ss_synth_t *s, float *model, int ya, int yb, void 
         if (q->y >= ya && q->y < yb)
             model[(size_t)q->y * W + q->x] += q->adu;
     }
+    const int WO = s->out_w;
     for (int j = ya; j < yb; j++)
-        store_row(model + (size_t)j * W, out, c->dtype, (size_t)j * W, W, lo, hi);
+        store_row(model + (size_t)j * W, out, c->dtype, (size_t)j * WO, W, lo, hi);
+
+    /* overscan: bias + read noise (or the uniform noise), its own stream per row */
+    for (int j = ya; j < yb && c->overscan > 0; j++) {
+        rng_t r;
+        rng_seed(&r, c->seed, STREAM_OVERSCAN, s->seq, (uint64_t)j);
+        for (int i = 0; i < c->overscan; i++) {
+            double v = c->bias;
+            if (c->noise_model == SS_SYNTH_NOISE_UNIFORM)
+                v += uniform_int(&r, c->uniform_max);
+            else if (c->read_noise > 0.0)
+                v += c->read_noise * rng_normal(&r);
+            store_px(v, out, c->dtype, (size_t)j * WO + W + i, lo, hi);
+        }
+    }
 }
 
 /* ---- per frame ---------------------------------------------------------- */
@@ -849,16 +991,66 @@ static void make_cosmics(ss_synth_t *s, ss_synth_truth_t *truth, int *next_id)
     }
 }
 
+static double stray_angle(const ss_synth_t *s)
+{
+    return s->stray_phi0 + SS_SYNTH_STRAY_TURN * (double)s->seq;
+}
+
+/* This frame's sky factor K_t, stray-light glow and written size; each
+ * knob draws from its own stream, and only when it is on. */
+static void frame_sky_and_geometry(ss_synth_t *s)
+{
+    const ss_synth_cfg_t *c = &s->c;
+    const int W = c->width, H = c->height;
+    s->sky_scaled = c->sky_var > 0.0 || c->sky_trend != 0.0;
+    s->sky_f = 1.0;
+    if (c->sky_trend != 0.0)
+        s->sky_f = pow(1.0 + c->sky_trend, (double)s->seq);
+    if (c->sky_var > 0.0) {
+        rng_t r;
+        rng_seed(&r, c->seed, STREAM_SKY, s->seq, 0);
+        s->sky_f *= SS_MAX(1.0 + c->sky_var * rng_normal(&r), 0.0);
+    }
+    s->stray_a = 0.0;
+    if (c->stray > 0.0) {
+        rng_t r;
+        rng_seed(&r, c->seed, STREAM_STRAY, s->seq, 0);
+        s->stray_a = c->stray * SS_MAX(1.0 + SS_SYNTH_STRAY_WOBBLE * rng_normal(&r), 0.0);
+        double phi = stray_angle(s);
+        s->stray_l = 0.5 * SS_MAX(W, H);
+        s->stray_qx = 0.5 * (W - 1) + s->stray_l * cos(phi);
+        s->stray_qy = 0.5 * (H - 1) + s->stray_l * sin(phi);
+        for (int i = 0; i < W; i++) {
+            double dx = i - s->stray_qx;
+            s->stray_col[i] = exp(-0.5 * dx * dx / (s->stray_l * s->stray_l));
+        }
+    }
+    s->out_w = W + c->overscan;
+    s->out_h = H;
+    if (c->height_jitter > 0) {
+        rng_t r;
+        rng_seed(&r, c->seed, STREAM_GEOM, s->seq, 0);
+        s->out_h = H - (int)uniform_int(&r, c->height_jitter);
+    }
+}
+
+size_t ss_synth_frame_bytes(const ss_synth_cfg_t *c)
+{
+    if (!c || c->width <= 0 || c->height <= 0 || c->overscan < 0)
+        return 0;
+    return (size_t)(c->width + c->overscan) * (size_t)c->height * ss_dtype_size(c->dtype);
+}
+
 ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth)
 {
     if (!s || !f || !f->pixels)
         return SS_ERR_INVALID;
     const ss_synth_cfg_t *c = &s->c;
     const int W = c->width, H = c->height;
-    size_t bytes = (size_t)W * H * ss_dtype_size(c->dtype);
+    size_t bytes = ss_synth_frame_bytes(c);
     if (f->capacity < bytes) {
         SS_LOG(SS_LOG_ERR, TAG, "frame buffer holds %zu bytes, %dx%d %s needs %zu", f->capacity,
-               W, H, ss_dtype_name(c->dtype), bytes);
+               W + c->overscan, H, ss_dtype_name(c->dtype), bytes);
         return SS_ERR_SIZE;
     }
     /* pointing, seeing, transparency: fixed draw order, always all drawn */
@@ -867,7 +1059,8 @@ ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth)
     double jx = c->jitter * rng_normal(&fr), jy = c->jitter * rng_normal(&fr);
     double ju = rng_uniform(&fr), jth = 2.0 * M_PI * rng_uniform(&fr);
     double gs = rng_normal(&fr), gt = rng_normal(&fr);
-    if (s->seq > 0 && ju < c->jump_prob) {
+    int jump_now = c->jump_at > 0 && s->seq == (uint64_t)c->jump_at;
+    if (s->seq > 0 && (ju < c->jump_prob || jump_now)) {
         s->jump_x += c->jump_px * cos(jth);
         s->jump_y += c->jump_px * sin(jth);
     }
@@ -884,6 +1077,7 @@ ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth)
     s->alpha_t = s->moffat_alpha * seeing;
     if (c->psf == SS_SYNTH_MOFFAT)
         s->moffat_norm_t = (c->moffat_beta - 1.0) / (M_PI * s->alpha_t * s->alpha_t);
+    frame_sky_and_geometry(s);
 
     if (truth) {
         memset(truth, 0, offsetof(ss_synth_truth_t, obj));
@@ -893,6 +1087,17 @@ ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth)
         truth->psf_sigma = s->sigma_t;
         truth->transparency = T;
         truth->sigma_pix = s->sigma_pix;
+        truth->sky = c->sky * s->sky_f;
+        truth->stray = s->stray_a;
+        truth->stray_angle = c->stray > 0.0 ? stray_angle(s) : 0.0;
+        truth->width = s->out_w;
+        truth->height = s->out_h;
+        truth->overscan = c->overscan;
+        if (s->seq == 0 && s->n_hot > 0) {
+            truth->n_hot = s->n_hot;
+            truth->hot_x = s->hot_x;
+            truth->hot_y = s->hot_y;
+        }
         truth->n_obj = 0;
     }
 
@@ -905,17 +1110,18 @@ ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth)
         int r = src_radius(s, fl);
         if (x + r < -0.5 || x - r > W - 0.5 || y + r < -0.5 || y - r > H - 0.5)
             continue;
-        s->srcs[s->n_srcs++] = (src_t){x, y, fl, r};
+        s->srcs[s->n_srcs++] = (src_t){x, y, fl, r, 0.0};
     }
     int next_id = 0;
     double mw = W - 2.0 * s->mover_edge, mh = H - 2.0 * s->mover_edge;
+    const double msg = c->mover_sigma;     /* 0: the frame's PSF */
     for (int i = 0; i < s->n_movers; i++) {
         double x = s->mover_edge +
                    fmod_pos(s->mov_x[i] + s->mov_vx[i] * (double)s->seq - sx - s->mover_edge, mw);
         double y = s->mover_edge +
                    fmod_pos(s->mov_y[i] + s->mov_vy[i] * (double)s->seq - sy - s->mover_edge, mh);
-        double fl = s->mover_flux * T;
-        s->srcs[s->n_srcs++] = (src_t){x, y, fl, src_radius(s, fl)};
+        double fl = s->mov_f[i] * T;
+        s->srcs[s->n_srcs++] = (src_t){x, y, fl, src_radius_sg(s, fl, msg), msg};
         ss_synth_obj_t o;
         memset(&o, 0, sizeof o);
         o.id = next_id++;
@@ -923,7 +1129,12 @@ ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth)
         o.x = o.x0 = o.x1 = x;
         o.y = o.y0 = o.y1 = y;
         o.flux = fl;
-        o.snr = fl / (s->sigma_ref * sqrt(4.0 * M_PI) * c->psf_sigma);
+        if (msg > 0.0)
+            o.snr = fl * c->psf_sigma /
+                    (s->sigma_ref * sqrt(M_PI) * (msg * msg + c->psf_sigma * c->psf_sigma));
+        else
+            o.snr = fl / (s->sigma_ref * sqrt(4.0 * M_PI) * c->psf_sigma);
+        o.sigma = msg > 0.0 ? msg : s->sigma_t;
         add_obj(truth, &o);
     }
     /* ids: movers 0..n_movers-1, then streaks and cosmics numbered on */
@@ -950,17 +1161,19 @@ ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth)
     double hi = c->saturation > 0.0 ? SS_MIN(c->saturation, ss_dtype_max(c->dtype))
                                     : ss_dtype_max(c->dtype);
     double lo = dtype_min(c->dtype);
-    const int n_bands = (H + BAND_ROWS - 1) / BAND_ROWS;
+    /* only the rows this frame keeps (height_jitter) are rendered */
+    const int HO = s->out_h;
+    const int n_bands = (HO + BAND_ROWS - 1) / BAND_ROWS;
     const ss_synth_t *cs = s;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1)
 #endif
     for (int b = 0; b < n_bands; b++)
-        render_band(cs, cs->model, b * BAND_ROWS, SS_MIN((b + 1) * BAND_ROWS, H), f->pixels, lo,
+        render_band(cs, cs->model, b * BAND_ROWS, SS_MIN((b + 1) * BAND_ROWS, HO), f->pixels, lo,
                     hi);
 
-    f->width = W;
-    f->height = H;
+    f->width = s->out_w;
+    f->height = HO;
     f->dtype = c->dtype;
     f->valid = NULL;
     ss_frame_meta_clear(&f->meta);
@@ -969,6 +1182,14 @@ ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth)
     f->meta.exposure = c->exposure;
     f->meta.recv_mono = ss_now_mono();
     ss_strlcpy(f->meta.source, "synth", sizeof f->meta.source);
+    if (c->overscan > 0 || c->height_jitter > 0) {
+        /* the image section as the camera declares it: the full configured
+         * height, past the last row of a cut frame */
+        f->meta.trim_x0 = 0;
+        f->meta.trim_y0 = 0;
+        f->meta.trim_w = W;
+        f->meta.trim_h = H;
+    }
     if (c->wcs) {
         /* TAN projection centred on frame 0's centre pixel; the reference
          * pixel follows the pointing: the sky of reference pixel p is at
@@ -1024,8 +1245,14 @@ int ss_synth_truth_json(const ss_synth_truth_t *t, char *buf, size_t n)
         return -1;
     long len = 0;
     APPEND("{\"seq\":%llu,\"sx\":%.6f,\"sy\":%.6f,\"psf_sigma\":%.6f,\"transparency\":%.6f,"
-           "\"sigma_pix\":%.6f,\"objects\":[",
-           (unsigned long long)t->seq, t->sx, t->sy, t->psf_sigma, t->transparency, t->sigma_pix);
+           "\"sigma_pix\":%.6f,\"sky\":%.4f,\"width\":%d,\"height\":%d",
+           (unsigned long long)t->seq, t->sx, t->sy, t->psf_sigma, t->transparency, t->sigma_pix,
+           t->sky, t->width, t->height);
+    if (t->overscan > 0)
+        APPEND(",\"overscan\":%d", t->overscan);
+    if (t->stray > 0.0)
+        APPEND(",\"stray\":%.4f,\"stray_angle\":%.6f", t->stray, t->stray_angle);
+    APPEND(",\"objects\":[");
     int nobj = SS_CLAMP(t->n_obj, 0, SS_SYNTH_MAX_OBJ);
     for (int i = 0; i < nobj; i++) {
         const ss_synth_obj_t *o = &t->obj[i];
@@ -1034,10 +1261,32 @@ int ss_synth_truth_json(const ss_synth_truth_t *t, char *buf, size_t n)
         if (o->kind == SS_SYNTH_STREAK)
             APPEND(",\"x0\":%.4f,\"y0\":%.4f,\"x1\":%.4f,\"y1\":%.4f", o->x0, o->y0, o->x1,
                    o->y1);
-        APPEND(",\"flux\":%.6g,\"snr\":%.4f}", o->flux, o->snr);
+        APPEND(",\"flux\":%.6g,\"snr\":%.4f", o->flux, o->snr);
+        if (o->kind == SS_SYNTH_MOVER)
+            APPEND(",\"sigma\":%.4f", o->sigma);
+        APPEND("}");
     }
-    APPEND("]}");
+    APPEND("]");
+    if (t->n_hot > 0 && t->hot_x && t->hot_y) {
+        APPEND(",\"hot\":[");
+        for (int i = 0; i < t->n_hot; i++)
+            APPEND("%s[%d,%d]", i ? "," : "", t->hot_x[i], t->hot_y[i]);
+        APPEND("]");
+    }
+    APPEND("}");
     if (len < 0)
         return -1;
     return (int)len;
+}
+
+/* The header fields take < 400 bytes, an object < 260 (five coordinates
+ * and a flux of up to ~24 characters each), a hot pixel < 26. */
+#define TRUTH_HEAD_BYTES 512
+#define TRUTH_OBJ_BYTES 320
+#define TRUTH_HOT_BYTES 26
+
+size_t ss_synth_truth_json_max(const ss_synth_cfg_t *c)
+{
+    size_t hot = c && c->n_hot > 0 ? (size_t)c->n_hot : 0;
+    return TRUTH_HEAD_BYTES + (size_t)SS_SYNTH_MAX_OBJ * TRUTH_OBJ_BYTES + hot * TRUTH_HOT_BYTES;
 }

@@ -19,8 +19,16 @@ extern "C" {
 #endif
 
 #define SS_SYNTH_MAX_OBJ 256        /* truth objects per frame */
+#define SS_SYNTH_MAX_SNR_LIST 32    /* entries of mover_snr_list */
+#define SS_SYNTH_STRAY_WOBBLE 0.2   /* stray-light amplitude: fractional rms per frame */
+#define SS_SYNTH_STRAY_TURN 0.01    /* stray-light direction drift, rad per frame */
 
 typedef enum ss_synth_psf { SS_SYNTH_GAUSS = 0, SS_SYNTH_MOFFAT } ss_synth_psf_t;
+
+/* Pixel noise: gauss = Poisson (gain) + Gaussian read noise; uniform =
+ * integer noise U{0..uniform_max} added to each pixel, nothing else (the
+ * INDI CCD simulator's noise; gain and read_noise are then ignored). */
+typedef enum ss_synth_noise { SS_SYNTH_NOISE_GAUSS = 0, SS_SYNTH_NOISE_UNIFORM } ss_synth_noise_t;
 
 typedef struct ss_synth_cfg {
     int width, height;
@@ -45,6 +53,38 @@ typedef struct ss_synth_cfg {
     double read_noise;              /* ADU rms */
     double bias;                    /* ADU offset added to every pixel */
     double saturation;              /* clip at this level (0 = type max) */
+    /* Every knob below defaults to 0 = off, and leaves the sequence bit for
+     * bit as it was when off (its random draws come from streams of its own). */
+    double sky_var;                 /* fractional rms of the sky per frame: the sky (gradient
+                                     * included) times 1 + N(0, sky_var), independent per
+                                     * frame, clamped at 0; [0, 1] */
+    double sky_trend;               /* fractional sky change per frame (twilight): the sky
+                                     * times (1 + sky_trend)^t; [-0.5, 1] */
+    double stray;                   /* stray light, ADU at the glow's centre (0 = none); fixed
+                                     * in DETECTOR coordinates (it does not move with the
+                                     * pointing), not dimmed by transparency:
+                                     *   G_t(x, y) = A_t · exp(-|p - q_t|² / (2 L²)),
+                                     *   A_t = stray · max(0, 1 + SS_SYNTH_STRAY_WOBBLE·N(0,1)),
+                                     *   q_t = c + R·(cos φ_t, sin φ_t), φ_t = φ_0 +
+                                     *         SS_SYNTH_STRAY_TURN·t,
+                                     * p = (x, y), c = the frame centre, R = L = max(W, H)/2
+                                     * (the glow's centre lies on the circle through the
+                                     * frame's edge midpoints, so the frame sees a broad
+                                     * gradient from ~A_t on that side to ~0.14·A_t on the
+                                     * other), φ_0 random per seed; [0, 1e9] */
+    int star_snap;                  /* 1: star sky positions rounded to whole pixels (with zero
+                                     * jitter and drift the stars sit centred on pixels, as
+                                     * the INDI simulator draws them) */
+    ss_synth_noise_t noise_model;   /* gauss (default) or uniform */
+    int uniform_max;                /* uniform noise: k of U{0..k}, integer ADU; [0, 65535] */
+    int overscan;                   /* overscan columns appended at the right of the image:
+                                     * bias + read noise (uniform noise with that model),
+                                     * no sky, no sources; [0, 4096] */
+    int height_jitter;              /* k: each frame keeps height - U{0..k} rows (its last
+                                     * rows, the bottom of the sky, are cut; the remaining
+                                     * rows keep their sky coordinates); [0, height/2] */
+    int jump_at;                    /* frame at which the pointing jumps by jump_px (random
+                                     * direction), whatever jump_prob; 0 = none */
 
     /* telescope motion */
     double jitter;                  /* px rms, per axis, random per frame */
@@ -61,7 +101,15 @@ typedef struct ss_synth_cfg {
     /* transients */
     int n_movers;                   /* moving point objects, alive in every frame */
     double mover_snr;               /* peak matched-filter SNR: F = snr·σ_pix·sqrt(4π)·psf_sigma */
+    int n_mover_snr;                /* > 0: mover i gets mover_snr_list[i % n_mover_snr]
+                                     * instead of mover_snr; 0 = off */
+    double mover_snr_list[SS_SYNTH_MAX_SNR_LIST];
     double mover_speed;             /* px per frame, random direction */
+    double mover_sigma;             /* > 0: movers are extended Gaussians of this sigma (px;
+                                     * comets), not the star PSF; the SNR keeps its meaning
+                                     * (the peak of the §6 SNR map with the kernel psf_sigma):
+                                     * F = snr·σ_pix·sqrt(π)·(mover_sigma² + psf_sigma²) /
+                                     * psf_sigma; 0 = the star PSF; [0.3, 10] when on */
     double streak_prob;             /* probability per frame of a streak */
     double streak_snr;              /* matched-filter SNR along the streak: the §6 SNR map
                                      * (point-source kernel) on the streak's axis away from its
@@ -88,6 +136,9 @@ typedef struct ss_synth_obj {
     double x0, y0, x1, y1;          /* streak end points (frame coordinates) */
     double flux;                    /* ADU */
     double snr;                     /* as defined in the config above */
+    double sigma;                   /* movers: the Gaussian sigma they are drawn with, px (this
+                                     * frame's seeing, or mover_sigma; Moffat: the Gaussian of
+                                     * the same FWHM); 0 for other kinds */
 } ss_synth_obj_t;
 
 typedef struct ss_synth_truth {
@@ -95,7 +146,21 @@ typedef struct ss_synth_truth {
     double sx, sy;                  /* true shift s_t against frame 0's pointing */
     double psf_sigma;               /* this frame's seeing */
     double transparency;            /* multiplier applied to stars and objects */
-    double sigma_pix;               /* pixel noise at the sky level (ADU) */
+    double sigma_pix;               /* pixel noise at the configured sky level (ADU): the σ_ref
+                                     * of the SNR definitions */
+    double sky;                     /* this frame's sky at the frame centre, ADU (sky_var and
+                                     * sky_trend applied; no bias, no stray light) */
+    double stray;                   /* this frame's stray-light amplitude A_t, ADU (0: none) */
+    double stray_angle;             /* its direction φ_t, rad */
+    int width, height;              /* the frame as written (NAXIS1 = width + overscan,
+                                     * NAXIS2 = height minus this frame's cut) */
+    int overscan;                   /* overscan columns at the right (the image is columns
+                                     * 0 .. width - overscan - 1) */
+    /* Hot pixels (detector coordinates of the image area), listed in frame
+     * 0's truth only (n_hot = 0 in the others): the arrays belong to the
+     * generator and live as long as it does. */
+    int n_hot;
+    const int *hot_x, *hot_y;
     int n_obj;
     ss_synth_obj_t obj[SS_SYNTH_MAX_OBJ];
 } ss_synth_truth_t;
@@ -109,14 +174,26 @@ void ss_synth_defaults(ss_synth_cfg_t *c);
 ss_synth_t *ss_synth_new(const ss_synth_cfg_t *c);
 void ss_synth_destroy(ss_synth_t **s);
 
-/* Render the next frame into f (f->pixels must hold width·height pixels
- * of cfg->dtype; f->capacity is checked). Sets f's size, dtype and meta
- * (seq, time, exposure, source "synth"). truth may be NULL. */
+/* Bytes a frame of this configuration needs at most:
+ * (width + overscan) · height · the pixel size. */
+size_t ss_synth_frame_bytes(const ss_synth_cfg_t *c);
+
+/* Render the next frame into f (f->pixels must hold ss_synth_frame_bytes;
+ * f->capacity is checked). Sets f's size (width + overscan, height minus
+ * this frame's cut), dtype and meta (seq, time, exposure, source
+ * "synth"; with overscan or height_jitter, the trim section = the image
+ * columns and the full configured height, which reaches past the frame's
+ * last row on a cut frame, as real cameras write it). truth may be NULL. */
 ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth);
 
-/* The truth of one frame as one JSON line (no newline). Returns the
- * length, or -1 if buf is too small. */
+/* The truth of one frame as one JSON line (no newline): seq, sx, sy,
+ * psf_sigma, transparency, sigma_pix, sky, width, height (written frame),
+ * overscan and stray/stray_angle when on, "objects" (each with id, kind,
+ * x, y, streak end points, flux, snr, and sigma for movers), and in frame
+ * 0's line "hot": [[x, y], ...]. Returns the length, or -1 if buf is too
+ * small (ss_synth_truth_json_max bytes always suffice). */
 int ss_synth_truth_json(const ss_synth_truth_t *t, char *buf, size_t n);
+size_t ss_synth_truth_json_max(const ss_synth_cfg_t *c);
 
 #ifdef __cplusplus
 }

@@ -6,8 +6,14 @@
  *
  * Writes DIR/frame_00000.fits ... (one image per frame, the generator's
  * pixel type; u16 as BITPIX 16 + BZERO 32768) and DIR/truth.jsonl (one JSON
- * line per frame: true shift, seeing, transparency, pixel noise, and every
- * mover, streak and cosmic ray with its frame position, flux and SNR).
+ * line per frame: true shift, seeing, transparency, pixel noise, sky level,
+ * frame size, and every mover, streak and cosmic ray with its frame
+ * position, flux and SNR; frame 0's line also lists the hot pixels).
+ * With overscan columns or a varying height, each file carries TRIMSEC and
+ * DATASEC (the image columns, the full configured height: past NAXIS2 on a
+ * cut frame, as real cameras write them) and BIASSEC (the overscan
+ * columns); pipeline/frame_fits.c writes TRIMSEC, and DATASEC/BIASSEC are
+ * added here with CFITSIO (the frame writer has no field for them).
  * Exit status: 0 done, 1 a file could not be written, 2 bad usage.
  */
 #include <errno.h>
@@ -19,12 +25,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <fitsio.h>
+
 #include "pipeline/frame_fits.h"
 #include "tools/synth.h"
 
 #define PROG "skysieve-synth"
 #define EXIT_USAGE 2
-#define TRUTH_LINE_MAX (1 << 17)    /* 256 objects of ~200 chars fit */
 #define MAX_FRAMES 10000000
 
 static void usage(FILE *out)
@@ -69,17 +76,33 @@ static void usage(FILE *out)
 "      --hot N             hot pixels, fixed on the detector        [%d]\n"
 "      --hot-level ADU     their level above the sky (x0.5..1.5)    [%g]\n"
 "      --cosmic-rate R     cosmic-ray hits per Mpix per frame       [%g]\n"
+"      --noise gauss|uniform  gauss: Poisson (gain) + read noise; uniform:\n"
+"                          integer U{0..K} alone (INDI simulator)   [gauss]\n"
+"      --uniform-max K     K of the uniform noise, 0..65535         [%d]\n"
+"      --overscan N        overscan columns at the right (bias + read noise);\n"
+"                          the FITS get TRIMSEC/DATASEC/BIASSEC     [%d]\n"
+"      --height-jitter K   each frame loses U{0..K} rows at the bottom of the sky;\n"
+"                          TRIMSEC/DATASEC keep the full height     [%d]\n"
 "Telescope motion and sky (px)\n"
 "      --jitter PX         rms pointing jitter per axis per frame   [%g]\n"
 "      --drift DX,DY       drift per frame                          [%g,%g]\n"
 "      --jump-prob P       probability per frame of a pointing jump [%g]\n"
 "      --jump-px PX        size of a jump (random direction)        [%g]\n"
 "      --transparency T    fractional rms transparency change       [%g]\n"
+"      --jump-at T         frame at which the pointing jumps by jump-px; 0 = none [%d]\n"
+"      --sky-var V         fractional rms of the sky level per frame [%g]\n"
+"      --sky-trend R       fractional sky change per frame, sky*(1+R)^t [%g]\n"
+"      --stray ADU         stray-light glow fixed on the detector, ADU at its\n"
+"                          centre (x(1+N(0,0.2)) per frame, direction drifting) [%g]\n"
+"      --star-snap         stars on whole-pixel sky positions         [off]\n"
 "Transients (SNR: peak matched-filter SNR, F = snr*sigma_pix*sqrt(4 pi)*psf_sigma;\n"
 "streaks: SNR on the streak axis = flux per px of length / sigma_pix)\n"
 "      --movers N          moving point sources (max %d)           [%d]\n"
 "      --mover-snr S                                                [%g]\n"
+"      --mover-snr-list L  comma list: mover i gets L[i %% len]       [off]\n"
 "      --mover-speed PX    px per frame, random direction           [%g]\n"
+"      --mover-sigma PX    movers as Gaussians of this sigma (comets),\n"
+"                          SNR kept as the peak matched-filter SNR; 0 = the PSF [%g]\n"
 "      --streak-prob P     probability per frame of a streak        [%g]\n"
 "      --streak-snr S                                               [%g]\n"
 "      --streak-len MIN,MAX  streak length range, px                [%g,%g]\n"
@@ -91,9 +114,10 @@ static void usage(FILE *out)
             d.frame_interval, d.start_mjd, d.exposure, d.n_stars, d.flux_min, d.flux_max,
             d.star_alpha, d.psf_sigma, d.moffat_beta, d.seeing_wobble, d.sky, d.sky_grad_x,
             d.sky_grad_y, d.gain, d.read_noise, d.bias, d.saturation, d.n_hot, d.hot_level,
-            d.cosmic_rate, d.jitter, d.drift_x, d.drift_y, d.jump_prob, d.jump_px,
-            d.transparency, SS_SYNTH_MAX_OBJ, d.n_movers, d.mover_snr, d.mover_speed,
-            d.streak_prob, d.streak_snr, d.streak_len_min, d.streak_len_max, d.wcs_ra,
+            d.cosmic_rate, d.uniform_max, d.overscan, d.height_jitter, d.jitter, d.drift_x,
+            d.drift_y, d.jump_prob, d.jump_px, d.transparency, d.jump_at, d.sky_var,
+            d.sky_trend, d.stray, SS_SYNTH_MAX_OBJ, d.n_movers, d.mover_snr, d.mover_speed,
+            d.mover_sigma, d.streak_prob, d.streak_snr, d.streak_len_min, d.streak_len_max, d.wcs_ra,
             d.wcs_dec, d.wcs_scale);
 }
 
@@ -153,6 +177,58 @@ static int parse_pair(const char *opt, const char *s, char sep, double *a, doubl
     return 0;
 }
 
+/* "A,B,C": up to SS_SYNTH_MAX_SNR_LIST numbers. */
+static int parse_list(const char *opt, const char *s, double *out, int *n)
+{
+    char what[64];
+    snprintf(what, sizeof what, "a comma list of up to %d numbers", SS_SYNTH_MAX_SNR_LIST);
+    int k = 0;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno || !isfinite(v) || k >= SS_SYNTH_MAX_SNR_LIST)
+            return bad(opt, s, what);
+        out[k++] = v;
+        if (*end == '\0')
+            break;
+        if (*end != ',')
+            return bad(opt, s, what);
+        p = end + 1;
+    }
+    *n = k;
+    return 0;
+}
+
+/* DATASEC (= the TRIMSEC the frame writer put there) and BIASSEC, added
+ * to a written file with CFITSIO (then its checksum is renewed). The
+ * sections declare the configured height, past NAXIS2 on a cut frame. */
+static int add_sections(const char *path, const ss_synth_cfg_t *c)
+{
+    fitsfile *fp;
+    int st = 0;
+    char sec[80];
+    if (fits_open_diskfile(&fp, path, READWRITE, &st))
+        goto fail;
+    snprintf(sec, sizeof sec, "[1:%d,1:%d]", c->width, c->height);
+    fits_update_key_str(fp, "DATASEC", sec, "image section (the full height)", &st);
+    if (c->overscan > 0) {
+        snprintf(sec, sizeof sec, "[%d:%d,1:%d]", c->width + 1, c->width + c->overscan, c->height);
+        fits_update_key_str(fp, "BIASSEC", sec, "overscan section", &st);
+    }
+    fits_write_chksum(fp, &st);
+    fits_close_file(fp, &st);
+    if (!st)
+        return 0;
+fail: {
+    char msg[FLEN_STATUS];
+    fits_get_errstatus(st, msg);
+    fprintf(stderr, PROG ": %s: cannot add DATASEC/BIASSEC: %s\n", path, msg);
+    return -1;
+}
+}
+
 /* mkdir -p */
 static int make_dirs(const char *dir)
 {
@@ -189,7 +265,9 @@ enum {
     O_SKY, O_SKY_GRAD, O_GAIN, O_RN, O_BIAS, O_SAT, O_HOT, O_HOT_LEVEL, O_COSMIC,
     O_JITTER, O_DRIFT, O_JUMP_PROB, O_JUMP_PX, O_TRANSP,
     O_MOVERS, O_MOVER_SNR, O_MOVER_SPEED, O_STREAK_PROB, O_STREAK_SNR, O_STREAK_LEN,
-    O_WCS, O_WCS_CENTER, O_WCS_SCALE
+    O_WCS, O_WCS_CENTER, O_WCS_SCALE,
+    O_SKY_VAR, O_SKY_TREND, O_STRAY, O_STAR_SNAP, O_NOISE, O_UNIFORM_MAX, O_OVERSCAN,
+    O_HEIGHT_JITTER, O_JUMP_AT, O_MOVER_SNR_LIST, O_MOVER_SIGMA
 };
 
 static const struct option long_opts[] = {
@@ -236,6 +314,17 @@ static const struct option long_opts[] = {
     { "wcs", no_argument, NULL, O_WCS },
     { "wcs-center", required_argument, NULL, O_WCS_CENTER },
     { "wcs-scale", required_argument, NULL, O_WCS_SCALE },
+    { "sky-var", required_argument, NULL, O_SKY_VAR },
+    { "sky-trend", required_argument, NULL, O_SKY_TREND },
+    { "stray", required_argument, NULL, O_STRAY },
+    { "star-snap", no_argument, NULL, O_STAR_SNAP },
+    { "noise", required_argument, NULL, O_NOISE },
+    { "uniform-max", required_argument, NULL, O_UNIFORM_MAX },
+    { "overscan", required_argument, NULL, O_OVERSCAN },
+    { "height-jitter", required_argument, NULL, O_HEIGHT_JITTER },
+    { "jump-at", required_argument, NULL, O_JUMP_AT },
+    { "mover-snr-list", required_argument, NULL, O_MOVER_SNR_LIST },
+    { "mover-sigma", required_argument, NULL, O_MOVER_SIGMA },
     { NULL, 0, NULL, 0 },
 };
 
@@ -333,6 +422,40 @@ static int apply(int c, const char *name, const char *a, ss_synth_cfg_t *g)
     case O_WCS_SCALE:
         g->wcs = 1;
         return parse_dbl(name, a, &g->wcs_scale);
+    case O_SKY_VAR: return parse_dbl(name, a, &g->sky_var);
+    case O_SKY_TREND: return parse_dbl(name, a, &g->sky_trend);
+    case O_STRAY: return parse_dbl(name, a, &g->stray);
+    case O_STAR_SNAP: g->star_snap = 1; return 0;
+    case O_NOISE:
+        if (strcmp(a, "gauss") == 0)
+            g->noise_model = SS_SYNTH_NOISE_GAUSS;
+        else if (strcmp(a, "uniform") == 0)
+            g->noise_model = SS_SYNTH_NOISE_UNIFORM;
+        else
+            return bad(name, a, "gauss or uniform");
+        return 0;
+    case O_UNIFORM_MAX:
+        if (parse_int(name, a, 0, 65535, &v))
+            return -1;
+        g->uniform_max = (int)v;
+        return 0;
+    case O_OVERSCAN:
+        if (parse_int(name, a, 0, 4096, &v))
+            return -1;
+        g->overscan = (int)v;
+        return 0;
+    case O_HEIGHT_JITTER:
+        if (parse_int(name, a, 0, 32768, &v))
+            return -1;
+        g->height_jitter = (int)v;
+        return 0;
+    case O_JUMP_AT:
+        if (parse_int(name, a, 0, INT_MAX, &v))
+            return -1;
+        g->jump_at = (int)v;
+        return 0;
+    case O_MOVER_SNR_LIST: return parse_list(name, a, g->mover_snr_list, &g->n_mover_snr);
+    case O_MOVER_SIGMA: return parse_dbl(name, a, &g->mover_sigma);
     }
     return -1;
 }
@@ -393,11 +516,12 @@ int main(int argc, char **argv)
 
     int rc = 1;
     char path[SS_PATH_MAX + 32], err[SS_PATH_MAX + 256];
-    char *line = malloc(TRUTH_LINE_MAX);
+    const size_t line_max = ss_synth_truth_json_max(&cfg);
+    char *line = malloc(line_max);
     ss_synth_truth_t *truth = malloc(sizeof *truth);
     ss_frame_t f;
     memset(&f, 0, sizeof f);
-    f.capacity = (size_t)cfg.width * cfg.height * ss_dtype_size(cfg.dtype);
+    f.capacity = ss_synth_frame_bytes(&cfg);
     f.pixels = malloc(f.capacity);
     FILE *tf = NULL;
     if (!line || !truth || !f.pixels) {
@@ -422,7 +546,9 @@ int main(int argc, char **argv)
             fprintf(stderr, PROG ": %s\n", err);
             goto done;
         }
-        int n = ss_synth_truth_json(truth, line, TRUTH_LINE_MAX);
+        if ((cfg.overscan > 0 || cfg.height_jitter > 0) && add_sections(path, &cfg) != 0)
+            goto done;
+        int n = ss_synth_truth_json(truth, line, line_max);
         if (n < 0 || fprintf(tf, "%s\n", line) < 0) {
             fprintf(stderr, PROG ": cannot write the truth of frame %ld\n", t);
             goto done;
