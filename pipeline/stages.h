@@ -496,8 +496,9 @@ static inline int ss_comp_bound(int w, int h)
  *   area = count; sw = Σ wgt; swx = Σ wgt·x; swy = Σ wgt·y;
  *   swxx = Σ wgt·x²; swxy = Σ wgt·x·y; swyy = Σ wgt·y²;
  *   sx = Σ x; sy = Σ y (unweighted, the fallback when sw == 0);
- *   flux = Σ s·r'; rpos = Σ max(s·r, 0); rmax = max s·r (r unfiltered)
- *   with ridx its pixel index (ties: smallest index; -1 when no finite r);
+ *   flux = Σ s·r'; rpos = Σ max(s·r, 0); rmax = max s·r (r unfiltered;
+ *   -0 counts as +0) with ridx its pixel index (ties: smallest index; -1
+ *   when no finite r);
  *   zmax = max s·z with zidx its pixel index y·w+x (ties: smallest index);
  *   bbox = min/max x, y; invalid_nb = 1 if any 8-neighbour of a pixel is
  *   NaN in z; edge = 1 if a pixel lies on the frame's outer row/column;
