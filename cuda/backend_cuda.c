@@ -162,7 +162,15 @@ struct ss_backend {
     uint8_t *d_u8;
     int *d_chunk;
     cu_acc_t *d_acc;
-    int max_comp;
+    int max_comp;                   /* accumulators: min(CU_MAX_COMPONENTS, ss_comp_bound) */
+    /* a frame with more components than accumulators (cu_detect_overflow):
+     * per component its key and area, for every component the frame can
+     * hold; allocated only when ss_comp_bound(w, h) > max_comp */
+    unsigned long long *d_pkey;
+    int *d_parea;
+    cu_topk_t *d_topk;
+    int ncomp_max;
+    ss_rank_t *h_rank;              /* max_comp: the host's ranking of the accumulators */
     double *d_partials, *d_lsq;
     unsigned int *d_counter;
     uint32_t *d_rwlist;             /* whitening: pixels to re-weight (npix) */
@@ -654,8 +662,23 @@ static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
     (void)v;
     SK(cu_detect(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_CLEAN],
                  b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_parent, b->d_u8,
-                 b->d_chunk, b->d_acc, b->d_res, s));
+                 b->d_chunk, b->d_acc, b->max_comp, b->d_res, s));
     SK(cu_copy_small(&b->m_res->np, &b->d_res->np, 2 * sizeof(int), s));
+    const size_t n = (size_t)SS_MIN(b->max_comp, ACC_INLINE);
+    return cu_copy_small(b->m_acc, b->d_acc, n * sizeof(cu_acc_t), s);
+}
+
+/* More components than accumulators: measure the most significant
+ * eligible ones instead (cu_detect_overflow); n_elig and, as st_detect
+ * does, the first accumulators (now the selected ones) back to the host. */
+static cudaError_t st_detect_overflow(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    SK(cu_detect_overflow(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_CLEAN],
+                          b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_pkey,
+                          b->d_parea, b->ncomp_max, b->d_topk, b->d_acc, b->max_comp,
+                          b->d_res, s));
+    SK(cu_copy_small(&b->m_res->n_elig, &b->d_res->n_elig, sizeof(int), s));
     const size_t n = (size_t)SS_MIN(b->max_comp, ACC_INLINE);
     return cu_copy_small(b->m_acc, b->d_acc, n * sizeof(cu_acc_t), s);
 }
@@ -861,7 +884,7 @@ static void cuda_destroy(ss_backend_t **pb)
         b->d_gs[0], b->d_gs[1], b->d_gs[2], b->d_gs[3], b->d_misc,
         b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
         b->d_sel, b->d_selbuf, b->d_params, b->d_res, b->d_sel2, b->d_selbuf2, b->d_clean_samp,
-        b->d_rwlist, b->d_rwcount,
+        b->d_rwlist, b->d_rwcount, b->d_pkey, b->d_parea, b->d_topk,
     };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
@@ -886,6 +909,7 @@ static void cuda_destroy(ss_backend_t **pb)
     if (b->h_lsq)
         cudaFreeHost(b->h_lsq);
     free(b->h_acc_big);
+    free(b->h_rank);
     for (int i = 0; i < MAX_TIMERS; i++) {
         if (b->timers[i].a)
             cudaEventDestroy(b->timers[i].a);
@@ -1049,8 +1073,17 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     CC(DALLOC(b, b->d_u8, npix));
     const size_t nchunks = (npix + CU_CHUNK - 1) / CU_CHUNK;
     CC(DALLOC(b, b->d_chunk, 2 * nchunks * sizeof(int)));
-    b->max_comp = (int)SS_MIN((size_t)CU_MAX_COMPONENTS, npix / 2 + 1);
+    b->ncomp_max = ss_comp_bound(b->w, b->h);
+    b->max_comp = SS_MIN(CU_MAX_COMPONENTS, b->ncomp_max);
     CC(DALLOC(b, b->d_acc, (size_t)b->max_comp * sizeof(cu_acc_t)));
+    if (b->ncomp_max > b->max_comp) {   /* frames of more than ~2^19 px */
+        CC(DALLOC(b, b->d_pkey, (size_t)b->ncomp_max * sizeof(unsigned long long)));
+        CC(DALLOC(b, b->d_parea, (size_t)b->ncomp_max * sizeof(int)));
+        CC(DALLOC(b, b->d_topk, sizeof(cu_topk_t)));
+        CC(cudaMemset(b->d_pkey, 0, (size_t)b->ncomp_max * sizeof(unsigned long long)));
+        CC(cudaMemset(b->d_parea, 0, (size_t)b->ncomp_max * sizeof(int)));
+        CC(cudaMemset(b->d_topk, 0, sizeof(cu_topk_t)));
+    }
     CC(DALLOC(b, b->d_partials, (size_t)CU_RED_BLOCKS * SS_FINE_NSUMS * sizeof(double)));
     CC(DALLOC(b, b->d_lsq, ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) *
                                sizeof(double)));
@@ -1089,6 +1122,9 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
         if (!b->h_acc_big)
             return create_fail(&b, cudaErrorMemoryAllocation, "host accumulators");
     }
+    b->h_rank = malloc((size_t)b->max_comp * sizeof(ss_rank_t));
+    if (!b->h_rank)
+        return create_fail(&b, cudaErrorMemoryAllocation, "host ranking");
     memset(b->h_params, 0, sizeof *b->h_params);
     memset(b->h_res, 0, sizeof *b->h_res);
     /* scratch starts defined (compute-sanitizer's initcheck, and reads of
@@ -1279,6 +1315,9 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_cal
         hp->hot_k = c->hotpix_k;
         hp->hot_need = SS_MAX(1, (int)ceil(c->hotpix_fraction * window - 1e-9));
         hp->hot_learn_now = ++b->hp_frames >= window;
+        /* ss_hotpix_update's mid-window rule after the hp_frames-th frame */
+        hp->hot_need_early = SS_MAX(SS_MAX(c->hotpix_min_frames, 1),
+                                    (int)ceil(c->hotpix_fraction * b->hp_frames - 1e-9));
         if (hp->hot_learn_now)
             b->hp_frames = 0;
         if ((e = enqueue(b, st_hotpix, 0, SS_STAGE_CALIBRATE)))
@@ -1608,7 +1647,14 @@ static void acc_decode(const cu_acc_t *d, ss_comp_acc_t *a)
     a->sy = d->sy;
     a->flux = d->flux;
     a->rpos = d->rpos;
-    a->rmax = d->rkey ? key_to_float(d->rkey) : -INFINITY;
+    if (d->rkey) {
+        a->rmax = key_to_float((unsigned int)(d->rkey >> 32));
+        a->ridx = (int)~(unsigned int)(d->rkey & 0xffffffffu);
+    } else {
+        a->rmax = -INFINITY;
+        a->ridx = -1;
+    }
+    a->rwgt = d->rwgt;
     if (d->zkey) {
         a->zmax = key_to_float((unsigned int)(d->zkey >> 32));
         a->zidx = (int)~(unsigned int)(d->zkey & 0xffffffffu);
@@ -1626,8 +1672,41 @@ static void acc_decode(const cu_acc_t *d, ss_comp_acc_t *a)
     a->ky1 = d->ky1;
     a->invalid_nb = d->invalid_nb;
     a->edge = d->edge;
+    a->label = d->label;
 }
 
+/* The first n accumulators to the host (ACC_INLINE of them came with the
+ * last detect segment, st_detect or st_detect_overflow); returns where
+ * they are. */
+static const cu_acc_t *acc_fetch(ss_backend_t *b, int n, ss_err_t *err)
+{
+    *err = SS_OK;
+    if (n <= ACC_INLINE)
+        return b->h_acc;
+    cu_acc_t *dst = n > HOST_ACC ? b->h_acc_big : b->h_acc;
+    cudaError_t e;
+    if (dst == b->h_acc)
+        e = cu_copy_small(b->m_acc, b->d_acc, (size_t)n * sizeof(cu_acc_t), b->cs);
+    else                            /* pageable: through the copy engine */
+        e = cudaMemcpyAsync(dst, b->d_acc, (size_t)n * sizeof(cu_acc_t), cudaMemcpyDeviceToHost,
+                            b->cs);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(b->ev_done, b->cs);
+    if (e == cudaSuccess)
+        e = cudaEventSynchronize(b->ev_done);
+    if (e != cudaSuccess) {
+        *err = cu_fail(b, e, "accumulator read-back", __FILE__, __LINE__);
+        return NULL;
+    }
+    return dst;
+}
+
+/* §7 on the device, ranked on the host as ss_measure_rank: labelling and
+ * accumulation of up to max_comp components (k_detect.cu); a frame with
+ * more runs cu_detect_overflow, which measures the max_comp most
+ * significant eligible ones (exact: the same as measuring all). The
+ * accumulators' zkey is ss_sig_key, so the host ranks the eligible ones
+ * by it and finishes the kept in descending significance. */
 static ss_err_t cuda_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
 {
     ss_err_t e = op_begin(b);
@@ -1639,39 +1718,41 @@ static ss_err_t cuda_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
     hp->thresh_low = (float)c->thresh_low;
     hp->negative = c->negative;
     hp->max_comp = b->max_comp;
+    hp->min_area = c->min_area;
     if ((e = enqueue(b, st_detect, 0, SS_STAGE_DETECT)) || (e = flush_wait(b)))
         return e;
+    const int nc = b->h_res->np + b->h_res->nn;
+    int nacc = nc, unmeasured = 0;
+    if (nc > b->max_comp) {
+        if (!b->d_pkey) {           /* cannot happen: max_comp = ss_comp_bound then */
+            SS_LOG(SS_LOG_ERR, TAG, "%d components in a frame bounded by %d", nc, b->max_comp);
+            return SS_ERR_BACKEND;
+        }
+        if ((e = params_begin(b)) || (e = enqueue(b, st_detect_overflow, 0, SS_STAGE_DETECT)) ||
+            (e = flush_wait(b)))
+            return e;
+        nacc = SS_MIN(b->h_res->n_elig, b->max_comp);
+        unmeasured = b->h_res->n_elig - nacc;
+    }
     timer_t_ *t = b->timed ? timer_start(b, b->cs, SS_STAGE_DETECT, 1) : NULL;
-    const int np = b->h_res->np, nn = b->h_res->nn;
-    const int keep_p = SS_MIN(np, b->max_comp), keep_n = SS_MIN(nn, b->max_comp - keep_p);
-    const int nc = keep_p + keep_n;
-    const cu_acc_t *acc = b->h_acc;
-    if (nc > ACC_INLINE) {          /* a busy frame: the rest in a second copy */
-        cu_acc_t *dst = nc > HOST_ACC ? b->h_acc_big : b->h_acc;
-        if (dst == b->h_acc)
-            CK(b, cu_copy_small(b->m_acc, b->d_acc, (size_t)nc * sizeof(cu_acc_t), b->cs));
-        else                        /* pageable: through the copy engine */
-            CK(b, cudaMemcpyAsync(dst, b->d_acc, (size_t)nc * sizeof(cu_acc_t),
-                                  cudaMemcpyDeviceToHost, b->cs));
-        CK(b, cudaEventRecord(b->ev_done, b->cs));
-        CK(b, cudaEventSynchronize(b->ev_done));
-        acc = dst;
-    }
+    const cu_acc_t *acc = acc_fetch(b, nacc, &e);
+    if (!acc)
+        return e;
     timer_stop(b, t, b->cs);
+
+    const int min_area = SS_MAX(c->min_area, 1);
+    int m = 0;
+    for (int k = 0; k < nacc; k++)
+        if (acc[k].area >= min_area)
+            b->h_rank[m++] = (ss_rank_t){ acc[k].zkey, k, 0 };
+    const int kept = ss_rank_top(b->h_rank, m, ss_detect_keep(c, out));
     ss_detlist_clear(out);
-    const int min_area = c->min_area > 1 ? c->min_area : 1;
-    for (int k = 0; k < nc; k++) {
-        if (acc[k].area < min_area)
-            continue;
-        ss_detection_t *d = ss_detlist_push(out);
-        if (!d)
-            continue;
+    for (int j = 0; j < kept; j++) {
         ss_comp_acc_t a;
-        acc_decode(&acc[k], &a);
-        const int label = k < keep_p ? k + 1 : -(k - keep_p + 1);
-        ss_measure_finish(&a, label, sigma, b->w, c, d);
+        acc_decode(&acc[b->h_rank[j].idx], &a);
+        ss_measure_finish(&a, a.label, sigma, b->w, c, ss_detlist_push(out));
     }
-    out->truncated += (np - keep_p) + (nn - keep_n);
+    out->truncated = unmeasured + (m - kept);
     return SS_OK;
 }
 

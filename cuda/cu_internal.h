@@ -87,10 +87,24 @@ typedef struct cu_block_res {
 typedef struct cu_acc {
     double sw, swx, swy, swxx, swxy, swyy, sx, sy, flux, rpos;
     unsigned long long zkey;        /* key(zmax) << 32 | ~zidx: max = largest z, smallest index */
-    unsigned int rkey;              /* key(rmax) */
+    unsigned long long rkey;        /* key(rmax) << 32 | ~ridx, the same way (0: no finite r) */
+    double rwgt;                    /* max(s·r'(ridx), 0), after the pass (k_acc_rwgt) */
     int area, x0, y0, x1, y1, invalid_nb, edge, sign;
     int kx0, ky0, kx1, ky1;         /* bbox of the seed pixels (s·z >= thresh) */
+    int label;                      /* ±(index+1), set when initialised */
 } cu_acc_t;
+
+/* Workspace of the top-k selection of a frame with more components than
+ * accumulators (cu_detect_overflow): an 8-bit radix selection of the
+ * max_comp-th largest significance key among the eligible components. */
+typedef struct cu_topk {
+    unsigned long long prefix, mask;    /* the key bits found so far */
+    int want;                       /* rank still sought among keys matching prefix */
+    int all;                        /* every eligible component fits: no selection */
+    int n_elig;                     /* components with area >= min_area */
+    unsigned int counter;           /* slots handed out */
+    unsigned int hist[256];
+} cu_topk_t;
 
 /* ---- the parameter block (device; host fills a pinned mirror) -------- */
 
@@ -105,7 +119,8 @@ typedef struct cu_params {
     const double *row_bias;         /* roi.h overscan values on the device; NULL: none */
     double hot_k;
     int hot_learn_now;              /* window complete: learn and clear hits */
-    int hot_need;                   /* hits that make a pixel learned */
+    int hot_need;                   /* hits that make a pixel learned at the window's end */
+    int hot_need_early;             /* ... before it (ss_hotpix_update's incremental rule) */
     cu_sampler_t hot_samp;          /* d = frame - med, stride SS_HOTPIX_STRIDE */
 
     /* coarse registration */
@@ -135,6 +150,7 @@ typedef struct cu_params {
     float thresh, thresh_low;
     int negative;
     int max_comp;                   /* accumulators kept */
+    int min_area;                   /* components eligible for a detection */
 
     /* history store (and the sharp-outlier cleaning before it) */
     void *store_dst;
@@ -160,6 +176,7 @@ typedef struct cu_results {
     double noise_ref, noise_cur;    /* coarse level noise */
     int ref_dx, ref_dy;             /* coarse refinement result */
     int np, nn;                     /* components, both signs, before truncation */
+    int n_elig;                     /* eligible components (cu_detect_overflow) */
     double fine[SS_FINE_NSUMS];     /* fine-registration sums */
     double mad[9 * 2];              /* refinement scratch: (sum, count) per candidate */
     cu_block_res_t blocks[CU_MAX_BLOCKS];
@@ -243,7 +260,22 @@ cudaError_t cu_matched(const cu_params_t *p, int R, const float *in, int w, int 
 /* k_detect.cu: hysteresis + CCL + numbering + accumulation. */
 cudaError_t cu_detect(const cu_params_t *p, const float *z, const float *rc, const float *r,
                       int w, int h, int32_t *labels, int32_t *parent, uint8_t *seed,
-                      int *chunk_cnt, cu_acc_t *acc, cu_results_t *res, cudaStream_t s);
+                      int *chunk_cnt, cu_acc_t *acc, int max_comp, cu_results_t *res,
+                      cudaStream_t s);
+
+/* A frame with more components (res->np + nn) than accumulators
+ * (p->max_comp), after cu_detect: measure instead the max_comp most
+ * significant components with area >= p->min_area, exactly (ss_comp_preselect):
+ * per component its key (atomicMax of the packed peak) and area into
+ * pkey, parea (room for every component); the max_comp-th largest key by
+ * an 8-pass radix selection in tk; the selected get accumulator slots
+ * (atomic counter: any order, the host ranks by key) with their labels;
+ * one more pass accumulates them. res->n_elig: the eligible count. */
+cudaError_t cu_detect_overflow(const cu_params_t *p, const float *z, const float *rc,
+                               const float *r, int w, int h, const int32_t *labels,
+                               unsigned long long *pkey, int *parea, int ncomp_max,
+                               cu_topk_t *tk, cu_acc_t *acc, int max_comp, cu_results_t *res,
+                               cudaStream_t s);
 
 /* Fault injection for the error-path tests: kind 0 = an illegal address
  * (sticky), kind 1 = an invalid launch configuration (not sticky). */

@@ -195,7 +195,8 @@ __global__ void k_median3x3(const float *__restrict__ in, int w, int h, float *_
 
 /* One frame of hot-pixel counting (ss_hotpix_update): hot when
  * d = frame - med > (float)(k·sigma) and frame is above each finite
- * in-frame 8-neighbour; at the end of a window, learned = hits >= need and
+ * in-frame 8-neighbour; a pixel hot now with hits >= hot_need_early is
+ * learned mid-window; at the end of a window, learned = hits >= need and
  * hits restart. frame is only read here (the mask is applied after). */
 __global__ void k_hot_hits(const cu_params_t *__restrict__ p, const float *__restrict__ frame,
                            const float *__restrict__ med, const float *__restrict__ sigma, int w,
@@ -218,6 +219,10 @@ __global__ void k_hot_hits(const cu_params_t *__restrict__ p, const float *__res
                     lmax = false;
             }
         hc += lmax;
+        /* mid-window (ss_hotpix_update): learned on a frame it is hot in,
+         * nothing unlearned before the window's end */
+        if (lmax && !p->hot_learn_now && hc >= (unsigned int)p->hot_need_early && !learned[i])
+            learned[i] = 1;
     }
     if (p->hot_learn_now) {
         learned[i] = hc >= (unsigned int)p->hot_need;

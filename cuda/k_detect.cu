@@ -56,6 +56,13 @@ __device__ __forceinline__ unsigned int float_key(float f)
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+/* ss_sig_key: the significance of a pixel of SNR v (already times the
+ * component's sign) at index i — larger peak first, then smaller index. */
+__device__ __forceinline__ unsigned long long sig_key(float v, size_t i)
+{
+    return ((unsigned long long)float_key(v) << 32) | (unsigned int)~(unsigned int)i;
+}
+
 __device__ __forceinline__ int find_root(const int *parent, int i)
 {
     const volatile int *vp = parent;
@@ -284,12 +291,13 @@ __global__ void k_ccl_scan(int nchunks, int *cnt, cu_results_t *res)
     }
 }
 
-__device__ __forceinline__ void acc_init(cu_acc_t *a, int sign, int w, int h)
+__device__ __forceinline__ void acc_init(cu_acc_t *a, int sign, int label, int w, int h)
 {
     a->sw = a->swx = a->swy = a->swxx = a->swxy = a->swyy = 0.0;
     a->sx = a->sy = a->flux = a->rpos = 0.0;
     a->zkey = 0ull;
-    a->rkey = 0u;
+    a->rkey = 0ull;
+    a->rwgt = 0.0;
     a->area = 0;
     a->x0 = a->kx0 = w;
     a->y0 = a->ky0 = h;
@@ -298,6 +306,7 @@ __device__ __forceinline__ void acc_init(cu_acc_t *a, int sign, int w, int h)
     a->invalid_nb = 0;
     a->edge = 0;
     a->sign = sign;
+    a->label = label;
 }
 
 /* Number the kept roots of each chunk in raster order; label 0 for
@@ -354,15 +363,77 @@ __global__ void k_ccl_number(const cu_params_t *__restrict__ p, const float *__r
         } else if (cls[q] == 1) {
             labels[i] = ep + 1;
             if (ep < keep_p)
-                acc_init(&acc[ep], +1, w, h);
+                acc_init(&acc[ep], +1, ep + 1, w, h);
             ep++;
         } else {
             labels[i] = -(en + 1);
             if (en < keep_n)
-                acc_init(&acc[keep_p + en], -1, w, h);
+                acc_init(&acc[keep_p + en], -1, -(en + 1), w, h);
             en++;
         }
     }
+}
+
+/* One labelled pixel i of sign s into its accumulator (ss_measure_acc's
+ * acc_add, with atomics). */
+__device__ void acc_add(cu_acc_t *a, double s, size_t i, const float *__restrict__ z,
+                        const float *__restrict__ rc, const float *__restrict__ r, int w, int h,
+                        float hi)
+{
+    const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
+    const double xd = x, yd = y;
+    atomicAdd(&a->area, 1);
+    const double vc = s * (double)rc[i];
+    if (isfinite(vc)) {
+        atomicAdd(&a->flux, vc);
+        if (vc > 0.0) {
+            atomicAdd(&a->sw, vc);
+            atomicAdd(&a->swx, vc * xd);
+            atomicAdd(&a->swy, vc * yd);
+            atomicAdd(&a->swxx, vc * xd * xd);
+            atomicAdd(&a->swxy, vc * xd * yd);
+            atomicAdd(&a->swyy, vc * yd * yd);
+        }
+    }
+    atomicAdd(&a->sx, xd);
+    atomicAdd(&a->sy, yd);
+    const float vr = (float)s * r[i] + 0.0f;     /* -0 -> +0, as the CPU */
+    if (isfinite(vr)) {
+        if (vr > 0.0f)
+            atomicAdd(&a->rpos, (double)vr);
+        atomicMax(&a->rkey, sig_key(vr, i));
+    }
+    const float vz = (float)s * z[i];
+    atomicMax(&a->zkey, sig_key(vz, i));
+    atomicMin(&a->x0, x);
+    atomicMax(&a->x1, x);
+    atomicMin(&a->y0, y);
+    atomicMax(&a->y1, y);
+    if (vz >= hi) {
+        atomicMin(&a->kx0, x);
+        atomicMax(&a->kx1, x);
+        atomicMin(&a->ky0, y);
+        atomicMax(&a->ky1, y);
+    }
+    if (x == 0 || y == 0 || x == w - 1 || y == h - 1)
+        atomicOr(&a->edge, 1);
+    bool inv = false;
+    for (int dy = -1; dy <= 1 && !inv; dy++) {
+        const int yy = y + dy;
+        if (yy < 0 || yy >= h)
+            continue;
+        for (int dx = -1; dx <= 1; dx++) {
+            const int xx = x + dx;
+            if ((dx == 0 && dy == 0) || xx < 0 || xx >= w)
+                continue;
+            if (isnan(z[(size_t)yy * (size_t)w + (size_t)xx])) {
+                inv = true;
+                break;
+            }
+        }
+    }
+    if (inv)
+        atomicOr(&a->invalid_nb, 1);
 }
 
 /* Every pixel takes its root's label; kept components accumulate. */
@@ -397,62 +468,170 @@ __global__ void k_ccl_relabel(const float *__restrict__ z, const float *__restri
             k = keep_p + (-L) - 1;
         else
             continue;
+        acc_add(&acc[k], L > 0 ? 1.0 : -1.0, i, z, rc, r, w, h, hi);
+    }
+}
+
+/* ---- more components than accumulators (cu_detect_overflow) ---------- */
+
+/* The component index of label L (positives first), as ss_measure_acc. */
+__device__ __forceinline__ int comp_of(int L, int np)
+{
+    return L > 0 ? L - 1 : np + (-L) - 1;
+}
+
+__global__ void k_ovf_clear(const cu_params_t *__restrict__ p,
+                            const cu_results_t *__restrict__ res, unsigned long long *pkey,
+                            int *parea, cu_topk_t *tk)
+{
+    const int nc = res->np + res->nn;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < nc; c += gridDim.x * blockDim.x) {
+        pkey[c] = 0ull;             /* below every pixel's key */
+        parea[c] = 0;
+    }
+    if (blockIdx.x == 0) {
+        for (int b = threadIdx.x; b < 256; b += blockDim.x)
+            tk->hist[b] = 0u;
+        if (threadIdx.x == 0) {
+            tk->prefix = tk->mask = 0ull;
+            tk->want = p->max_comp;
+            tk->all = 0;
+            tk->n_elig = 0;
+            tk->counter = 0u;
+        }
+    }
+}
+
+/* Every labelled pixel: its component's key and area. */
+__global__ void k_ovf_peak(const float *__restrict__ z, size_t npix,
+                           const int32_t *__restrict__ labels,
+                           const cu_results_t *__restrict__ res, unsigned long long *pkey,
+                           int *parea)
+{
+    const int np = res->np;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < npix;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int L = labels[i];
+        if (!L)
+            continue;
+        const int c = comp_of(L, np);
+        atomicMax(&pkey[c], sig_key(L > 0 ? z[i] : -z[i], i));
+        atomicAdd(&parea[c], 1);
+    }
+}
+
+/* One radix pass: the eligible keys that match the prefix, counted by
+ * the byte at `shift`. */
+__global__ void k_ovf_hist(const cu_params_t *__restrict__ p, const cu_results_t *__restrict__ res,
+                           const unsigned long long *__restrict__ pkey,
+                           const int *__restrict__ parea, cu_topk_t *tk, int shift)
+{
+    __shared__ unsigned int sh[256];
+    if (tk->all)
+        return;
+    for (int b = threadIdx.x; b < 256; b += blockDim.x)
+        sh[b] = 0u;
+    __syncthreads();
+    const int nc = res->np + res->nn, min_area = max(p->min_area, 1);
+    const unsigned long long prefix = tk->prefix, mask = tk->mask;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < nc; c += gridDim.x * blockDim.x) {
+        const unsigned long long k = pkey[c];
+        if (parea[c] >= min_area && (k & mask) == prefix)
+            atomicAdd(&sh[(k >> shift) & 255ull], 1u);
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < 256; b += blockDim.x)
+        if (sh[b])
+            atomicAdd(&tk->hist[b], sh[b]);
+}
+
+/* One thread: descend into the bin where the count from the top reaches
+ * want (ss_rank_top's kth_largest). The first pass also counts the
+ * eligible and stops the selection when they all fit. */
+__global__ void k_ovf_pick(const cu_params_t *__restrict__ p, cu_topk_t *tk, int shift)
+{
+    if (tk->all)
+        return;
+    if (shift == 56) {
+        int n = 0;
+        for (int b = 0; b < 256; b++)
+            n += (int)tk->hist[b];
+        tk->n_elig = n;
+        if (n <= p->max_comp) {
+            tk->all = 1;
+            return;
+        }
+    }
+    int want = tk->want, bin = 255;
+    while ((int)tk->hist[bin] < want) {
+        want -= (int)tk->hist[bin];
+        bin--;
+    }
+    tk->want = want;
+    tk->prefix |= (unsigned long long)bin << shift;
+    tk->mask |= 255ull << shift;
+    for (int b = 0; b < 256; b++)
+        tk->hist[b] = 0u;
+}
+
+/* The selected components (eligible, key >= the selected threshold, or
+ * every eligible one) get a slot and an initialised accumulator; parea
+ * becomes the slot (-1: not measured). */
+__global__ void k_ovf_slots(const cu_params_t *__restrict__ p, cu_results_t *res,
+                            const unsigned long long *__restrict__ pkey, int *parea,
+                            cu_topk_t *tk, cu_acc_t *acc, int w, int h)
+{
+    const int np = res->np, nc = np + res->nn, min_area = max(p->min_area, 1);
+    const int all = tk->all;
+    const unsigned long long t = tk->prefix;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < nc; c += gridDim.x * blockDim.x) {
+        int slot = -1;
+        if (parea[c] >= min_area && (all || pkey[c] >= t)) {
+            slot = (int)atomicAdd(&tk->counter, 1u);
+            acc_init(&acc[slot], c < np ? +1 : -1, c < np ? c + 1 : -(c - np + 1), w, h);
+        }
+        parea[c] = slot;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        res->n_elig = tk->n_elig;
+}
+
+/* The selected components accumulate (the labels are final). */
+__global__ void k_ovf_acc(const float *__restrict__ z, const float *__restrict__ rc,
+                          const float *__restrict__ r, int w, int h,
+                          const int32_t *__restrict__ labels, const int *__restrict__ slot,
+                          const cu_params_t *__restrict__ p,
+                          const cu_results_t *__restrict__ res, cu_acc_t *acc)
+{
+    const size_t npix = (size_t)w * (size_t)h;
+    const int np = res->np;
+    const float hi = p->thresh;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < npix;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int L = labels[i];
+        if (!L)
+            continue;
+        const int k = slot[comp_of(L, np)];
+        if (k >= 0)
+            acc_add(&acc[k], L > 0 ? 1.0 : -1.0, i, z, rc, r, w, h, hi);
+    }
+}
+
+/* After the accumulation: each measured accumulator's weight of its
+ * brightest unfiltered pixel in the moments (ss_measure_acc's last loop).
+ * Measured: min(np + nn, max_comp) (overflow = 0) or min(n_elig,
+ * max_comp) (overflow = 1, after k_ovf_slots). */
+__global__ void k_acc_rwgt(const cu_params_t *__restrict__ p, const cu_results_t *__restrict__ res,
+                           const float *__restrict__ rc, cu_acc_t *acc, int overflow)
+{
+    const int n = min(overflow ? res->n_elig : res->np + res->nn, p->max_comp);
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
         cu_acc_t *a = &acc[k];
-        const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
-        const double s = L > 0 ? 1.0 : -1.0;
-        const double xd = x, yd = y;
-        atomicAdd(&a->area, 1);
-        const double vc = s * (double)rc[i];
-        if (isfinite(vc)) {
-            atomicAdd(&a->flux, vc);
-            if (vc > 0.0) {
-                atomicAdd(&a->sw, vc);
-                atomicAdd(&a->swx, vc * xd);
-                atomicAdd(&a->swy, vc * yd);
-                atomicAdd(&a->swxx, vc * xd * xd);
-                atomicAdd(&a->swxy, vc * xd * yd);
-                atomicAdd(&a->swyy, vc * yd * yd);
-            }
-        }
-        atomicAdd(&a->sx, xd);
-        atomicAdd(&a->sy, yd);
-        const float vr = (float)s * r[i];
-        if (isfinite(vr)) {
-            if (vr > 0.0f)
-                atomicAdd(&a->rpos, (double)vr);
-            atomicMax(&a->rkey, float_key(vr));
-        }
-        const float vz = (float)s * z[i];
-        atomicMax(&a->zkey, ((unsigned long long)float_key(vz) << 32) | (unsigned int)~(unsigned int)i);
-        atomicMin(&a->x0, x);
-        atomicMax(&a->x1, x);
-        atomicMin(&a->y0, y);
-        atomicMax(&a->y1, y);
-        if (vz >= hi) {
-            atomicMin(&a->kx0, x);
-            atomicMax(&a->kx1, x);
-            atomicMin(&a->ky0, y);
-            atomicMax(&a->ky1, y);
-        }
-        if (x == 0 || y == 0 || x == w - 1 || y == h - 1)
-            atomicOr(&a->edge, 1);
-        bool inv = false;
-        for (int dy = -1; dy <= 1 && !inv; dy++) {
-            const int yy = y + dy;
-            if (yy < 0 || yy >= h)
-                continue;
-            for (int dx = -1; dx <= 1; dx++) {
-                const int xx = x + dx;
-                if ((dx == 0 && dy == 0) || xx < 0 || xx >= w)
-                    continue;
-                if (isnan(z[(size_t)yy * (size_t)w + (size_t)xx])) {
-                    inv = true;
-                    break;
-                }
-            }
-        }
-        if (inv)
-            atomicOr(&a->invalid_nb, 1);
+        if (!a->rkey)
+            continue;
+        const size_t i = (size_t)(unsigned int)~(unsigned int)(a->rkey & 0xffffffffull);
+        const double v = (double)a->sign * (double)rc[i];
+        a->rwgt = isfinite(v) && v > 0.0 ? v : 0.0;
     }
 }
 
@@ -466,8 +645,8 @@ inline unsigned grid1(size_t n, int threads)
 
 extern "C" cudaError_t cu_detect(const cu_params_t *p, const float *z, const float *rc,
                                  const float *r, int w, int h, int32_t *labels, int32_t *parent,
-                                 uint8_t *seed, int *chunk_cnt, cu_acc_t *acc, cu_results_t *res,
-                                 cudaStream_t s)
+                                 uint8_t *seed, int *chunk_cnt, cu_acc_t *acc, int max_comp,
+                                 cu_results_t *res, cudaStream_t s)
 {
     const size_t npix = (size_t)w * (size_t)h;
     const dim3 tiles((unsigned)((w + T - 1) / T), (unsigned)((h + T - 1) / T));
@@ -480,5 +659,26 @@ extern "C" cudaError_t cu_detect(const cu_params_t *p, const float *z, const flo
     k_ccl_number<<<nchunks, CH_THREADS, 0, s>>>(p, z, w, h, parent, seed, chunk_cnt, res, labels,
                                                 acc);
     k_ccl_relabel<<<grid1(npix, 256), 256, 0, s>>>(z, rc, r, w, h, parent, p, res, labels, acc);
+    k_acc_rwgt<<<grid1((size_t)max_comp, 256), 256, 0, s>>>(p, res, rc, acc, 0);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_detect_overflow(const cu_params_t *p, const float *z, const float *rc,
+                                          const float *r, int w, int h, const int32_t *labels,
+                                          unsigned long long *pkey, int *parea, int ncomp_max,
+                                          cu_topk_t *tk, cu_acc_t *acc, int max_comp,
+                                          cu_results_t *res, cudaStream_t s)
+{
+    const size_t npix = (size_t)w * (size_t)h;
+    const unsigned gc = grid1((size_t)ncomp_max, 256), gp = grid1(npix, 256);
+    k_ovf_clear<<<gc, 256, 0, s>>>(p, res, pkey, parea, tk);
+    k_ovf_peak<<<gp, 256, 0, s>>>(z, npix, labels, res, pkey, parea);
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        k_ovf_hist<<<gc, 256, 0, s>>>(p, res, pkey, parea, tk, shift);
+        k_ovf_pick<<<1, 1, 0, s>>>(p, tk, shift);
+    }
+    k_ovf_slots<<<gc, 256, 0, s>>>(p, res, pkey, parea, tk, acc, w, h);
+    k_ovf_acc<<<gp, 256, 0, s>>>(z, rc, r, w, h, labels, parea, p, res, acc);
+    k_acc_rwgt<<<grid1((size_t)max_comp, 256), 256, 0, s>>>(p, res, rc, acc, 1);
     return cudaGetLastError();
 }

@@ -80,6 +80,7 @@ void ss_stats_processed(ss_feed_stats_t *st, const ss_result_t *res,
         if ((unsigned)res->status < SS_STATUS__COUNT)
             st->s.status_count[res->status]++;
         st->s.detections = ps->detections;
+        st->s.detections_truncated = ps->detections_truncated;
         st->s.reg_failures = ps->status[SS_STATUS_REG_FAILED];
         st->s.resets = ps->resets;
         st->s.last_seq = res->meta.seq;

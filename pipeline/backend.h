@@ -142,7 +142,10 @@ typedef struct ss_backend_ops {
     ss_err_t (*noise)(ss_backend_t *b, ss_plane_t which, int stride, float *sigma);
     /* §6: CLEAN -> SNR. */
     ss_err_t (*matched)(ss_backend_t *b, double psf_sigma, float sigma);
-    /* §7: SNR -> LABELS, then measurement into out (ordered as ss_measure). */
+    /* §7: SNR -> LABELS (every component), then measurement into out: the
+     * ss_detect_keep most significant eligible components, most
+     * significant first, truncated exact (ss_measure_rank), whatever the
+     * backend's accumulator capacity. */
     ss_err_t (*detect)(ss_backend_t *b, float sigma, ss_detlist_t *out);
     /* Object removal and storage of FRAME into history slot `slot`
      * (removal uses LABELS and PREDICTION when remove != 0). */

@@ -15,9 +15,11 @@
 #endif
 
 /* Components measured per frame at most (both signs together). A frame
- * with more is pathological (thresholding noise); the rest are counted as
- * truncated, never written out of bounds. */
+ * with more (thresholding noise, or a huge frame) measures its most
+ * significant ones (cpu_detect); the others count as truncated. */
 #define CPU_MAX_COMPONENTS (1 << 18)
+/* Ranking scratch per component: an ss_rank_t, its area and its slot. */
+#define RANK_BYTES_PER_COMP (sizeof(ss_rank_t) + 2 * sizeof(int32_t))
 
 struct ss_backend {
     const ss_pipeline_cfg_t *cfg;   /* the driver's copy; reloadable fields change between frames */
@@ -38,7 +40,7 @@ struct ss_backend {
     ss_pyramid_t ref_pyr, cur_pyr;
 
     float *fscratch;                /* 8·npix floats */
-    double *dscratch;               /* 2·npix doubles */
+    double *dscratch;               /* 2·npix doubles, or more (RANK_BYTES_PER_COMP) */
     int32_t *iscratch;              /* npix */
     ss_peak_t *peaks;               /* 2·SS_COARSE_PEAK_CAP: the coarse step's star peaks */
     int *vote_hist;                 /* (2·SS_COARSE_MAX_R + 1)²: its vote histogram */
@@ -164,7 +166,10 @@ static ss_err_t cpu_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *ge
             fail = 1;
     }
     b->fscratch = malloc(8 * b->npix * sizeof(float));
-    b->dscratch = malloc(2 * b->npix * sizeof(double));
+    /* 2·npix doubles for the guided filter; detection ranks its
+     * components in the same memory (cpu_detect) */
+    const size_t rank_bytes = (size_t)ss_comp_bound(b->w, b->h) * RANK_BYTES_PER_COMP;
+    b->dscratch = malloc(SS_MAX(2 * b->npix * sizeof(double), rank_bytes));
     b->iscratch = malloc(b->npix * sizeof(int32_t));
     b->peaks = malloc(2 * (size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t));
     b->vote_hist = malloc((size_t)(2 * SS_COARSE_MAX_R + 1) * (2 * SS_COARSE_MAX_R + 1) * sizeof(int));
@@ -227,6 +232,7 @@ static ss_err_t cpu_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_cali
                            c->saturation, frame);
         ss_median3x3(frame, b->w, b->h, filt);
         if (c->hotpix_learn) {
+            b->hot.min_frames = c->hotpix_min_frames;   /* reloadable */
             ss_hotpix_update(&b->hot, frame, filt, c->hotpix_k, c->hotpix_frames,
                              c->hotpix_fraction, b->fscratch);
             ss_hotpix_apply(&b->hot, frame, filt);
@@ -356,20 +362,32 @@ static ss_err_t cpu_matched(ss_backend_t *b, double psf_sigma, float sigma)
     return SS_OK;
 }
 
+/* §7. Up to CPU_MAX_COMPONENTS components are measured and ranked as
+ * they are; a frame with more first picks the most significant eligible
+ * ones (ss_comp_preselect), so that the result is the same as if all had
+ * been measured. The ranking scratch (rank, area, slot per component)
+ * lives in dscratch, which is free during detection. */
 static ss_err_t cpu_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
 {
     const ss_pipeline_cfg_t *c = b->cfg;
     TIMED(b, SS_STAGE_DETECT, {
         int np = 0, nn = 0;
-        ss_label(b->plane[SS_PLANE_SNR], b->w, b->h, (float)c->thresh, (float)c->thresh_low,
-                 c->negative, b->labels, b->iscratch, &np, &nn);
-        ss_detlist_clear(out);
-        int keep_p = SS_MIN(np, CPU_MAX_COMPONENTS);
-        int keep_n = SS_MIN(nn, CPU_MAX_COMPONENTS - keep_p);
-        ss_measure(b->labels, keep_p, keep_n, b->plane[SS_PLANE_CLEAN],
-                   b->plane[SS_PLANE_RESIDUAL], b->plane[SS_PLANE_SNR], b->w, b->h, sigma, c,
-                   b->acc, out);
-        out->truncated += (np - keep_p) + (nn - keep_n);
+        const float *rc = b->plane[SS_PLANE_CLEAN], *r = b->plane[SS_PLANE_RESIDUAL];
+        const float *z = b->plane[SS_PLANE_SNR];
+        ss_label(z, b->w, b->h, (float)c->thresh, (float)c->thresh_low, c->negative, b->labels,
+                 b->iscratch, &np, &nn);
+        const int nc = np + nn;
+        ss_rank_t *rank = (ss_rank_t *)b->dscratch;
+        if (nc <= CPU_MAX_COMPONENTS) {
+            ss_measure(b->labels, np, nn, rc, r, z, b->w, b->h, sigma, c, b->acc, rank, out);
+        } else {
+            int32_t *area = (int32_t *)(rank + nc), *slot = area + nc;
+            const int elig = ss_comp_preselect(b->labels, np, nn, z, b->w, b->h, c->min_area,
+                                               CPU_MAX_COMPONENTS, rank, area, slot);
+            const int nslot = SS_MIN(elig, CPU_MAX_COMPONENTS);
+            ss_measure_acc(b->labels, np, nn, slot, nslot, rc, r, z, b->w, b->h, c, b->acc);
+            ss_measure_rank(b->acc, nslot, elig - nslot, sigma, b->w, c, rank, out);
+        }
     });
     return SS_OK;
 }

@@ -44,11 +44,13 @@ typedef struct ss_detection {
     double ra, dec;             /* degrees, ICRS, when has_radec */
 } ss_detection_t;
 
+/* A frame's detections, most significant first (ss_measure_rank). */
 typedef struct ss_detlist {
     ss_detection_t *items;
     int count;
     int capacity;               /* fixed at creation: no allocation per frame */
-    int truncated;              /* components found beyond capacity (not reported) */
+    int truncated;              /* components found (area >= min_area) but not reported:
+                                 * detect.max / the capacity keep the most significant */
 } ss_detlist_t;
 
 /* Allocate room for `capacity` detections. Returns 0, or -1 on failure. */

@@ -242,6 +242,7 @@ static ss_err_t settle(ss_pipeline_t *p, ss_result_t *res, int counted)
     if (counted) {
         p->stats.status[res->status]--;
         p->stats.detections -= (uint64_t)res->dets.count;
+        p->stats.detections_truncated -= (uint64_t)res->dets.truncated;
         p->stats.status[SS_STATUS_ERROR]++;
     }
     res->status = SS_STATUS_ERROR;
@@ -996,6 +997,7 @@ done:
     }
     p->stats.status[res->status]++;
     p->stats.detections += (uint64_t)res->dets.count;
+    p->stats.detections_truncated += (uint64_t)res->dets.truncated;
     p->ops->stage_times(p->be, res->stage_ms);
     res->total_ms = (ss_now_mono() - t0) * 1e3;
     return SS_OK;

@@ -70,6 +70,7 @@ typedef struct ss_pipeline_stats {
     uint64_t processed;             /* frames through ss_pipeline_process */
     uint64_t status[SS_STATUS__COUNT];
     uint64_t detections;
+    uint64_t detections_truncated;  /* components found but not reported (dets.truncated) */
     uint64_t resets;                /* history resets (slew, size change, request) */
     uint64_t rereferences;
     uint64_t slack_frames;          /* frames processed at the current geometry although their

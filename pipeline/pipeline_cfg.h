@@ -54,6 +54,7 @@ typedef struct ss_pipeline_cfg {
     double hotpix_k;            /* "hotpix.k": k·σ above the 3×3 median */
     int hotpix_frames;          /* "hotpix.frames": frames per learning window */
     double hotpix_fraction;     /* "hotpix.fraction": fraction of a window a pixel must be hot (0.75) */
+    int hotpix_min_frames;      /* "hotpix.min_frames": hits that learn a pixel mid-window (5) */
 
     /* §2 registration */
     int reg_levels;             /* "registration.levels": L, binning by 2^L for the coarse search */
@@ -104,6 +105,7 @@ typedef struct ss_pipeline_cfg {
     int min_area;               /* "detect.min_area": smallest component reported, px */
     double streak_ratio;        /* "detect.streak_ratio": a/b for a streak (3) */
     double streak_min_len;      /* "detect.streak_min_a": a ≥ this × psf_sigma (3) */
+    double streak_min_b;        /* "detect.streak_min_b": b ≥ this × psf_sigma, else a sharp track (cosmic) */
     double cosmic_fraction;     /* "detect.cosmic_fraction": peak pixel share of flux that marks a cosmic */
     int max_detections;         /* "detect.max": detections kept per frame */
     double streak_gap;          /* "detect.streak_gap": px; collinear streak pieces this close merge (0 = off) */

@@ -103,11 +103,17 @@ void ss_median3x3(const float *in, int w, int h, float *out);
 typedef struct ss_hotpix {
     int w, h;
     int frames;                 /* frames counted in the current window */
+    int min_frames;             /* mid-window learning needs this many hits (ss_hotpix_update) */
     uint16_t *hits;             /* per pixel: frames in this window it was hot */
-    uint8_t *learned;           /* 1 = learned bad (from the last full window) */
+    uint8_t *learned;           /* 1 = learned bad */
 } ss_hotpix_t;
 
-int ss_hotpix_init(ss_hotpix_t *hp, int w, int h);     /* 0 ok, -1 no memory */
+/* The default of min_frames (config hotpix.min_frames). */
+#define SS_HOTPIX_MIN_FRAMES 5
+
+/* 0 ok, -1 no memory; min_frames = SS_HOTPIX_MIN_FRAMES (the caller may
+ * change it between updates). */
+int ss_hotpix_init(ss_hotpix_t *hp, int w, int h);
 void ss_hotpix_free(ss_hotpix_t *hp);
 void ss_hotpix_reset(ss_hotpix_t *hp);                 /* forget everything */
 /* Count one frame: frame is calibrated (static mask applied, learned mask
@@ -117,9 +123,16 @@ void ss_hotpix_reset(ss_hotpix_t *hp);                 /* forget everything */
  * maximum: on the convex flanks of a bright star whole rings of pixels
  * stand > k·sigma above their median, and with a px or two of jitter they
  * would be learned; a flank pixel always has a brighter neighbour).
- * After `window` frames (clamped to 1..65535): learned = hits >=
- * max(1, ceil(fraction·window - 1e-9)) (0.7·10 asks for 7), hits = 0.
- * scratch: 2·w·h floats. Returns 1 when the learned mask changed. */
+ * Learning is incremental, so that a hot pixel is masked from its first
+ * few frames on instead of after a whole window: after the n-th frame of
+ * a window (n < window) a pixel becomes learned when hits >=
+ * max(min_frames, ceil(fraction·n - 1e-9)) — hot in at least min_frames
+ * frames and in at least `fraction` of the frames counted so far; nothing
+ * is unlearned mid-window. After `window` frames (clamped to 1..65535)
+ * the whole mask is re-evaluated from this window alone: learned = hits
+ * >= max(1, ceil(fraction·window - 1e-9)) (0.7·10 asks for 7), so a pixel
+ * that stopped being hot is unlearned; hits = 0. scratch: 2·w·h floats.
+ * Returns 1 when the learned mask changed. */
 #define SS_HOTPIX_STRIDE 4
 int ss_hotpix_update(ss_hotpix_t *hp, const float *frame, const float *med, double k,
                      int window, double fraction, float *scratch);
@@ -610,13 +623,25 @@ void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float si
 void ss_label(const float *z, int w, int h, float hi, float lo, int negative,
               int32_t *labels, int32_t *scratch, int *n_pos, int *n_neg);
 
+/* The most components (both signs together) a w×h frame can hold: the
+ * pixels of a 2×2 block are all 8-adjacent, so each block (the frame's
+ * last row and column may be cut) holds pixels of at most one component
+ * per sign. Alternating +/- columns with empty ones between reach it on
+ * narrow frames (a 1-px column of alternating signs: h components). */
+static inline int ss_comp_bound(int w, int h)
+{
+    return 2 * ((w + 1) / 2) * ((h + 1) / 2);
+}
+
 /* Per-component accumulator: everything measure needs, each a sum, a min
  * or a max over the component's pixels (s = the component's sign, x, y the
  * pixel's coordinates, wgt = max(s·r'(x), 0)):
  *   area = count; sw = Σ wgt; swx = Σ wgt·x; swy = Σ wgt·y;
  *   swxx = Σ wgt·x²; swxy = Σ wgt·x·y; swyy = Σ wgt·y²;
  *   sx = Σ x; sy = Σ y (unweighted, the fallback when sw == 0);
- *   flux = Σ s·r'; rpos = Σ max(s·r, 0); rmax = max s·r (r unfiltered);
+ *   flux = Σ s·r'; rpos = Σ max(s·r, 0); rmax = max s·r (r unfiltered;
+ *   -0 counts as +0) with ridx its pixel index (ties: smallest index; -1
+ *   when no finite r);
  *   zmax = max s·z with zidx its pixel index y·w+x (ties: smallest index);
  *   bbox = min/max x, y; invalid_nb = 1 if any 8-neighbour of a pixel is
  *   NaN in z; edge = 1 if a pixel lies on the frame's outer row/column;
@@ -624,36 +649,111 @@ void ss_label(const float *z, int w, int h, float hi, float lo, int negative,
  *   c->thresh; hysteresis guarantees at least one): the streak end points
  *   come from it, because a noise blob that hangs on at τ_low moves the
  *   full bbox by pixels, and the moments' along-axis centroid is too noisy
- *   on long streaks (measure.c). */
+ *   on long streaks (measure.c).
+ * label is the component's label in the label plane (±(index+1)), set
+ * when the accumulator is initialised. rwgt = max(s·r'(ridx), 0) (0 when
+ * ridx < 0 or r' is not finite there) is read once per component after
+ * the pass: the weight the brightest unfiltered pixel has in the moments,
+ * so that the shape test can leave that pixel out (ss_measure_finish). */
 typedef struct ss_comp_acc {
     int sign;
+    int label;
     int area;
     double sw, swx, swy, swxx, swxy, swyy, sx, sy;
     double flux, rpos;
     float rmax, zmax;
-    int zidx;
+    int ridx, zidx;
+    double rwgt;
     int x0, y0, x1, y1;
     int kx0, ky0, kx1, ky1;
     int invalid_nb, edge;
 } ss_comp_acc_t;
 
 /* Turn one accumulator into a detection (shared by both backends): centroid,
- * flux, flux_err = σ·sqrt(area), ellipse from the central second moments,
- * kind (cosmic: rmax/rpos >= cosmic_fraction; streak: a/b >= streak_ratio
- * and a >= streak_min_len·psf_sigma; else point), streak end points, flags.
- * w is the frame width (to decode zidx). */
+ * flux, flux_err = σ·sqrt(area), ellipse a, b, θ from the central second
+ * moments, kind, streak end points, flags. The kind is decided on the
+ * SHAPE first, from the moments with the brightest unfiltered pixel's
+ * weight (rwgt at ridx) taken out — a', b', so that one sharp pixel (a
+ * cosmic-ray hit on a streak) neither hides nor fakes an elongation:
+ *   elongated: a'/b' >= streak_ratio (b' = 0: infinitely) and
+ *              a' >= streak_min_len·psf_sigma;
+ *   streak:    elongated and b' >= streak_min_b·psf_sigma (as wide as a
+ *              PSF across: a narrower elongated component is a sharp
+ *              cosmic-ray track, kind cosmic);
+ *   cosmic:    elongated and narrower, or not elongated and rmax/rpos >=
+ *              cosmic_fraction (1-3 px hits);
+ *   point:     otherwise.
+ * The reported a, b, θ are those of all the pixels. w is the frame width
+ * (to decode zidx and ridx). */
 void ss_measure_finish(const ss_comp_acc_t *acc, int label, float sigma, int w,
                        const ss_pipeline_cfg_t *c, ss_detection_t *d);
 
-/* Measure every labelled component (positives 1..np, then negatives
- * 1..nn) into out, skipping components with area < c->min_area. Every
- * per-component quantity is a sum, minimum or maximum over the component's
- * pixels (ss_comp_acc_t), turned into a detection by ss_measure_finish. rc = cleaned residual r', r = unfiltered residual, z = SNR. */
+/* ---- ranking (ALGORITHM §7: the most significant first) ----------------
+ * The significance of a component is its peak SNR zmax = max s·z (so
+ * negatives compete by |z|); equal peaks go to the smaller peak pixel
+ * index zidx (raster order), so that the order is total and the same on
+ * every backend. As one integer, larger = more significant:
+ *   key = fkey(zmax) << 32 | ~(uint32)zidx,
+ * fkey the order-preserving map of a float's bits to uint32 (negative:
+ * all bits flipped; else the sign bit set) — exactly the CUDA
+ * accumulator's packed zkey. Keys of distinct components differ (their
+ * peak pixels do). */
+uint64_t ss_sig_key(float zmax, int zidx);
+
+typedef struct ss_rank {
+    uint64_t key;
+    int32_t idx;                /* the caller's index (a component or an accumulator) */
+    int32_t pad_;
+} ss_rank_t;
+
+/* Put the min(n, keep) largest keys of r[0..n) first, in descending key
+ * order (the rest follow, unordered). Exact selection: the keep-th
+ * largest key by an 8-bit radix selection (8 counting passes, O(n)), a
+ * partition around it, then a sort of the kept (O(keep·log keep)); no
+ * allocation. Returns min(n, keep) (0 when keep <= 0). */
+int ss_rank_top(ss_rank_t *r, int n, int keep);
+
+/* Detections a frame may report: min(out->capacity, c->max_detections)
+ * (max_detections <= 0: the capacity alone). */
+int ss_detect_keep(const ss_pipeline_cfg_t *c, const ss_detlist_t *out);
+
+/* Accumulate the labelled components of a frame (one raster pass):
+ * components are numbered positives 1..np as 0..np-1, then negatives
+ * 1..nn as np..np+nn-1; labels beyond np / nn are ignored. slot == NULL:
+ * component k goes to acc[k] (room for np + nn); else slot[k] is its
+ * accumulator (0..nslot-1, each used once) or -1 (not measured). Every
+ * measured accumulator is initialised here (sign, label). rc = cleaned
+ * residual r', r = unfiltered residual, z = SNR. */
+void ss_measure_acc(const int32_t *labels, int np, int nn, const int32_t *slot, int nslot,
+                    const float *rc, const float *r, const float *z, int w, int h,
+                    const ss_pipeline_cfg_t *c, ss_comp_acc_t *acc);
+
+/* Rank and finish (ALGORITHM §7): of acc[0..n) the components with area
+ * >= max(c->min_area, 1) are eligible; the ss_detect_keep(c, out) most
+ * significant of them (ss_sig_key) are finished into out (cleared first)
+ * in DESCENDING significance. out->truncated = unmeasured + the eligible
+ * ones not kept: exactly the eligible components found but not reported
+ * (unmeasured: eligible components the caller could not accumulate;
+ * components below min_area are rejects, not truncation). rank: scratch
+ * for n entries. */
+void ss_measure_rank(const ss_comp_acc_t *acc, int n, int unmeasured, float sigma, int w,
+                     const ss_pipeline_cfg_t *c, ss_rank_t *rank, ss_detlist_t *out);
+
+/* ss_measure_acc over every component, then ss_measure_rank. acc and
+ * rank: room for np + nn entries (at most ss_comp_bound(w, h)). */
 void ss_measure(const int32_t *labels, int np, int nn, const float *rc, const float *r,
                 const float *z, int w, int h, float sigma, const ss_pipeline_cfg_t *c,
-                ss_comp_acc_t *acc_scratch, ss_detlist_t *out);
-/* acc_scratch: room for np + nn accumulators (the caller bounds these by
- * the frame size / 2 + 1 at most, which 8-connectivity cannot exceed). */
+                ss_comp_acc_t *acc, ss_rank_t *rank, ss_detlist_t *out);
+
+/* When a frame has more components than a backend has accumulators (cap):
+ * which ones to measure, exactly as if all were measured and ranked. One
+ * pass over labels and z gives every component's area and significance
+ * key; of those with area >= max(min_area, 1) the cap most significant
+ * get slot numbers 0.. in component order, all others slot -1. Returns
+ * the number of eligible components (the measured ones are min(it,
+ * cap)). Scratch, np + nn entries each: rank, area. */
+int ss_comp_preselect(const int32_t *labels, int np, int nn, const float *z, int w, int h,
+                      int min_area, int cap, ss_rank_t *rank, int32_t *area, int32_t *slot);
 
 /* One streak, one detection (streak_merge.c, host code after ss_measure /
  * the CUDA equivalent): two streak detections of the same sign merge when

@@ -1785,6 +1785,7 @@ static void jw_feed(jw_t *w, const ss_proto_feed_stats_t *f, int full)
             jw_u64(w, ss_status_name((ss_frame_status_t)s), f->status_count[s]);
         jw_close(w, '}');
         jw_u64(w, "detections", f->detections);
+        jw_u64(w, "detections_truncated", f->detections_truncated);
         jw_u64(w, "reg_failures", f->reg_failures);
         jw_u64(w, "resets", f->resets);
         jw_u64(w, "published", f->published);
@@ -1879,6 +1880,7 @@ static int get_feed_stats(dctx_t *c, ss_proto_feed_stats_t *f)
         get_u64(c, "processed", 0, &f->processed) < 0 ||
         get_counter_map(c, "status", status_key, SS_STATUS__COUNT, f->status_count) < 0 ||
         get_u64(c, "detections", 0, &f->detections) < 0 ||
+        get_u64(c, "detections_truncated", 0, &f->detections_truncated) < 0 ||
         get_u64(c, "reg_failures", 0, &f->reg_failures) < 0 ||
         get_u64(c, "resets", 0, &f->resets) < 0 ||
         get_u64(c, "published", 0, &f->published) < 0 ||

@@ -259,6 +259,7 @@ typedef struct ss_proto_feed_stats {
     uint64_t processed;             /* frames through the pipeline */
     uint64_t status_count[SS_STATUS__COUNT]; /* processed frames by result status */
     uint64_t detections;
+    uint64_t detections_truncated;  /* components found but not reported (detect.max) */
     uint64_t reg_failures;
     uint64_t resets;
     uint64_t published;             /* messages handed to the PUB socket */

@@ -13,8 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
+#include "pipeline/backend.h"
+#include "pipeline/pipeline.h"
 #include "pipeline/stages.h"
 #include "ss_test.h"
+#include "tools/synth.h"
 
 
 /* float equality that treats NaN == NaN */
@@ -484,22 +488,29 @@ START_TEST(test_hotpix_learns_fixed_not_stars)
 
     /* Window 1: hot pixels 0..NHOT-2 always on; the last one only in every
      * second frame (50 % < 75 %: must not be learned). The sky jitters by
-     * 1.2 px rms per axis, the stars with it. */
+     * 1.2 px rms per axis, the stars with it. The always-on pixels are
+     * learned as soon as they have been hot in min_frames frames (the
+     * mask changes then, and not again at the window's end); no star
+     * pixel is learned at any time. */
     uint8_t on[NHOT];
+    ck_assert_int_eq(hp.min_frames, SS_HOTPIX_MIN_FRAMES);
+    ck_assert_int_lt(SS_HOTPIX_MIN_FRAMES, window);
+    int n_learned = 0;
     for (int t = 0; t < window; t++) {
         for (int kk = 0; kk < NHOT; kk++)
             on[kk] = kk < NHOT - 1 || t % 2 == 0;
         render(&f, 1.2 * rng_gauss(), 1.2 * rng_gauss(), on, img);
         ss_median3x3(img, HW, HH, med);
         const int changed = ss_hotpix_update(&hp, img, med, k, window, fraction, scratch);
-        ck_assert_int_eq(changed, t == window - 1);
+        ck_assert_int_eq(changed, t == SS_HOTPIX_MIN_FRAMES - 1);
         if (t < window - 1)
             ck_assert_int_eq(hp.frames, t + 1);
+        n_learned = 0;
+        for (int i = 0; i < HN; i++)
+            n_learned += hp.learned[i];
+        ck_assert_int_eq(n_learned, t < SS_HOTPIX_MIN_FRAMES - 1 ? 0 : NHOT - 1);
     }
     ck_assert_int_eq(hp.frames, 0);
-    int n_learned = 0;
-    for (int i = 0; i < HN; i++)
-        n_learned += hp.learned[i];
     for (int kk = 0; kk < NHOT - 1; kk++)
         ck_assert_msg(hp.learned[f.hy[kk] * HW + f.hx[kk]], "hot pixel %d not learned", kk);
     ck_assert_msg(!hp.learned[f.hy[NHOT - 1] * HW + f.hx[NHOT - 1]],
@@ -551,6 +562,53 @@ START_TEST(test_hotpix_learns_fixed_not_stars)
 }
 END_TEST
 
+/* Incremental learning (min_frames 3, fraction 0.75, window 10): a pixel
+ * is learned after the n-th frame when it has been hot in max(3,
+ * ceil(0.75·n)) of them — A (frames 1-3) after frame 3, B (1, 3, 4) and
+ * C (1, 2, 4, 5) after frame 4, D (every second frame) never; E, hot in
+ * frames 1-3 only, stays learned to the window's end and is unlearned
+ * there, while A (hot throughout) stays. */
+START_TEST(test_hotpix_incremental)
+{
+    enum { W = 24, H = 24, N = W * H };
+    static float img[N], med[N], scratch[2 * N];
+    ss_hotpix_t hp;
+    ck_assert_int_eq(ss_hotpix_init(&hp, W, H), 0);
+    hp.min_frames = 3;
+    rng_state = 4711;
+    const int px[5] = { 3 * W + 3, 3 * W + 10, 3 * W + 17, 12 * W + 5, 12 * W + 15 };
+    /* frames (1-based) each pixel is hot in, as bit masks */
+    const unsigned hot[5] = { 0x3ffu << 1, (1u << 1) | (1u << 3) | (1u << 4),
+                              (1u << 1) | (1u << 2) | (1u << 4) | (1u << 5),
+                              0x2aau, 0x7u << 1 };
+    const int learned_after[5] = { 3, 4, 4, 99, 3 };
+    for (int n = 1; n <= 10; n++) {
+        for (int i = 0; i < N; i++)
+            img[i] = (float)(100.0 + rng_gauss());
+        for (int p = 0; p < 5; p++)
+            if (hot[p] >> n & 1u)
+                img[px[p]] += 50.0f;
+        ss_median3x3(img, W, H, med);
+        const int changed = ss_hotpix_update(&hp, img, med, 5.0, 10, 0.75, scratch);
+        int any_new = 0;
+        for (int p = 0; p < 5; p++) {
+            const int want = n < 10 ? n >= learned_after[p] : p == 0;
+            ck_assert_msg(hp.learned[px[p]] == want, "frame %d: pixel %c learned %d", n, 'A' + p,
+                          hp.learned[px[p]]);
+            any_new |= n < 10 && n == learned_after[p];
+        }
+        ck_assert_int_eq(changed, n == 10 ? 1 : any_new);
+        int others = 0;
+        for (int i = 0; i < N; i++)
+            others += hp.learned[i];
+        for (int p = 0; p < 5; p++)
+            others -= hp.learned[px[p]];
+        ck_assert_int_eq(others, 0);
+    }
+    ss_hotpix_free(&hp);
+}
+END_TEST
+
 /* The window threshold: ceil(fraction·window); 0.7·10 asks for 7 frames. */
 START_TEST(test_hotpix_threshold_count)
 {
@@ -576,6 +634,118 @@ START_TEST(test_hotpix_threshold_count)
 }
 END_TEST
 
+/* Hot pixels through the whole CPU pipeline, from the first frames: a
+ * jittered synthetic field (512², 500 stars, jitter 1 px rms per axis)
+ * with 50 hot pixels, run with the default config (window 20, fraction
+ * 0.75, min_frames 5; min_history 14, so the first ok frame is the 15th).
+ * In every ok frame after the third, no detection (either sign) lies
+ * within 1.5 px of a hot pixel's detector position; with learning only at
+ * the window's end, each hot pixel was a detection in the ok frames
+ * before the 20th frame. The learned mask (read from the backend after
+ * every frame) holds the hot pixels and never a star pixel. */
+#define HP_W 512
+#define HP_N_HOT 50
+
+/* The detector pixels that carry a hot pixel: the same field rendered
+ * with and without them differs there only. */
+static int synth_hot_map(const ss_synth_cfg_t *sc, uint8_t *is_hot)
+{
+    ss_synth_cfg_t a = *sc, b = *sc;
+    b.n_hot = 0;
+    const size_t n = (size_t)sc->width * (size_t)sc->height;
+    ss_synth_t *sa = ss_synth_new(&a), *sb = ss_synth_new(&b);
+    ss_frame_t fa = { 0 }, fb = { 0 };
+    fa.capacity = fb.capacity = n * ss_dtype_size(sc->dtype);
+    fa.pixels = malloc(fa.capacity);
+    fb.pixels = malloc(fb.capacity);
+    ck_assert(sa && sb && fa.pixels && fb.pixels);
+    ck_assert_int_eq(ss_synth_next(sa, &fa, NULL), SS_OK);
+    ck_assert_int_eq(ss_synth_next(sb, &fb, NULL), SS_OK);
+    int count = 0;
+    for (size_t i = 0; i < n; i++) {
+        is_hot[i] = ss_dtype_get(fa.pixels, sc->dtype, i) != ss_dtype_get(fb.pixels, sc->dtype, i);
+        count += is_hot[i];
+    }
+    free(fa.pixels);
+    free(fb.pixels);
+    ss_synth_destroy(&sa);
+    ss_synth_destroy(&sb);
+    return count;
+}
+
+START_TEST(test_hotpix_pipeline_first_frames)
+{
+    const size_t n = (size_t)HP_W * HP_W;
+    ss_synth_cfg_t sc;
+    ss_synth_defaults(&sc);
+    sc.width = sc.height = HP_W;
+    sc.seed = 0x407;
+    sc.n_stars = 500;
+    sc.jitter = 1.0;
+    sc.n_hot = HP_N_HOT;
+    uint8_t *is_hot = malloc(n), *mask = malloc(n);
+    ck_assert(is_hot && mask);
+    ck_assert_int_eq(synth_hot_map(&sc, is_hot), HP_N_HOT);
+    int hx[HP_N_HOT], hy[HP_N_HOT], nh = 0;
+    for (size_t i = 0; i < n; i++)
+        if (is_hot[i]) {
+            hx[nh] = (int)(i % HP_W);
+            hy[nh++] = (int)(i / HP_W);
+        }
+
+    ss_pipeline_cfg_t pc;
+    ss_pipeline_cfg_defaults(&pc);
+    pc.backend = SS_BACKEND_CPU;
+    pc.negative = 1;
+    char err[256] = "";
+    ss_pipeline_t *pipe = ss_pipeline_new(&pc, "hot", err, sizeof err);
+    ck_assert_msg(pipe != NULL, "%s", err);
+    ss_synth_t *syn = ss_synth_new(&sc);
+    ss_frame_t f = { .capacity = n * ss_dtype_size(sc.dtype) };
+    f.pixels = malloc(f.capacity);
+    ss_result_t res;
+    ck_assert(syn && f.pixels && ss_result_init(&res, n, 2000) == 0);
+    int ok = 0, late_near = 0, learned_at = -1;
+    for (int t = 0; t < 24; t++) {
+        ck_assert_int_eq(ss_synth_next(syn, &f, NULL), SS_OK);
+        ck_assert_int_eq(ss_pipeline_process(pipe, &f, &res), SS_OK);
+        const ss_backend_ops_t *ops;
+        ss_backend_t *be = ss_pipeline_backend(pipe, &ops);
+        ck_assert_ptr_nonnull(be);
+        ck_assert_int_eq(ops->read_plane(be, SS_PLANE_BADMASK, 0, mask), SS_OK);
+        int lh = 0, lo = 0;
+        for (size_t i = 0; i < n; i++) {
+            lh += mask[i] && is_hot[i];
+            lo += mask[i] && !is_hot[i];
+        }
+        ck_assert_msg(lo == 0, "frame %d: %d pixels learned that are not hot", t + 1, lo);
+        if (learned_at < 0 && lh >= HP_N_HOT - 2)
+            learned_at = t + 1;
+        if (res.status != SS_STATUS_OK)
+            continue;
+        ok++;
+        int near = 0;
+        for (int j = 0; j < res.dets.count; j++)
+            for (int k = 0; k < nh; k++)
+                near += hypot(res.dets.items[j].x - hx[k], res.dets.items[j].y - hy[k]) <= 1.5;
+        printf("hot pixels: frame %d (ok frame %d): %d of %d learned, %d detections within "
+               "1.5 px of one\n", t + 1, ok, lh, HP_N_HOT, near);
+        if (ok > 3)
+            late_near += near;
+    }
+    ck_assert_int_ge(ok, 8);
+    ck_assert_int_eq(late_near, 0);
+    /* learned from the min_frames-th frame on, long before the first ok frame */
+    ck_assert_int_eq(learned_at, pc.hotpix_min_frames);
+    ss_result_free(&res);
+    free(f.pixels);
+    ss_synth_destroy(&syn);
+    ss_pipeline_destroy(&pipe);
+    free(is_hot);
+    free(mask);
+}
+END_TEST
+
 static Suite *calib_suite(void)
 {
     Suite *s = suite_create("calib");
@@ -595,6 +765,8 @@ static Suite *calib_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_hotpix_learns_fixed_not_stars);
     tcase_add_test(tc, test_hotpix_threshold_count);
+    tcase_add_test(tc, test_hotpix_incremental);
+    tcase_add_test(tc, test_hotpix_pipeline_first_frames);
     suite_add_tcase(s, tc);
     return s;
 }

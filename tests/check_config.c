@@ -157,7 +157,7 @@ START_TEST(test_table_covers_pipeline)
     p->roi_x = p->roi_y = p->roi_w = p->roi_h = 1;
     p->use_trimsec = p->hotpix_learn = 1;
     p->hotpix_k = p->hotpix_fraction = 1;
-    p->hotpix_frames = 1;
+    p->hotpix_frames = p->hotpix_min_frames = 1;
     p->reg_levels = p->reg_block = p->reg_blocks = p->reg_search = p->reg_max_iter = 1;
     p->reg_tol = p->reg_ambiguity = p->reg_min_det = p->reref_px = 1;
     p->max_failures = 1;
@@ -167,6 +167,7 @@ START_TEST(test_table_covers_pipeline)
     p->guided = p->guided_radius = p->noise_stride = 1;
     p->guided_eps = p->psf_sigma = 1;
     p->thresh = p->thresh_low = p->streak_ratio = p->streak_min_len = p->cosmic_fraction = 1;
+    p->streak_min_b = 1;
     p->negative = p->min_area = p->max_detections = 1;
 
     size_t n;
@@ -186,7 +187,7 @@ START_TEST(test_table_covers_pipeline)
     static const ss_pipeline_cfg_t zero;
     for (size_t b = 0; b < sizeof zero; b++)
         ck_assert_msg(((const unsigned char *)p)[b] == 0, "byte %zu of ss_pipeline_cfg_t has no key", b);
-    ck_assert_int_eq(keys, 54);     /* 57 members, roi's 4 as one key */
+    ck_assert_int_eq(keys, 56);     /* 59 members, roi's 4 as one key */
 }
 END_TEST
 
@@ -212,6 +213,7 @@ START_TEST(test_pipeline_defaults)
     ck_assert(p.hotpix_k == 8.0);
     ck_assert_int_eq(p.hotpix_frames, 20);
     ck_assert(p.hotpix_fraction == 0.75);
+    ck_assert_int_eq(p.hotpix_min_frames, 5);
     ck_assert_int_eq(p.reg_levels, 2);
     ck_assert_int_eq(p.reg_block, 24);
     ck_assert_int_eq(p.reg_blocks, 36);
@@ -241,6 +243,7 @@ START_TEST(test_pipeline_defaults)
     ck_assert_int_eq(p.min_area, 3);
     ck_assert(p.streak_ratio == 3.0);
     ck_assert(p.streak_min_len == 3.0);
+    ck_assert(p.streak_min_b == 0.75);
     ck_assert(p.cosmic_fraction == 0.25);
     ck_assert_int_eq(p.max_detections, 1000);
     /* the derived values the driver computes from them */

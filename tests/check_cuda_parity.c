@@ -12,8 +12,9 @@
  *    code on both sides) within 1e-6 relative, expected identical;
  *  - reductions in double (guided filter) within relative L2 1e-5;
  *  - registration: the same coarse vote, fine shifts within 1e-6 px;
- *  - detection lists identical (count, order, label, kind, area, bbox,
- *    peak, flags), positions within 1e-3 px.
+ *  - detection lists identical (count, order — most significant first —,
+ *    truncated, label, kind, area, bbox, peak, flags), positions within
+ *    1e-3 px, also for a frame with more components than accumulators.
  * Then the whole chain (ss_pipeline over a synthetic sequence with movers,
  * a streak, cosmics and hot pixels) on both backends; the GPU's graph,
  * direct and timed modes against each other; prefetching and two
@@ -223,6 +224,7 @@ START_TEST(test_ingest_parity)
     cfg.hotpix_k = 6.0;
     cfg.hotpix_frames = 3;
     cfg.hotpix_fraction = 0.6;
+    cfg.hotpix_min_frames = 2;      /* learned mid-window, after the 2nd frame of each */
     cfg.saturation = dt == SS_DT_F32 ? 60000.0 : 0.0;
     const int calibrated = dt != SS_DT_U8;      /* u8: no calibration data at all */
     ss_calib_data_t cal = { calibrated ? dark : NULL, calibrated ? flat : NULL, bad, NULL };
@@ -251,6 +253,8 @@ START_TEST(test_ingest_parity)
             nb += m[i] && !bad[i];
         free(m);
         learned = nb;
+        if (t == 1)                 /* the incremental rule, before the first window ends */
+            ck_assert_int_ge(learned, 10);
     }
     /* the planted hot pixels were learned (the comparison is not vacuous) */
     ck_assert_int_ge(learned, 10);
@@ -892,6 +896,168 @@ START_TEST(test_detect_parity)
 }
 END_TEST
 
+/* Kinds on both backends (the brightest unfiltered pixel's index and
+ * weight, the shape without it): a residual with streaks, one crossed by a
+ * bright 1-px hit, a sharp elongated track, 1-3 px hits and point sources,
+ * through the matched filter and detection of each backend. The lists
+ * must be identical (kinds included), and the planted streaks streaks. */
+static void add_line(float *img, int w, int h, double x0, double y0, double x1, double y1,
+                     double lam, double s)
+{
+    enum { SUB = 4 };
+    const double L = hypot(x1 - x0, y1 - y0), ux = (x1 - x0) / L, uy = (y1 - y0) / L;
+    const int R = (int)ceil(4 * s) + 2;
+    for (int y = SS_MAX((int)floor(fmin(y0, y1)) - R, 0); y <= SS_MIN((int)ceil(fmax(y0, y1)) + R, h - 1); y++)
+        for (int x = SS_MAX((int)floor(fmin(x0, x1)) - R, 0); x <= SS_MIN((int)ceil(fmax(x0, x1)) + R, w - 1); x++) {
+            double v = 0.0;
+            for (int sy = 0; sy < SUB; sy++)
+                for (int sx = 0; sx < SUB; sx++) {
+                    const double dx = x - 0.5 + (sx + 0.5) / SUB - x0, dy = y - 0.5 + (sy + 0.5) / SUB - y0;
+                    const double t = dx * ux + dy * uy, dd = -dx * uy + dy * ux;
+                    v += exp(-dd * dd / (2 * s * s)) / (sqrt(2 * M_PI) * s) * 0.5 *
+                         (erf(t / (s * M_SQRT2)) - erf((t - L) / (s * M_SQRT2)));
+                }
+            img[(size_t)y * w + x] += (float)(lam * v / (SUB * SUB));
+        }
+}
+
+START_TEST(test_detect_kinds_parity)
+{
+    enum { KW = 400, KH = 300 };
+    const size_t n = (size_t)KW * KH;
+    rng_state = 0x4b1d;
+    ss_pipeline_cfg_t cfg;
+    base_cfg(&cfg);
+    cfg.negative = 1;
+    cfg.min_area = 1;
+    ss_geometry_t geo = geometry(KW, KH, SS_DT_F32, SS_DT_F32, 2);
+    pair_t p;
+    pair_new(&p, &cfg, &geo, NULL);
+    float *img = malloc(n * sizeof(float));
+    ck_assert_ptr_nonnull(img);
+    for (size_t i = 0; i < n; i++)
+        img[i] = (float)(5.0 * rng_gauss());
+    add_line(img, KW, KH, 20, 30, 220, 80, 50.0, 1.4);         /* streak, λ/σ 10 */
+    add_line(img, KW, KH, 40, 250, 300, 150, 50.0, 1.4);       /* streak with a hit */
+    img[(size_t)200 * KW + 170] += 600.0f;
+    add_line(img, KW, KH, 300, 20, 340, 60, 800.0, 0.3);       /* a sharp track */
+    img[(size_t)120 * KW + 60] += 300.0f;                      /* 1-3 px hits */
+    img[(size_t)130 * KW + 100] += 200.0f;
+    img[(size_t)130 * KW + 101] += 150.0f;
+    img[(size_t)140 * KW + 140] -= 250.0f;                     /* a vanished one */
+    for (int k = 0; k < 3; k++)
+        img[(size_t)(110 + k) * KW + 380 - k] += 120.0f;
+    for (int k = 0; k < 6; k++) {                              /* point sources */
+        const int cx = 60 + 50 * k, cy = 280 - 10 * (k % 2);
+        for (int dy = -4; dy <= 4; dy++)
+            for (int dx = -4; dx <= 4; dx++)
+                img[(size_t)(cy + dy) * KW + cx + dx] +=
+                    (float)((200 + 100 * k) * exp(-(dx * dx + dy * dy) / (2 * 1.96)) / (2 * M_PI * 1.96));
+    }
+    write_both(&p, SS_PLANE_CLEAN, 0, img);
+    write_both(&p, SS_PLANE_RESIDUAL, 0, img);
+    ck_assert_int_eq(ss_backend_cpu.matched(p.c, 1.4, 5.0f), SS_OK);
+    ck_assert_int_eq(p.go->matched(p.g, 1.4, 5.0f), SS_OK);
+    ss_detlist_t dc, dg;
+    ck_assert(ss_detlist_init(&dc, 1000) == 0 && ss_detlist_init(&dg, 1000) == 0);
+    ck_assert_int_eq(ss_backend_cpu.detect(p.c, 5.0f, &dc), SS_OK);
+    ck_assert_int_eq(p.go->detect(p.g, 5.0f, &dg), SS_OK);
+    cmp_bytes(&p, SS_PLANE_LABELS, 0, n * sizeof(int32_t), "kinds labels");
+    cmp_dets(&dc, &dg, "kinds");
+    int streaks = 0, cosmics = 0, points = 0;
+    for (int i = 0; i < dg.count; i++) {
+        streaks += dg.items[i].kind == SS_KIND_STREAK;
+        cosmics += dg.items[i].kind == SS_KIND_COSMIC;
+        points += dg.items[i].kind == SS_KIND_POINT;
+    }
+    ck_assert_msg(streaks == 2 && cosmics >= 5 && points >= 6, "streaks %d cosmics %d points %d",
+                  streaks, cosmics, points);
+    free(img);
+    ss_detlist_free(&dc);
+    ss_detlist_free(&dg);
+    pair_free(&p);
+}
+END_TEST
+
+/* More components than the GPU's accumulators (CU_MAX_COMPONENTS = 2^18;
+ * the CPU's limit is the same): a 1024² map of isolated 1-px seeds,
+ * positive at (even, even) and negative at (odd, odd) (2^19 components),
+ * the most significant in the last rows, plus (variant 1) 2-px components
+ * with min_area 2 so that the 1-px ones are rejects. Both backends must
+ * report the same list (the device top-k through cu_detect_overflow, the
+ * CPU's through ss_comp_preselect) and the same label plane, and it must
+ * be the truth: the detect.max largest peaks, descending, truncated exact. */
+START_TEST(test_detect_overflow_parity)
+{
+    enum { BW = 1024, BH = 1024 };
+    const size_t n = (size_t)BW * BH;
+    rng_state = 0x0f10 + (uint64_t)_i;
+    ss_pipeline_cfg_t cfg;
+    base_cfg(&cfg);
+    cfg.thresh = 5.0;
+    cfg.thresh_low = 2.5;
+    cfg.negative = 1;
+    cfg.min_area = _i ? 2 : 1;
+    cfg.max_detections = _i ? 1000 : 300;
+    ss_geometry_t geo = geometry(BW, BH, SS_DT_F32, SS_DT_F32, 2);
+    pair_t p;
+    pair_new(&p, &cfg, &geo, NULL);
+    float *z = malloc(n * sizeof(float)), *rc = malloc(n * sizeof(float));
+    ck_assert(z && rc);
+    for (int y = 0; y < BH; y++)
+        for (int x = 0; x < BW; x++) {
+            const size_t i = (size_t)y * BW + x;
+            const float v = (float)(5.0 + 3.0 * rng_unif());
+            z[i] = !(x & 1) && !(y & 1) ? v : (x & 1) && (y & 1) ? -v : 0.0f;
+            rc[i] = (float)(z[i] + rng_gauss());
+        }
+    for (int k = 0; k < 30; k++) {
+        const int y = BH - 2 - 2 * (k % 3), x = 2 * (k * 13 % 500);
+        z[(size_t)y * BW + x] = (float)(20.0 + k);
+        z[(size_t)(y + 1) * BW + x + 1] = -(float)(20.5 + k);
+    }
+    int pairs = 0;
+    if (_i) {
+        for (int k = 0; k < 400; k++) {
+            const int y = 2 * (int)(rng_unif() * (BH / 2 - 1)), x = 4 * (int)(rng_unif() * (BW / 4 - 1));
+            const size_t i = (size_t)y * BW + x;
+            pairs += z[i + 1] == 0.0f;
+            z[i] = (float)(5.0 + 0.5 * rng_unif());
+            z[i + 1] = 5.0f;
+            z[i + 2] = 0.0f;
+        }
+    }
+    write_both(&p, SS_PLANE_SNR, 0, z);
+    write_both(&p, SS_PLANE_CLEAN, 0, rc);
+    write_both(&p, SS_PLANE_RESIDUAL, 0, rc);
+    ss_detlist_t dc, dg;
+    ck_assert(ss_detlist_init(&dc, 5000) == 0 && ss_detlist_init(&dg, 5000) == 0);
+    ck_assert_int_eq(ss_backend_cpu.detect(p.c, 1.0f, &dc), SS_OK);
+    ck_assert_int_eq(p.go->detect(p.g, 1.0f, &dg), SS_OK);
+    cmp_bytes(&p, SS_PLANE_LABELS, 0, n * sizeof(int32_t), "overflow labels");
+    cmp_dets(&dc, &dg, _i ? "overflow, min_area 2" : "overflow");
+    if (!_i) {
+        ck_assert_int_eq(dg.count, 300);
+        ck_assert_int_eq(dg.truncated, (int)(n / 2) - 300);
+        for (int j = 0; j < 60; j++)
+            ck_assert_msg(fabs(dg.items[j].peak_snr - (49.5 - 0.5 * j)) < 1e-5,
+                          "detection %d: peak %g", j, dg.items[j].peak_snr);
+    } else {
+        ck_assert_int_ge(pairs, 300);
+        ck_assert_int_eq(dg.truncated, 0);
+        for (int j = 0; j < dg.count; j++)
+            ck_assert_int_eq(dg.items[j].area, 2);
+    }
+    for (int j = 1; j < dg.count; j++)
+        ck_assert(dg.items[j].peak_snr <= dg.items[j - 1].peak_snr);
+    free(z);
+    free(rc);
+    ss_detlist_free(&dc);
+    ss_detlist_free(&dg);
+    pair_free(&p);
+}
+END_TEST
+
 /* ---- §3 history store (object removal) ------------------------------------ */
 
 START_TEST(test_history_store_parity)
@@ -1259,7 +1425,12 @@ static void add_whiten(TCase *tc)
 static void add_guided(TCase *tc) { tcase_add_loop_test(tc, test_guided_parity, 0, 2); }
 static void add_noise(TCase *tc) { tcase_add_loop_test(tc, test_noise_parity, 0, 3); }
 static void add_matched(TCase *tc) { tcase_add_test(tc, test_matched_parity); }
-static void add_detect(TCase *tc) { tcase_add_loop_test(tc, test_detect_parity, 0, 3); }
+static void add_detect(TCase *tc)
+{
+    tcase_add_loop_test(tc, test_detect_parity, 0, 3);
+    tcase_add_loop_test(tc, test_detect_overflow_parity, 0, 2);
+    tcase_add_test(tc, test_detect_kinds_parity);
+}
 static void add_history(TCase *tc) { tcase_add_loop_test(tc, test_history_store_parity, 0, 4); }
 static void add_chain(TCase *tc)
 {

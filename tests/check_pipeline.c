@@ -242,6 +242,43 @@ START_TEST(test_reference_and_warmup)
 }
 END_TEST
 
+/* detect.max through the driver: each ok frame reports at most that
+ * many detections, most significant first, and the pipeline's
+ * detections_truncated counter is the sum of the frames' truncated. */
+START_TEST(test_truncated_counter)
+{
+    ss_synth_cfg_t sc;
+    ss_pipeline_cfg_t pc;
+    field_cfg(&sc, 256, 256, 11);
+    sc.n_stars = 300;
+    sc.n_movers = 12;
+    sc.mover_snr = 12.0;
+    pipe_cfg(&pc);
+    pc.history = 8;
+    pc.max_detections = 3;
+    run_t r;
+    run_open(&r, &sc, &pc);
+    uint64_t sum = 0, count = 0;
+    int frames_cut = 0;
+    for (int f = 0; f < 16; f++) {
+        run_step(&r);
+        const ss_detlist_t *dl = &r.res.dets;
+        ck_assert_int_le(dl->count, 3);
+        for (int i = 1; i < dl->count; i++)
+            ck_assert(dl->items[i].peak_snr <= dl->items[i - 1].peak_snr);
+        sum += (uint64_t)dl->truncated;
+        count += (uint64_t)dl->count;
+        frames_cut += dl->truncated > 0;
+    }
+    ck_assert_int_ge(frames_cut, 4);        /* 12 movers, room for 3 */
+    ss_pipeline_stats_t st;
+    ss_pipeline_get_stats(r.pipe, &st);
+    ck_assert_uint_eq(st.detections_truncated, sum);
+    ck_assert_uint_eq(st.detections, count);
+    run_close(&r);
+}
+END_TEST
+
 /* A featureless (closed dome) run fails registration; max_failures in a
  * row reset the history; the next good frame becomes the reference. */
 START_TEST(test_failures_and_slew)
@@ -1110,6 +1147,7 @@ static Suite *pipeline_suite(void)
     TCase *tc = tcase_create("driver");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_reference_and_warmup);
+    tcase_add_test(tc, test_truncated_counter);
     tcase_add_test(tc, test_failures_and_slew);
     tcase_add_test(tc, test_geometry_change_and_bad_frames);
     tcase_add_test(tc, test_rereference);

@@ -404,6 +404,7 @@ static cJSON *view_status(const ss_proto_status_t *st)
             cJSON_AddNumberToObject(sc, ss_status_name((ss_frame_status_t)s),
                                     (double)f->status_count[s]);
         cJSON_AddNumberToObject(o, "detections", (double)f->detections);
+        cJSON_AddNumberToObject(o, "detections_truncated", (double)f->detections_truncated);
         cJSON_AddNumberToObject(o, "reg_failures", (double)f->reg_failures);
         cJSON_AddNumberToObject(o, "resets", (double)f->resets);
         cJSON_AddNumberToObject(o, "published", (double)f->published);
@@ -664,6 +665,7 @@ static void fx_status(ss_proto_status_t *st)
     a->status_count[SS_STATUS_REG_FAILED] = 5;
     a->status_count[SS_STATUS_ERROR] = 1;
     a->detections = 1234;
+    a->detections_truncated = 17;
     a->reg_failures = 5;
     a->resets = 1;
     a->published = 1972;
@@ -1497,7 +1499,8 @@ START_TEST(test_roundtrip_status_control)
             ss_strlcpy(f->backend, rnd() % 2 ? "cuda" : "cpu", sizeof f->backend);
             snprintf(f->source, sizeof f->source, "fits /data/cam%d", i);
             uint64_t *u[] = { &f->received, &f->accepted, &f->rejected, &f->dropped_queue,
-                              &f->processed, &f->detections, &f->reg_failures, &f->resets,
+                              &f->processed, &f->detections, &f->detections_truncated,
+                              &f->reg_failures, &f->resets,
                               &f->published, &f->pub_dropped, &f->last_seq, &f->device_mem_used,
                               &f->device_mem_total };
             for (size_t k = 0; k < sizeof u / sizeof u[0]; k++)

@@ -148,6 +148,7 @@ typedef struct base_work {
     float *diff, *z, *fscratch, *vals;
     int32_t *labels, *iscratch;
     ss_comp_acc_t *acc;
+    ss_rank_t *rank;                /* ss_measure's ranking scratch, as acc */
     ss_detlist_t dl;
 } base_work_t;
 
@@ -950,7 +951,9 @@ static int base_work_init(base_work_t *w, size_t max_px, int hist, int max_dets)
     w->labels = malloc(max_px * sizeof(int32_t));
     w->iscratch = malloc(max_px * sizeof(int32_t));
     w->acc = malloc(ncomp * sizeof *w->acc);
-    if (!w->diff || !w->z || !w->fscratch || !w->vals || !w->labels || !w->iscratch || !w->acc)
+    w->rank = malloc(ncomp * sizeof *w->rank);
+    if (!w->diff || !w->z || !w->fscratch || !w->vals || !w->labels || !w->iscratch || !w->acc ||
+        !w->rank)
         return -1;
     return ss_detlist_init(&w->dl, max_dets);
 }
@@ -964,6 +967,7 @@ static void base_work_free(base_work_t *w)
     free(w->labels);
     free(w->iscratch);
     free(w->acc);
+    free(w->rank);
     ss_detlist_free(&w->dl);
     memset(w, 0, sizeof *w);
 }
@@ -1029,7 +1033,8 @@ static void baseline_detect(base_work_t *w, int pw, int ph, int ox, int oy,
              &np, &nn);
     int cap = (int)SS_MIN((size_t)pw * ph / 2 + 1, (size_t)MAX_COMPONENTS);
     int keep = SS_MIN(np, cap);
-    ss_measure(w->labels, keep, 0, w->diff, w->diff, w->z, pw, ph, sigma, c, w->acc, &w->dl);
+    ss_measure(w->labels, keep, 0, w->diff, w->diff, w->z, pw, ph, sigma, c, w->acc, w->rank,
+               &w->dl);
     w->dl.truncated += np - keep;
     ss_merge_streaks(&w->dl, c->streak_gap, fmax(3.0, 2.0 * c->psf_sigma));
     for (int j = 0; j < w->dl.count; j++) {

@@ -796,7 +796,8 @@ def _feed_stats(c):
     st = c.typed("status", False, True) or {}
     sc = _ctx(st, c.prefix, "status")
     f["status"] = {s: sc.u64(s, False) for s in STATUS_NAMES}
-    for k in ("detections", "reg_failures", "resets", "published", "pub_dropped"):
+    for k in ("detections", "detections_truncated", "reg_failures", "resets", "published",
+              "pub_dropped"):
         f[k] = c.u64(k, False)
     f["queue_depth"] = c.int("queue_depth", False, 0, 2147483647.0, "0 to 2^31-1", 0)
     f["queue_capacity"] = c.int("queue_capacity", False, 0, 2147483647.0, "0 to 2^31-1", 0)
