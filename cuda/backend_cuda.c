@@ -5,7 +5,7 @@
  * launch sequences, checked errors with a sticky "broken" state.
  *
  * Streams and ordering. Each instance (one per feed; several may share a
- * GPU) owns four streams:
+ * GPU) owns three streams:
  *   cs  compute: every stage, as segments of steps (below);
  *   xs  uploads: raw frames go up into one of two device raw buffers
  *       (ss_cuda_prefetch starts the next frame's upload while the current
@@ -13,22 +13,20 @@
  *   ds  downloads (read_begin): r' goes down as soon as it is final, into
  *       the caller's pinned result buffer, while cs runs the matched filter,
  *       detection and the next frame's first stages; the next segment that
- *       writes CLEAN (the guided filter) waits on the download's event;
- *   ss  side work: the history cleaning's noise selection over
- *       frame - median starts once the ingest segment has run and overlaps
- *       registration and whitening; the history store waits on its event.
+ *       writes CLEAN (the guided filter) waits on the download's event.
  * Ops that need no host value (ingest, set_reference, whiten, guided,
  * matched, history_store) only append "steps" to a pending segment; an op
  * that needs a value from the device (registration, noise, detect,
  * read_plane, ...) flushes the segment and waits on one event recorded
- * after it — never on the whole device. The values themselves (σ, block
- * results, fine sums, accumulators) and the parameter block travel by
- * kernel copies through mapped pinned memory (cu_copy_small), not on the
- * copy engines, where they would queue behind a frame's upload or a
- * residual's download. So the per-frame flow of the driver runs as a few
- * segments: [previous history store + ingest + coarse search], [coarse
- * refinement], fine passes, [whiten + guided + noise], [matched + detect],
- * with the residual download beside the last.
+ * after it — never on the whole device. The values themselves (σ, star
+ * peaks, fine sums, accumulators) and the parameter block travel by
+ * kernel copies through mapped pinned memory (cu_copy_small) or are
+ * written there by the kernels themselves, not on the copy engines, where
+ * they would queue behind a frame's upload or a residual's download. So
+ * the per-frame flow of the driver runs as a few segments: [previous
+ * history store + ingest + coarse peaks], [coarse refinement], fine
+ * passes, [whiten + guided + noise], [matched + detect], with the residual
+ * download beside the last.
  *
  * Graphs. A flushed segment is looked up by its shape (the list of step
  * functions and their variants: radius, psf radius, n, ...) in a small
@@ -124,17 +122,10 @@ struct ss_backend {
     uint64_t rd_issued;             /* tickets handed out */
     int rd_guard;                   /* a download of CLEAN may still be running: work
                                      * that writes CLEAN waits for the last one first */
-    /* the history cleaning's noise (a selection over frame - median) runs
-     * on a side stream as soon as the frame is ingested, concurrently with
-     * registration and whitening, instead of in line before the store */
-    cudaStream_t ss;
-    cudaEvent_t ev_side_go, ev_side_done;
-    cudaGraphExec_t side_exec;
-    int side_want;                  /* ingest asked for it: launch after its segment */
-    int side_pending;               /* launched; the store waits for ev_side_done */
-    cu_sampler_t *d_clean_samp;     /* device copy of the (constant) sampler */
-    cu_sel_ws_t *d_sel2;
-    float *d_selbuf2;
+    /* the history cleaning's noise (a selection over frame - median) is
+     * selected at ingest, for the registration input; the store reuses it
+     * unless a written plane made it stale */
+    int clean_sigma_stale;
 
     /* device memory */
     size_t dev_bytes;
@@ -188,7 +179,14 @@ struct ss_backend {
     double *m_lsq;
     cu_acc_t *h_acc_big;            /* pageable, the rest (rare) */
     double *h_lsq;                  /* pinned */
-    int search_smem_max;
+    /* the coarse step's star peaks: the kernels write them to mapped host
+     * memory (cur at [0, cap), ref at [cap, 2·cap)), the host orders them;
+     * the reference's, ordered, are kept until the reference changes */
+    ss_peak_t *h_peaks, *m_peaks;
+    unsigned int *h_npeaks, *m_npeaks;      /* [0] cur, [1] ref */
+    ss_peak_t *ref_peaks, *cur_peaks;       /* SS_COARSE_PEAK_CAP each */
+    int n_ref_peaks, ref_peaks_valid;
+    int *vote_hist;                         /* (2·SS_COARSE_MAX_R + 1)² */
     long long sel_small_max;        /* selections of up to this many samples: one block */
 
     /* host state */
@@ -253,7 +251,6 @@ static void drop_pending(ss_backend_t *b)
 {
     b->npending = 0;
     b->seg_raw_buf = -1;
-    b->side_want = 0;
     if (b->capturing) {
         cudaGraph_t g = NULL;
         cudaStreamEndCapture(b->cs, &g);
@@ -345,7 +342,6 @@ static ss_err_t flush(ss_backend_t *b);
 static cudaError_t st_guided(ss_backend_t *b, cudaStream_t s, int v);
 static cudaError_t st_whiten(ss_backend_t *b, cudaStream_t s, int v);
 static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int clean);
-static ss_err_t side_launch(ss_backend_t *b);
 
 /* Before the host writes the parameter mirror for a new segment, the
  * previous segment's copy of it must have left. */
@@ -424,15 +420,6 @@ static ss_err_t flush(ss_backend_t *b)
 {
     if (b->npending == 0)
         return SS_OK;
-    if (b->side_pending) {
-        /* a store that uses the side selection waits for it */
-        for (int k = 0; k < b->npending; k++)
-            if (b->pending[k].fn == st_store && b->pending[k].variant == 1) {
-                CK(b, cudaStreamWaitEvent(b->cs, b->ev_side_done, 0));
-                b->side_pending = 0;
-                break;
-            }
-    }
     if (b->rd_guard) {
         /* the guided step writes CLEAN: the residual download of an
          * earlier frame (read_begin) must have left it first; the wait is
@@ -487,12 +474,6 @@ static ss_err_t flush(ss_backend_t *b)
          * so that the other stream can wait on it) */
         CK(b, cudaEventRecord(b->ev_free[b->seg_raw_buf], b->cs));
         b->seg_raw_buf = -1;
-    }
-    if (b->side_want) {
-        b->side_want = 0;
-        ss_err_t e = side_launch(b);
-        if (e)
-            return e;
     }
     CK(b, cudaEventRecord(b->ev_done, b->cs));
     return SS_OK;
@@ -585,7 +566,7 @@ static cudaError_t st_level_noise(ss_backend_t *b, cudaStream_t s, int ref)
 static cudaError_t st_ref_copy(ss_backend_t *b, cudaStream_t s, int v)
 {
     (void)v;
-    return cudaMemcpyAsync(b->d_plane[SS_PLANE_REFERENCE], b->d_plane[SS_PLANE_FILTERED],
+    return cudaMemcpyAsync(b->d_plane[SS_PLANE_REFERENCE], b->d_plane[SS_PLANE_HIPASS],
                            b->npix * sizeof(float), cudaMemcpyDeviceToDevice, s);
 }
 
@@ -597,16 +578,15 @@ static cudaError_t st_ref_prep(ss_backend_t *b, cudaStream_t s, int v)
                              b->d_plane[SS_PLANE_REF_GY], s);
 }
 
-/* v = g | B << 8 | R << 20 (the launch's shape): the search, then the
- * block results and both noise values back to the host. */
-static cudaError_t st_search(ss_backend_t *b, cudaStream_t s, int v)
+/* The star peaks of level L of the frame (v = 0) or the reference (v =
+ * 1), straight into mapped host memory. */
+static cudaError_t st_peaks(ss_backend_t *b, cudaStream_t s, int ref)
 {
-    const int g = v & 0xff, B = (v >> 8) & 0xfff, R = v >> 20;
-    SK(cu_block_search(b->d_params, b->d_ref_lvl[b->L], b->d_cur_lvl[b->L], &b->d_res->noise_ref,
-                       g, B, R, b->d_res->blocks, s));
-    SK(cu_copy_small(b->m_res->blocks, b->d_res->blocks, (size_t)g * g * sizeof(cu_block_res_t),
-                     s));
-    return cu_copy_small(&b->m_res->noise_ref, &b->d_res->noise_ref, 2 * sizeof(double), s);
+    const int L = b->L;
+    return cu_peaks(ref ? b->d_ref_lvl[L] : b->d_cur_lvl[L], b->lw[L], b->lh[L],
+                    ref ? &b->d_res->noise_ref : &b->d_res->noise_cur,
+                    b->m_peaks + (ref ? SS_COARSE_PEAK_CAP : 0), b->m_npeaks + ref,
+                    SS_COARSE_PEAK_CAP, s);
 }
 
 static cudaError_t st_refine(ss_backend_t *b, cudaStream_t s, int v)
@@ -683,61 +663,33 @@ static cudaError_t st_detect_overflow(ss_backend_t *b, cudaStream_t s, int v)
     return cu_copy_small(b->m_acc, b->d_acc, n * sizeof(cu_acc_t), s);
 }
 
-#ifdef SS_CLEAN_STRIDE
-static long long clean_samples(const ss_backend_t *b)
+/* The noise of frame - median for the sharp-outlier cleaning
+ * (ss_clean_sharp's σ: every SS_CLEAN_STRIDE-th row and column). */
+static cudaError_t select_clean_sigma(ss_backend_t *b, cudaStream_t s)
 {
-    return (long long)((b->w + SS_CLEAN_STRIDE - 1) / SS_CLEAN_STRIDE) *
-           ((b->h + SS_CLEAN_STRIDE - 1) / SS_CLEAN_STRIDE);
+    const long long ns = (long long)((b->w + SS_CLEAN_STRIDE - 1) / SS_CLEAN_STRIDE) *
+                         ((b->h + SS_CLEAN_STRIDE - 1) / SS_CLEAN_STRIDE);
+    return select_mad(b, &b->d_params->clean_samp, b->d_sel, 0, &b->d_res->clean_sigma, NULL, ns,
+                      b->d_selbuf, s);
 }
 
-/* The history cleaning's noise on the side stream (its own workspace). */
-static cudaError_t side_select(ss_backend_t *b, cudaStream_t s)
+/* The registration input, at ingest (v = the high-pass radius): the
+ * cleaning's noise, then HIPASS (the guided filter's scratch is free). */
+static cudaError_t st_regin(ss_backend_t *b, cudaStream_t s, int r)
 {
-    return select_mad(b, b->d_clean_samp, b->d_sel2, 0, &b->d_res->clean_sigma, NULL,
-                      clean_samples(b), b->d_selbuf2, s);
+    SK(select_clean_sigma(b, s));
+    return cu_regin(b->d_params, b->d_plane[SS_PLANE_FRAME], b->d_plane[SS_PLANE_FILTERED],
+                    &b->d_res->clean_sigma, b->w, b->h, r, b->d_gs, b->d_plane[SS_PLANE_HIPASS],
+                    s);
 }
 
-/* Launch it after the ingest segment just flushed: the side stream waits
- * for the compute stream, runs the selection (one graph, captured once,
- * in graph mode), and records ev_side_done, which the store's segment
- * waits for. */
-static ss_err_t side_launch(ss_backend_t *b)
-{
-    CK(b, cudaEventRecord(b->ev_side_go, b->cs));
-    CK(b, cudaStreamWaitEvent(b->ss, b->ev_side_go, 0));
-    if (b->use_graphs && !b->timed) {
-        if (!b->side_exec) {
-            cudaGraph_t g = NULL;
-            CK(b, cudaStreamBeginCapture(b->ss, cudaStreamCaptureModeRelaxed));
-            const cudaError_t le = side_select(b, b->ss);
-            const cudaError_t ce = cudaStreamEndCapture(b->ss, &g);
-            CK(b, le);
-            CK(b, ce);
-            const cudaError_t ie = cudaGraphInstantiate(&b->side_exec, g, 0);
-            cudaGraphDestroy(g);
-            CK(b, ie);
-        }
-        CK(b, cudaGraphLaunch(b->side_exec, b->ss));
-    } else {
-        timer_t_ *t = b->timed ? timer_start(b, b->ss, SS_STAGE_HISTORY, 0) : NULL;
-        CK(b, side_select(b, b->ss));
-        timer_stop(b, t, b->ss);
-    }
-    CK(b, cudaEventRecord(b->ev_side_done, b->ss));
-    b->side_pending = 1;
-    return SS_OK;
-}
-#endif
-
-/* clean = 1: clean sharp outliers before storing, their noise from the
- * side stream; 2: the same with the noise selected here, in line. */
+/* clean = 1: clean sharp outliers before storing, with the noise selected
+ * at ingest; 2: the same with the noise selected again here (a plane it
+ * reads was written since). */
 static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int clean)
 {
-    if (clean == 2) {
-        const long long ns = (long long)((b->w + 3) / 4) * ((b->h + 3) / 4);
-        SK(select_mad(b, &b->d_params->clean_samp, b->d_sel, 0, &b->d_res->clean_sigma, NULL, ns,
-                      b->d_selbuf, s));
-    }
+    if (clean == 2)
+        SK(select_clean_sigma(b, s));
     return cu_history_store(b->d_params, b->geo.hist_dtype, b->d_plane[SS_PLANE_FRAME],
                             b->d_plane[SS_PLANE_PREDICTION], b->d_labels,
                             b->d_plane[SS_PLANE_FILTERED], clean ? &b->d_res->clean_sigma : NULL,
@@ -870,10 +822,6 @@ static void cuda_destroy(ss_backend_t **pb)
         cudaStreamSynchronize(b->xs);
     if (b->ds)      /* a residual still on its way lands before its buffer may go */
         cudaStreamSynchronize(b->ds);
-    if (b->ss)
-        cudaStreamSynchronize(b->ss);
-    if (b->side_exec)
-        cudaGraphExecDestroy(b->side_exec);
     (void)cudaGetLastError();
     for (int g = 0; g < b->ngraphs; g++)
         if (b->graphs[g].exec)
@@ -883,7 +831,7 @@ static void cuda_destroy(ss_backend_t **pb)
         b->d_bias, b->d_row_bias, b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist,
         b->d_gs[0], b->d_gs[1], b->d_gs[2], b->d_gs[3], b->d_misc,
         b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
-        b->d_sel, b->d_selbuf, b->d_params, b->d_res, b->d_sel2, b->d_selbuf2, b->d_clean_samp,
+        b->d_sel, b->d_selbuf, b->d_params, b->d_res,
         b->d_rwlist, b->d_rwcount, b->d_pkey, b->d_parea, b->d_topk,
     };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
@@ -908,6 +856,13 @@ static void cuda_destroy(ss_backend_t **pb)
         cudaFreeHost(b->h_acc);
     if (b->h_lsq)
         cudaFreeHost(b->h_lsq);
+    if (b->h_peaks)
+        cudaFreeHost(b->h_peaks);
+    if (b->h_npeaks)
+        cudaFreeHost(b->h_npeaks);
+    free(b->ref_peaks);
+    free(b->cur_peaks);
+    free(b->vote_hist);
     free(b->h_acc_big);
     free(b->h_rank);
     for (int i = 0; i < MAX_TIMERS; i++) {
@@ -918,7 +873,7 @@ static void cuda_destroy(ss_backend_t **pb)
     }
     cudaEvent_t evs[] = { b->ev_done, b->ev_param, b->ev_up[0], b->ev_up[1], b->ev_free[0],
                           b->ev_free[1], b->ev_ready, b->ev_rd[0], b->ev_rd[1], b->ev_rd[2],
-                          b->ev_rd[3], b->ev_side_go, b->ev_side_done };
+                          b->ev_rd[3] };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
             cudaEventDestroy(evs[i]);
@@ -928,8 +883,6 @@ static void cuda_destroy(ss_backend_t **pb)
         cudaStreamDestroy(b->xs);
     if (b->ds)
         cudaStreamDestroy(b->ds);
-    if (b->ss)
-        cudaStreamDestroy(b->ss);
     (void)cudaGetLastError();
     free(b);
     *pb = NULL;
@@ -992,13 +945,9 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     struct cudaDeviceProp prop;
     CC(cudaGetDeviceProperties(&prop, b->device));
     b->sms = prop.multiProcessorCount;
-    b->search_smem_max = (int)prop.sharedMemPerBlockOptin;
     CC(cudaStreamCreateWithFlags(&b->cs, cudaStreamNonBlocking));
     CC(cudaStreamCreateWithFlags(&b->xs, cudaStreamNonBlocking));
     CC(cudaStreamCreateWithFlags(&b->ds, cudaStreamNonBlocking));
-    CC(cudaStreamCreateWithFlags(&b->ss, cudaStreamNonBlocking));
-    CC(cudaEventCreateWithFlags(&b->ev_side_go, cudaEventDisableTiming));
-    CC(cudaEventCreateWithFlags(&b->ev_side_done, cudaEventDisableTiming));
     CC(cudaEventCreateWithFlags(&b->ev_done, cudaEventDisableTiming));
     CC(cudaEventCreateWithFlags(&b->ev_ready, cudaEventDisableTiming));
     for (int i = 0; i < RD_RING; i++)
@@ -1055,7 +1004,7 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     b->lw[0] = b->w;
     b->lh[0] = b->h;
     b->d_ref_lvl[0] = b->d_plane[SS_PLANE_REFERENCE];
-    b->d_cur_lvl[0] = b->d_plane[SS_PLANE_FILTERED];
+    b->d_cur_lvl[0] = b->d_plane[SS_PLANE_HIPASS];
     for (int l = 1; l <= b->L; l++) {
         b->lw[l] = b->lw[l - 1] / 2;
         b->lh[l] = b->lh[l - 1] / 2;
@@ -1095,12 +1044,6 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     CC(DALLOC(b, b->d_sel, sizeof(cu_sel_ws_t)));
     CC(DALLOC(b, b->d_selbuf, npix * sizeof(float)));
     CC(cudaMemset(b->d_selbuf, 0, npix * sizeof(float)));
-#ifdef SS_CLEAN_STRIDE
-    CC(DALLOC(b, b->d_sel2, sizeof(cu_sel_ws_t)));
-    CC(DALLOC(b, b->d_selbuf2, (size_t)clean_samples(b) * sizeof(float)));
-    CC(cudaMemset(b->d_selbuf2, 0, (size_t)clean_samples(b) * sizeof(float)));
-    CC(DALLOC(b, b->d_clean_samp, sizeof(cu_sampler_t)));
-#endif
     CC(DALLOC(b, b->d_params, sizeof(cu_params_t)));
     CC(DALLOC(b, b->d_res, sizeof(cu_results_t)));
     CC(cudaMemset(b->d_res, 0, sizeof(cu_results_t)));
@@ -1141,7 +1084,18 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
                                    sizeof(double)));
     CC(cudaMemset(b->d_rawvalid[0], 1, raw_pix));
     CC(cudaMemset(b->d_rawvalid[1], 1, raw_pix));
-    CC(cu_search_max_smem(&b->search_smem_max));
+    CC(cudaHostAlloc((void **)&b->h_peaks, 2 * (size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t),
+                     mapped));
+    CC(cudaHostGetDevicePointer((void **)&b->m_peaks, b->h_peaks, 0));
+    CC(cudaHostAlloc((void **)&b->h_npeaks, 2 * sizeof(unsigned int), mapped));
+    CC(cudaHostGetDevicePointer((void **)&b->m_npeaks, b->h_npeaks, 0));
+    memset(b->h_npeaks, 0, 2 * sizeof(unsigned int));
+    b->ref_peaks = malloc((size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t));
+    b->cur_peaks = malloc((size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t));
+    b->vote_hist = malloc((size_t)(2 * SS_COARSE_MAX_R + 1) * (2 * SS_COARSE_MAX_R + 1) *
+                          sizeof(int));
+    if (!b->ref_peaks || !b->cur_peaks || !b->vote_hist)
+        return create_fail(&b, cudaErrorMemoryAllocation, "host peak buffers");
 
     /* parameters that never change for this instance */
     cu_params_t *hp = b->h_params;
@@ -1151,12 +1105,8 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
                                        CU_SAMP_HDIFF, 1 };
     hp->lvl_samp_cur = (cu_sampler_t){ b->d_cur_lvl[b->L], NULL, b->lw[b->L], b->lh[b->L],
                                        CU_SAMP_HDIFF, 1 };
-#ifdef SS_CLEAN_STRIDE
     hp->clean_samp = (cu_sampler_t){ b->d_plane[SS_PLANE_FRAME], b->d_plane[SS_PLANE_FILTERED],
                                      b->w, b->h, CU_SAMP_DIFF, SS_CLEAN_STRIDE };
-    CC(cudaMemcpy(b->d_clean_samp, &hp->clean_samp, sizeof(cu_sampler_t),
-                  cudaMemcpyHostToDevice));
-#endif
     hp->max_comp = b->max_comp;
     hp->sat = cfg->saturation > 0.0 ? cfg->saturation : ss_dtype_max(geo->raw_dtype);
 
@@ -1266,12 +1216,6 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_cal
     b->ntimers = 0;
     if ((e = flush(b)) != SS_OK)
         return e;
-    if (b->side_pending) {
-        /* the previous frame's side selection went unused (not stored): it
-         * must be through before this frame overwrites what it reads */
-        CK(b, cudaStreamWaitEvent(b->cs, b->ev_side_done, 0));
-        b->side_pending = 0;
-    }
     int buf = -1;
     for (int k = 0; k < 2; k++)
         if (b->pref[k].pending && b->pref[k].pixels == raw->pixels &&
@@ -1323,10 +1267,12 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_cal
         if ((e = enqueue(b, st_hotpix, 0, SS_STAGE_CALIBRATE)))
             return e;
     }
-#ifdef SS_CLEAN_STRIDE
-    /* the history cleaning's noise starts once this segment has run */
-    b->side_want = c->clean_sharp != 0;
-#endif
+    /* the registration input; its σ serves the history store too */
+    hp->clean_k = c->clean_k;
+    hp->clean_ratio = c->clean_ratio;
+    if ((e = enqueue(b, st_regin, ss_cfg_hipass_radius(c), SS_STAGE_CALIBRATE)))
+        return e;
+    b->clean_sigma_stale = 0;
     return op_end(b);
 }
 
@@ -1402,7 +1348,17 @@ static ss_err_t cuda_set_reference(ss_backend_t *b)
         return e;
     if ((e = enqueue(b, st_ref_copy, 0, SS_STAGE_REG_COARSE)) || (e = ref_steps(b)))
         return e;
+    b->ref_peaks_valid = 0;         /* found at the next coarse step */
     return op_end(b);
+}
+
+/* The peaks the kernel wrote for side k (0 frame, 1 reference), ordered,
+ * into dst; returns the count kept (at most SS_COARSE_STARS). */
+static int take_peaks(ss_backend_t *b, int k, ss_peak_t *dst)
+{
+    const int m = (int)SS_MIN(b->h_npeaks[k], (unsigned int)SS_COARSE_PEAK_CAP);
+    memcpy(dst, b->h_peaks + (k ? SS_COARSE_PEAK_CAP : 0), (size_t)m * sizeof *dst);
+    return ss_peaks_order(dst, m, SS_COARSE_STARS);
 }
 
 static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
@@ -1412,64 +1368,39 @@ static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
         return e;
     memset(out, 0, sizeof *out);
     const ss_pipeline_cfg_t *c = b->cfg;
-    const int L = b->L, B = c->reg_block, R = c->reg_search;
-    int g = (int)floor(sqrt((double)c->reg_blocks));
-    g = SS_CLAMP(g, 1, CU_MAX_GRID);
-    if (c->reg_levels != L) {
+    const int R = c->reg_search;
+    if (c->reg_levels != b->L) {
         ss_strlcpy(out->why, "pyramids disagree in depth", sizeof out->why);
         return SS_OK;
     }
-    if (B < 1 || R < 1) {
-        ss_strlcpy(out->why, "bad block size or search range", sizeof out->why);
+    if (R < 1 || R > SS_COARSE_MAX_R) {
+        ss_strlcpy(out->why, "bad search range", sizeof out->why);
         return SS_OK;
-    }
-    if (B > 4095 || R > 2047)           /* the graph variant's bit fields */
-        return SS_ERR_UNSUPPORTED;
-    const int w = b->lw[L], h = b->lh[L];
-    const int lox = R + B / 2, hix = w - R - B / 2, loy = R + B / 2, hiy = h - R - B / 2;
-    if (hix <= lox || hiy <= loy) {
-        ss_strlcpy(out->why, "frame too small for the block search", sizeof out->why);
-        return SS_OK;
-    }
-    if (cu_search_smem(B, R) > (size_t)b->search_smem_max) {
-        SS_LOG(SS_LOG_ERR, TAG, "block %d with search ±%d needs %zu B of shared memory (max %d)",
-               B, R, cu_search_smem(B, R), b->search_smem_max);
-        return SS_ERR_UNSUPPORTED;
     }
     if ((e = params_begin(b)))
         return e;
-    cu_params_t *hp = b->h_params;
-    hp->g = g;
-    hp->B = B;
-    hp->R = R;
-    hp->lox = lox;
-    hp->hix = hix;
-    hp->loy = loy;
-    hp->hiy = hiy;
-    hp->lw = w;
-    hp->lh = h;
     if ((e = enqueue(b, st_pyramid, 0, SS_STAGE_REG_COARSE)) ||
         (e = enqueue(b, st_level_noise, 0, SS_STAGE_REG_COARSE)) ||
-        (e = enqueue(b, st_search, g | B << 8 | R << 20, SS_STAGE_REG_COARSE)) ||
-        (e = flush_wait(b)))
+        (!b->ref_peaks_valid && (e = enqueue(b, st_peaks, 1, SS_STAGE_REG_COARSE))) ||
+        (e = enqueue(b, st_peaks, 0, SS_STAGE_REG_COARSE)) || (e = flush_wait(b)))
         return e;
 
     /* the vote: the shared decision of register_coarse.c */
-    const cu_results_t *res = b->h_res;
-    ss_block_match_t m[CU_MAX_BLOCKS];
-    for (int k = 0; k < g * g; k++) {
-        const cu_block_res_t *br = &res->blocks[k];
-        m[k] = (ss_block_match_t){ br->used, br->best, br->second, br->dx, br->dy };
+    if (!b->ref_peaks_valid) {
+        b->n_ref_peaks = take_peaks(b, 1, b->ref_peaks);
+        b->ref_peaks_valid = 1;
     }
-    ss_coarse_vote(m, g * g, res->noise_ref, res->noise_cur, c->reg_ambiguity, out);
+    const int nc = take_peaks(b, 0, b->cur_peaks);
+    ss_coarse_vote(b->ref_peaks, b->n_ref_peaks, b->cur_peaks, nc, R, c->reg_ambiguity,
+                   b->vote_hist, out);
     if (!out->ok)
         return SS_OK;
     out->ok = 0;                        /* until the refinement succeeds */
-    if (L > 0) {
+    if (b->L > 0) {
         if ((e = params_begin(b)))
             return e;
-        hp->ref_dx = out->dx;
-        hp->ref_dy = out->dy;
+        b->h_params->ref_dx = out->dx;
+        b->h_params->ref_dy = out->dy;
         if ((e = enqueue(b, st_refine, 0, SS_STAGE_REG_COARSE)) || (e = flush_wait(b)))
             return e;
         out->dx = b->h_res->ref_dx;
@@ -1479,15 +1410,16 @@ static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
     return SS_OK;
 }
 
-static void fine_cb(void *ctx, double sx, double sy, double sums[SS_FINE_NSUMS])
+static void fine_cb(void *ctx, double sx, double sy, ss_fine_bands_t sums)
 {
     ss_backend_t *b = ctx;
-    memset(sums, 0, SS_FINE_NSUMS * sizeof sums[0]);
+    memset(sums, 0, sizeof(ss_fine_bands_t));
     if (b->cb_err)
         return;
     cudaError_t e;
     timer_t_ *t = timer_start(b, b->cs, b->timed ? SS_STAGE_REG_FINE : -1, 0);
-    if ((e = cu_fine_sums(b->d_plane[SS_PLANE_FILTERED], b->d_plane[SS_PLANE_REF_S],
+    if ((e = cu_fine_sums(b->d_plane[SS_PLANE_HIPASS], b->d_plane[SS_PLANE_REFERENCE],
+                          b->d_plane[SS_PLANE_REF_S],
                           b->d_plane[SS_PLANE_REF_GX], b->d_plane[SS_PLANE_REF_GY], b->w, b->h, sx,
                           sy, b->d_partials, b->d_counter, b->m_res->fine, b->cs)) != cudaSuccess) {
         b->cb_err = cu_fail(b, e, "cu_fine_sums", __FILE__, __LINE__);
@@ -1501,7 +1433,7 @@ static void fine_cb(void *ctx, double sx, double sy, double sums[SS_FINE_NSUMS])
         b->cb_err = cu_fail(b, e, "fine sums read-back", __FILE__, __LINE__);
         return;
     }
-    memcpy(sums, b->h_res->fine, SS_FINE_NSUMS * sizeof sums[0]);
+    memcpy(sums, b->h_res->fine, sizeof(ss_fine_bands_t));
 }
 
 static ss_err_t cuda_register_fine(ss_backend_t *b, double sx0, double sy0, ss_shift_t *out)
@@ -1769,15 +1701,10 @@ static ss_err_t cuda_history_store(ss_backend_t *b, int slot, int remove, int ra
     hp->store_dst = b->d_hist + (size_t)slot * b->hist_slot_bytes;
     hp->store_remove = remove != 0;
     hp->store_radius = radius < 0 ? 0 : radius;
-    int clean = 0;
-#ifdef SS_CLEAN_STRIDE
-    /* its noise comes from the side stream when ingest launched it */
-    clean = b->cfg->clean_sharp == 0 ? 0 : b->side_pending ? 1 : 2;
-    if (clean == 2)
-        b->side_want = 0;           /* not launched yet: selected in line instead */
+    const int clean = b->cfg->clean_sharp == 0 ? 0 : b->clean_sigma_stale ? 2 : 1;
     hp->clean_k = b->cfg->clean_k;
     hp->clean_ratio = b->cfg->clean_ratio;
-#endif
+    b->clean_sigma_stale = 0;
     if ((e = enqueue(b, st_store, clean, SS_STAGE_HISTORY)))
         return e;
     return op_end(b);
@@ -1835,12 +1762,10 @@ static ss_err_t cuda_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const 
         CK(b, cudaStreamWaitEvent(b->cs, b->ev_rd[b->rd_issued % RD_RING], 0));
         b->rd_guard = 0;
     }
-    if ((p == SS_PLANE_FRAME || p == SS_PLANE_FILTERED) && b->side_pending) {
-        /* the side selection reads them: let it finish, and have the store
-         * select again from what is written now */
-        CK(b, cudaStreamWaitEvent(b->cs, b->ev_side_done, 0));
-        b->side_pending = 0;
-    }
+    if (p == SS_PLANE_FRAME || p == SS_PLANE_FILTERED)
+        b->clean_sigma_stale = 1;   /* the store selects its noise again */
+    if (p == SS_PLANE_REFERENCE)
+        b->ref_peaks_valid = 0;
     CK(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, b->cs));
     if (p == SS_PLANE_REFERENCE) {
         /* a written reference is followed by its pyramid and gradients */

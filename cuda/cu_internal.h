@@ -36,8 +36,6 @@ extern "C" {
 /* ---- sizes ------------------------------------------------------------- */
 
 #define CU_SEL_BINS 2048            /* radix-selection histogram (11 bits) */
-#define CU_MAX_GRID 32              /* coarse block grid g ≤ 32 (as the CPU) */
-#define CU_MAX_BLOCKS (CU_MAX_GRID * CU_MAX_GRID)
 #define CU_MAX_COMPONENTS (1 << 18) /* measured components per frame (as the CPU) */
 #define CU_RED_BLOCKS 1024          /* fixed grid of the deterministic reductions */
 #define CU_KTAPS (2 * SS_KERNEL_MAX_RADIUS + 1)
@@ -72,15 +70,6 @@ typedef struct cu_sel_ws {
     unsigned int ncomp;             /* samples compacted into the scratch buffer */
     unsigned int hist[CU_SEL_BINS];
 } cu_sel_ws_t;
-
-/* Output of one coarse block search. */
-typedef struct cu_block_res {
-    double var;                     /* population variance of its finite ref pixels (-1: none) */
-    double best, second;            /* SAD minimum and the runner-up (Chebyshev >= 2) */
-    int used;                       /* var > 4·n_ref² */
-    int dx, dy;                     /* argmin */
-    int pad;
-} cu_block_res_t;
 
 /* Per-component accumulator on the device (ss_comp_acc_t encoded for
  * atomics: float maxima as order-preserving keys, zmax with its index). */
@@ -125,7 +114,6 @@ typedef struct cu_params {
 
     /* coarse registration */
     cu_sampler_t lvl_samp_ref, lvl_samp_cur;
-    int g, B, R, lox, hix, loy, hiy, lw, lh;   /* grid and level-L geometry */
     int ref_dx, ref_dy;             /* refinement start (level L) */
 
     /* whitening */
@@ -177,9 +165,8 @@ typedef struct cu_results {
     int ref_dx, ref_dy;             /* coarse refinement result */
     int np, nn;                     /* components, both signs, before truncation */
     int n_elig;                     /* eligible components (cu_detect_overflow) */
-    double fine[SS_FINE_NSUMS];     /* fine-registration sums */
-    double mad[9 * 2];              /* refinement scratch: (sum, count) per candidate */
-    cu_block_res_t blocks[CU_MAX_BLOCKS];
+    double fine[2 * SS_FINE_BANDS * SS_FINE_NSUMS]; /* fine sums: [rows|columns][band][sum] */
+    double corr[9 * 2];             /* refinement scratch: (sum, count) per candidate */
 } cu_results_t;
 
 /* ---- launchers (each returns cudaGetLastError() after its launches) --- */
@@ -208,20 +195,26 @@ cudaError_t cu_select_mad(const cu_sampler_t *samp, cu_sel_ws_t *ws, int mode, f
                           double *out_d, int grid, float *buf, cudaStream_t s);
 
 /* k_register.cu */
+/* The registration input: FRAME cleaned of sharp outliers (σ from the
+ * device, k and ratio from p) into sc[2], then its local mean of radius r
+ * removed (sc[0], sc[1]: the row sums and counts) into out (HIPASS). */
+cudaError_t cu_regin(const cu_params_t *p, const float *frame, const float *med,
+                     const float *clean_sigma, int w, int h, int r, float *const *sc, float *out,
+                     cudaStream_t s);
 cudaError_t cu_bin2(const float *in, int w, int h, float *out, cudaStream_t s);
 cudaError_t cu_reference_prep(const float *ref, int w, int h, float *S, float *gx, float *gy,
                               cudaStream_t s);
-size_t cu_search_smem(int B, int R);
-cudaError_t cu_block_search(const cu_params_t *p, const float *ref, const float *cur,
-                            const double *noise_ref, int g, int B, int R, cu_block_res_t *out,
-                            cudaStream_t s);
-/* Raise the block search's dynamic shared memory limit to what *bytes (the
- * device's opt-in maximum) leaves; *bytes becomes that limit. */
-cudaError_t cu_search_max_smem(int *bytes);
+/* The star peaks of a level (ss_is_peak above SS_COARSE_PEAK·*noise), in
+ * no particular order, into out (room for cap; mapped host memory) and
+ * their number into *count (may exceed cap). */
+cudaError_t cu_peaks(const float *level, int w, int h, const double *noise, ss_peak_t *out,
+                     unsigned int *count, int cap, cudaStream_t s);
 cudaError_t cu_refine(const cu_params_t *p, float *const *ref_lvl, float *const *cur_lvl,
                       const int *lw, const int *lh, int L, cu_results_t *res, cudaStream_t s);
-cudaError_t cu_fine_sums(const float *cur, const float *S, const float *gx, const float *gy,
-                         int w, int h, double sx, double sy, double *partials,
+/* out: an ss_fine_bands_t (mapped host memory); partials: CU_RED_BLOCKS
+ * × SS_FINE_NSUMS. */
+cudaError_t cu_fine_sums(const float *cur, const float *ref, const float *S, const float *gx,
+                         const float *gy, int w, int h, double sx, double sy, double *partials,
                          unsigned int *counter, double *out, cudaStream_t s);
 
 /* k_whiten.cu. reweight = 0: the strict rule. reweight = 1: pixels the

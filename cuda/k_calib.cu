@@ -194,8 +194,9 @@ __global__ void k_median3x3(const float *__restrict__ in, int w, int h, float *_
 }
 
 /* One frame of hot-pixel counting (ss_hotpix_update): hot when
- * d = frame - med > (float)(k·sigma) and frame is above each finite
- * in-frame 8-neighbour; a pixel hot now with hits >= hot_need_early is
+ * d = frame - med > (float)(k·sigma), frame is above each finite
+ * in-frame 8-neighbour and d >= SS_HOTPIX_SHARP·(frame - their minimum);
+ * a pixel hot now with hits >= hot_need_early is
  * learned mid-window; at the end of a window, learned = hits >= need and
  * hits restart. frame is only read here (the mask is applied after). */
 __global__ void k_hot_hits(const cu_params_t *__restrict__ p, const float *__restrict__ frame,
@@ -212,12 +213,19 @@ __global__ void k_hot_hits(const cu_params_t *__restrict__ p, const float *__res
     unsigned int hc = hits[i];
     if (d > thresh) {
         bool lmax = true;
+        float lo = INFINITY;
         for (int yy = max(y - 1, 0); yy <= min(y + 1, h - 1); yy++)
             for (int xx = max(x - 1, 0); xx <= min(x + 1, w - 1); xx++) {
                 const float n = frame[(size_t)yy * (size_t)w + (size_t)xx];
-                if ((xx != x || yy != y) && isfinite(n) && n >= v)
+                if ((xx == x && yy == y) || !isfinite(n))
+                    continue;
+                if (n >= v)
                     lmax = false;
+                lo = fminf(lo, n);
             }
+        if (isinf(lo))
+            lo = v - d;
+        lmax = lmax && d >= SS_HOTPIX_SHARP * (v - lo);
         hc += lmax;
         /* mid-window (ss_hotpix_update): learned on a frame it is hot in,
          * nothing unlearned before the window's end */

@@ -275,12 +275,12 @@ static ss_err_t cpu_register_coarse(ss_backend_t *b, ss_coarse_t *out)
     return SS_OK;
 }
 
-static void cpu_fine_sums(void *ctx, double sx, double sy,
-                          double sums[SS_FINE_BANDS][SS_FINE_NSUMS])
+static void cpu_fine_sums(void *ctx, double sx, double sy, ss_fine_bands_t sums)
 {
     ss_backend_t *b = ctx;
-    ss_fine_sums(b->plane[SS_PLANE_HIPASS], b->plane[SS_PLANE_REF_S], b->plane[SS_PLANE_REF_GX],
-                 b->plane[SS_PLANE_REF_GY], b->w, b->h, sx, sy, sums);
+    ss_fine_sums(b->plane[SS_PLANE_HIPASS], b->plane[SS_PLANE_REFERENCE],
+                 b->plane[SS_PLANE_REF_S], b->plane[SS_PLANE_REF_GX], b->plane[SS_PLANE_REF_GY],
+                 b->w, b->h, sx, sy, sums);
 }
 
 static ss_err_t cpu_register_fine(ss_backend_t *b, double sx0, double sy0, ss_shift_t *out)

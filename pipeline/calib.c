@@ -314,16 +314,30 @@ void ss_hotpix_reset(ss_hotpix_t *hp)
  * brighter neighbour (towards the core); a hot pixel never has. The core
  * itself is a local maximum only while the star's centre lies inside that
  * pixel, which the sky's jitter makes a minority of frames. */
-static int local_max(const float *frame, int w, int h, int x, int y)
+/* Is the pixel hot-shaped: above each finite in-frame 8-neighbour (a
+ * strict local maximum), and sharper than any PSF — its excess over the
+ * median d at least SS_HOTPIX_SHARP of its rise over the lowest finite
+ * neighbour (the median when none)? On a static camera a star's core is a
+ * local maximum far above its median in every frame, and was learned as
+ * hot (its shift then moved by 0.06 px, its detections vanished); a star
+ * of FWHM 2 px centred on a pixel rises 0.63 of the way, a hot pixel all
+ * of it. */
+static int hot_shaped(const float *frame, int w, int h, int x, int y, float d)
 {
     const float v = frame[(size_t)y * (size_t)w + (size_t)x];
+    float lo = INFINITY;
     for (int yy = SS_MAX(y - 1, 0); yy <= SS_MIN(y + 1, h - 1); yy++)
         for (int xx = SS_MAX(x - 1, 0); xx <= SS_MIN(x + 1, w - 1); xx++) {
             const float n = frame[(size_t)yy * (size_t)w + (size_t)xx];
-            if ((xx != x || yy != y) && isfinite(n) && n >= v)
+            if ((xx == x && yy == y) || !isfinite(n))
+                continue;
+            if (n >= v)
                 return 0;
+            lo = fminf(lo, n);
         }
-    return 1;
+    if (isinf(lo))
+        lo = v - d;
+    return d >= SS_HOTPIX_SHARP * (v - lo);
 }
 
 /* hits is 16-bit: a window cannot be longer than this. */
@@ -374,7 +388,7 @@ int ss_hotpix_update(ss_hotpix_t *hp, const float *frame, const float *med, doub
         for (int x = 0; x < w; x++) {
             const size_t i = (size_t)y * (size_t)w + (size_t)x;
             /* d > thresh is rare: the local-maximum test costs nothing */
-            if (d[i] > thresh && local_max(frame, w, h, x, y)) {
+            if (d[i] > thresh && hot_shaped(frame, w, h, x, y, d[i])) {
                 hp->hits[i]++;
                 if (early && !hp->learned[i] && hp->hits[i] >= need_early) {
                     hp->learned[i] = 1;

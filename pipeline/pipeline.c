@@ -344,12 +344,15 @@ static ss_err_t master_for(const ss_pipeline_t *p, int i, const ss_geometry_t *g
 }
 
 /* Registration levels for a frame size: the configured L, or fewer when
- * the coarsest level would be too small for the block search (a block of
- * B binned px and ±R search on both sides need more than B + 2R px). */
+ * the coarsest level would be under SS_COARSE_MIN_LEVEL px on a side (too
+ * few stars left to vote, and the search range R binned px a large part of
+ * the frame: at the default R = 16 a 128² frame is searched ±32 px at
+ * L = 1, a quarter of its side; binning stays where it can, it lifts
+ * faint stars above the peak threshold). */
 static int fit_levels(const ss_pipeline_cfg_t *c, int w, int h)
 {
     int L = c->reg_levels;
-    while (L > 0 && SS_MIN(w >> L, h >> L) <= c->reg_block + 2 * c->reg_search)
+    while (L > 0 && SS_MIN(w >> L, h >> L) < SS_COARSE_MIN_LEVEL)
         L--;
     return L;
 }
@@ -1019,8 +1022,8 @@ static int needs_rebuild(const ss_pipeline_cfg_t *a, const ss_pipeline_cfg_t *b)
            a->roi_x != b->roi_x || a->roi_y != b->roi_y || a->roi_w != b->roi_w ||
            a->roi_h != b->roi_h || a->use_trimsec != b->use_trimsec ||
            a->ref_frames != b->ref_frames ||
-           a->reg_levels != b->reg_levels || a->reg_block != b->reg_block ||
-           a->reg_search != b->reg_search || strcmp(a->dark, b->dark) != 0 ||
+           a->reg_levels != b->reg_levels ||
+           ss_cfg_hipass_radius(a) != ss_cfg_hipass_radius(b) || strcmp(a->dark, b->dark) != 0 ||
            strcmp(a->flat, b->flat) != 0 || strcmp(a->bad_pixels, b->bad_pixels) != 0 ||
            strcmp(a->bias, b->bias) != 0 || a->overscan != b->overscan;
 }

@@ -58,8 +58,6 @@ typedef struct ss_pipeline_cfg {
 
     /* §2 registration */
     int reg_levels;             /* "registration.levels": L, binning by 2^L for the coarse search */
-    int reg_block;              /* "registration.block": B, block size in binned pixels */
-    int reg_blocks;             /* "registration.blocks": K, blocks on the grid (a square number is used) */
     int reg_search;             /* "registration.search": R, ±R binned pixels */
     int reg_hipass;             /* "registration.highpass": local-mean radius px; 0 = derived */
     int reg_max_iter;           /* "registration.max_iter": gradient iterations (4) */

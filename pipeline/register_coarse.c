@@ -20,10 +20,12 @@
 
 /* Robust sigma from a MAD: 1.4826 = 1 / Φ⁻¹(3/4). */
 #define MAD_TO_SIGMA 1.4826
-/* The refinement correlates whole levels on every REFINE_STEP-th row and
- * column: tens of thousands of pixels pick one of 9 candidates reliably,
- * and the full levels would cost more than the block search itself. */
-#define REFINE_STEP 2
+/* The refinement correlates whole levels on every pixel: sampling every
+ * 2nd row and column (as once) drops the undersampled stars that sit on
+ * odd pixels, and on a sparse field the rest picked a neighbour of the
+ * true shift (measured: a static field of 30 stars, σ 0.9 px, refined to 1
+ * px off at the first binned level). */
+#define REFINE_STEP 1
 
 /* ---- 2×2 binning -------------------------------------------------------- */
 

@@ -17,8 +17,11 @@
 
 /* Fewer valid pixels than this: the system is not worth solving. */
 #define FINE_MIN_PIXELS 16
-/* Unknowns of the linear model: δx, δy, g - 1, b. */
-#define FINE_NPAR 4
+/* Unknowns of the linear model: δx, δy, g - 1, b, seeing. */
+#define FINE_NPAR 5
+/* A step beyond this (px, per axis) leaves the linear regime the model
+ * holds in: it is cut back (the coarse step starts within a pixel). */
+#define FINE_MAX_STEP 1.0
 /* The response map M of a step stays within [M_MIN_GAIN, 1/M_MIN_GAIN]
  * (mean of its diagonal): beyond, J is noise and the plain step is used. */
 #define M_MIN_GAIN 0.05
@@ -56,23 +59,24 @@ void ss_reference_prep(const float *ref, int w, int h, float *S, float *gx, floa
  * the integer parts far inside int range. */
 #define FINE_MAX_SHIFT 1e9
 
-/* The sums of rows [y0, y1) of one band into out. */
-static void band_sums(const float *cur, const float *S, const float *gx, const float *gy, int w,
-                      int ix, int iy, double fx, double fy, int xa, int xb, int y0, int y1,
-                      double out[SS_FINE_NSUMS])
+/* The sums of the tile rows [y0, y1) × columns [xa, xb) into out. */
+static void tile_sums(const float *cur, const float *ref, const float *S, const float *gx,
+                      const float *gy, int w, int ix, int iy, double fx, double fy, int xa, int xb,
+                      int y0, int y1, double out[SS_FINE_NSUMS])
 {
     double a[SS_FINE_NSUMS] = { 0 };
     for (int y = y0; y < y1; y++) {
         const float *c0 = cur + (size_t)(y + iy) * (size_t)w + ix, *c1 = c0 + w;
         const size_t row = (size_t)y * (size_t)w;
-        const float *Sr = S + row, *gxr = gx + row, *gyr = gy + row;
-        double xx = 0, xy = 0, yy = 0, xs = 0, ys = 0, ss = 0, sx = 0, sy = 0, s1 = 0, n = 0;
-        double xe = 0, ye = 0, se = 0, e1 = 0, ee = 0, xdx = 0, xdy = 0, ydx = 0, ydy = 0;
+        const float *Sr = S + row, *Rr = ref + row, *gxr = gx + row, *gyr = gy + row;
+        double xx = 0, xy = 0, xs = 0, x1 = 0, xl = 0, yy = 0, ys = 0, y1s = 0, yl = 0, ss = 0;
+        double s1 = 0, sl = 0, n = 0, l1 = 0, ll = 0, xe = 0, ye = 0, se = 0, e1 = 0, le = 0;
+        double ee = 0, xdx = 0, xdy = 0, ydx = 0, ydy = 0;
         /* Branch-free: a pixel that does not count adds zeros. A NaN tap
          * (even at weight 0) or a NaN S makes e non-finite; |v| <= max is
          * "finite". */
-#pragma omp simd reduction(+ : xx, xy, yy, xs, ys, ss, sx, sy, s1, n, xe, ye, se, e1, ee, xdx, \
-                                 xdy, ydx, ydy)
+#pragma omp simd reduction(+ : xx, xy, xs, x1, xl, yy, ys, y1s, yl, ss, s1, sl, n, l1, ll, xe, \
+                               ye, se, e1, le, ee, xdx, xdy, ydx, ydy)
         for (int x = xa; x < xb; x++) {
             const double val = (1.0 - fy) * ((1.0 - fx) * c0[x] + fx * c0[x + 1]) +
                                fy * ((1.0 - fx) * c1[x] + fx * c1[x + 1]);
@@ -82,6 +86,7 @@ static void band_sums(const float *cur, const float *S, const float *gx, const f
             const double e = ok ? e0 : 0.0, o = ok ? 1.0 : 0.0;
             const double p = ok ? (double)gxr[x] : 0.0, q = ok ? (double)gyr[x] : 0.0;
             const double t = ok ? (double)Sr[x] : 0.0;
+            const double l = ok ? 5.0 * ((double)Sr[x] - (double)Rr[x]) : 0.0;
             /* ∂/∂sx of the sample: fx = -sx - ix moves the other way */
             const double ddx = ok ? (1.0 - fy) * ((double)c0[x + 1] - c0[x]) +
                                         fy * ((double)c1[x + 1] - c1[x]) : 0.0;
@@ -89,18 +94,24 @@ static void band_sums(const float *cur, const float *S, const float *gx, const f
                                         fx * ((double)c1[x + 1] - c0[x + 1]) : 0.0;
             xx += p * p;
             xy += p * q;
-            yy += q * q;
             xs += p * t;
+            x1 += p;
+            xl += p * l;
+            yy += q * q;
             ys += q * t;
+            y1s += q;
+            yl += q * l;
             ss += t * t;
-            sx += p;
-            sy += q;
             s1 += t;
+            sl += t * l;
             n += o;
+            l1 += l;
+            ll += l * l;
             xe += p * e;
             ye += q * e;
             se += t * e;
             e1 += e;
+            le += l * e;
             ee += e * e;
             xdx += p * ddx;
             xdy += p * ddy;
@@ -108,11 +119,13 @@ static void band_sums(const float *cur, const float *S, const float *gx, const f
             ydy += q * ddy;
         }
         const double r[SS_FINE_NSUMS] = {
-            [SS_FS_XX] = xx, [SS_FS_XY] = xy, [SS_FS_YY] = yy, [SS_FS_XS] = xs,
-            [SS_FS_YS] = ys, [SS_FS_SS] = ss, [SS_FS_X] = sx,  [SS_FS_Y] = sy,
-            [SS_FS_S] = s1,  [SS_FS_N] = n,   [SS_FS_XE] = xe, [SS_FS_YE] = ye,
-            [SS_FS_SE] = se, [SS_FS_E] = e1,  [SS_FS_EE] = ee, [SS_FS_XDX] = xdx,
-            [SS_FS_XDY] = xdy, [SS_FS_YDX] = ydx, [SS_FS_YDY] = ydy,
+            [SS_FS_XX] = xx, [SS_FS_XY] = xy, [SS_FS_XS] = xs,   [SS_FS_X] = x1,
+            [SS_FS_XL] = xl, [SS_FS_YY] = yy, [SS_FS_YS] = ys,   [SS_FS_Y] = y1s,
+            [SS_FS_YL] = yl, [SS_FS_SS] = ss, [SS_FS_S] = s1,    [SS_FS_SL] = sl,
+            [SS_FS_N] = n,   [SS_FS_L] = l1,  [SS_FS_LL] = ll,   [SS_FS_XE] = xe,
+            [SS_FS_YE] = ye, [SS_FS_SE] = se, [SS_FS_E] = e1,    [SS_FS_LE] = le,
+            [SS_FS_EE] = ee, [SS_FS_XDX] = xdx, [SS_FS_XDY] = xdy, [SS_FS_YDX] = ydx,
+            [SS_FS_YDY] = ydy,
         };
         for (int k = 0; k < SS_FINE_NSUMS; k++)
             a[k] += r[k];
@@ -120,10 +133,16 @@ static void band_sums(const float *cur, const float *S, const float *gx, const f
     memcpy(out, a, sizeof a);
 }
 
-void ss_fine_sums(const float *cur, const float *S, const float *gx, const float *gy,
-                  int w, int h, double sx, double sy, double sums[SS_FINE_BANDS][SS_FINE_NSUMS])
+/* The first of the rows (or columns) [lo, hi) that fall into band b. */
+static int band_start(int lo, int hi, int b)
 {
-    memset(sums, 0, SS_FINE_BANDS * sizeof sums[0]);
+    return lo + (int)(((long)b * (hi - lo) + SS_FINE_BANDS - 1) / SS_FINE_BANDS);
+}
+
+void ss_fine_sums(const float *cur, const float *ref, const float *S, const float *gx,
+                  const float *gy, int w, int h, double sx, double sy, ss_fine_bands_t sums)
+{
+    memset(sums, 0, sizeof(ss_fine_bands_t));
     if (!(fabs(sx) < FINE_MAX_SHIFT && fabs(sy) < FINE_MAX_SHIFT))
         return;                                     /* nothing to sample */
 
@@ -139,33 +158,43 @@ void ss_fine_sums(const float *cur, const float *S, const float *gx, const float
     const int ya = SS_MAX(1, -iy), yb = SS_MIN(h - 1, h - 1 - iy);
     if (xa >= xb || ya >= yb)
         return;
-    const long rows = yb - ya;
 
+    /* tile (row band r, column band c), then the bands in a fixed order */
+    double tile[SS_FINE_BANDS][SS_FINE_BANDS][SS_FINE_NSUMS];   /* 51 KB */
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int b = 0; b < SS_FINE_BANDS; b++) {
-        /* band(y) = ((y - ya)·B) / rows: its rows are [ceil(b·rows/B), ...) */
-        const int y0 = ya + (int)(((long)b * rows + SS_FINE_BANDS - 1) / SS_FINE_BANDS);
-        const int y1 = ya + (int)(((long)(b + 1) * rows + SS_FINE_BANDS - 1) / SS_FINE_BANDS);
-        band_sums(cur, S, gx, gy, w, ix, iy, fx, fy, xa, xb, y0, y1, sums[b]);
+    for (int t = 0; t < SS_FINE_BANDS * SS_FINE_BANDS; t++) {
+        const int r = t / SS_FINE_BANDS, c = t % SS_FINE_BANDS;
+        tile_sums(cur, ref, S, gx, gy, w, ix, iy, fx, fy, band_start(xa, xb, c),
+                  band_start(xa, xb, c + 1), band_start(ya, yb, r), band_start(ya, yb, r + 1),
+                  tile[r][c]);
     }
+    for (int r = 0; r < SS_FINE_BANDS; r++)
+        for (int c = 0; c < SS_FINE_BANDS; c++)
+            for (int k = 0; k < SS_FINE_NSUMS; k++) {
+                sums[0][r][k] += tile[r][c][k];
+                sums[1][c][k] += tile[r][c][k];
+            }
 }
 
 /* ---- the iteration ---------------------------------------------------------- */
 
-/* The 4×4 normal matrix and right-hand side of a set of sums. */
+/* The normal matrix and right-hand side of a set of sums: the columns
+ * (gx, gy, S, 1, L), the matrix from its upper triangle. */
 static void normal_eq(const double *s, double M[FINE_NPAR * FINE_NPAR], double rhs[FINE_NPAR])
 {
-    const double m[FINE_NPAR * FINE_NPAR] = {
-        s[SS_FS_XX], s[SS_FS_XY], s[SS_FS_XS], s[SS_FS_X],
-        s[SS_FS_XY], s[SS_FS_YY], s[SS_FS_YS], s[SS_FS_Y],
-        s[SS_FS_XS], s[SS_FS_YS], s[SS_FS_SS], s[SS_FS_S],
-        s[SS_FS_X],  s[SS_FS_Y],  s[SS_FS_S],  s[SS_FS_N],
+    static const int upper[FINE_NPAR][FINE_NPAR] = {
+        { SS_FS_XX, SS_FS_XY, SS_FS_XS, SS_FS_X, SS_FS_XL },
+        { -1, SS_FS_YY, SS_FS_YS, SS_FS_Y, SS_FS_YL },
+        { -1, -1, SS_FS_SS, SS_FS_S, SS_FS_SL },
+        { -1, -1, -1, SS_FS_N, SS_FS_L },
+        { -1, -1, -1, -1, SS_FS_LL },
     };
-    memcpy(M, m, sizeof m);
-    rhs[0] = s[SS_FS_XE];
-    rhs[1] = s[SS_FS_YE];
-    rhs[2] = s[SS_FS_SE];
-    rhs[3] = s[SS_FS_E];
+    static const int right[FINE_NPAR] = { SS_FS_XE, SS_FS_YE, SS_FS_SE, SS_FS_E, SS_FS_LE };
+    for (int i = 0; i < FINE_NPAR; i++) {
+        for (int j = i; j < FINE_NPAR; j++)
+            M[i * FINE_NPAR + j] = M[j * FINE_NPAR + i] = s[upper[i][j]];
+        rhs[i] = s[right[i]];
+    }
 }
 
 /* θ of a set of sums; 0, or -1 when the system is singular. */
@@ -228,11 +257,11 @@ static void step_to_result(const double *s, double M[4])
     }
 }
 
-/* Delete-a-band jackknife of the step from the band sums, mapped to the
- * result by M: errors and covariance of (sx, sy). Bands without pixels
- * take no part. */
-static void jackknife(const double bands[SS_FINE_BANDS][SS_FINE_NSUMS],
-                      const double total[SS_FINE_NSUMS], const double M[4], ss_shift_t *out)
+/* Delete-a-band jackknife of the step from one set of band sums, mapped to
+ * the result by M: the variance of each axis and the covariance. Bands
+ * without pixels take no part. Returns 0, or -1 with fewer than 2 bands. */
+static int jackknife(const double bands[SS_FINE_BANDS][SS_FINE_NSUMS],
+                     const double total[SS_FINE_NSUMS], const double M[4], double var[3])
 {
     double dx[SS_FINE_BANDS], dy[SS_FINE_BANDS], mx = 0.0, my = 0.0;
     int nb = 0;
@@ -251,21 +280,31 @@ static void jackknife(const double bands[SS_FINE_BANDS][SS_FINE_NSUMS],
         my += dy[nb];
         nb++;
     }
-    out->err_x = out->err_y = out->cov_xy = NAN;
     if (nb < 2)
-        return;
+        return -1;
     mx /= nb;
     my /= nb;
-    double vx = 0.0, vy = 0.0, cxy = 0.0;
+    var[0] = var[1] = var[2] = 0.0;
     for (int b = 0; b < nb; b++) {
-        vx += (dx[b] - mx) * (dx[b] - mx);
-        vy += (dy[b] - my) * (dy[b] - my);
-        cxy += (dx[b] - mx) * (dy[b] - my);
+        var[0] += (dx[b] - mx) * (dx[b] - mx);
+        var[1] += (dy[b] - my) * (dy[b] - my);
+        var[2] += (dx[b] - mx) * (dy[b] - my);
     }
-    const double f = (double)(nb - 1) / nb;
-    out->err_x = sqrt(f * vx);
-    out->err_y = sqrt(f * vy);
-    out->cov_xy = f * cxy;
+    for (int k = 0; k < 3; k++)
+        var[k] *= (double)(nb - 1) / nb;
+    return 0;
+}
+
+/* The reported errors: x from the row bands, y from the column bands. */
+static void jackknife_errors(const ss_fine_bands_t bands, const double total[SS_FINE_NSUMS],
+                             const double M[4], ss_shift_t *out)
+{
+    double vr[3], vc[3];
+    const int okr = jackknife(bands[0], total, M, vr) == 0;
+    const int okc = jackknife(bands[1], total, M, vc) == 0;
+    out->err_x = okr ? sqrt(vr[0]) : NAN;
+    out->err_y = okc ? sqrt(vc[1]) : NAN;
+    out->cov_xy = okr && okc ? 0.5 * (vr[2] + vc[2]) : NAN;
 }
 
 /* The formal error: σe²·(N⁻¹) of the shift parameters, over g². */
@@ -285,28 +324,30 @@ static double formal_error(const double *s, const double theta[FINE_NPAR])
     return sqrt(var / 2.0);
 }
 
-/* The residual variance of a pass after fitting only a gain and an offset
- * (columns S and 1); -1 when it has too few pixels. */
+/* The residual variance of a pass after fitting only a gain, an offset
+ * and a seeing change (columns S, 1, L); -1 when it has too few pixels. */
 static double gain_offset_var(const double *s)
 {
     const double n = s[SS_FS_N];
     if (!(n >= FINE_MIN_PIXELS))
         return -1.0;
-    double M[4] = { s[SS_FS_SS], s[SS_FS_S], s[SS_FS_S], n }, t[2] = { s[SS_FS_SE], s[SS_FS_E] };
+    double M[9] = { s[SS_FS_SS], s[SS_FS_S], s[SS_FS_SL], s[SS_FS_S], n, s[SS_FS_L],
+                    s[SS_FS_SL], s[SS_FS_L], s[SS_FS_LL] };
+    double t[3] = { s[SS_FS_SE], s[SS_FS_E], s[SS_FS_LE] };
     double rss = s[SS_FS_EE];
-    if (ss_solve_dense(M, t, 2) == 0)
-        rss -= t[0] * s[SS_FS_SE] + t[1] * s[SS_FS_E];
-    else                                            /* S constant: the offset alone */
+    if (ss_solve_dense(M, t, 3) == 0)
+        rss -= t[0] * s[SS_FS_SE] + t[1] * s[SS_FS_E] + t[2] * s[SS_FS_LE];
+    else                                            /* degenerate: the offset alone */
         rss -= s[SS_FS_E] * s[SS_FS_E] / n;
     return SS_MAX(rss, 0.0) / n;
 }
 
-static void add_bands(const double bands[SS_FINE_BANDS][SS_FINE_NSUMS], double *total)
+static void add_bands(const ss_fine_bands_t bands, double *total)
 {
     memset(total, 0, SS_FINE_NSUMS * sizeof total[0]);
     for (int b = 0; b < SS_FINE_BANDS; b++)
         for (int k = 0; k < SS_FINE_NSUMS; k++)
-            total[k] += bands[b][k];
+            total[k] += bands[0][b][k];
 }
 
 /* Does the frame match the reference at all? Misalign it on purpose by
@@ -317,7 +358,8 @@ static void add_bands(const double bands[SS_FINE_BANDS][SS_FINE_NSUMS], double *
  * gradients. Returns the contrast. */
 static double match_contrast(ss_fine_sums_fn fn, void *ctx, const ss_shift_t *sh, double var_fit)
 {
-    double bands[SS_FINE_BANDS][SS_FINE_NSUMS], pr[SS_FINE_NSUMS];
+    ss_fine_bands_t bands;
+    double pr[SS_FINE_NSUMS];
     fn(ctx, sh->sx + SS_FINE_PROBE_PX, sh->sy + SS_FINE_PROBE_PX, bands);
     add_bands(bands, pr);
     const double var_probe = gain_offset_var(pr);
@@ -335,7 +377,8 @@ void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
     out->sx = sx0;
     out->sy = sy0;
     const int max_iter = SS_MAX(c->reg_max_iter, 1);
-    double bands[SS_FINE_BANDS][SS_FINE_NSUMS], s[SS_FINE_NSUMS], th[FINE_NPAR] = { 0 };
+    ss_fine_bands_t bands;
+    double s[SS_FINE_NSUMS], th[FINE_NPAR] = { 0 };
 
     for (int it = 0; it < max_iter; it++) {
         fn(ctx, out->sx, out->sy, bands);
@@ -368,7 +411,8 @@ void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
         double ex, ey, M[4];
         theta_step(th, &ex, &ey);
         step_to_result(s, M);
-        const double dx = M[0] * ex + M[1] * ey, dy = M[2] * ex + M[3] * ey;
+        const double dx = SS_CLAMP(M[0] * ex + M[1] * ey, -FINE_MAX_STEP, FINE_MAX_STEP);
+        const double dy = SS_CLAMP(M[2] * ex + M[3] * ey, -FINE_MAX_STEP, FINE_MAX_STEP);
         if (!isfinite(dx) || !isfinite(dy)) {
             ss_strlcpy(out->why, "non-finite step", sizeof out->why);
             return;
@@ -384,7 +428,7 @@ void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
      * reported; the formal error is kept for comparison. */
     double M[4];
     step_to_result(s, M);
-    jackknife(bands, s, M, out);
+    jackknife_errors(bands, s, M, out);
     out->err_formal = formal_error(s, th);
     const double var_fit = SS_MAX(fit_rss(s, th), 0.0) / s[SS_FS_N];
     out->contrast = match_contrast(fn, ctx, out, var_fit);
@@ -438,7 +482,7 @@ static double bias_kappa(const double s[3], double sigma)
 {
     const double noise2 = isfinite(sigma) ? sigma * sigma : 0.0;
     const double d2 = s[0] - 6.0 * noise2 * s[2], d1 = s[1] - 0.5 * noise2 * s[2];
-    return d2 > 0.0 && d1 > 0.0 ? d2 / (6.0 * d1) : 0.0;
+    return d2 > 0.0 && d1 > 0.0 ? SS_MIN(d2 / (6.0 * d1), SS_BIAS_KAPPA_MAX) : 0.0;
 }
 
 void ss_interp_bias(const float *ref, int w, int h, double *kx, double *ky)

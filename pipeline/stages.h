@@ -122,7 +122,11 @@ void ss_hotpix_reset(ss_hotpix_t *hp);                 /* forget everything */
  * AND frame(x) is above each of its finite 8-neighbours (a strict local
  * maximum: on the convex flanks of a bright star whole rings of pixels
  * stand > k·sigma above their median, and with a px or two of jitter they
- * would be learned; a flank pixel always has a brighter neighbour).
+ * would be learned; a flank pixel always has a brighter neighbour) AND
+ * sharper than a PSF: d >= SS_HOTPIX_SHARP·(frame(x) - the minimum of its
+ * finite 8-neighbours, or med when none) (on a static camera a star's core
+ * is a local maximum in every frame; one of FWHM >= 1.6 px rises at most
+ * 0.71 of the way over its lowest neighbour, a hot pixel all of it).
  * Learning is incremental, so that a hot pixel is masked from its first
  * few frames on instead of after a whole window: after the n-th frame of
  * a window (n < window) a pixel becomes learned when hits >=
@@ -133,6 +137,7 @@ void ss_hotpix_reset(ss_hotpix_t *hp);                 /* forget everything */
  * >= max(1, ceil(fraction·window - 1e-9)) (0.7·10 asks for 7), so a pixel
  * that stopped being hot is unlearned; hits = 0. scratch: 2·w·h floats.
  * Returns 1 when the learned mask changed. */
+#define SS_HOTPIX_SHARP 0.75f      /* d >= this · (frame - lowest neighbour): hot-shaped */
 #define SS_HOTPIX_STRIDE 4
 int ss_hotpix_update(ss_hotpix_t *hp, const float *frame, const float *med, double k,
                      int window, double fraction, float *scratch);
@@ -171,11 +176,14 @@ void ss_hipass(const float *in, int w, int h, int r, float *out, float *scratch)
  * ==================================================================== */
 
 #define SS_MAX_LEVELS 5
-#define SS_COARSE_PEAK 5.0          /* a star peak stands this many noise sigmas above 0 */
+#define SS_COARSE_PEAK 4.0          /* a star peak stands this many noise sigmas above 0
+                                     * (5: a 150×120 field kept 8 stars, too few to vote) */
 #define SS_COARSE_STARS 64          /* brightest peaks matched per frame */
-#define SS_COARSE_MIN_VOTES 3       /* fewer matched pairs: no match */
+#define SS_COARSE_MIN_VOTES 4       /* fewer matched pairs: no match (3 random pairs in one
+                                     * window happen about once in 3 blank frames) */
 #define SS_COARSE_VOTE_SIGMA 5.0    /* votes above the random expectation, in its sigmas */
 #define SS_COARSE_MAX_R 256         /* search range limit, binned px */
+#define SS_COARSE_MIN_LEVEL 32      /* the coarsest level keeps at least this many px a side */
 #define SS_COARSE_PEAK_CAP 65536    /* peaks considered per frame (the brightest are kept
                                      * among the first this many in raster order) */
 
@@ -256,8 +264,8 @@ void ss_coarse_vote(const ss_peak_t *ref, int nr, const ss_peak_t *cur, int nc, 
  * with R = c->reg_search; then at each finer level the shift doubles and
  * the best of the 3×3 candidates d around it is the one with the largest
  * mean product of the two levels, Σ ref(x + d)·cur(x) / n over pairs both
- * finite and inside (double; every 2nd row and column from 0, at every
- * level; ties: smallest dy, then dx) — the correlation of high-passed
+ * finite and inside (double, every pixel; ties: smallest dy, then dx) —
+ * the correlation of high-passed
  * levels, blind to offset and gain like the peaks. Sums here may be added
  * in any order (double rounding is all that can differ). peaks: room for
  * 2·cap peaks, hist: (2R+1)² ints (scratch). */
@@ -274,21 +282,35 @@ void ss_coarse_refine(const ss_pyramid_t *ref, const ss_pyramid_t *cur, int *dx,
  * ==================================================================== */
 
 /* The sums of one pass, over the pixels that count (see ss_fine_sums),
- * with the columns gx, gy, S, 1 of the linear model
- *   e = F(x - s_i) - S(x) ≈ θ0·gx + θ1·gy + θ2·S + θ3
- * (θ0,1 ≈ δ, θ2 = g - 1, θ3 = b for F(x - s) ≈ g·R(x + δ) + b): the
- * normal matrix, the right-hand side and Σe². */
+ * with the columns gx, gy, S, 1, L (L = 5·(S - R) = the reference's
+ * five-point Laplacian) of the linear model
+ *   e = F(x - s_i) - S(x) ≈ θ0·gx + θ1·gy + θ2·S + θ3 + θ4·L
+ * (θ0,1 ≈ δ, θ2 = g - 1, θ3 = b for F(x - s) ≈ g·R(x + δ) + b, and θ4 a
+ * change of seeing, which blurs by ∝ ∇²R — the heat equation — and,
+ * unmodelled, left residuals that the error estimate read as noise: 2.6×
+ * too large with 10 % seeing wobble): the normal matrix (upper triangle,
+ * row by row), the right-hand side, Σe², and the response sums. */
 enum {
-    SS_FS_XX, SS_FS_XY, SS_FS_YY, SS_FS_XS, SS_FS_YS, SS_FS_SS, SS_FS_X, SS_FS_Y, SS_FS_S,
-    SS_FS_N, SS_FS_XE, SS_FS_YE, SS_FS_SE, SS_FS_E, SS_FS_EE,
-    /* and the true response of the sample to the shift, D = ∂F(x - s)/∂s
-     * of the bilinear sample, against the gradients: Σ gx·Dx, Σ gx·Dy,
-     * Σ gy·Dx, Σ gy·Dy (the errors of ss_register_fine) */
+    SS_FS_XX, SS_FS_XY, SS_FS_XS, SS_FS_X, SS_FS_XL,
+    SS_FS_YY, SS_FS_YS, SS_FS_Y, SS_FS_YL,
+    SS_FS_SS, SS_FS_S, SS_FS_SL,
+    SS_FS_N, SS_FS_L,
+    SS_FS_LL,
+    SS_FS_XE, SS_FS_YE, SS_FS_SE, SS_FS_E, SS_FS_LE, SS_FS_EE,
+    /* the true response of the sample to the shift, D = ∂F(x - s)/∂s of
+     * the bilinear sample, against the gradients: Σ gx·Dx, Σ gx·Dy,
+     * Σ gy·Dx, Σ gy·Dy (the Newton step and the errors of
+     * ss_register_fine) */
     SS_FS_XDX, SS_FS_XDY, SS_FS_YDX, SS_FS_YDY, SS_FINE_NSUMS
 };
-/* Each pass sums SS_FINE_BANDS bands of rows separately (the jackknife of
- * ss_register_fine needs them); the whole-frame sums are their sum. */
+/* Each pass sums SS_FINE_BANDS bands of rows and, separately, as many
+ * bands of columns (the jackknife of ss_register_fine needs them: the x
+ * error from deleting row bands, the y error from deleting column bands,
+ * so that no deletion cuts a star across the axis it measures — a half
+ * star's gradient sums do not cancel, and cut stars overstated the error
+ * 3× under seeing changes); the whole-frame sums are the sum of either. */
 #define SS_FINE_BANDS 16
+typedef double ss_fine_bands_t[2][SS_FINE_BANDS][SS_FINE_NSUMS];    /* [rows|columns][band][sum] */
 /* The match test of ss_register_fine: probe offset (px, both axes) and the
  * least relative growth of the residual variance it must cause. */
 #define SS_FINE_PROBE_PX 2.0
@@ -322,42 +344,48 @@ void ss_reference_prep(const float *ref, int w, int h, float *S, float *gx, floa
  * (a 1-px margin excluded) with S, gx, gy finite, sample cur at (x - sx,
  * y - sy) bilinearly (NaN if any of the 4 taps is NaN or outside, even at
  * weight 0); if finite, e = sample - S and accumulate (double) the
- * SS_FINE_NSUMS products of the columns (gx, gy, S, 1) with each other and
- * with e, and e², into sums[band][k], band = ((y - ya)·SS_FINE_BANDS) /
- * (yb - ya) for the rows [ya, yb) that can have valid pixels. Bilinear,
- * with one integer offset and one set of weights for the whole frame (so
- * the pass is a plain stencil): ix = floor(-sx), fx = -sx - ix (double;
- * likewise iy, fy), taps a, b = cur(x+ix, y+iy), cur(x+ix+1, y+iy), c, d =
- * the same at y+iy+1, value = (1-fy)·((1-fx)·a + fx·b) + fy·((1-fx)·c +
- * fx·d) in double. Summation order within a band is unspecified (double
+ * SS_FINE_NSUMS products of the columns (gx, gy, S, 1, L = 5·((double)S -
+ * ref)) with each other and with e, e², and the response sums, into
+ * sums[0][band][k], band = ((y - ya)·SS_FINE_BANDS) / (yb - ya) for the
+ * rows [ya, yb) that can have valid pixels, and into sums[1][band][k],
+ * band = ((x - xa)·SS_FINE_BANDS) / (xb - xa) for the columns [xa, xb)
+ * likewise (each pixel adds to one of each). Bilinear, with one integer offset
+ * and one set of weights for the whole frame (so the pass is a plain
+ * stencil): ix = floor(-sx), fx = -sx - ix (double; likewise iy, fy),
+ * taps a, b = cur(x+ix, y+iy), cur(x+ix+1, y+iy), c, d = the same at
+ * y+iy+1, value = (1-fy)·((1-fx)·a + fx·b) + fy·((1-fx)·c + fx·d) in
+ * double; Dx = (1-fy)·(b - a) + fy·(d - c), Dy = (1-fx)·(c - a) +
+ * fx·(d - b). Summation order within a band is unspecified (double
  * rounding only); results do not depend on the thread count. |sx| or |sy|
  * >= 1e9 (or NaN): all sums 0. */
-void ss_fine_sums(const float *cur, const float *S, const float *gx, const float *gy,
-                  int w, int h, double sx, double sy, double sums[SS_FINE_BANDS][SS_FINE_NSUMS]);
+void ss_fine_sums(const float *cur, const float *ref, const float *S, const float *gx,
+                  const float *gy, int w, int h, double sx, double sy, ss_fine_bands_t sums);
 
 /* The band sums of one pass for the shift (sx, sy), however a backend gets
  * them. */
-typedef void (*ss_fine_sums_fn)(void *ctx, double sx, double sy,
-                                double sums[SS_FINE_BANDS][SS_FINE_NSUMS]);
+typedef void (*ss_fine_sums_fn)(void *ctx, double sx, double sy, ss_fine_bands_t sums);
 
 /* The iteration of §2b, shared by both backends: from (sx0, sy0), up to
- * c->reg_max_iter passes; each solves the 4×4 normal equations of the
- * whole-frame sums for θ, steps by δ = (θ0, θ1) and stops when
+ * c->reg_max_iter passes; each solves the 5×5 normal equations of the
+ * whole-frame sums for θ, steps by δ = M·(θ0, θ1) (M = J⁻¹A, the gradient
+ * block A against the measured response J: a Newton step; each axis cut
+ * to ±1 px) and stops when
  * |δ| (Euclidean) < c->reg_tol. Fails (ok = 0, why set) when n < 16, when
  * det/(u·w) of the gradient block (u = Σgx², w = Σgy²) is below
- * c->reg_min_det (no structure), when the 4×4 system is singular, or when
+ * c->reg_min_det (no structure), when the 5×5 system is singular, or when
  * the gain 1 + θ2 is below SS_FINE_MIN_GAIN. From the last pass:
  * gain = 1 + θ2, offset = θ3; the formal errors σe²·(N⁻¹)_00,11 with
- * σe² = (Σe² - θ·rhs)/(n - 4); and the reported errors by the
- * delete-a-band jackknife: δ_(b) from the sums without band b, var =
- * (B-1)/B·Σ_b (δ_(b) - mean)² per axis (and the covariance), which also
- * holds the correlations that the median pre-filter, the smoothing and the
+ * σe² = (Σe² - θ·rhs)/(n - 5); and the reported errors by the
+ * delete-a-band jackknife: M·δ_(b) from the sums without band b, var =
+ * (B-1)/B·Σ_b (M·δ_(b) - mean)², x over the row bands, y over the column
+ * bands (the covariance: the mean of both), which also
+ * holds the correlations that the cleaning, the smoothing and the
  * reference's own noise put between neighbouring pixels (the formal error
  * ignores them and was measured 9-22× too small). Then the match test,
  * because det/(u·w) sees only the reference: one more pass at (sx + P,
  * sy + P), P = SS_FINE_PROBE_PX; with var_fit = (Σe² - θ·rhs)/n of the
- * last pass and var_probe = the probe's Σe² less its best gain-and-offset
- * fit (columns S and 1 only), over its n', contrast = var_probe / var_fit
+ * last pass and var_probe = the probe's Σe² less its best fit of the
+ * columns S, 1 and L only, over its n', contrast = var_probe / var_fit
  * - 1 (var_fit <= 0, a noiseless fit: +inf if var_probe > 0, else 0);
  * fails when it is below SS_FINE_MIN_CONTRAST, or when the probe has
  * n' < 16 (contrast -1). */
@@ -375,11 +403,16 @@ void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
  * a(x+1), f1 = (a(x+1) - a(x-1))/2, all three taps finite), over the
  * pixels with a tap above SS_BIAS_SIGNAL noise sigmas (stars, not sky),
  * less the noise's own share (6σ² and σ²/2 per pixel, σ =
- * ss_diff_noise); 0 when nothing is left. Measured against rendered
- * shifts: within 10 % of the true κ for σ >= 1 px, 25 % high at 0.8 px.
+ * ss_diff_noise); 0 when nothing is left; at most SS_BIAS_KAPPA_MAX (a
+ * Gaussian of σ = 0.85 px: below, the Taylor estimate no longer holds —
+ * undersampled stars, or sharp features that dominate the sums, as on the
+ * deep field of tests/check_real.c, whose κ came out 0.9 and whose shifts
+ * it made worse). Measured against rendered shifts: within 10 % of the
+ * true κ for σ >= 1 px, 25 % high at 0.8 px.
  * ss_interp_unbias applies it: s + κ·φ(t), t = -s - floor(-s) (the
  * fraction ss_fine_sums interpolates at). */
 #define SS_BIAS_SIGNAL 5.0
+#define SS_BIAS_KAPPA_MAX 0.35
 void ss_interp_bias(const float *ref, int w, int h, double *kx, double *ky);
 double ss_interp_unbias(double s, double kappa);
 
