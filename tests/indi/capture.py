@@ -41,6 +41,7 @@ python3-numpy missing (the message says what to install).
 import argparse
 import base64
 import ctypes
+import importlib.util
 import json
 import os
 import random
@@ -517,7 +518,6 @@ def read_calls(state):
 
 
 def capture(args):
-    import numpy as np  # noqa: F401  (checked in main)
     t0 = time.monotonic()
     deadline = t0 + args.timeout
     os.makedirs(args.out, exist_ok=True)
@@ -692,9 +692,7 @@ def main():
         ap.error("bad --frames, --jitter, --exposure or --stars")
 
     missing = [p for p in ("indiserver", "indi_simulator_ccd") if shutil.which(p) is None]
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("numpy") is None:
         missing.append("numpy for %s" % sys.executable)
     if missing:
         sys.stderr.write("capture: missing %s: install the Debian packages indi-bin and "
