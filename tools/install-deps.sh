@@ -3,8 +3,9 @@
 # Idempotent; run as root (or through sudo). CUDA is optional: the CUDA
 # backend is built when nvcc is found (/usr/local/cuda or PATH).
 set -eu
+# indi-bin: indiserver and indi_simulator_ccd, for tests/check_indi.c
 PKGS="build-essential cmake pkg-config libzmq3-dev libcjson-dev libcfitsio-dev
-      libsystemd-dev check python3 python3-zmq python3-numpy fitsverify"
+      libsystemd-dev check python3 python3-zmq python3-numpy fitsverify indi-bin"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
