@@ -1545,11 +1545,8 @@ static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, float sigma)
         return e;
     cu_params_t *hp = b->h_params;
     const int R = ss_psf_kernel(psf_sigma, hp->mf_k);
-    double sk2 = 0.0;
-    for (int i = 0; i <= 2 * R; i++)
-        sk2 += (double)hp->mf_k[i] * (double)hp->mf_k[i];
     hp->mf_R = R;
-    hp->mf_norm = (float)((double)sigma * sk2);
+    hp->mf_sigma = sigma;
     if ((e = enqueue(b, st_matched, R, SS_STAGE_MATCHED)))
         return e;
     return op_end(b);

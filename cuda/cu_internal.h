@@ -131,7 +131,7 @@ typedef struct cu_params {
 
     /* matched filter */
     int mf_R;
-    float mf_norm;                  /* (float)(sigma · Σk²) */
+    float mf_sigma;                 /* the residual's σ */
     float mf_k[CU_KTAPS];
 
     /* detection */

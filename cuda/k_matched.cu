@@ -4,9 +4,10 @@
  *
  * One kernel, tiled in shared memory: a 32×32 output tile loads its input
  * with an apron of R on every side, runs the row pass over the tile's
- * rows plus the vertical apron (h1 = Σ k·v·in, hv1 = Σ k·v, float, taps
- * ascending), keeps h1 and hv1 in shared memory, and runs the column pass
- * (num = Σ k·h1, den = Σ k·hv1). The row pass of the apron rows is
+ * rows plus the vertical apron (h1 = Σ k·v·in, hv1 = Σ k·v, hv2 = Σ k²·v,
+ * float, taps ascending), keeps them in shared memory, and runs the
+ * column pass (num = Σ k·h1, den = Σ k·hv1, den2 = Σ k²·hv2; z = num /
+ * (σ·sqrtf(den2))). The row pass of the apron rows is
  * recomputed by the neighbouring tiles instead of going through device
  * memory. Out-of-frame taps are loaded as NaN, i.e. as invalid taps: they
  * add +0 where the CPU skips them, which is the same float.
@@ -24,16 +25,19 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, const float 
                           int w, int h, float *__restrict__ z)
 {
     extern __shared__ float sm[];
-    __shared__ float k[CU_KTAPS];
+    __shared__ float k[CU_KTAPS], k2[CU_KTAPS];
     const int TWI = MT + 2 * R;                 /* input tile width and height */
     float *tv = sm;                             /* TWI × TWI: the value, 0 where invalid */
     float *tf = tv + TWI * TWI;                 /* TWI × TWI: 1 where valid, else 0 */
     float *h1 = tf + TWI * TWI;                 /* TWI rows × MT */
     float *hv1 = h1 + TWI * MT;
+    float *hv2 = hv1 + TWI * MT;
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * MT + tx;
     const int x0 = blockIdx.x * MT, y0 = blockIdx.y * MT;
-    for (int i = tid; i <= 2 * R; i += MT * MTY)
+    for (int i = tid; i <= 2 * R; i += MT * MTY) {
         k[i] = p->mf_k[i];
+        k2[i] = p->mf_k[i] * p->mf_k[i];
+    }
     /* validity resolved once per input pixel, not once per tap: k·0 and
      * k·1 are the +0 and k the reference adds for an invalid / valid tap */
     for (int ry = ty; ry < TWI; ry += MTY) {
@@ -53,17 +57,19 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, const float 
      * plus the vertical apron, thread tx owns column tx */
     for (int ry = ty; ry < TWI; ry += MTY) {
         const float *rv = tv + ry * TWI + tx, *rf = tf + ry * TWI + tx;
-        float hs = 0.0f, vs = 0.0f;
+        float hs = 0.0f, vs = 0.0f, v2 = 0.0f;
         for (int i = 0; i <= 2 * R; i++) {
             hs += k[i] * rv[i];
             vs += k[i] * rf[i];
+            v2 += k2[i] * rf[i];
         }
         h1[ry * MT + tx] = hs;
         hv1[ry * MT + tx] = vs;
+        hv2[ry * MT + tx] = v2;
     }
     __syncthreads();
     /* columns */
-    const float norm = p->mf_norm;
+    const float sigma = p->mf_sigma;
     const int x = x0 + tx;
     if (x >= w)
         return;
@@ -72,15 +78,16 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, const float 
         if (y >= h)
             break;
         const int j0 = max(0, R - y), j1 = min(2 * R, h - 1 - y + R);
-        float num = 0.0f, den = 0.0f;
+        float num = 0.0f, den = 0.0f, den2 = 0.0f;
         for (int j = j0; j <= j1; j++) {
             const int e = (oy + j) * MT + tx;
             num += k[j] * h1[e];
             den += k[j] * hv1[e];
+            den2 += k2[j] * hv2[e];
         }
         const bool c_ok = tf[(oy + R) * TWI + tx + R] != 0.0f;
         z[(size_t)y * (size_t)w + (size_t)x] =
-            c_ok && den >= 0.5f ? num / den / norm : __int_as_float(0x7fc00000);
+            c_ok && den >= 0.5f ? num / (sigma * sqrtf(den2)) : __int_as_float(0x7fc00000);
     }
 }
 
@@ -90,7 +97,7 @@ extern "C" cudaError_t cu_matched(const cu_params_t *p, int R, const float *in, 
                                   float *z, cudaStream_t s)
 {
     const int TWI = MT + 2 * R;
-    const size_t sm = (2 * (size_t)TWI * TWI + 2 * (size_t)TWI * MT) * sizeof(float);
+    const size_t sm = (2 * (size_t)TWI * TWI + 3 * (size_t)TWI * MT) * sizeof(float);
     if (sm > 48 * 1024) {
         cudaError_t e =
             cudaFuncSetAttribute(k_matched, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);

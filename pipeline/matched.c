@@ -47,16 +47,14 @@ int ss_psf_kernel(double psf_sigma, float *k)
 void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float sigma, float *z,
                        float *scratch)
 {
-    float k[2 * SS_KERNEL_MAX_RADIUS + 1];
+    float k[2 * SS_KERNEL_MAX_RADIUS + 1], k2[2 * SS_KERNEL_MAX_RADIUS + 1];
     const int R = ss_psf_kernel(psf_sigma, k);
-    double sk2 = 0.0;
     for (int i = 0; i <= 2 * R; i++)
-        sk2 += (double)k[i] * (double)k[i];
-    const float norm = (float)((double)sigma * sk2);
+        k2[i] = k[i] * k[i];
     const size_t npix = (size_t)w * (size_t)h;
-    float *h1 = scratch, *hv1 = scratch + npix;
+    float *h1 = scratch, *hv1 = scratch + npix, *hv2 = scratch + 2 * npix;
 
-    /* rows: h1 = Σ k·v·in, hv1 = Σ k·v. Each chunk of a row is first
+    /* rows: h1 = Σ k·v·in, hv1 = Σ k·v, hv2 = Σ k²·v. Each chunk of a row is first
      * copied with its apron into v·in and v (0 for invalid and
      * out-of-frame taps: adding k·0 = 0 is exact), so the tap loops are
      * plain multiply-adds */
@@ -64,7 +62,7 @@ void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float si
     for (int y = 0; y < h; y++) {
         const float *ir = in + (size_t)y * (size_t)w;
         float mv[SS_MF_CHUNK + 2 * SS_KERNEL_MAX_RADIUS], mw[SS_MF_CHUNK + 2 * SS_KERNEL_MAX_RADIUS];
-        float hs[SS_MF_CHUNK], ws[SS_MF_CHUNK];
+        float hs[SS_MF_CHUNK], ws[SS_MF_CHUNK], w2[SS_MF_CHUNK];
         for (int c0 = 0; c0 < w; c0 += SS_MF_CHUNK) {
             const int len = SS_MIN(SS_MF_CHUNK, w - c0);
             for (int j = 0; j < len + 2 * R; j++) {
@@ -75,44 +73,49 @@ void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float si
                 mw[j] = ok ? 1.0f : 0.0f;
             }
             for (int x = 0; x < len; x++)
-                hs[x] = ws[x] = 0.0f;
+                hs[x] = ws[x] = w2[x] = 0.0f;
             for (int i = 0; i <= 2 * R; i++) {
-                const float ki = k[i];
+                const float ki = k[i], ki2 = k2[i];
 #pragma omp simd
                 for (int x = 0; x < len; x++) {
                     hs[x] += ki * mv[x + i];
                     ws[x] += ki * mw[x + i];
+                    w2[x] += ki2 * mw[x + i];
                 }
             }
             memcpy(h1 + (size_t)y * (size_t)w + c0, hs, (size_t)len * sizeof(float));
             memcpy(hv1 + (size_t)y * (size_t)w + c0, ws, (size_t)len * sizeof(float));
+            memcpy(hv2 + (size_t)y * (size_t)w + c0, w2, (size_t)len * sizeof(float));
         }
     }
 
-    /* columns: num = Σ k·h1, den = Σ k·hv1; z = num / den / (σ·Σk²) */
+    /* columns: num = Σ k·h1, den = Σ k·hv1, den2 = Σ k²·hv2;
+     * z = num / (σ·sqrt(den2)) */
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
         const int j0 = SS_MAX(0, R - y), j1 = SS_MIN(2 * R, h - 1 - y + R);  /* rows in frame */
         for (int c0 = 0; c0 < w; c0 += SS_MF_CHUNK) {
             const int len = SS_MIN(SS_MF_CHUNK, w - c0);
-            float num[SS_MF_CHUNK], den[SS_MF_CHUNK];
+            float num[SS_MF_CHUNK], den[SS_MF_CHUNK], den2[SS_MF_CHUNK];
             for (int x = 0; x < len; x++)
-                num[x] = den[x] = 0.0f;
+                num[x] = den[x] = den2[x] = 0.0f;
             for (int j = j0; j <= j1; j++) {
                 const size_t off = (size_t)(y + j - R) * (size_t)w + (size_t)c0;
-                const float kj = k[j];
-                const float *hr = h1 + off, *vr = hv1 + off;
+                const float kj = k[j], kj2 = k2[j];
+                const float *hr = h1 + off, *vr = hv1 + off, *v2 = hv2 + off;
 #pragma omp simd
                 for (int x = 0; x < len; x++) {
                     num[x] += kj * hr[x];
                     den[x] += kj * vr[x];
+                    den2[x] += kj2 * v2[x];
                 }
             }
             const float *ir = in + (size_t)y * (size_t)w + c0;
             float *zr = z + (size_t)y * (size_t)w + c0;
             for (int x = 0; x < len; x++)
-                zr[x] = isfinite(ir[x]) && den[x] >= SS_MF_MIN_WEIGHT ? num[x] / den[x] / norm
-                                                                       : NAN;
+                zr[x] = isfinite(ir[x]) && den[x] >= SS_MF_MIN_WEIGHT
+                            ? num[x] / (sigma * sqrtf(den2[x]))
+                            : NAN;
         }
     }
 }

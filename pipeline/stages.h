@@ -125,8 +125,9 @@ void ss_hotpix_reset(ss_hotpix_t *hp);                 /* forget everything */
  * would be learned; a flank pixel always has a brighter neighbour) AND
  * sharper than a PSF: d >= SS_HOTPIX_SHARP·(frame(x) - the minimum of its
  * finite 8-neighbours, or med when none) (on a static camera a star's core
- * is a local maximum in every frame; one of FWHM >= 1.6 px rises at most
- * 0.71 of the way over its lowest neighbour, a hot pixel all of it).
+ * is a local maximum in every frame; one of FWHM 1.6 px centred on a pixel
+ * rises 0.71 of the way over its lowest neighbour, more with noise, a hot
+ * pixel all of it).
  * Learning is incremental, so that a hot pixel is masked from its first
  * few frames on instead of after a whole window: after the n-th frame of
  * a window (n < window) a pixel becomes learned when hits >=
@@ -137,7 +138,7 @@ void ss_hotpix_reset(ss_hotpix_t *hp);                 /* forget everything */
  * >= max(1, ceil(fraction·window - 1e-9)) (0.7·10 asks for 7), so a pixel
  * that stopped being hot is unlearned; hits = 0. scratch: 2·w·h floats.
  * Returns 1 when the learned mask changed. */
-#define SS_HOTPIX_SHARP 0.75f      /* d >= this · (frame - lowest neighbour): hot-shaped */
+#define SS_HOTPIX_SHARP 0.9f       /* d >= this · (frame - lowest neighbour): hot-shaped */
 #define SS_HOTPIX_STRIDE 4
 int ss_hotpix_update(ss_hotpix_t *hp, const float *frame, const float *med, double k,
                      int window, double fraction, float *scratch);
@@ -634,12 +635,18 @@ float ss_noise_mad(const float *x, int w, int h, int stride, float *scratch);
 int ss_psf_kernel(double psf_sigma, float *k);
 
 /* Valid-aware separable matched filter and SNR map:
- *   h1 = rows: Σ_i k[i]·v·in(x+i-R, y), hv1 = Σ_i k[i]·v   (v = 1 if finite)
- *   num, den = the same along columns on h1 and hv1 (float, taps ascending)
- *   z = num / den / norm (float), norm = (float)(sigma · Σk²) with Σk² in
- *   double over the float taps, where the centre is finite and
+ *   h1 = rows: Σ_i k[i]·v·in(x+i-R, y), hv1 = Σ_i k[i]·v, hv2 = Σ_i k2[i]·v
+ *   (v = 1 if finite, k2[i] = k[i]·k[i] in float);
+ *   num, den, den2 = the same along columns on h1, hv1 (taps k) and hv2
+ *   (taps k2) (float, taps ascending);
+ *   z = num / (sigma · sqrtf(den2)) (float) where the centre is finite and
  *   den >= 0.5; NaN elsewhere. Out-of-frame taps count as invalid.
- * scratch: 2·w·h floats. */
+ * The noise of num is sigma·sqrt(den2) wherever taps are missing (the
+ * frame's edge, masked pixels, saturated stars): z has unit variance
+ * everywhere. Dividing by the kept kernel weight instead (num/den) made
+ * the noise √2 larger along an edge and doubled the false alarms there;
+ * in the interior, den2 = (Σk²)² = ‖k⊗k‖² and z is the SNR of ALGORITHM §6.
+ * scratch: 3·w·h floats. */
 void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float sigma,
                        float *z, float *scratch);
 

@@ -56,19 +56,16 @@ END_TEST
  * brute force
  * ==================================================================== */
 
-/* z by the 2-D definition, in double: Σ k_i k_j v in / Σ k_i k_j v, over
- * the taps inside the frame, over σ·Σk²; NaN at an invalid centre or
- * where the valid weight is under 0.5. */
+/* z by the 2-D definition, in double: Σ k_i k_j v in over σ·sqrt(Σ
+ * (k_i k_j)² v), over the taps inside the frame; NaN at an invalid centre
+ * or where the valid weight Σ k_i k_j v is under 0.5. */
 static void brute_z(const float *in, int w, int h, double psf_sigma, double sigma, double *z)
 {
     float k[2 * SS_KERNEL_MAX_RADIUS + 1];
     const int R = ss_psf_kernel(psf_sigma, k);
-    double sk2 = 0.0;
-    for (int i = 0; i <= 2 * R; i++)
-        sk2 += (double)k[i] * k[i];
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) {
-            double num = 0.0, den = 0.0;
+            double num = 0.0, den = 0.0, den2 = 0.0;
             for (int j = 0; j <= 2 * R; j++)
                 for (int i = 0; i <= 2 * R; i++) {
                     const int xx = x + i - R, yy = y + j - R;
@@ -79,9 +76,10 @@ static void brute_z(const float *in, int w, int h, double psf_sigma, double sigm
                         continue;
                     num += (double)k[i] * k[j] * v;
                     den += (double)k[i] * k[j];
+                    den2 += (double)k[i] * k[i] * k[j] * k[j];
                 }
             z[(size_t)y * w + x] = isfinite(in[(size_t)y * w + x]) && den >= 0.5
-                                       ? num / den / (sigma * sk2)
+                                       ? num / (sigma * sqrt(den2))
                                        : NAN;
         }
 }
@@ -95,7 +93,7 @@ START_TEST(test_matched_brute_force)
         const int w = shapes[s][0], h = shapes[s][1];
         const size_t n = (size_t)w * h;
         float *in = malloc(n * sizeof(float)), *z = malloc(n * sizeof(float));
-        float *scr = malloc(2 * n * sizeof(float));
+        float *scr = malloc(3 * n * sizeof(float));
         double *ref = malloc(n * sizeof(double));
         for (size_t i = 0; i < n; i++) {
             const double u = rng_unif();
@@ -143,7 +141,7 @@ START_TEST(test_matched_point_source_snr)
     const double psf = 1.4, sigma = 12.0, want = 40.0;
     const double F = want * sigma * sqrt(4.0 * M_PI) * psf;
     float *in = malloc(W * H * sizeof(float)), *z = malloc(W * H * sizeof(float));
-    float *scr = malloc(2 * W * H * sizeof(float));
+    float *scr = malloc(3 * W * H * sizeof(float));
     rng_state = 17;
     for (int i = 0; i < W * H; i++)
         in[i] = (float)(sigma * rng_gauss());
@@ -179,7 +177,7 @@ START_TEST(test_matched_noise_unit_variance)
 {
     enum { W = 512, H = 512 };
     float *in = malloc(W * H * sizeof(float)), *z = malloc(W * H * sizeof(float));
-    float *scr = malloc(2 * W * H * sizeof(float));
+    float *scr = malloc(3 * W * H * sizeof(float));
     static const double psf[] = { 1.0, 1.4, 2.5 };
     rng_state = 23;
     for (size_t t = 0; t < sizeof psf / sizeof psf[0]; t++) {
@@ -210,11 +208,53 @@ START_TEST(test_matched_noise_unit_variance)
 }
 END_TEST
 
+/* Unit variance where taps are missing too: along the frame's edges and
+ * around masked pixels (10 % of them, in clumps of 2×2). Dividing by the
+ * kept kernel weight, as before, gave std(z) ≈ 1.3 on the edge rows. */
+START_TEST(test_matched_unit_variance_edges_and_holes)
+{
+    enum { W = 400, H = 400 };
+    float *in = malloc(W * H * sizeof(float)), *z = malloc(W * H * sizeof(float));
+    float *scr = malloc(3 * W * H * sizeof(float));
+    rng_state = 41;
+    for (int i = 0; i < W * H; i++)
+        in[i] = (float)(5.0 * rng_gauss());
+    for (int c = 0; c < W * H / 40; c++) {
+        const int x = (int)(rng_unif() * (W - 1)), y = (int)(rng_unif() * (H - 1));
+        in[y * W + x] = in[y * W + x + 1] = in[(y + 1) * W + x] = in[(y + 1) * W + x + 1] = NAN;
+    }
+    ss_matched_filter(in, W, H, 1.4, 5.0f, z, scr);
+    double e2 = 0, h2 = 0;
+    long ne = 0, nh = 0;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            const float v = z[y * W + x];
+            if (isnan(v))
+                continue;
+            if (x < 2 || y < 2 || x >= W - 2 || y >= H - 2) {
+                e2 += (double)v * v;
+                ne++;
+            } else {
+                h2 += (double)v * v;
+                nh++;
+            }
+        }
+    const double se = sqrt(e2 / ne), sh = sqrt(h2 / nh);
+    printf("std(z): %.3f on the edge rows and columns (%ld px), %.3f inside with holes\n", se, ne,
+           sh);
+    ck_assert_msg(fabs(se - 1.0) < 0.06, "edge std(z) %.3f", se);
+    ck_assert_msg(fabs(sh - 1.0) < 0.03, "inside std(z) %.3f", sh);
+    free(in);
+    free(z);
+    free(scr);
+}
+END_TEST
+
 START_TEST(test_matched_thread_independent)
 {
     enum { W = 301, H = 257 };
     float *in = malloc(W * H * sizeof(float)), *a = malloc(W * H * sizeof(float)),
-          *b = malloc(W * H * sizeof(float)), *scr = malloc(2 * W * H * sizeof(float));
+          *b = malloc(W * H * sizeof(float)), *scr = malloc(3 * W * H * sizeof(float));
     rng_state = 5;
     for (int i = 0; i < W * H; i++)
         in[i] = rng_unif() < 0.03 ? NAN : (float)rng_gauss();
@@ -241,6 +281,7 @@ static Suite *matched_suite(void)
     tcase_add_test(tc, test_matched_brute_force);
     tcase_add_test(tc, test_matched_point_source_snr);
     tcase_add_test(tc, test_matched_noise_unit_variance);
+    tcase_add_test(tc, test_matched_unit_variance_edges_and_holes);
     tcase_add_test(tc, test_matched_thread_independent);
     suite_add_tcase(s, tc);
     return s;

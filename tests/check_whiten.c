@@ -507,7 +507,7 @@ static void seq_init(seq_t *s, const ss_synth_cfg_t *c, int N)
     s->P = malloc(np * sizeof(float));
     s->r = malloc(np * sizeof(float));
     s->z = malloc(np * sizeof(float));
-    s->fscr = malloc(2 * np * sizeof(float));
+    s->fscr = malloc(3 * np * sizeof(float));
     s->labels = calloc(np, sizeof(int32_t));
     s->iscr = malloc(np * sizeof(int32_t));
     s->bscr = malloc(np);

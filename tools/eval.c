@@ -215,11 +215,12 @@ static void usage(FILE *out)
 "              first ok frame on (no ok frame: 0 / frames from min_history on).\n"
 "  shift       frames registered against a reference (ok, warmup) form reference\n"
 "              epochs (a new one at each reference or re-reference frame). In each,\n"
-"              error(t) = s_meas(t) - (s_true(t) - s_true(ref)); the epoch's mean\n"
-"              error is removed (the reference's own noise is common to its\n"
-"              epoch; epochs of one frame are left out) and RMS = sqrt(sum /\n"
-"              (n - epochs)), per axis and combined (sqrt(x^2 + y^2)); ratio =\n"
-"              RMS(error) / RMS(reported standard error); gross = |error| > 1 px.\n"
+"              error(t) = s_meas(t) - (s_true(t) - s_true(ref)) (epochs of one\n"
+"              frame are left out); RMS per axis and combined (sqrt(x^2 + y^2));\n"
+"              ratio = RMS(error) / RMS(reported standard error) (the reported\n"
+"              error covers the reference's own noise too); frame to frame =\n"
+"              the RMS with each epoch's mean error removed, sqrt(sum / (n -\n"
+"              epochs)); gross = |error - epoch mean| > 1 px.\n"
 "  detection   in ok frames. A truth mover counts when inside the processed frame\n"
 "              at least B = max(12, the largest |shift difference| to the\n"
 "              frames in the pipeline's history) px from its edges; it is found\n"
@@ -836,13 +837,14 @@ static int shift_add(totals_t *T, long epoch, const ss_shift_t *s, double tdx, d
 typedef struct shift_stats {
     long n, epochs, gross;
     double rms_x, rms_y, rms, rep_x, rep_y, rep, ratio_x, ratio_y, ratio;
+    double scat_x, scat_y, scat;    /* frame-to-frame: the epoch means removed */
 } shift_stats_t;
 
 /* Records are in frame order, so an epoch's records are consecutive. */
 static void shift_summary(const totals_t *T, shift_stats_t *o)
 {
     memset(o, 0, sizeof *o);
-    double sxx = 0, syy = 0, rxx = 0, ryy = 0;
+    double sxx = 0, syy = 0, rxx = 0, ryy = 0, exx = 0, eyy = 0;
     for (long a = 0; a < T->n_shifts;) {
         long b = a;
         double mx = 0, my = 0;
@@ -860,6 +862,8 @@ static void shift_summary(const totals_t *T, shift_stats_t *o)
                 double dx = r->ex - mx, dy = r->ey - my;
                 sxx += dx * dx;
                 syy += dy * dy;
+                exx += r->ex * r->ex;
+                eyy += r->ey * r->ey;
                 rxx += r->sex * r->sex;
                 ryy += r->sey * r->sey;
                 o->gross += fabs(dx) > GROSS_SHIFT_PX || fabs(dy) > GROSS_SHIFT_PX;
@@ -872,11 +876,14 @@ static void shift_summary(const totals_t *T, shift_stats_t *o)
     double dof = (double)(o->n - o->epochs);
     if (dof <= 0) {
         o->rms_x = o->rms_y = o->rms = o->rep_x = o->rep_y = o->rep = NAN;
-        o->ratio_x = o->ratio_y = o->ratio = NAN;
+        o->ratio_x = o->ratio_y = o->ratio = o->scat_x = o->scat_y = o->scat = NAN;
         return;
     }
-    o->rms_x = sqrt(sxx / dof);
-    o->rms_y = sqrt(syy / dof);
+    o->scat_x = sqrt(sxx / dof);
+    o->scat_y = sqrt(syy / dof);
+    o->scat = hypot(o->scat_x, o->scat_y);
+    o->rms_x = sqrt(exx / o->n);
+    o->rms_y = sqrt(eyy / o->n);
     o->rms = hypot(o->rms_x, o->rms_y);
     o->rep_x = sqrt(rxx / o->n);
     o->rep_y = sqrt(ryy / o->n);
@@ -946,7 +953,7 @@ static int base_work_init(base_work_t *w, size_t max_px, int hist, int max_dets)
     size_t ncomp = SS_MIN(max_px / 2 + 1, (size_t)MAX_COMPONENTS);
     w->diff = malloc(max_px * sizeof(float));
     w->z = malloc(max_px * sizeof(float));
-    w->fscratch = malloc(2 * max_px * sizeof(float));
+    w->fscratch = malloc(3 * max_px * sizeof(float));
     w->vals = malloc((size_t)hist * sizeof(float));
     w->labels = malloc(max_px * sizeof(int32_t));
     w->iscratch = malloc(max_px * sizeof(int32_t));
@@ -1253,11 +1260,13 @@ static void print_text(const eval_t *E, const shift_stats_t *sh)
     else
         printf(" (no ok frame: counted from frame %d)\n", ss_cfg_min_history(&E->pc));
     printf("shift       %ld frames in %ld reference epochs (error = measured - true change since"
-           " the epoch's reference, epoch mean removed)\n",
+           " the epoch's reference)\n",
            sh->n, sh->epochs);
     printf("            RMS error x %.4f  y %.4f  combined %.4f px; reported x %.4f  y %.4f  "
            "combined %.4f px\n",
            sh->rms_x, sh->rms_y, sh->rms, sh->rep_x, sh->rep_y, sh->rep);
+    printf("            frame to frame (epoch means removed) x %.4f  y %.4f  combined %.4f px\n",
+           sh->scat_x, sh->scat_y, sh->scat);
     printf("            ratio RMS(error)/RMS(reported) x %.2f  y %.2f  combined %.2f; gross "
            "errors (> %.0f px) %ld\n",
            sh->ratio_x, sh->ratio_y, sh->ratio, GROSS_SHIFT_PX, sh->gross);
@@ -1395,6 +1404,9 @@ static int print_json(const eval_t *E, const shift_stats_t *sh, FILE *out)
     cJSON_AddNumberToObject(s, "rms_x", sh->rms_x);
     cJSON_AddNumberToObject(s, "rms_y", sh->rms_y);
     cJSON_AddNumberToObject(s, "rms", sh->rms);
+    cJSON_AddNumberToObject(s, "scatter_x", sh->scat_x);
+    cJSON_AddNumberToObject(s, "scatter_y", sh->scat_y);
+    cJSON_AddNumberToObject(s, "scatter", sh->scat);
     cJSON_AddNumberToObject(s, "reported_x", sh->rep_x);
     cJSON_AddNumberToObject(s, "reported_y", sh->rep_y);
     cJSON_AddNumberToObject(s, "reported", sh->rep);

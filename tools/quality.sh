@@ -64,8 +64,8 @@ S5="--stars 2000 --sky 1000 --sky-grad 0.05,0 --bias 100 --jitter 0.3 --cosmic-r
 E1=""
 E2=""
 E3=""
-E4=""
-E5=""
+E4="--set pipeline.psf_sigma=0.68"
+E5="--set pipeline.overscan=row"
 
 names="calm jitter sky static space"
 echo "skysieve quality run, $(date -u '+%Y-%m-%d %H:%MZ'), $frames frames per scenario"
