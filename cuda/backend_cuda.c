@@ -182,8 +182,8 @@ struct ss_backend {
     /* the coarse step's star peaks: the kernels write them to mapped host
      * memory (cur at [0, cap), ref at [cap, 2·cap)), the host orders them;
      * the reference's, ordered, are kept until the reference changes */
-    ss_peak_t *h_peaks, *m_peaks;
-    unsigned int *h_npeaks, *m_npeaks;      /* [0] cur, [1] ref */
+    ss_peak_t *h_peaks, *m_peaks, *d_peaks;
+    unsigned int *h_npeaks, *m_npeaks, *d_npeaks;   /* [0] cur, [1] ref */
     ss_peak_t *ref_peaks, *cur_peaks;       /* SS_COARSE_PEAK_CAP each */
     int n_ref_peaks, ref_peaks_valid;
     int *vote_hist;                         /* (2·SS_COARSE_MAX_R + 1)² */
@@ -583,10 +583,10 @@ static cudaError_t st_ref_prep(ss_backend_t *b, cudaStream_t s, int v)
 static cudaError_t st_peaks(ss_backend_t *b, cudaStream_t s, int ref)
 {
     const int L = b->L;
+    const size_t off = ref ? SS_COARSE_PEAK_CAP : 0;
     return cu_peaks(ref ? b->d_ref_lvl[L] : b->d_cur_lvl[L], b->lw[L], b->lh[L],
-                    ref ? &b->d_res->noise_ref : &b->d_res->noise_cur,
-                    b->m_peaks + (ref ? SS_COARSE_PEAK_CAP : 0), b->m_npeaks + ref,
-                    SS_COARSE_PEAK_CAP, s);
+                    ref ? &b->d_res->noise_ref : &b->d_res->noise_cur, b->d_peaks + off,
+                    b->d_npeaks + ref, SS_COARSE_PEAK_CAP, b->m_peaks + off, b->m_npeaks + ref, s);
 }
 
 static cudaError_t st_refine(ss_backend_t *b, cudaStream_t s, int v)
@@ -832,7 +832,7 @@ static void cuda_destroy(ss_backend_t **pb)
         b->d_gs[0], b->d_gs[1], b->d_gs[2], b->d_gs[3], b->d_misc,
         b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
         b->d_sel, b->d_selbuf, b->d_params, b->d_res,
-        b->d_rwlist, b->d_rwcount, b->d_pkey, b->d_parea, b->d_topk,
+        b->d_rwlist, b->d_rwcount, b->d_pkey, b->d_parea, b->d_topk, b->d_peaks, b->d_npeaks,
     };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
@@ -1084,6 +1084,9 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
                                    sizeof(double)));
     CC(cudaMemset(b->d_rawvalid[0], 1, raw_pix));
     CC(cudaMemset(b->d_rawvalid[1], 1, raw_pix));
+    CC(DALLOC(b, b->d_peaks, 2 * (size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t)));
+    CC(DALLOC(b, b->d_npeaks, 2 * sizeof(unsigned int)));
+    CC(cudaMemset(b->d_npeaks, 0, 2 * sizeof(unsigned int)));
     CC(cudaHostAlloc((void **)&b->h_peaks, 2 * (size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t),
                      mapped));
     CC(cudaHostGetDevicePointer((void **)&b->m_peaks, b->h_peaks, 0));

@@ -205,10 +205,12 @@ cudaError_t cu_bin2(const float *in, int w, int h, float *out, cudaStream_t s);
 cudaError_t cu_reference_prep(const float *ref, int w, int h, float *S, float *gx, float *gy,
                               cudaStream_t s);
 /* The star peaks of a level (ss_is_peak above SS_COARSE_PEAK·*noise), in
- * no particular order, into out (room for cap; mapped host memory) and
- * their number into *count (may exceed cap). */
-cudaError_t cu_peaks(const float *level, int w, int h, const double *noise, ss_peak_t *out,
-                     unsigned int *count, int cap, cudaStream_t s);
+ * no particular order, into dev (room for cap; device memory) with their
+ * number in *dev_count (may exceed cap), then copied to out and *out_count
+ * (mapped host memory). */
+cudaError_t cu_peaks(const float *level, int w, int h, const double *noise, ss_peak_t *dev,
+                     unsigned int *dev_count, int cap, ss_peak_t *out, unsigned int *out_count,
+                     cudaStream_t s);
 cudaError_t cu_refine(const cu_params_t *p, float *const *ref_lvl, float *const *cur_lvl,
                       const int *lw, const int *lh, int L, cu_results_t *res, cudaStream_t s);
 /* out: an ss_fine_bands_t (mapped host memory); partials: CU_RED_BLOCKS

@@ -125,7 +125,7 @@ __global__ void k_reference_prep(const float *__restrict__ ref, int w, int h,
     gy[i] = ok ? (d - u) * 0.5f : qnan();
 }
 
-/* ss_is_peak over the level's interior; the peaks go to out (mapped host
+/* ss_is_peak over the level's interior; the peaks go to out (device
  * memory) through an atomic counter, in no particular order (the host
  * sorts them). */
 __global__ void k_peaks(const float *__restrict__ a, int w, int h, const double *__restrict__ noise,
@@ -160,6 +160,19 @@ __global__ void k_zero(unsigned int *count)
 {
     if (threadIdx.x == 0)
         *count = 0;
+}
+
+/* The peaks found and their count, to mapped host memory in one sweep:
+ * atomics on host memory would cross the bus once per peak (measured: 7.6
+ * ms for the coarse step of a 4096² frame). */
+__global__ void k_peaks_out(const ss_peak_t *__restrict__ in, const unsigned int *count, int cap,
+                            ss_peak_t *out, unsigned int *out_count)
+{
+    const unsigned int n = min(*count, (unsigned int)cap);
+    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        out[i] = in[i];
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        *out_count = *count;
 }
 
 /* Refinement, one level: the 9 mean products around (2·dx, 2·dy), as
@@ -397,11 +410,13 @@ extern "C" cudaError_t cu_reference_prep(const float *ref, int w, int h, float *
 }
 
 extern "C" cudaError_t cu_peaks(const float *level, int w, int h, const double *noise,
-                                ss_peak_t *out, unsigned int *count, int cap, cudaStream_t s)
+                                ss_peak_t *dev, unsigned int *dev_count, int cap, ss_peak_t *out,
+                                unsigned int *out_count, cudaStream_t s)
 {
-    k_zero<<<1, 32, 0, s>>>(count);
+    k_zero<<<1, 32, 0, s>>>(dev_count);
     if (w > 2 && h > 2)
-        k_peaks<<<grid2(w, h), dim3(TX, TY), 0, s>>>(level, w, h, noise, out, count, cap);
+        k_peaks<<<grid2(w, h), dim3(TX, TY), 0, s>>>(level, w, h, noise, dev, dev_count, cap);
+    k_peaks_out<<<64, 256, 0, s>>>(dev, dev_count, cap, out, out_count);
     return cudaGetLastError();
 }
 

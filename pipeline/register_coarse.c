@@ -220,10 +220,51 @@ static int peak_cmp(const void *pa, const void *pb)
     return (a->x > b->x) - (a->x < b->x);
 }
 
+static void peak_swap(ss_peak_t *a, ss_peak_t *b)
+{
+    const ss_peak_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Partition p[lo..hi] around the median of three (the order of peak_cmp);
+ * returns the pivot's final index. */
+static int peak_partition(ss_peak_t *p, int lo, int hi)
+{
+    const int mid = lo + (hi - lo) / 2;
+    if (peak_cmp(&p[mid], &p[lo]) < 0)
+        peak_swap(&p[mid], &p[lo]);
+    if (peak_cmp(&p[hi], &p[lo]) < 0)
+        peak_swap(&p[hi], &p[lo]);
+    if (peak_cmp(&p[hi], &p[mid]) < 0)
+        peak_swap(&p[hi], &p[mid]);
+    peak_swap(&p[mid], &p[hi]);             /* the median of three as the pivot */
+    int store = lo;
+    for (int i = lo; i < hi; i++)
+        if (peak_cmp(&p[i], &p[hi]) < 0)
+            peak_swap(&p[i], &p[store++]);
+    peak_swap(&p[store], &p[hi]);
+    return store;
+}
+
 int ss_peaks_order(ss_peak_t *p, int m, int n)
 {
-    qsort(p, (size_t)SS_MAX(m, 0), sizeof p[0], peak_cmp);
-    return SS_MAX(SS_MIN(m, n), 0);
+    m = SS_MAX(m, 0);
+    const int keep = SS_MAX(SS_MIN(m, n), 0);
+    /* the keep best to the front (quickselect: a busy frame has tens of
+     * thousands of peaks, and only the brightest few vote), then in order */
+    int lo = 0, hi = m - 1;
+    while (keep < m && lo < hi) {
+        const int q = peak_partition(p, lo, hi);
+        if (q == keep - 1 || q == keep)
+            break;
+        if (q < keep)
+            lo = q + 1;
+        else
+            hi = q - 1;
+    }
+    qsort(p, (size_t)keep, sizeof p[0], peak_cmp);
+    return keep;
 }
 
 /* ---- the vote -------------------------------------------------------------- */

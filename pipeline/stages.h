@@ -229,9 +229,10 @@ typedef struct ss_peak {
  * in raster order (one peak per plateau). */
 int ss_is_peak(const float *a, int w, int h, int x, int y, float level);
 
-/* Sort m peaks in place: value descending, ties in raster order (y, then
- * x, ascending); returns min(n, m), the count of the n brightest. Shared
- * by both backends (the GPU finds the peaks, the host orders them). */
+/* The n brightest of m peaks, in order, to the front of p: value
+ * descending, ties in raster order (y, then x, ascending); returns
+ * min(n, m). The rest of p is left in no particular order. Shared by both
+ * backends (the GPU finds the peaks, the host orders them). */
 int ss_peaks_order(ss_peak_t *p, int m, int n);
 
 /* All star peaks of a level above SS_COARSE_PEAK·noise into out (room for
