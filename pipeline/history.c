@@ -148,3 +148,62 @@ void ss_history_store(const float *frame, const float *P, const int32_t *labels,
 #undef SS_HIST_VALUE
     }
 }
+
+/* ---- slow movers taken out of stored frames -------------------------------- */
+
+/* The pixel-integrated 1-D Gaussian of a source at c, at pixel X. */
+static double pix_gauss(int X, double c, double k)
+{
+    return 0.5 * (erf((X + 0.5 - c) * k) - erf((X - 0.5 - c) * k));
+}
+
+/* v - d stored in type dt at index i of hist (the sentinel left alone). */
+static void subtract_at(void *hist, ss_dtype_t dt, size_t i, double d)
+{
+    switch (dt) {
+    case SS_DT_U8: {
+        uint8_t *p = (uint8_t *)hist + i;
+        if (*p != UINT8_MAX)
+            *p = (uint8_t)round_clamp((float)((double)*p - d), 0.0f, UINT8_MAX - 1);
+        break;
+    }
+    case SS_DT_U16: {
+        uint16_t *p = (uint16_t *)hist + i;
+        if (*p != UINT16_MAX)
+            *p = (uint16_t)round_clamp((float)((double)*p - d), 0.0f, UINT16_MAX - 1);
+        break;
+    }
+    case SS_DT_I16: {
+        int16_t *p = (int16_t *)hist + i;
+        if (*p != INT16_MAX)
+            *p = (int16_t)round_clamp((float)((double)*p - d), INT16_MIN, INT16_MAX - 1);
+        break;
+    }
+    default: {
+        float *p = (float *)hist + i;
+        if (!isnan(*p))
+            *p = (float)((double)*p - d);
+        break;
+    }
+    }
+}
+
+void ss_history_subtract(void *hist, ss_dtype_t dt, int w, int h, const ss_point_source_t *src,
+                         int n)
+{
+    for (int s = 0; s < n; s++) {
+        const ss_point_source_t *q = &src[s];
+        if (!isfinite(q->x) || !isfinite(q->y) || !isfinite(q->flux) || !(q->sigma > 0.0) ||
+            !isfinite(q->sigma))
+            continue;
+        const long R = (long)ceil(SS_SUB_RADIUS * q->sigma);
+        const double k = 1.0 / (sqrt(2.0) * q->sigma);
+        const long cx = lround(q->x), cy = lround(q->y);
+        for (long Y = SS_MAX(cy - R, 0); Y <= SS_MIN(cy + R, (long)h - 1); Y++) {
+            const double gy = pix_gauss((int)Y, q->y, k);
+            for (long X = SS_MAX(cx - R, 0); X <= SS_MIN(cx + R, (long)w - 1); X++)
+                subtract_at(hist, dt, (size_t)Y * (size_t)w + (size_t)X,
+                            q->flux * pix_gauss((int)X, q->x, k) * gy);
+        }
+    }
+}

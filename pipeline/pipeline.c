@@ -12,6 +12,7 @@
 #include "pipeline.h"
 
 #include "frame_fits.h"
+#include "slow_movers.h"
 #include "wcs.h"
 
 #include <math.h>
@@ -29,6 +30,8 @@ static const char *const cal_what[CAL_N] = { "dark", "flat", "bad_pixels", "bias
 typedef struct hist_entry {
     int slot;
     double sx, sy;
+    uint64_t seq;                   /* stats.processed when it was stored */
+    int screened;                   /* stored with object removal: movers already out */
 } hist_entry_t;
 
 struct ss_pipeline {
@@ -206,11 +209,11 @@ void ss_pipeline_reset(ss_pipeline_t *p, const char *why)
 }
 
 /* Insert the current frame's slot at the head of the ring. */
-static void history_push(ss_pipeline_t *p, int slot, double sx, double sy)
+static void history_push(ss_pipeline_t *p, int slot, double sx, double sy, int screened)
 {
     int keep = SS_MIN(p->n_hist, p->cfg.history - 1);
     memmove(&p->hist[1], &p->hist[0], (size_t)keep * sizeof p->hist[0]);
-    p->hist[0] = (hist_entry_t){ slot, sx, sy };
+    p->hist[0] = (hist_entry_t){ slot, sx, sy, p->stats.processed, screened };
     p->n_hist = keep + 1;
 }
 
@@ -820,6 +823,100 @@ static void to_input_frame(ss_detlist_t *l, ss_roi_t roi, const ss_frame_meta_t 
     }
 }
 
+/* §4–§5 for the weights in res: prediction and residual, the guided
+ * filter, and the noise of CLEAN in res->sigma (NaN or 0 when no
+ * residual pixel is valid: the caller fails the frame). */
+static ss_err_t predict(ss_pipeline_t *p, ss_result_t *res, const int *slots, const int *ix,
+                        const int *iy, int n, const ss_reweight_t *rw)
+{
+    ss_err_t e = p->ops->whiten(p->be, slots, ix, iy, res->weights, n, rw);
+    if (e == SS_OK && !isfinite(p->sigma_prev))
+        e = p->ops->noise(p->be, SS_PLANE_RESIDUAL, p->cfg.noise_stride, &p->sigma_prev);
+    if (e != SS_OK)
+        return e;
+    const int radius = p->cfg.guided ? ss_cfg_guided_radius(&p->cfg) : 0;
+    const float eps = (float)(p->cfg.guided_eps * (double)p->sigma_prev * (double)p->sigma_prev);
+    if ((e = p->ops->guided(p->be, radius, eps)) != SS_OK)
+        return e;
+    return p->ops->noise(p->be, SS_PLANE_CLEAN, p->cfg.noise_stride, &res->sigma);
+}
+
+/* §6–§7: the matched filter, detection and streak merging into res->dets
+ * (processed-region coordinates). */
+static ss_err_t find(ss_pipeline_t *p, ss_result_t *res)
+{
+    ss_err_t e = p->ops->matched(p->be, p->cfg.psf_sigma, res->sigma);
+    if (e == SS_OK)
+        e = p->ops->detect(p->be, res->sigma, &res->dets);
+    if (e == SS_OK)
+        ss_merge_streaks(&res->dets, p->cfg.streak_gap, fmax(3.0, 2.0 * p->cfg.psf_sigma));
+    return e;
+}
+
+/* The n history frames of this prediction as the slow-mover fit sees them
+ * (slow_movers.h): weights, ages in processed frames, fractional offsets,
+ * and which were stored without object removal and weigh in. Returns how
+ * many of those there are. */
+static int unscreened_history(const ss_pipeline_t *p, const ss_result_t *res, int n,
+                              const int *ix, const int *iy, ss_slow_hist_t *h)
+{
+    int m = 0;
+    h->n = n;
+    for (int k = 0; k < n; k++) {
+        h->a[k] = res->weights[k];
+        h->tau[k] = (double)(p->stats.processed - p->hist[k].seq);
+        h->fx[k] = res->shift.sx - p->hist[k].sx - ix[k];
+        h->fy[k] = res->shift.sy - p->hist[k].sy - iy[k];
+        h->unscreened[k] = !p->hist[k].screened && res->weights[k] != 0.0;
+        m += h->unscreened[k];
+    }
+    return m;
+}
+
+/* Slow movers among this frame's bright point detections (fitted on the
+ * residual, read into res->residual, which CLEAN overwrites later), taken
+ * out of the unscreened history frames of h: a mover at p with speed v is
+ * in frame k at p - v·τ_k + d_k of its own pixels (d_k = s - s_k), with
+ * the flux it has now. *taken = movers found. */
+static ss_err_t take_out_slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hist_t *h,
+                                     int *taken)
+{
+    const int w = p->geo.roi.w, hh = p->geo.roi.h;
+    ss_slow_fit_t fit[SS_SLOW_MAX_FITS];
+    int nf = 0, read = 0;
+    ss_err_t e = SS_OK;
+    *taken = 0;
+    for (int i = 0; i < res->dets.count && nf < SS_SLOW_MAX_FITS; i++) {
+        const ss_detection_t *d = &res->dets.items[i];
+        if (d->sign <= 0 || d->kind != SS_KIND_POINT || d->peak_snr < SS_SLOW_MIN_SNR)
+            continue;
+        if (!read++ && (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, res->residual)))
+            return e;
+        nf += ss_slow_mover_fit(res->residual, w, hh, d->x, d->y, p->cfg.psf_sigma, res->sigma,
+                                h, &fit[nf]);
+    }
+    for (int k = 0; k < h->n && nf > 0; k++) {
+        if (!h->unscreened[k])
+            continue;
+        ss_point_source_t src[SS_SLOW_MAX_FITS];
+        const double dx = res->shift.sx - p->hist[k].sx, dy = res->shift.sy - p->hist[k].sy;
+        for (int j = 0; j < nf; j++)
+            src[j] = (ss_point_source_t){ fit[j].x - fit[j].vx * h->tau[k] + dx,
+                                          fit[j].y - fit[j].vy * h->tau[k] + dy, fit[j].flux,
+                                          fit[j].sigma };
+        if ((e = p->ops->read_plane(p->be, SS_PLANE_HISTORY, p->hist[k].slot, p->ref_host)))
+            return e;
+        ss_history_subtract(p->ref_host, p->geo.hist_dtype, w, hh, src, nf);
+        if ((e = p->ops->write_plane(p->be, SS_PLANE_HISTORY, p->hist[k].slot, p->ref_host)))
+            return e;
+    }
+    *taken = nf;
+    if (nf > 0)
+        SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: frame %llu: %d slow mover(s) taken out of the history",
+               p->feed, (unsigned long long)res->meta.seq, nf);
+    return SS_OK;
+}
+
 int ss_pipeline_result_init(ss_pipeline_t *p, ss_result_t *r, size_t max_pixels, int max_dets)
 {
     return ss_result_init_with(r, max_pixels, max_dets, &p->ops->host_alloc);
@@ -937,26 +1034,33 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         TRY(compute_weights(p, s, n, slots, ix, iy, res->weights, &rw));
         res->n_weights = n;
         res->history_len = n;
-        TRY(p->ops->whiten(p->be, slots, ix, iy, res->weights, n, rw));
-        if (!isfinite(p->sigma_prev))
-            TRY(p->ops->noise(p->be, SS_PLANE_RESIDUAL, p->cfg.noise_stride, &p->sigma_prev));
-        int radius = p->cfg.guided ? ss_cfg_guided_radius(&p->cfg) : 0;
-        float eps = (float)(p->cfg.guided_eps * (double)p->sigma_prev * (double)p->sigma_prev);
-        TRY(p->ops->guided(p->be, radius, eps));
-        TRY(p->ops->noise(p->be, SS_PLANE_CLEAN, p->cfg.noise_stride, &res->sigma));
+        TRY(predict(p, res, slots, ix, iy, n, rw));
         if (!isfinite(res->sigma) || res->sigma <= 0.0f)
             return fail_frame(p, res, SS_ERR_BACKEND, "no valid residual pixels (noise undefined)");
+        /* history frames stored before object removal may still hold a
+         * slow mover: found, taken out, and the frame predicted again */
+        ss_slow_hist_t sh;
+        const int slow = p->cfg.remove_objects && unscreened_history(p, res, n, ix, iy, &sh) > 0;
         /* r' is final: its download runs alongside the matched filter and
          * the detection (and, pending, the next frame's first stages) */
-        const int async = async_read(p, res);
+        const int async = !slow && async_read(p, res);
         if (async) {
             TRY(p->ops->read_begin(p->be, SS_PLANE_CLEAN, res->residual, &res->residual_ticket));
             res->residual_pending = 1;
             p->inflight[p->n_inflight++] = res;
         }
-        TRY(p->ops->matched(p->be, p->cfg.psf_sigma, res->sigma));
-        TRY(p->ops->detect(p->be, res->sigma, &res->dets));
-        ss_merge_streaks(&res->dets, p->cfg.streak_gap, fmax(3.0, 2.0 * p->cfg.psf_sigma));
+        TRY(find(p, res));
+        int taken = 0;
+        if (slow)
+            TRY(take_out_slow_movers(p, res, &sh, &taken));
+        if (taken > 0) {
+            TRY(compute_weights(p, s, n, slots, ix, iy, res->weights, &rw));
+            TRY(predict(p, res, slots, ix, iy, n, rw));
+            if (!isfinite(res->sigma) || res->sigma <= 0.0f)
+                return fail_frame(p, res, SS_ERR_BACKEND,
+                                  "no valid residual pixels (noise undefined)");
+            TRY(find(p, res));
+        }
         to_input_frame(&res->dets, roi, &f->meta);
         if (!async)
             TRY(p->ops->read_plane(p->be, SS_PLANE_CLEAN, 0, res->residual));
@@ -968,7 +1072,7 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
     int slot = history_next_slot(p);
     int remove = res->status == SS_STATUS_OK && p->cfg.remove_objects;
     TRY(p->ops->history_store(p->be, slot, remove, (int)floor(ss_cfg_mask_radius(&p->cfg))));
-    history_push(p, slot, s->sx, s->sy);
+    history_push(p, slot, s->sx, s->sy, remove);
     if (res->status != SS_STATUS_REFERENCE && hypot(s->sx, s->sy) > p->cfg.reref_px) {
         TRY(new_reference(p));
         for (int k = 0; k < p->n_hist; k++) {

@@ -547,6 +547,24 @@ void ss_lsq_moments(const float *cur, const ss_hist_view_t *hv, int n, int w, in
 void ss_history_store(const float *frame, const float *P, const int32_t *labels, int radius,
                       int w, int h, void *dst, ss_dtype_t dt, uint8_t *scratch);
 
+/* A Gaussian source to take out of a history frame: its position in the
+ * frame's own pixels (0-based), flux (ADU) and sigma (px). */
+typedef struct ss_point_source {
+    double x, y, flux, sigma;
+} ss_point_source_t;
+#define SS_SUB_RADIUS 4.0           /* their extent, in sigmas */
+
+/* Take Gaussian sources out of a stored history frame (history.c): for
+ * each source in list order (skipped unless x, y, flux are finite and
+ * sigma > 0), every pixel within R = ceil(SS_SUB_RADIUS·sigma) px of
+ * (round(x), round(y)) that is not the sentinel becomes (double)v -
+ * flux·gx·gy, with gx = (erf((X + ½ - x)/(√2σ)) - erf((X - ½ - x)/(√2σ)))/2
+ * (a pixel-integrated Gaussian; gy likewise), stored as ss_history_store
+ * stores (float; integers rounded half away from zero and clamped). Used
+ * on the frames stored before a slow mover was found (pipeline.c). */
+void ss_history_subtract(void *hist, ss_dtype_t dt, int w, int h, const ss_point_source_t *src,
+                         int n);
+
 /* Sharp-outlier cleaning of a frame before storage in the history
  * (clean.c): d = frame - med (med = ss_median3x3(frame)); σ =
  * ss_noise_mad(d, SS_CLEAN_STRIDE); a finite pixel v with finite med is

@@ -1,0 +1,277 @@
+/*
+ * slow_movers.c — the slow-mover fit of slow_movers.h: a variable-projection
+ * least-squares fit (the flux solved in closed form for every trial
+ * position and speed, the rest by damped Gauss-Newton steps with numeric
+ * derivatives) of the residual around one detection, once with the
+ * mover-and-its-copies model and once with a new source alone.
+ *
+ * Host code, run only on frames whose history still holds frames stored
+ * without object removal (the N frames after warm-up or a reset), for the
+ * few bright point detections; a fit costs a few milliseconds.
+ */
+#include "slow_movers.h"
+
+#include <math.h>
+#include <string.h>
+
+#define WIN_MAX 40                  /* window radius cap, px */
+#define NPAR 5                      /* x, y, ln(s/psf_sigma), vx, vy (flux, offset solved) */
+#define LN_SIGMA_MAX 1.1            /* the source's sigma within psf_sigma·e^(±this) */
+#define MAX_ITER 40
+#define FD_STEP 1e-3                /* numeric derivative step, px (px per frame) */
+#define NEG_LOBE 2.0                /* pixels below -this·noise make the copies' lobe */
+#define START_SPEED 0.6             /* px per frame: the fixed starting speeds */
+#define MAX_OFFSET 3.0              /* the fitted position stays this near the detection, px */
+#define CLIP 5.0                    /* window pixels brighter than this·noise outside the core go */
+#define MIN_TRAVEL 1.0              /* v·(weighted age) at least this·psf_sigma: copies apart */
+
+/* The residual pixels of the window: valid, and not bright (> CLIP·noise)
+ * outside the source's core (other objects, cosmic rays, hot pixels). */
+typedef struct win {
+    int x0, y0, side;               /* window origin and side */
+    int n;
+    int ix[(2 * WIN_MAX + 1) * (2 * WIN_MAX + 1)], iy[(2 * WIN_MAX + 1) * (2 * WIN_MAX + 1)];
+    double r[(2 * WIN_MAX + 1) * (2 * WIN_MAX + 1)];
+} win_t;
+
+typedef struct model {
+    const ss_slow_hist_t *h;
+    double psf_sigma;
+    int mover;                      /* 1: with the history's copies; 0: a new source */
+} model_t;
+
+/* The source's sigma for θ. */
+static double model_sigma(const model_t *m, const double th[NPAR])
+{
+    return m->psf_sigma * exp(SS_CLAMP(th[2], -LN_SIGMA_MAX, LN_SIGMA_MAX));
+}
+
+/* A pixel-integrated Gaussian source at (cx, cy) of weight wgt, added into
+ * g over the window's side×side box (column and row profiles). */
+static void add_source(const win_t *W, double k, double cx, double cy, double wgt, double *g)
+{
+    double gx[2 * WIN_MAX + 1], gy[2 * WIN_MAX + 1];
+    for (int i = 0; i < W->side; i++) {
+        const double X = W->x0 + i, Y = W->y0 + i;
+        gx[i] = 0.5 * (erf((X + 0.5 - cx) * k) - erf((X - 0.5 - cx) * k));
+        gy[i] = wgt * 0.5 * (erf((Y + 0.5 - cy) * k) - erf((Y - 0.5 - cy) * k));
+    }
+    for (int j = 0; j < W->side; j++)
+        for (int i = 0; i < W->side; i++)
+            g[j * W->side + i] += gy[j] * gx[i];
+}
+
+/* The model of unit flux for θ on the window's box. */
+static void model_box(const model_t *m, const win_t *W, const double th[NPAR], double *g)
+{
+    const double k = 1.0 / (sqrt(2.0) * model_sigma(m, th));
+    memset(g, 0, (size_t)W->side * (size_t)W->side * sizeof g[0]);
+    add_source(W, k, th[0], th[1], 1.0, g);
+    if (!m->mover)
+        return;
+    for (int q = 0; q < m->h->n; q++)
+        if (m->h->unscreened[q] && m->h->a[q] != 0.0)
+            add_source(W, k, th[0] - th[3] * m->h->tau[q] + m->h->fx[q],
+                       th[1] - th[4] * m->h->tau[q] + m->h->fy[q], -m->h->a[q], g);
+}
+
+/* The residual vector e = r - f·g - c at the window's pixels with the
+ * best flux f and offset c (the background the prediction left), and its
+ * sum of squares (returned); *flux gets f. */
+static double residuals(const model_t *m, const win_t *W, const double th[NPAR], double *box,
+                        double *e, double *flux)
+{
+    model_box(m, W, th, box);
+    double rg = 0.0, gg = 0.0, g1 = 0.0, r1 = 0.0;
+    for (int p = 0; p < W->n; p++) {
+        const double g = box[W->iy[p] * W->side + W->ix[p]];
+        rg += W->r[p] * g;
+        gg += g * g;
+        g1 += g;
+        r1 += W->r[p];
+    }
+    const double det = gg * W->n - g1 * g1;
+    const double f = det > 0.0 ? (rg * W->n - g1 * r1) / det : 0.0;
+    const double c = (r1 - f * g1) / W->n;
+    double rss = 0.0;
+    for (int p = 0; p < W->n; p++) {
+        e[p] = W->r[p] - f * box[W->iy[p] * W->side + W->ix[p]] - c;
+        rss += e[p] * e[p];
+    }
+    *flux = f;
+    return rss;
+}
+
+/* Damped Gauss-Newton (Levenberg-Marquardt) from th; the first npar
+ * parameters move. Returns the final RSS; th and *flux updated. */
+static double fit(const model_t *m, const win_t *W, int npar, double th[NPAR], double *flux)
+{
+    static _Thread_local double box[(2 * WIN_MAX + 1) * (2 * WIN_MAX + 1)];
+    static _Thread_local double e[(2 * WIN_MAX + 1) * (2 * WIN_MAX + 1)];
+    static _Thread_local double e2[(2 * WIN_MAX + 1) * (2 * WIN_MAX + 1)];
+    static _Thread_local double J[NPAR][(2 * WIN_MAX + 1) * (2 * WIN_MAX + 1)];
+    double f, rss = residuals(m, W, th, box, e, &f), lambda = 1e-3;
+    for (int it = 0; it < MAX_ITER; it++) {
+        for (int a = 0; a < npar; a++) {
+            double t2[NPAR];
+            memcpy(t2, th, sizeof t2);
+            t2[a] += FD_STEP;
+            double f2;
+            (void)residuals(m, W, t2, box, e2, &f2);
+            for (int p = 0; p < W->n; p++)
+                J[a][p] = (e2[p] - e[p]) / FD_STEP;
+        }
+        double A[NPAR * NPAR] = { 0 }, g[NPAR] = { 0 };
+        for (int a = 0; a < npar; a++) {
+            for (int b = a; b < npar; b++) {
+                double s = 0.0;
+                for (int p = 0; p < W->n; p++)
+                    s += J[a][p] * J[b][p];
+                A[a * npar + b] = A[b * npar + a] = s;
+            }
+            for (int p = 0; p < W->n; p++)
+                g[a] -= J[a][p] * e[p];
+        }
+        int improved = 0;
+        for (int tries = 0; tries < 8 && !improved; tries++) {
+            double M[NPAR * NPAR], d[NPAR];
+            memcpy(M, A, sizeof M);
+            memcpy(d, g, sizeof d);
+            for (int a = 0; a < npar; a++)
+                M[a * npar + a] *= 1.0 + lambda;
+            if (ss_solve_dense(M, d, npar) != 0) {
+                lambda *= 10.0;
+                continue;
+            }
+            double t2[NPAR], f2;
+            memcpy(t2, th, sizeof t2);
+            for (int a = 0; a < npar; a++)
+                t2[a] += d[a];
+            const double r2 = residuals(m, W, t2, box, e2, &f2);
+            if (r2 < rss) {
+                const double gain = rss - r2;
+                memcpy(th, t2, sizeof t2);
+                memcpy(e, e2, (size_t)W->n * sizeof e[0]);
+                rss = r2;
+                f = f2;
+                lambda = fmax(lambda * 0.3, 1e-7);
+                improved = 1;
+                if (gain < 1e-6 * rss)
+                    it = MAX_ITER;
+            } else {
+                lambda *= 10.0;
+            }
+        }
+        if (!improved)
+            break;
+    }
+    *flux = f;
+    return rss;
+}
+
+/* The window around (x0, y0) and its valid residual pixels. */
+static void window(const float *r, int w, int h, double x0, double y0, int R, double core,
+                   double noise, win_t *W)
+{
+    W->side = 2 * R + 1;
+    W->x0 = (int)lround(x0) - R;
+    W->y0 = (int)lround(y0) - R;
+    W->n = 0;
+    for (int j = 0; j < W->side; j++)
+        for (int i = 0; i < W->side; i++) {
+            const int X = W->x0 + i, Y = W->y0 + j;
+            if (X < 0 || Y < 0 || X >= w || Y >= h)
+                continue;
+            const float v = r[(size_t)Y * (size_t)w + (size_t)X];
+            if (!isfinite(v) || (v > CLIP * noise && hypot(X - x0, Y - y0) > core))
+                continue;
+            W->ix[W->n] = i;
+            W->iy[W->n] = j;
+            W->r[W->n] = v;
+            W->n++;
+        }
+}
+
+/* τ̄: the age of the unscreened frames, weighted by a_k (0 when none). */
+static double mean_age(const ss_slow_hist_t *h)
+{
+    double at = 0.0, a = 0.0;
+    for (int q = 0; q < h->n; q++)
+        if (h->unscreened[q]) {
+            at += h->a[q] * h->tau[q];
+            a += h->a[q];
+        }
+    return a != 0.0 ? at / a : 0.0;
+}
+
+/* The starting speed from the copies' negative lobe: its centroid lies
+ * near p - v·τ̄. */
+static void lobe_speed(const win_t *W, double x0, double y0, double noise, double tbar,
+                       double *vx, double *vy)
+{
+    double sw = 0.0, sx = 0.0, sy = 0.0;
+    for (int p = 0; p < W->n; p++)
+        if (W->r[p] < -NEG_LOBE * noise) {
+            sw -= W->r[p];
+            sx -= W->r[p] * (W->x0 + W->ix[p]);
+            sy -= W->r[p] * (W->y0 + W->iy[p]);
+        }
+    *vx = *vy = 0.0;
+    if (!(sw > 0.0) || !(tbar > 0.0))
+        return;
+    *vx = SS_CLAMP((x0 - sx / sw) / tbar, -SS_SLOW_VMAX, SS_SLOW_VMAX);
+    *vy = SS_CLAMP((y0 - sy / sw) / tbar, -SS_SLOW_VMAX, SS_SLOW_VMAX);
+}
+
+int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double psf_sigma,
+                      double noise, const ss_slow_hist_t *hist, ss_slow_fit_t *out)
+{
+    memset(out, 0, sizeof *out);
+    double tau_max = 0.0;
+    for (int q = 0; q < hist->n; q++)
+        if (hist->unscreened[q])
+            tau_max = fmax(tau_max, hist->tau[q]);
+    if (!(tau_max > 0.0) || !(psf_sigma > 0.0) || !(noise > 0.0))
+        return 0;
+    static _Thread_local win_t W;
+    const int R = SS_MIN((int)ceil(3.0 * psf_sigma + SS_SLOW_VMAX * tau_max), WIN_MAX);
+    window(r, w, h, x0, y0, R, 3.0 * psf_sigma + MAX_OFFSET, noise, &W);
+    if (W.n < 16)
+        return 0;
+    const model_t mover = { hist, psf_sigma, 1 };
+    const model_t fresh = { hist, psf_sigma, 0 };
+
+    double th_new[NPAR] = { x0, y0, 0.0, 0.0, 0.0 }, f_new;
+    out->rss_new = fit(&fresh, &W, 3, th_new, &f_new);
+
+    double v0x, v0y;
+    const double tbar = mean_age(hist);
+    lobe_speed(&W, x0, y0, noise, tbar, &v0x, &v0y);
+    const double starts[9][2] = {
+        { v0x, v0y },
+        { START_SPEED, 0 }, { -START_SPEED, 0 }, { 0, START_SPEED }, { 0, -START_SPEED },
+        { START_SPEED, START_SPEED }, { -START_SPEED, START_SPEED },
+        { START_SPEED, -START_SPEED }, { -START_SPEED, -START_SPEED },
+    };
+    out->rss = INFINITY;
+    for (int s = 0; s < 9; s++) {
+        if (s > 0 && hypot(starts[s][0], starts[s][1]) == 0.0)
+            continue;
+        double th[NPAR] = { x0, y0, th_new[2], starts[s][0], starts[s][1] }, f;
+        const double rss = fit(&mover, &W, NPAR, th, &f);
+        if (rss < out->rss) {
+            out->rss = rss;
+            out->x = th[0];
+            out->y = th[1];
+            out->sigma = model_sigma(&mover, th);
+            out->vx = th[3];
+            out->vy = th[4];
+            out->flux = f;
+        }
+    }
+    out->ok = out->rss_new - out->rss >= SS_SLOW_GAIN * noise * noise &&
+              hypot(out->vx, out->vy) <= SS_SLOW_VMAX &&
+              hypot(out->vx, out->vy) * tbar >= MIN_TRAVEL * psf_sigma && out->flux > 0.0 &&
+              hypot(out->x - x0, out->y - y0) <= MAX_OFFSET;
+    return out->ok;
+}
