@@ -27,6 +27,10 @@
 enum { CAL_DARK = 0, CAL_FLAT, CAL_BAD, CAL_BIAS, CAL_N };
 static const char *const cal_what[CAL_N] = { "dark", "flat", "bad_pixels", "bias" };
 
+#define SLOW_TRACKS 64              /* slow movers remembered while the history holds them */
+#define SLOW_KEEP 0.5               /* a take-out stays when this share of the fit's gain shows */
+#define SLOW_NEAR 3.0               /* px: a detection this near a known slow mover is it */
+
 typedef struct hist_entry {
     int slot;
     double sx, sy;
@@ -75,6 +79,11 @@ struct ss_pipeline {
     float *ref_host;
     int n_hist;
     hist_entry_t hist[SS_MAX_HISTORY];
+    /* slow movers taken out of the history: reference coordinates at
+     * stats.processed == seq, px per frame (only while unscreened
+     * frames remain; cleared with the history) */
+    struct slow_track { double x, y, vx, vy; uint64_t seq; } slow[SLOW_TRACKS];
+    int n_slow;
     ss_reweight_t rw;               /* this frame's poly re-weighting block (compute_weights) */
     int free_slots[SS_MAX_HISTORY];
     int n_free;
@@ -187,6 +196,7 @@ static int load_calibration(ss_pipeline_t *p, char *err, size_t n)
 static void history_clear(ss_pipeline_t *p)
 {
     p->n_hist = 0;
+    p->n_slow = 0;
     p->n_free = 0;
     for (int i = p->cfg.history - 1; i >= 0; i--)
         p->free_slots[p->n_free++] = i;
@@ -873,48 +883,129 @@ static int unscreened_history(const ss_pipeline_t *p, const ss_result_t *res, in
     return m;
 }
 
-/* Slow movers among this frame's bright point detections (fitted on the
- * residual, read into res->residual, which CLEAN overwrites later), taken
- * out of the unscreened history frames of h: a mover at p with speed v is
- * in frame k at p - v·τ_k + d_k of its own pixels (d_k = s - s_k), with
- * the flux it has now. *taken = movers found. */
-static ss_err_t take_out_slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hist_t *h,
-                                     int *taken)
+/* A detection at (x, y) (processed region) is a slow mover already taken
+ * out of the history. */
+static int known_slow(const ss_pipeline_t *p, const ss_shift_t *s, double x, double y)
+{
+    for (int k = 0; k < p->n_slow; k++) {
+        const double age = (double)(p->stats.processed - p->slow[k].seq);
+        if (hypot(p->slow[k].x + p->slow[k].vx * age - s->sx - x,
+                  p->slow[k].y + p->slow[k].vy * age - s->sy - y) <= SLOW_NEAR)
+            return 1;
+    }
+    return 0;
+}
+
+/* Fits of the bright point detections that are not known slow movers,
+ * on the residual (read into res->residual): the movers found, at most
+ * SS_SLOW_MAX_FITS, in fit[] with their window centres and the
+ * new-source RSS per pixel on the whole window in c[]. */
+static ss_err_t fit_slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hist_t *h,
+                                ss_slow_fit_t *fit, double (*c)[3], int *nf)
 {
     const int w = p->geo.roi.w, hh = p->geo.roi.h;
-    ss_slow_fit_t fit[SS_SLOW_MAX_FITS];
-    int nf = 0, read = 0;
-    ss_err_t e = SS_OK;
-    *taken = 0;
-    for (int i = 0; i < res->dets.count && nf < SS_SLOW_MAX_FITS; i++) {
+    int read = 0;
+    *nf = 0;
+    for (int i = 0; i < res->dets.count && *nf < SS_SLOW_MAX_FITS; i++) {
         const ss_detection_t *d = &res->dets.items[i];
-        if (d->sign <= 0 || d->kind != SS_KIND_POINT || d->peak_snr < SS_SLOW_MIN_SNR)
+        if (d->sign <= 0 || d->kind != SS_KIND_POINT || d->peak_snr < SS_SLOW_MIN_SNR ||
+            known_slow(p, &res->shift, d->x, d->y))
             continue;
+        ss_err_t e;
         if (!read++ && (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, res->residual)))
             return e;
-        nf += ss_slow_mover_fit(res->residual, w, hh, d->x, d->y, p->cfg.psf_sigma, res->sigma,
-                                h, &fit[nf]);
+        if (ss_slow_mover_fit(res->residual, w, hh, d->x, d->y, p->cfg.psf_sigma, res->sigma, h,
+                              &fit[*nf])) {
+            c[*nf][0] = d->x;
+            c[*nf][1] = d->y;
+            c[*nf][2] = ss_slow_source_rss(res->residual, w, hh, d->x, d->y, p->cfg.psf_sigma,
+                                           res->sigma, h);
+            ++*nf;
+        }
     }
-    for (int k = 0; k < h->n && nf > 0; k++) {
+    return SS_OK;
+}
+
+/* Take the movers of fit[] (sign +1) out of the unscreened history frames
+ * of h, or put them back (sign -1; use[j] = 0 skips fit j): a mover at p
+ * with speed v is in frame k at p - v·τ_k + d_k of its own pixels (d_k =
+ * s - s_k), with the flux it has now. */
+static ss_err_t slow_apply(ss_pipeline_t *p, const ss_result_t *res, const ss_slow_hist_t *h,
+                           const ss_slow_fit_t *fit, const int *use, int nf, double sign)
+{
+    for (int k = 0; k < h->n; k++) {
         if (!h->unscreened[k])
             continue;
         ss_point_source_t src[SS_SLOW_MAX_FITS];
         const double dx = res->shift.sx - p->hist[k].sx, dy = res->shift.sy - p->hist[k].sy;
+        int m = 0;
         for (int j = 0; j < nf; j++)
-            src[j] = (ss_point_source_t){ fit[j].x - fit[j].vx * h->tau[k] + dx,
-                                          fit[j].y - fit[j].vy * h->tau[k] + dy, fit[j].flux,
-                                          fit[j].sigma };
-        if ((e = p->ops->read_plane(p->be, SS_PLANE_HISTORY, p->hist[k].slot, p->ref_host)))
+            if (use[j])
+                src[m++] = (ss_point_source_t){ fit[j].x - fit[j].vx * h->tau[k] + dx,
+                                                fit[j].y - fit[j].vy * h->tau[k] + dy,
+                                                sign * fit[j].flux, fit[j].sigma };
+        ss_err_t e = p->ops->read_plane(p->be, SS_PLANE_HISTORY, p->hist[k].slot, p->ref_host);
+        if (e != SS_OK)
             return e;
-        ss_history_subtract(p->ref_host, p->geo.hist_dtype, w, hh, src, nf);
+        ss_history_subtract(p->ref_host, p->geo.hist_dtype, p->geo.roi.w, p->geo.roi.h, src, m);
         if ((e = p->ops->write_plane(p->be, SS_PLANE_HISTORY, p->hist[k].slot, p->ref_host)))
             return e;
     }
-    *taken = nf;
-    if (nf > 0)
-        SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: frame %llu: %d slow mover(s) taken out of the history",
-               p->feed, (unsigned long long)res->meta.seq, nf);
     return SS_OK;
+}
+
+/* Predict the frame again (the history changed) and find its objects. */
+static ss_err_t repredict(ss_pipeline_t *p, ss_result_t *res, int n, int find_too)
+{
+    int slots[SS_MAX_HISTORY], ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY];
+    const ss_reweight_t *rw;
+    ss_err_t e = compute_weights(p, &res->shift, n, slots, ix, iy, res->weights, &rw);
+    if (e == SS_OK)
+        e = predict(p, res, slots, ix, iy, n, rw);
+    if (e == SS_OK && (!isfinite(res->sigma) || res->sigma <= 0.0f))
+        e = SS_ERR_BACKEND;
+    if (e == SS_OK && find_too)
+        e = find(p, res);
+    return e;
+}
+
+/* Slow movers (slow_movers.h) among this frame's detections: fitted,
+ * taken out of the unscreened history frames of h, the frame predicted
+ * again, and each take-out kept only where the new residual shows at
+ * least SLOW_KEEP of the gain its fit promised (a source alone is left);
+ * the others are put back. The movers kept are remembered (p->slow) and
+ * not fitted again. res->dets are this frame's detections at the end. */
+static ss_err_t slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hist_t *h, int n)
+{
+    ss_slow_fit_t fit[SS_SLOW_MAX_FITS];
+    double c[SS_SLOW_MAX_FITS][3];
+    int all[SS_SLOW_MAX_FITS], back[SS_SLOW_MAX_FITS], nf, nback = 0;
+    ss_err_t e = fit_slow_movers(p, res, h, fit, c, &nf);
+    if (e != SS_OK || nf == 0)
+        return e;
+    for (int j = 0; j < nf; j++)
+        all[j] = 1;
+    if ((e = slow_apply(p, res, h, fit, all, nf, 1.0)) || (e = repredict(p, res, n, 0)) ||
+        (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, res->residual)))
+        return e;
+    for (int j = 0; j < nf; j++) {
+        const double after = ss_slow_source_rss(res->residual, p->geo.roi.w, p->geo.roi.h, c[j][0],
+                                                c[j][1], p->cfg.psf_sigma, res->sigma, h);
+        const double promised = (fit[j].rss_new - fit[j].rss) / fit[j].npix;
+        back[j] = !(after <= c[j][2] - SLOW_KEEP * promised);
+        nback += back[j];
+        if (!back[j] && p->n_slow < SLOW_TRACKS)
+            p->slow[p->n_slow++] = (struct slow_track){ fit[j].x + res->shift.sx,
+                                                        fit[j].y + res->shift.sy, fit[j].vx,
+                                                        fit[j].vy, p->stats.processed };
+    }
+    SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: frame %llu: %d slow mover(s) taken out of the history, "
+           "%d put back", p->feed, (unsigned long long)res->meta.seq, nf - nback, nback);
+    if (nback == 0)
+        return find(p, res);
+    if ((e = slow_apply(p, res, h, fit, back, nf, -1.0)))
+        return e;
+    return repredict(p, res, n, 1);
 }
 
 int ss_pipeline_result_init(ss_pipeline_t *p, ss_result_t *r, size_t max_pixels, int max_dets)
@@ -1050,17 +1141,8 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
             p->inflight[p->n_inflight++] = res;
         }
         TRY(find(p, res));
-        int taken = 0;
         if (slow)
-            TRY(take_out_slow_movers(p, res, &sh, &taken));
-        if (taken > 0) {
-            TRY(compute_weights(p, s, n, slots, ix, iy, res->weights, &rw));
-            TRY(predict(p, res, slots, ix, iy, n, rw));
-            if (!isfinite(res->sigma) || res->sigma <= 0.0f)
-                return fail_frame(p, res, SS_ERR_BACKEND,
-                                  "no valid residual pixels (noise undefined)");
-            TRY(find(p, res));
-        }
+            TRY(slow_movers(p, res, &sh, n));
         to_input_frame(&res->dets, roi, &f->meta);
         if (!async)
             TRY(p->ops->read_plane(p->be, SS_PLANE_CLEAN, 0, res->residual));
@@ -1078,6 +1160,10 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         for (int k = 0; k < p->n_hist; k++) {
             p->hist[k].sx -= s->sx;
             p->hist[k].sy -= s->sy;
+        }
+        for (int k = 0; k < p->n_slow; k++) {
+            p->slow[k].x -= s->sx;
+            p->slow[k].y -= s->sy;
         }
         res->rereferenced = 1;
         p->stats.rereferences++;

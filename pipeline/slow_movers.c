@@ -171,7 +171,7 @@ static double fit(const model_t *m, const win_t *W, int npar, double th[NPAR], d
 
 /* The window around (x0, y0) and its valid residual pixels. */
 static void window(const float *r, int w, int h, double x0, double y0, int R, double core,
-                   double noise, win_t *W)
+                   double clip, win_t *W)
 {
     W->side = 2 * R + 1;
     W->x0 = (int)lround(x0) - R;
@@ -183,7 +183,7 @@ static void window(const float *r, int w, int h, double x0, double y0, int R, do
             if (X < 0 || Y < 0 || X >= w || Y >= h)
                 continue;
             const float v = r[(size_t)Y * (size_t)w + (size_t)X];
-            if (!isfinite(v) || (v > CLIP * noise && hypot(X - x0, Y - y0) > core))
+            if (!isfinite(v) || (v > clip && hypot(X - x0, Y - y0) > core))
                 continue;
             W->ix[W->n] = i;
             W->iy[W->n] = j;
@@ -223,26 +223,48 @@ static void lobe_speed(const win_t *W, double x0, double y0, double noise, doubl
     *vy = SS_CLAMP((y0 - sy / sw) / tbar, -SS_SLOW_VMAX, SS_SLOW_VMAX);
 }
 
-int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double psf_sigma,
-                      double noise, const ss_slow_hist_t *hist, ss_slow_fit_t *out)
+/* The window of a fit around (x0, y0): its radius covers the copies of
+ * the oldest unscreened frame at SS_SLOW_VMAX; pixels above clip outside
+ * the core left out. 0, or -1 when there is
+ * nothing to fit (no unscreened frame, no noise, too few pixels). */
+static int fit_window(const float *r, int w, int h, double x0, double y0, double psf_sigma,
+                      double noise, double clip, const ss_slow_hist_t *hist, win_t *W)
 {
-    memset(out, 0, sizeof *out);
     double tau_max = 0.0;
     for (int q = 0; q < hist->n; q++)
         if (hist->unscreened[q])
             tau_max = fmax(tau_max, hist->tau[q]);
     if (!(tau_max > 0.0) || !(psf_sigma > 0.0) || !(noise > 0.0))
-        return 0;
-    static _Thread_local win_t W;
+        return -1;
     const int R = SS_MIN((int)ceil(3.0 * psf_sigma + SS_SLOW_VMAX * tau_max), WIN_MAX);
-    window(r, w, h, x0, y0, R, 3.0 * psf_sigma + MAX_OFFSET, noise, &W);
-    if (W.n < 16)
+    window(r, w, h, x0, y0, R, 3.0 * psf_sigma + MAX_OFFSET, clip, W);
+    return W->n < 16 ? -1 : 0;
+}
+
+double ss_slow_source_rss(const float *r, int w, int h, double x0, double y0, double psf_sigma,
+                          double noise, const ss_slow_hist_t *hist)
+{
+    static _Thread_local win_t W;
+    if (fit_window(r, w, h, x0, y0, psf_sigma, noise, INFINITY, hist, &W) != 0)
+        return NAN;
+    const model_t fresh = { hist, psf_sigma, 0 };
+    double th[NPAR] = { x0, y0, 0.0, 0.0, 0.0 }, f;
+    return fit(&fresh, &W, 3, th, &f) / W.n;
+}
+
+int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double psf_sigma,
+                      double noise, const ss_slow_hist_t *hist, ss_slow_fit_t *out)
+{
+    memset(out, 0, sizeof *out);
+    static _Thread_local win_t W;
+    if (fit_window(r, w, h, x0, y0, psf_sigma, noise, CLIP * noise, hist, &W) != 0)
         return 0;
     const model_t mover = { hist, psf_sigma, 1 };
     const model_t fresh = { hist, psf_sigma, 0 };
 
     double th_new[NPAR] = { x0, y0, 0.0, 0.0, 0.0 }, f_new;
     out->rss_new = fit(&fresh, &W, 3, th_new, &f_new);
+    out->npix = W.n;
 
     double v0x, v0y;
     const double tbar = mean_age(hist);

@@ -47,6 +47,7 @@ typedef struct ss_slow_fit {
     double sigma;                   /* its Gaussian sigma, px (fitted: comets are wider) */
     double flux;                    /* ADU */
     double rss, rss_new;            /* the mover model's RSS, and a new source's */
+    int npix;                       /* pixels in the window */
 } ss_slow_fit_t;
 
 /* Fit the residual r (w×h, NaN = invalid) around a detection at (x0, y0)
@@ -56,6 +57,13 @@ typedef struct ss_slow_fit {
  * (x0, y0). Returns out->ok. */
 int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double psf_sigma,
                       double noise, const ss_slow_hist_t *hist, ss_slow_fit_t *out);
+
+/* The RSS per pixel of the new-source model on the window that
+ * ss_slow_mover_fit would use around (x0, y0), no pixel left out (NaN
+ * when it would not fit): after a mover was taken out of the history,
+ * the residual there should be a source alone, without holes. */
+double ss_slow_source_rss(const float *r, int w, int h, double x0, double y0, double psf_sigma,
+                          double noise, const ss_slow_hist_t *hist);
 
 #ifdef __cplusplus
 }
