@@ -914,8 +914,8 @@ static ss_err_t fit_slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slo
         ss_err_t e;
         if (!read++ && (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, res->residual)))
             return e;
-        if (ss_slow_mover_fit(res->residual, w, hh, d->x, d->y, p->cfg.psf_sigma, res->sigma, h,
-                              &fit[*nf])) {
+        if (ss_slow_mover_fit(res->residual, w, hh, d->x, d->y, d->flux, p->cfg.psf_sigma,
+                              res->sigma, h, &fit[*nf])) {
             c[*nf][0] = d->x;
             c[*nf][1] = d->y;
             c[*nf][2] = ss_slow_source_rss(res->residual, w, hh, d->x, d->y, p->cfg.psf_sigma,

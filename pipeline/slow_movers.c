@@ -252,8 +252,9 @@ double ss_slow_source_rss(const float *r, int w, int h, double x0, double y0, do
     return fit(&fresh, &W, 3, th, &f) / W.n;
 }
 
-int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double psf_sigma,
-                      double noise, const ss_slow_hist_t *hist, ss_slow_fit_t *out)
+int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double lobe_flux,
+                      double psf_sigma, double noise, const ss_slow_hist_t *hist,
+                      ss_slow_fit_t *out)
 {
     memset(out, 0, sizeof *out);
     static _Thread_local win_t W;
@@ -294,6 +295,7 @@ int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double
     out->ok = out->rss_new - out->rss >= SS_SLOW_GAIN * noise * noise &&
               hypot(out->vx, out->vy) <= SS_SLOW_VMAX &&
               hypot(out->vx, out->vy) * tbar >= MIN_TRAVEL * psf_sigma && out->flux > 0.0 &&
+              out->flux <= SS_SLOW_FLUX_RATIO * lobe_flux &&
               hypot(out->x - x0, out->y - y0) <= MAX_OFFSET;
     return out->ok;
 }

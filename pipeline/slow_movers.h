@@ -31,6 +31,11 @@ extern "C" {
 #define SS_SLOW_MIN_SNR 8.0         /* detections fitted: peak SNR at least this */
 #define SS_SLOW_GAIN 25.0           /* the mover model must lower the RSS by this many σ² */
 #define SS_SLOW_MAX_FITS 16         /* detections fitted per frame at most */
+#define SS_SLOW_FLUX_RATIO 3.0      /* the fitted flux is at most this times the detection's:
+                                     * copies a PSF width behind leave the positive lobe
+                                     * most of the mover (measured 1.2-2.2 for movers of
+                                     * 0.5-0.6 px/frame; a fit of flux against speed that
+                                     * drifts off gives 4.8) */
 
 /* The history frames as the fit sees them, k = 0 newest: a_k, τ_k
  * (frames ago, > 0), φ_k (fractional offset of y_k, px), u_k. */
@@ -53,10 +58,13 @@ typedef struct ss_slow_fit {
 /* Fit the residual r (w×h, NaN = invalid) around a detection at (x0, y0)
  * with the slow-mover model and with a new source; ok when the mover
  * model lowers the RSS by SS_SLOW_GAIN·noise² or more, its speed is at
- * most SS_SLOW_VMAX, its flux positive and its position within 3 px of
- * (x0, y0). Returns out->ok. */
-int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double psf_sigma,
-                      double noise, const ss_slow_hist_t *hist, ss_slow_fit_t *out);
+ * most SS_SLOW_VMAX and carries the copies a PSF width behind on
+ * average, its flux is positive and at most SS_SLOW_FLUX_RATIO·lobe_flux
+ * (the detection's flux) and its position within 3 px of (x0, y0).
+ * Returns out->ok. */
+int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double lobe_flux,
+                      double psf_sigma, double noise, const ss_slow_hist_t *hist,
+                      ss_slow_fit_t *out);
 
 /* The RSS per pixel of the new-source model on the window that
  * ss_slow_mover_fit would use around (x0, y0), no pixel left out (NaN
