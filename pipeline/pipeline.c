@@ -30,6 +30,8 @@ static const char *const cal_what[CAL_N] = { "dark", "flat", "bad_pixels", "bias
 #define SLOW_TRACKS 64              /* slow movers remembered while the history holds them */
 #define SLOW_KEEP 0.5               /* a take-out stays when this share of the fit's gain shows */
 #define SLOW_NEAR 3.0               /* px: a detection this near a known slow mover is it */
+#define SLOW_CONFIRM_PX 1.5         /* a fit continues last frame's where it was predicted */
+#define SLOW_CONFIRM_V 0.4          /* ... with a speed this near (px per frame) */
 
 typedef struct hist_entry {
     int slot;
@@ -84,6 +86,9 @@ struct ss_pipeline {
      * frames remain; cleared with the history) */
     struct slow_track { double x, y, vx, vy; uint64_t seq; } slow[SLOW_TRACKS];
     int n_slow;
+    /* the slow movers fitted in the last ok frame, not yet confirmed */
+    struct slow_track cand[SS_SLOW_MAX_FITS];
+    int n_cand;
     ss_reweight_t rw;               /* this frame's poly re-weighting block (compute_weights) */
     int free_slots[SS_MAX_HISTORY];
     int n_free;
@@ -197,6 +202,7 @@ static void history_clear(ss_pipeline_t *p)
 {
     p->n_hist = 0;
     p->n_slow = 0;
+    p->n_cand = 0;
     p->n_free = 0;
     for (int i = p->cfg.history - 1; i >= 0; i--)
         p->free_slots[p->n_free++] = i;
@@ -969,7 +975,68 @@ static ss_err_t repredict(ss_pipeline_t *p, ss_result_t *res, int n, int find_to
     return e;
 }
 
+/* Keep in fit[]/c[] the fits that continue a fit of the last frames (the
+ * mover where that fit predicted it, at the same speed); the others
+ * become the candidates the next frame may confirm. A fit alone can be
+ * a transient the model happened to explain, or a faster mover seen at an
+ * alias of its speed: neither is where a slow mover would be next.
+ * Returns how many were kept. */
+static int confirmed_slow(ss_pipeline_t *p, const ss_shift_t *s, ss_slow_fit_t *fit,
+                          double (*c)[3], int nf)
+{
+    struct slow_track next[SS_SLOW_MAX_FITS];
+    int kept = 0, nnext = 0;
+    for (int j = 0; j < nf; j++) {
+        const struct slow_track t = { fit[j].x + s->sx, fit[j].y + s->sy, fit[j].vx, fit[j].vy,
+                                      p->stats.processed };
+        int ok = 0;
+        for (int k = 0; k < p->n_cand && !ok; k++) {
+            const double age = (double)(t.seq - p->cand[k].seq);
+            ok = age > 0.0 && age <= 2.0 &&
+                 hypot(p->cand[k].x + p->cand[k].vx * age - t.x,
+                       p->cand[k].y + p->cand[k].vy * age - t.y) <= SLOW_CONFIRM_PX &&
+                 hypot(p->cand[k].vx - t.vx, p->cand[k].vy - t.vy) <= SLOW_CONFIRM_V;
+        }
+        if (ok) {
+            fit[kept] = fit[j];
+            memcpy(c[kept], c[j], sizeof c[j]);
+            kept++;
+        } else {
+            next[nnext++] = t;
+        }
+    }
+    memcpy(p->cand, next, (size_t)nnext * sizeof next[0]);
+    p->n_cand = nnext;
+    return kept;
+}
+
+/* The movers fitted in this frame but not confirmed yet (p->cand) are
+ * still in the history, their detections displaced by the dipole: each
+ * one's nearest positive point detection within SLOW_NEAR px takes the
+ * fitted position, which models the dipole. */
+static void place_candidates(const ss_pipeline_t *p, ss_result_t *res)
+{
+    for (int k = 0; k < p->n_cand; k++) {
+        const double x = p->cand[k].x - res->shift.sx, y = p->cand[k].y - res->shift.sy;
+        ss_detection_t *best = NULL;
+        double dbest = SLOW_NEAR;
+        for (int i = 0; i < res->dets.count; i++) {
+            ss_detection_t *d = &res->dets.items[i];
+            const double dist = hypot(d->x - x, d->y - y);
+            if (d->sign > 0 && d->kind == SS_KIND_POINT && dist <= dbest) {
+                best = d;
+                dbest = dist;
+            }
+        }
+        if (best) {
+            best->x = best->x0 = best->x1 = x;
+            best->y = best->y0 = best->y1 = y;
+        }
+    }
+}
+
 /* Slow movers (slow_movers.h) among this frame's detections: fitted,
+ * confirmed by the last frame's fits (confirmed_slow),
  * taken out of the unscreened history frames of h, the frame predicted
  * again, and each take-out kept only where the new residual shows at
  * least SLOW_KEEP of the gain its fit promised (a source alone is left);
@@ -981,8 +1048,13 @@ static ss_err_t slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hi
     double c[SS_SLOW_MAX_FITS][3];
     int all[SS_SLOW_MAX_FITS], back[SS_SLOW_MAX_FITS], nf, nback = 0;
     ss_err_t e = fit_slow_movers(p, res, h, fit, c, &nf);
-    if (e != SS_OK || nf == 0)
+    if (e != SS_OK)
         return e;
+    nf = confirmed_slow(p, &res->shift, fit, c, nf);
+    if (nf == 0) {
+        place_candidates(p, res);
+        return SS_OK;
+    }
     for (int j = 0; j < nf; j++)
         all[j] = 1;
     if ((e = slow_apply(p, res, h, fit, all, nf, 1.0)) || (e = repredict(p, res, n, 0)) ||
@@ -1002,10 +1074,12 @@ static ss_err_t slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hi
     SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: frame %llu: %d slow mover(s) taken out of the history, "
            "%d put back", p->feed, (unsigned long long)res->meta.seq, nf - nback, nback);
     if (nback == 0)
-        return find(p, res);
-    if ((e = slow_apply(p, res, h, fit, back, nf, -1.0)))
-        return e;
-    return repredict(p, res, n, 1);
+        e = find(p, res);
+    else if ((e = slow_apply(p, res, h, fit, back, nf, -1.0)) == SS_OK)
+        e = repredict(p, res, n, 1);
+    if (e == SS_OK)
+        place_candidates(p, res);
+    return e;
 }
 
 int ss_pipeline_result_init(ss_pipeline_t *p, ss_result_t *r, size_t max_pixels, int max_dets)

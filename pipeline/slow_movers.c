@@ -22,6 +22,7 @@
 #define NEG_LOBE 2.0                /* pixels below -this·noise make the copies' lobe */
 #define START_SPEED 0.6             /* px per frame: the fixed starting speeds */
 #define MAX_OFFSET 3.0              /* the fitted position stays this near the detection, px */
+#define ALIAS_MAX 3                 /* speeds m·v tried, m = 2..this (whole-frame aliases) */
 #define CLIP 5.0                    /* window pixels brighter than this·noise outside the core go */
 #define MIN_TRAVEL 1.0              /* v·(weighted age) at least this·psf_sigma: copies apart */
 
@@ -252,6 +253,24 @@ double ss_slow_source_rss(const float *r, int w, int h, double x0, double y0, do
     return fit(&fresh, &W, 3, th, &f) / W.n;
 }
 
+/* Fit the mover model from speed (vx, vy) and width ln(s/psf_sigma) = ls;
+ * out takes the result when its RSS is lower. */
+static void try_start(const model_t *m, const win_t *W, double x0, double y0, double ls, double vx,
+                      double vy, ss_slow_fit_t *out)
+{
+    double th[NPAR] = { x0, y0, ls, vx, vy }, f;
+    const double rss = fit(m, W, NPAR, th, &f);
+    if (rss < out->rss) {
+        out->rss = rss;
+        out->x = th[0];
+        out->y = th[1];
+        out->sigma = model_sigma(m, th);
+        out->vx = th[3];
+        out->vy = th[4];
+        out->flux = f;
+    }
+}
+
 int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double lobe_flux,
                       double psf_sigma, double noise, const ss_slow_hist_t *hist,
                       ss_slow_fit_t *out)
@@ -277,21 +296,15 @@ int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double
         { START_SPEED, -START_SPEED }, { -START_SPEED, -START_SPEED },
     };
     out->rss = INFINITY;
-    for (int s = 0; s < 9; s++) {
-        if (s > 0 && hypot(starts[s][0], starts[s][1]) == 0.0)
-            continue;
-        double th[NPAR] = { x0, y0, th_new[2], starts[s][0], starts[s][1] }, f;
-        const double rss = fit(&mover, &W, NPAR, th, &f);
-        if (rss < out->rss) {
-            out->rss = rss;
-            out->x = th[0];
-            out->y = th[1];
-            out->sigma = model_sigma(&mover, th);
-            out->vx = th[3];
-            out->vy = th[4];
-            out->flux = f;
-        }
-    }
+    for (int s = 0; s < 9; s++)
+        if (s == 0 || hypot(starts[s][0], starts[s][1]) > 0.0)
+            try_start(&mover, &W, x0, y0, th_new[2], starts[s][0], starts[s][1], out);
+    /* the copies sit at whole frames behind: a mover of speed v matches
+     * every m-th copy of a mover of m·v (a faster mover, which then must
+     * not pass as a slow one) */
+    const double bvx = out->vx, bvy = out->vy;
+    for (int m = 2; m <= ALIAS_MAX; m++)
+        try_start(&mover, &W, x0, y0, th_new[2], m * bvx, m * bvy, out);
     out->ok = out->rss_new - out->rss >= SS_SLOW_GAIN * noise * noise &&
               hypot(out->vx, out->vy) <= SS_SLOW_VMAX &&
               hypot(out->vx, out->vy) * tbar >= MIN_TRAVEL * psf_sigma && out->flux > 0.0 &&

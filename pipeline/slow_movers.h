@@ -56,7 +56,9 @@ typedef struct ss_slow_fit {
 } ss_slow_fit_t;
 
 /* Fit the residual r (w×h, NaN = invalid) around a detection at (x0, y0)
- * with the slow-mover model and with a new source; ok when the mover
+ * with the slow-mover model (the best of several starting speeds, then
+ * of 2 and 3 times the best: a faster mover matches every m-th copy of a
+ * slower one) and with a new source; ok when the mover
  * model lowers the RSS by SS_SLOW_GAIN·noise² or more, its speed is at
  * most SS_SLOW_VMAX and carries the copies a PSF width behind on
  * average, its flux is positive and at most SS_SLOW_FLUX_RATIO·lobe_flux

@@ -9,6 +9,9 @@
  *    same bits for any number of threads;
  *  - ss_history_dtype; ss_history_store: rounding, clamping, sentinels,
  *    and the removal footprint against a brute-force square dilation;
+ *  - ss_history_subtract against its definition; the slow-mover fit
+ *    (slow_movers.h) on a residual drawn from its own model, a new
+ *    source, an implausible flux;
  *  - on jittered synthetic star fields (tools/synth.h), with the true
  *    shifts split into integer and fractional parts as the driver does
  *    and frames stored with ss_history_store: the residual noise is
@@ -33,6 +36,7 @@
 #include <omp.h>
 #endif
 
+#include "pipeline/slow_movers.h"
 #include "pipeline/stages.h"
 #include "tools/synth.h"
 #include "ss_test.h"
@@ -416,6 +420,122 @@ START_TEST(test_history_store_conversion)
     ck_assert(isnan(ss_hist_value(u16, SS_DT_U16, 10)));
     ck_assert(ss_hist_value(u16, SS_DT_U16, 4) == 3.0f);
     ck_assert(isnan(ss_hist_value(i16, SS_DT_I16, 10)));
+}
+END_TEST
+
+/* ss_history_subtract against its definition: every pixel within
+ * ceil(4σ) of the rounded centre loses flux·gx·gy (pixel-integrated
+ * Gaussian), stored as the history stores (u16 rounded and clamped),
+ * the sentinel and the pixels outside the box untouched; a negative flux
+ * puts the source back; sources with sigma <= 0 or non-finite fields are
+ * skipped. */
+START_TEST(test_history_subtract_definition)
+{
+    enum { W = 40, H = 30 };
+    static uint16_t u[W * H];
+    static float f[W * H];
+    for (int i = 0; i < W * H; i++) {
+        u[i] = (uint16_t)(1000 + i % 7);
+        f[i] = 1000.0f + (float)(i % 7);
+    }
+    u[15 * W + 20] = UINT16_MAX;    /* a sentinel inside the box */
+    f[15 * W + 20] = NAN;
+    const ss_point_source_t src[3] = { { 20.3, 14.6, 5000.0, 1.5 }, { 5, 5, 1e6, 0.0 },
+                                       { 5, 5, NAN, 1.0 } };
+    ss_history_subtract(u, SS_DT_U16, W, H, src, 3);
+    ss_history_subtract(f, SS_DT_F32, W, H, src, 3);
+    const double k = 1.0 / (sqrt(2.0) * 1.5);
+    const int R = (int)ceil(4.0 * 1.5);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            const int i = y * W + x;
+            double g = 0.0;
+            if (abs(x - 20) <= R && abs(y - 15) <= R)
+                g = 5000.0 * 0.25 * (erf((x + 0.5 - 20.3) * k) - erf((x - 0.5 - 20.3) * k)) *
+                    (erf((y + 0.5 - 14.6) * k) - erf((y - 0.5 - 14.6) * k));
+            if (i == 15 * W + 20) {
+                ck_assert_int_eq(u[i], UINT16_MAX);
+                ck_assert(isnan(f[i]));
+                continue;
+            }
+            const double want = 1000.0 + i % 7 - g;
+            ck_assert_msg(fabs(f[i] - want) < 1e-3, "f32 (%d,%d): %g want %g", x, y, f[i], want);
+            ck_assert_msg(u[i] == (uint16_t)lround(want), "u16 (%d,%d): %d want %.2f", x, y, u[i],
+                          want);
+        }
+    const ss_point_source_t back = { 20.3, 14.6, -5000.0, 1.5 };
+    ss_history_subtract(f, SS_DT_F32, W, H, &back, 1);
+    for (int i = 0; i < W * H; i++)
+        if (i != 15 * W + 20)
+            ck_assert_msg(fabs(f[i] - (1000.0f + (float)(i % 7))) < 1e-3, "put back %d: %g", i,
+                          f[i]);
+}
+END_TEST
+
+/* The residual a slow mover leaves (slow_movers.h), drawn from the model
+ * itself: f·G at p minus the weighted copies along its track, plus noise
+ * and an offset. The fit finds it (speed within 0.1 px/frame, position
+ * within 0.3 px, flux within 15 %); a new source alone (no copies) is
+ * not taken for a mover; neither is a mover whose fitted flux would be
+ * more than SS_SLOW_FLUX_RATIO times the detection's. */
+START_TEST(test_slow_mover_fit)
+{
+    enum { W = 96, H = 96, N = 12 };
+    static float r[W * H], r_new[W * H];
+    ss_slow_hist_t hist = { .n = N };
+    for (int k = 0; k < N; k++) {
+        hist.a[k] = 1.0 / N;
+        hist.tau[k] = k + 1;
+        hist.fx[k] = 0.1 * ((k % 5) - 2);
+        hist.fy[k] = -0.1 * ((k % 3) - 1);
+        hist.unscreened[k] = 1;
+    }
+    const double sig = 1.4, noise = 30.0, flux = 6000.0, px = 48.3, py = 47.6, vx = 0.45,
+                 vy = -0.3;
+    uint64_t st = 12345;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            double v = 0.0;
+            for (int q = -1; q < N; q++) {
+                const double cx = q < 0 ? px : px - vx * hist.tau[q] + hist.fx[q];
+                const double cy = q < 0 ? py : py - vy * hist.tau[q] + hist.fy[q];
+                const double a = q < 0 ? 1.0 : -hist.a[q];
+                const double k = 1.0 / (sqrt(2.0) * sig);
+                v += a * flux * 0.25 * (erf((x + 0.5 - cx) * k) - erf((x - 0.5 - cx) * k)) *
+                     (erf((y + 0.5 - cy) * k) - erf((y - 0.5 - cy) * k));
+            }
+            /* Gaussian noise by Box-Muller on a xorshift */
+            st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+            const double u1 = ((st >> 11) + 0.5) / 9007199254740992.0;
+            st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+            const double u2 = ((st >> 11) + 0.5) / 9007199254740992.0;
+            const double n = noise * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+            r[y * W + x] = (float)(v + n + 7.0);
+            const double k = 1.0 / (sqrt(2.0) * sig);
+            r_new[y * W + x] = (float)(flux * 0.25 *
+                                           (erf((x + 0.5 - px) * k) - erf((x - 0.5 - px) * k)) *
+                                           (erf((y + 0.5 - py) * k) - erf((y - 0.5 - py) * k)) +
+                                       n + 7.0);
+        }
+    ss_slow_fit_t fit;
+    ck_assert_int_eq(ss_slow_mover_fit(r, W, H, 49.0, 48.0, 0.7 * flux, sig, noise, &hist, &fit),
+                     1);
+    ck_assert_msg(fabs(fit.vx - vx) < 0.1 && fabs(fit.vy - vy) < 0.1, "v %.3f %.3f", fit.vx,
+                  fit.vy);
+    ck_assert_msg(hypot(fit.x - px, fit.y - py) < 0.3, "p %.2f %.2f", fit.x, fit.y);
+    ck_assert_msg(fabs(fit.flux / flux - 1.0) < 0.15, "flux %.0f", fit.flux);
+    ck_assert_msg(fabs(fit.sigma / sig - 1.0) < 0.15, "sigma %.2f", fit.sigma);
+    /* the same mover, but a detection flux that makes its fit implausible */
+    ck_assert_int_eq(ss_slow_mover_fit(r, W, H, 49.0, 48.0, 0.2 * flux, sig, noise, &hist, &fit),
+                     0);
+    /* a new source without copies */
+    ck_assert_int_eq(
+        ss_slow_mover_fit(r_new, W, H, 48.0, 48.0, flux, sig, noise, &hist, &fit), 0);
+    /* nothing unscreened: nothing to fit */
+    ss_slow_hist_t none = hist;
+    for (int k = 0; k < N; k++)
+        none.unscreened[k] = 0;
+    ck_assert_int_eq(ss_slow_mover_fit(r, W, H, 49.0, 48.0, flux, sig, noise, &none, &fit), 0);
 }
 END_TEST
 
@@ -1068,6 +1188,8 @@ static Suite *whiten_suite(void)
     tcase_add_test(tc, test_history_dtype);
     tcase_add_test(tc, test_history_store_conversion);
     tcase_add_test(tc, test_history_store_footprint);
+    tcase_add_test(tc, test_history_subtract_definition);
+    tcase_add_test(tc, test_slow_mover_fit);
     suite_add_tcase(s, tc);
     tc = tcase_create("synthetic");
     tcase_set_timeout(tc, 600);
