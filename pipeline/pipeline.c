@@ -1096,6 +1096,17 @@ static int async_read(const ss_pipeline_t *p, const ss_result_t *res)
            p->n_inflight < SS_PIPELINE_INFLIGHT;
 }
 
+/* Start the download of CLEAN into res->residual (async_read holds). */
+static ss_err_t residual_begin(ss_pipeline_t *p, ss_result_t *res)
+{
+    ss_err_t e = p->ops->read_begin(p->be, SS_PLANE_CLEAN, res->residual, &res->residual_ticket);
+    if (e == SS_OK) {
+        res->residual_pending = 1;
+        p->inflight[p->n_inflight++] = res;
+    }
+    return e;
+}
+
 ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *res)
 {
     ss_err_t e = ss_pipeline_start(p, f, res);
@@ -1206,17 +1217,18 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
          * slow mover: found, taken out, and the frame predicted again */
         ss_slow_hist_t sh;
         const int slow = p->cfg.remove_objects && unscreened_history(p, res, n, ix, iy, &sh) > 0;
-        /* r' is final: its download runs alongside the matched filter and
-         * the detection (and, pending, the next frame's first stages) */
-        const int async = !slow && async_read(p, res);
-        if (async) {
-            TRY(p->ops->read_begin(p->be, SS_PLANE_CLEAN, res->residual, &res->residual_ticket));
-            res->residual_pending = 1;
-            p->inflight[p->n_inflight++] = res;
-        }
+        /* r' is final (with slow movers, only after them): its download
+         * runs alongside the matched filter and the detection, or after
+         * them, and, pending, alongside the next frame's first stages */
+        const int async = async_read(p, res);
+        if (async && !slow)
+            TRY(residual_begin(p, res));
         TRY(find(p, res));
-        if (slow)
+        if (slow) {
             TRY(slow_movers(p, res, &sh, n));
+            if (async)
+                TRY(residual_begin(p, res));
+        }
         to_input_frame(&res->dets, roi, &f->meta);
         if (!async)
             TRY(p->ops->read_plane(p->be, SS_PLANE_CLEAN, 0, res->residual));
