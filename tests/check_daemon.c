@@ -61,6 +61,7 @@ typedef struct dmn {
     char dir[64];
     char cfg[128], log[128];
     char ctl[160], pub[160], in[160];
+    int notify_fd;                  /* the test's NOTIFY_SOCKET, or -1 */
 } dmn_t;
 
 static void *zctx;
@@ -85,6 +86,7 @@ static void dmn_init_named(dmn_t *d, const char *test)
 {
     memset(d, 0, sizeof *d);
     d->test = test;
+    d->notify_fd = -1;
     snprintf(d->dir, sizeof d->dir, "/tmp/ssd-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(d->dir));
     snprintf(d->cfg, sizeof d->cfg, "%s/skysieved.json", d->dir);
@@ -266,8 +268,38 @@ static void dmn_wait_ready(dmn_t *d)
     ck_abort_msg("skysieved did not answer on %s", d->ctl);
 }
 
-/* Send sig and wait for the exit; returns the exit status (-1 on a kill
- * by a signal, which fails the test's later assertion). */
+/* A daemon that did not stop: with $SKYSIEVE_TEST_LOGDIR set, its log and
+ * the stacks of its threads (gdb, or cuda-gdb on a GPU host without gdb)
+ * are kept there before it is killed. */
+static void dmn_keep_hung(const dmn_t *d)
+{
+    const char *keep = getenv("SKYSIEVE_TEST_LOGDIR");
+    if (!keep || !keep[0])
+        return;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "cp '%s' '%s/%s.hung.log'; dbg=$(command -v gdb || command -v cuda-gdb);"
+             " [ -n \"$dbg\" ] && timeout 60 \"$dbg\" -batch -p %d -ex 'thread apply all bt'"
+             " > '%s/%s.stacks' 2>&1",
+             d->log, keep, d->test, (int)d->pid, keep, d->test);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot keep all of %s's hung daemon\n", d->test);
+}
+
+/* Discard the notifications queued on the test's NOTIFY_SOCKET: systemd
+ * reads every one, and a full socket blocks the daemon's sd_notify (its
+ * WATCHDOG=1 pings go on while it drains). */
+static void dmn_discard_notes(const dmn_t *d)
+{
+    char buf[512];
+    if (d->notify_fd >= 0)
+        while (recv(d->notify_fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+            ;
+}
+
+/* Send sig and wait for the exit, reading the notifications meanwhile;
+ * returns the exit status (-1 on a kill by a signal, which fails the
+ * test's later assertion). */
 static int dmn_stop(dmn_t *d, int sig)
 {
     if (d->pid <= 0)
@@ -277,11 +309,13 @@ static int dmn_stop(dmn_t *d, int sig)
     int st = 0;
     while (dmn_alive(d, &st)) {
         if (now_s() - t0 > STOP_TIMEOUT_S) {
+            dmn_keep_hung(d);
             kill(d->pid, SIGKILL);
             waitpid(d->pid, &st, 0);
             d->pid = 0;
             ck_abort_msg("skysieved did not stop within %.0f s", STOP_TIMEOUT_S);
         }
+        dmn_discard_notes(d);
         sleep_s(0.02);
     }
     if (WIFEXITED(st))
@@ -912,6 +946,7 @@ START_TEST(test_sd_notify_sequence)
     snprintf(sock, sizeof sock, "%s/notify", d.dir);
     snprintf(env_sock, sizeof env_sock, "NOTIFY_SOCKET=%s", sock);
     int fd = notify_socket(sock);
+    d.notify_fd = fd;
     const char *env[] = { env_sock, "WATCHDOG_USEC=400000", NULL };
     dmn_start(&d, env);
 
