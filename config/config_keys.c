@@ -356,7 +356,7 @@ static const ss_config_key_t feed_keys[] = {
     F_BOOL("pipeline.guided.laplacian", P(guided_laplacian), 1, RELOAD,
            "[4] Second guide channel, the Laplacian of the prediction: also removes seeing-change residuals."),
     F_INT("pipeline.noise.stride", P(noise_stride), 1.0, 64.0, 2.0, RELOAD,
-          "[5] Sample every stride-th row and column for the MAD."),
+          "[5] Sample every stride-th row and column for the noise σ."),
     F_DBL("pipeline.psf_sigma", P(psf_sigma), 0.3, 8.0, 1.4, RELOAD,
           "[6] Gaussian PSF sigma of the matched filter, px."),
     F_DBL("pipeline.detect.thresh", P(thresh), 0.5, 1000.0, 5.0, RELOAD,

@@ -626,8 +626,9 @@ static cudaError_t st_noise(ss_backend_t *b, cudaStream_t s, int stride)
 {
     const int st = stride < 1 ? 1 : stride;
     const long long ns = (long long)((b->w + st - 1) / st) * ((b->h + st - 1) / st);
-    /* σ is for the host only: written straight into the mapped mirror */
-    return select_mad(b, &b->d_params->noise_samp, b->d_sel, 0, &b->m_res->sigma, NULL, ns,
+    /* σ (clipped, ss_noise_clipped) is for the host only: written
+     * straight into the mapped mirror */
+    return select_mad(b, &b->d_params->noise_samp, b->d_sel, 2, &b->m_res->sigma, NULL, ns,
                       b->d_selbuf, s);
 }
 

@@ -68,6 +68,7 @@ typedef struct cu_sel_ws {
     cu_sel_state_t st[2];           /* 0: median, 1: MAD around it */
     unsigned int counter;           /* blocks done in the current pass */
     unsigned int ncomp;             /* samples compacted into the scratch buffer */
+    unsigned long long clip[3];     /* mode 2: Σq, Σq², n (two's complement) */
     unsigned int hist[CU_SEL_BINS];
 } cu_sel_ws_t;
 
@@ -185,9 +186,10 @@ cudaError_t cu_badmask(const uint8_t *bad, const uint8_t *learned, size_t n, uin
                        cudaStream_t s);
 
 /* k_select.cu: exact lower median and MAD of the sampler's finite samples.
- * mode 0: *out_f = (float)(1.4826·MAD); mode 1: *out_d = 1.4826·MAD/√2.
- * buf (or NULL): room for every sample, where the first pass compacts the
- * finite ones for the later passes. */
+ * mode 0: *out_f = (float)(1.4826·MAD); mode 1: *out_d = 1.4826·MAD/√2;
+ * mode 2: *out_f = the clipped σ of ss_noise_clipped (gold), its window
+ * sums in integers (noise_core.h). buf (or NULL): room for every sample,
+ * where the first pass compacts the finite ones for the later passes. */
 /* The same in one launch of one block, for small samples (no workspace). */
 cudaError_t cu_select_small(const cu_sampler_t *samp, int mode, float *out_f, double *out_d,
                             long long nsamples, cudaStream_t s);

@@ -20,6 +20,7 @@
  * of a strided walk over the plane(s).
  */
 #include "cu_internal.h"
+#include "pipeline/noise_core.h"
 
 #include <math.h>
 
@@ -81,6 +82,28 @@ __device__ __forceinline__ bool samp_get(const cu_sampler_t &s, long long j, flo
         return false;
     *v = v0;
     return true;
+}
+
+/* The window sums of mode 2 (noise_core.h) of this thread's samples,
+ * added warp by warp into acc[0..2] (shared or global memory). */
+__device__ __forceinline__ void clip_add(long long s1, long long s2, long long n,
+                                         unsigned long long *acc)
+{
+    for (int off = 16; off > 0; off >>= 1) {
+        s1 += __shfl_down_sync(0xffffffffu, s1, off);
+        s2 += __shfl_down_sync(0xffffffffu, s2, off);
+        n += __shfl_down_sync(0xffffffffu, n, off);
+    }
+    if ((threadIdx.x & 31) == 0 && n) {
+        atomicAdd(&acc[0], (unsigned long long)s1);
+        atomicAdd(&acc[1], (unsigned long long)s2);
+        atomicAdd(&acc[2], (unsigned long long)n);
+    }
+}
+
+__device__ __forceinline__ float clip_sigma(float s, const unsigned long long *acc)
+{
+    return ss_noise_clip_sigma(s, (long long)acc[0], (long long)acc[1], (long long)acc[2]);
 }
 
 /* One pass: histogram of the keys of pass `pass` among the samples that
@@ -220,6 +243,49 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
     }
 }
 
+/* Mode 2 after the six passes: the window sums over the samples (the
+ * compacted ones in buf, or through the sampler), and the last block to
+ * finish writes σ and clears the sums. */
+__global__ void k_sel_clip(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws, float *out_f,
+                           const float *buf)
+{
+    __shared__ bool last;
+    const float m = ws->st[0].result;
+    const float s = (float)(1.4826 * (double)ws->st[1].result);
+    const bool any = ws->st[0].n > 0;
+    long long s1 = 0, s2 = 0, n = 0;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    const cu_sampler_t smp = *sp;
+    const long long total = !(s > 0.0f) ? 0 : buf ? (long long)ws->ncomp : samp_count(smp);
+    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += step) {
+        float v;
+        int64_t q;
+        if (buf)
+            v = buf[j];
+        else if (!samp_get(smp, j, &v))
+            continue;
+        if (ss_noise_clip_q(v, m, s, &q)) {
+            s1 += q;
+            s2 += q * q;
+            n++;
+        }
+    }
+    clip_add(s1, s2, n, ws->clip);
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(&ws->counter, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last || threadIdx.x != 0)
+        return;
+    __threadfence();
+    volatile unsigned long long *acc = ws->clip;
+    const unsigned long long a[3] = { acc[0], acc[1], acc[2] };
+    *out_f = !any ? __int_as_float(0x7fc00000) : !(s > 0.0f) ? s : clip_sigma(s, a);
+    ws->clip[0] = ws->clip[1] = ws->clip[2] = 0;
+    ws->counter = 0;
+}
+
 /* The same selection for a small sample (a few hundred thousand samples at
  * most: the frame sizes of 512² or so) in one launch: one block of
  * SMALL_THREADS runs the six passes back to back with its histogram in
@@ -228,6 +294,37 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
  * grid-wide hand-overs, this pays one. Same passes, same ranks, same
  * rounding: the same float. */
 constexpr int SMALL_THREADS = 1024;
+
+/* Mode 2 of k_sel_small, once the median m and the MAD are known: the
+ * window sums over the n samples (sv, or through the sampler), σ by
+ * thread 0. Every thread of the block calls it. */
+__device__ void sel_small_clip(const cu_sampler_t &smp, const float *sv, long long n, bool any,
+                               float m, float mad, float *out_f, unsigned long long *acc)
+{
+    const int t = threadIdx.x;
+    const float s = (float)(1.4826 * (double)mad);
+    if (t < 3)
+        acc[t] = 0;
+    __syncthreads();
+    long long s1 = 0, s2 = 0, k = 0;
+    for (long long j = t; any && s > 0.0f && j < n; j += SMALL_THREADS) {
+        float v;
+        int64_t q;
+        if (sv)
+            v = sv[j];
+        else if (!samp_get(smp, j, &v))
+            continue;
+        if (ss_noise_clip_q(v, m, s, &q)) {
+            s1 += q;
+            s2 += q * q;
+            k++;
+        }
+    }
+    clip_add(s1, s2, k, acc);
+    __syncthreads();
+    if (t == 0 && out_f)
+        *out_f = !any ? __int_as_float(0x7fc00000) : !(s > 0.0f) ? s : clip_sigma(s, acc);
+}
 
 __global__ void __launch_bounds__(SMALL_THREADS)
 k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double *out_d, int cap)
@@ -238,6 +335,7 @@ k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double 
     __shared__ long long part[SMALL_THREADS];
     __shared__ unsigned int s_prefix, s_mask, s_cnt;
     __shared__ long long s_rank, s_n;
+    __shared__ unsigned long long s_clip[3];
     const cu_sampler_t s = *sp;
     const int t = threadIdx.x, lane = t & 31;
     /* the finite samples, gathered once into shared memory (warp-
@@ -330,7 +428,8 @@ k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double 
         if (!any)
             break;
         result = key_float(prefix);
-        centre = result;                            /* the median, for the MAD */
+        if (which == 0)
+            centre = result;                        /* the median, for the MAD */
     }
     if (t == 0) {
         if (mode == 0 && out_f)
@@ -338,6 +437,8 @@ k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double 
         if (mode == 1 && out_d)
             *out_d = any ? 1.4826 * (double)result / sqrt(2.0) : (double)NAN;
     }
+    if (mode == 2)
+        sel_small_clip(s, gathered ? sv : NULL, n_all, any, centre, result, out_f, s_clip);
 }
 
 } // namespace
@@ -386,5 +487,7 @@ extern "C" cudaError_t cu_select_mad(const cu_sampler_t *samp, cu_sel_ws_t *ws, 
         for (int pass = 0; pass < 3; pass++)
             k_sel_pass<<<grid, SEL_THREADS, 0, s>>>(samp, ws, which, pass, mode, out_f, out_d,
                                                     buf);
+    if (mode == 2)
+        k_sel_clip<<<grid, SEL_THREADS, 0, s>>>(samp, ws, out_f, buf);
     return cudaGetLastError();
 }

@@ -138,7 +138,7 @@ typedef struct ss_backend_ops {
      * cfg->guided_laplacian picks the two-channel ss_guided_filter2 (the
      * default) or the one-channel ss_guided_filter. */
     ss_err_t (*guided)(ss_backend_t *b, int radius, float eps);
-    /* §5: σ of a plane (RESIDUAL or CLEAN). */
+    /* §5: σ of a plane (RESIDUAL or CLEAN): ss_noise_clipped. */
     ss_err_t (*noise)(ss_backend_t *b, ss_plane_t which, int stride, float *sigma);
     /* §6: CLEAN -> SNR. */
     ss_err_t (*matched)(ss_backend_t *b, double psf_sigma, float sigma);

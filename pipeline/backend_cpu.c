@@ -350,7 +350,7 @@ static ss_err_t cpu_noise(ss_backend_t *b, ss_plane_t which, int stride, float *
     if (!is_float_plane(which))
         return SS_ERR_INVALID;
     TIMED(b, SS_STAGE_NOISE,
-          *sigma = ss_noise_mad(b->plane[which], b->w, b->h, stride, b->fscratch));
+          *sigma = ss_noise_clipped(b->plane[which], b->w, b->h, stride));
     return SS_OK;
 }
 

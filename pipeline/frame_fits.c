@@ -1063,7 +1063,7 @@ ss_err_t ss_fits_write_residual(const char *path, const struct ss_result *res, i
     put_log(fp, "REREF", res->rereferenced, "frame became the reference", &st);
     put_log(fp, "HRESET", res->history_reset, "history reset at this frame", &st);
     put_int(fp, "HISTLEN", res->history_len, "history frames in the prediction", &st);
-    put_dbl(fp, "SIGMA", res->sigma, "noise of the residual (1.4826 MAD)", &st);
+    put_dbl(fp, "SIGMA", res->sigma, "noise of the residual (clipped std)", &st);
     int nw = SS_CLAMP(res->n_weights, 0, SS_MAX_HISTORY);
     put_int(fp, "NWEIGHT", nw, "history weights W0001..", &st);
     for (int i = 0; i < nw; i++) {

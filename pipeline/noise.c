@@ -14,6 +14,7 @@
  * and a GPU does the same histograms with atomics.
  */
 #include "stages.h"
+#include "noise_core.h"
 
 #include <math.h>
 #include <string.h>
@@ -130,6 +131,14 @@ static float radix_select(const float *x, int w, int h, int stride, int mad, flo
     return key_float(prefix);
 }
 
+/* The lower median m and the MAD of the samples (NaN, NaN if none). */
+static void median_mad(const float *x, int w, int h, int stride, float *m, float *mad)
+{
+    uint64_t n = 0;
+    *m = radix_select(x, w, h, stride, 0, 0.0f, -1, &n);
+    *mad = n ? radix_select(x, w, h, stride, 1, *m, -1, NULL) : NAN;
+}
+
 float ss_noise_mad(const float *x, int w, int h, int stride, float *scratch)
 {
     (void)scratch;              /* the selection reads the frame in place */
@@ -137,10 +146,45 @@ float ss_noise_mad(const float *x, int w, int h, int stride, float *scratch)
         stride = 1;
     if (w <= 0 || h <= 0)
         return NAN;
-    uint64_t n = 0;
-    const float m = radix_select(x, w, h, stride, 0, 0.0f, -1, &n);
-    if (n == 0)
-        return NAN;
-    const float mad = radix_select(x, w, h, stride, 1, m, -1, NULL);
+    float m, mad;
+    median_mad(x, w, h, stride, &m, &mad);
     return (float)(SS_MAD_TO_SIGMA * (double)mad);
+}
+
+/* Σq, Σq², n over the samples within the clip window (stages.h). */
+static void clip_moments(const float *x, int w, int h, int stride, float m, float s,
+                         int64_t *s1, int64_t *s2, int64_t *n)
+{
+    int64_t a1 = 0, a2 = 0, an = 0;
+#pragma omp parallel for schedule(static) reduction(+ : a1, a2, an)
+    for (int y = 0; y < h; y += stride) {
+        const float *row = x + (size_t)y * (size_t)w;
+        for (int i = 0; i < w; i += stride) {
+            int64_t q;
+            if (ss_noise_clip_q(row[i], m, s, &q)) {
+                a1 += q;
+                a2 += q * q;
+                an++;
+            }
+        }
+    }
+    *s1 = a1;
+    *s2 = a2;
+    *n = an;
+}
+
+float ss_noise_clipped(const float *x, int w, int h, int stride)
+{
+    if (stride < 1)
+        stride = 1;
+    if (w <= 0 || h <= 0)
+        return NAN;
+    float m, mad;
+    median_mad(x, w, h, stride, &m, &mad);
+    const float s = (float)(SS_MAD_TO_SIGMA * (double)mad);
+    if (!(s > 0.0f) || !isfinite(s))
+        return s;
+    int64_t s1, s2, n;
+    clip_moments(x, w, h, stride, m, s, &s1, &s2, &n);
+    return ss_noise_clip_sigma(s, s1, s2, n);
 }

@@ -641,6 +641,18 @@ void ss_guided_filter2(const float *I, const float *p, int w, int h, int r, floa
  * floats. */
 float ss_noise_mad(const float *x, int w, int h, int stride, float *scratch);
 
+/* The residual's noise σ: the standard deviation of the samples of
+ * ss_noise_mad (same grid) within m ± 3s, where m is their lower median
+ * and s = 1.4826·MAD, divided by 0.986582 (a normal's std cut at ±3σ):
+ * the SExtractor background rule with one clipping step. Unlike s alone it
+ * is right for noise that is not Gaussian — the uniform integer noise of
+ * low-level cameras, where 1.4826·MAD is 1.29 times the std — and it
+ * equals s for Gaussian noise. Each sample's (x − m)/s becomes an integer
+ * in units of 2^-16 (noise_core.h), so the sums, and σ, do not depend on
+ * their order. s when s is 0, NaN or fewer than 2 samples are in the
+ * window; NaN if no sample. */
+float ss_noise_clipped(const float *x, int w, int h, int stride);
+
 /* ======================================================================
  * §6 matched filter (matched.c)
  * ==================================================================== */

@@ -758,10 +758,12 @@ START_TEST(test_noise_parity)
     const size_t n = (size_t)W * H;
     float *v = malloc(n * sizeof(float));
     ck_assert_ptr_nonnull(v);
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < 4; round++) {
         for (size_t i = 0; i < n; i++) {
             const double u = rng_unif();
             v[i] = (float)(7.0 * rng_gauss() + (round == 1 ? 3.0 : 0.0));
+            if (round == 3)     /* uniform integer noise: the clip window keeps it all */
+                v[i] = (float)(rng_u64() % 10) - 4.5f;
             if (u < 0.03)
                 v[i] = NAN;
             else if (u < 0.035)
