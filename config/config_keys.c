@@ -355,6 +355,8 @@ static const ss_config_key_t feed_keys[] = {
           "[4] Regulariser epsilon in units of the noise variance."),
     F_BOOL("pipeline.guided.laplacian", P(guided_laplacian), 1, RELOAD,
            "[4] Second guide channel, the Laplacian of the prediction: also removes seeing-change residuals."),
+    F_BOOL("pipeline.guided.biharmonic", P(guided_biharmonic), 0, RELOAD,
+           "[4] With laplacian: one global term of the prediction's biharmonic per frame, fitted first: the second order of a seeing change (README: when it helps)."),
     F_INT("pipeline.noise.stride", P(noise_stride), 1.0, 64.0, 2.0, RELOAD,
           "[5] Sample every stride-th row and column for the noise σ."),
     F_DBL("pipeline.psf_sigma", P(psf_sigma), 0.3, 8.0, 1.4, RELOAD,

@@ -237,12 +237,14 @@ cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, const float *
                              const float *clean_sigma, int w, int h, uint8_t *scratch,
                              cudaStream_t s);
 
-/* k_guided.cu: the one-channel (laplacian = 0, ss_guided_filter) or the
- * two-channel (ss_guided_filter2) guided filter of I (guide) and pin into
- * out. sc: 4 scratch planes (A/A1, B/A2, B, and L, which only radii above
- * 62 use: smaller ones compute the Laplacian on the fly). */
+/* k_guided.cu: the one-channel (mode 0, ss_guided_filter) or the
+ * two-channel (mode bit 0, ss_guided_filter2; bit 1: with its biharmonic
+ * term, ss_seeing_term in k_seeing_moments and k_seeing_apply) guided
+ * filter of I (guide) and pin into out. sc: 5 scratch planes (A/A1, B/A2,
+ * B, L, which only radii above 62 use: smaller ones compute the Laplacian
+ * on the fly, and pin − c2·Q). c[0] = the guide's mean, c[1] = c2. */
 cudaError_t cu_guided(const cu_params_t *p, const float *I, const float *pin, int w, int h,
-                      int radius, int laplacian, float *const *sc, float *out,
+                      int radius, int mode, float *const *sc, float *out,
                       double *partials, unsigned int *counter, float *c, cudaStream_t s);
 cudaError_t cu_copy_plane(const float *in, float *out, size_t n, cudaStream_t s);
 

@@ -24,6 +24,7 @@
  * with the CPU's to double rounding, so the float outputs to about 1e-7.
  */
 #include "cu_internal.h"
+#include "pipeline/seeing_core.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -892,6 +893,100 @@ cudaError_t gbox_any(const gargs &a, bool vec, int w, int h, int r, cudaStream_t
     return vec ? gbox<MODE, true>(a, w, h, r, s) : gbox<MODE, false>(a, w, h, r, s);
 }
 
+/* ss_laplacian5 of the Laplacian at (x, y): Q = L(x−1) + L(x+1) +
+ * L(y−1) + L(y+1) − 4·L in float in that order, each L by lap_at; NaN on
+ * the outer ring and wherever a tap is (as ss_laplacian5 of the L plane). */
+__device__ __forceinline__ float biharm_at(const float *__restrict__ I, int w, int h, int x, int y,
+                                           size_t ii, float *lc)
+{
+    *lc = lap_at(I, w, h, x, y, ii, I[ii]);
+    if (x == 0 || y == 0 || x == w - 1 || y == h - 1)
+        return qnan();
+    const size_t sw = (size_t)w;
+    const float ll = lap_at(I, w, h, x - 1, y, ii - 1, I[ii - 1]);
+    const float lr = lap_at(I, w, h, x + 1, y, ii + 1, I[ii + 1]);
+    const float lu = lap_at(I, w, h, x, y - 1, ii - sw, I[ii - sw]);
+    const float ld = lap_at(I, w, h, x, y + 1, ii + sw, I[ii + sw]);
+    return ll + lr + lu + ld - 4.0f * *lc;
+}
+
+/* ss_seeing_term's sums (seeing_core.h) over the pixels where I, L, Q, p
+ * are finite, i = I − c[0]; blocks take rows b, b + grid, ... as
+ * k_gf_mean does, the last block adds the block partials and writes
+ * c[1] = ss_seeing_solve. 14 doubles per thread, reduced warp by warp. */
+__global__ void k_seeing_moments(const float *__restrict__ I, const float *__restrict__ p, int w,
+                                 int h, float *c, double *__restrict__ partials,
+                                 unsigned int *counter)
+{
+    constexpr int NS = SS_SEEING_NSUMS;
+    __shared__ double ws[RED_THREADS / 32][NS];
+    __shared__ bool last;
+    double m[NS];
+#pragma unroll
+    for (int k = 0; k < NS; k++)
+        m[k] = 0.0;
+    const float cm = c[0];
+    for (int y = blockIdx.x; y < h; y += gridDim.x)
+        for (int x = threadIdx.x; x < w; x += blockDim.x) {
+            const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            float l;
+            const float q = biharm_at(I, w, h, x, y, i, &l);
+            const float a = I[i], pv = p[i];
+            if (ss_seeing_takes(a, l, q, pv))
+                ss_seeing_add(m, (double)(a - cm), (double)l, (double)q, (double)pv);
+        }
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+#pragma unroll
+    for (int k = 0; k < NS; k++) {
+        double v = m[k];
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_down_sync(0xffffffffu, v, o);
+        if (lane == 0)
+            ws[wid][k] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < NS) {
+        double t = 0.0;
+        for (int q = 0; q < (int)(blockDim.x >> 5); q++)
+            t += ws[q][threadIdx.x];
+        partials[(size_t)blockIdx.x * NS + threadIdx.x] = t;
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    __shared__ double tot[NS];
+    if (threadIdx.x < NS) {
+        double t = 0.0;
+        for (unsigned q = 0; q < gridDim.x; q++)
+            t += ((volatile double *)partials)[(size_t)q * NS + threadIdx.x];
+        tot[threadIdx.x] = t;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        c[1] = ss_seeing_solve(tot);
+        *counter = 0;
+    }
+}
+
+/* out = ss_seeing_apply(p, Q, c2) at every pixel. */
+__global__ void k_seeing_apply(const float *__restrict__ I, const float *__restrict__ p, int w,
+                               int h, const float *__restrict__ c2, float *__restrict__ out)
+{
+    const float cc = *c2;
+    const size_t n = (size_t)w * (size_t)h;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int y = (int)(i / (size_t)w), x = (int)(i - (size_t)y * (size_t)w);
+        float l;
+        out[i] = ss_seeing_apply(p[i], biharm_at(I, w, h, x, y, i, &l), cc);
+    }
+}
+
 bool al16(const void *q)
 {
     return ((uintptr_t)q & 15u) == 0;
@@ -907,15 +1002,27 @@ __global__ void k_copy(const float *__restrict__ in, float *__restrict__ out, si
 } // namespace
 
 extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const float *pin, int w,
-                                 int h, int radius, int laplacian, float *const *sc,
+                                 int h, int radius, int mode, float *const *sc,
                                  float *out, double *partials, unsigned int *counter, float *c,
                                  cudaStream_t s)
 {
     const int r = radius < 0 ? 0 : radius;
+    const int laplacian = mode & 1;
     if (w <= 0 || h <= 0)
         return cudaSuccess;
     const unsigned mb = (unsigned)(h < CU_RED_BLOCKS ? (h > 0 ? h : 1) : CU_RED_BLOCKS);
     cudaError_t e;
+    if (laplacian && (mode & 2)) {
+        /* the guide's mean first (it reads pin: p' is finite where p is),
+         * then c2 and p' = pin − c2·Q into sc[4], the input from here on */
+        k_gf_mean<true><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
+        k_seeing_moments<<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, c, partials, counter);
+        const size_t n = (size_t)w * (size_t)h, g = (n + 255) / 256;
+        k_seeing_apply<<<(unsigned)(g < 4096 ? g : 4096), 256, 0, s>>>(I, pin, w, h, c + 1, sc[4]);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+            return e;
+        pin = sc[4];
+    }
     if (r > GMAXR) {
         /* the generic box kernel, with the Laplacian as a plane */
         float *L = laplacian ? sc[3] : NULL;

@@ -335,7 +335,8 @@ static ss_err_t cpu_guided(ss_backend_t *b, int radius, float eps)
             memcpy(b->plane[SS_PLANE_CLEAN], b->plane[SS_PLANE_RESIDUAL], b->npix * sizeof(float));
         else if (b->cfg->guided_laplacian)
             ss_guided_filter2(b->plane[SS_PLANE_PREDICTION], b->plane[SS_PLANE_RESIDUAL], b->w,
-                              b->h, radius, eps, b->plane[SS_PLANE_CLEAN], b->fscratch,
+                              b->h, radius, eps, b->cfg->guided_biharmonic,
+                              b->plane[SS_PLANE_CLEAN], b->fscratch,
                               b->dscratch);
         else
             ss_guided_filter(b->plane[SS_PLANE_PREDICTION], b->plane[SS_PLANE_RESIDUAL], b->w,

@@ -26,6 +26,7 @@
  * Frames of under C+1 rows, too short for that, take a direct path.
  */
 #include "stages.h"
+#include "seeing_core.h"
 
 #include <math.h>
 #include <string.h>
@@ -449,15 +450,49 @@ static void guided2_pass(const float *I, const float *L, const float *p,
     }
 }
 
+float ss_seeing_term(const float *I, const float *L, const float *p, int w, int h, float c,
+                     float *Q, double *dscratch)
+{
+    ss_laplacian5(L, w, h, Q);
+    if ((size_t)SS_SEEING_NSUMS * (size_t)h > 2 * (size_t)w * (size_t)h)
+        return 0.0f;
+    double *rows = dscratch;
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        double *m = rows + (size_t)y * SS_SEEING_NSUMS;
+        memset(m, 0, SS_SEEING_NSUMS * sizeof *m);
+        for (int x = 0; x < w; x++) {
+            const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            if (ss_seeing_takes(I[i], L[i], Q[i], p[i]))
+                ss_seeing_add(m, (double)(I[i] - c), (double)L[i], (double)Q[i], (double)p[i]);
+        }
+    }
+    double m[SS_SEEING_NSUMS] = { 0 };
+    for (int y = 0; y < h; y++)
+        for (int k = 0; k < SS_SEEING_NSUMS; k++)
+            m[k] += rows[(size_t)y * SS_SEEING_NSUMS + k];
+    return ss_seeing_solve(m);
+}
+
 void ss_guided_filter2(const float *I, const float *p, int w, int h, int r, float eps,
-                       float *out, float *scratch, double *dscratch)
+                       int biharmonic, float *out, float *scratch, double *dscratch)
 {
     if (w <= 0 || h <= 0)
         return;
-    float *L = scratch + 6 * (size_t)w * (size_t)h;
+    const size_t npix = (size_t)w * (size_t)h;
+    float *L = scratch + 6 * npix;
     if (r < 0)
         r = 0;
     ss_laplacian5(I, w, h, L);
     const float c = guide_mean(I, L, p, w, h, dscratch);
+    if (biharmonic) {
+        /* p' = p − c2·∇⁴I into out, then the local fit of p' in place */
+        float *Q = scratch + 7 * npix;
+        const float c2 = ss_seeing_term(I, L, p, w, h, c, Q, dscratch);
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < npix; i++)
+            out[i] = ss_seeing_apply(p[i], Q[i], c2);
+        p = out;
+    }
     guided2_pass(I, L, p, w, h, r, eps, c, out, scratch, dscratch);
 }

@@ -903,16 +903,19 @@ static int known_slow(const ss_pipeline_t *p, const ss_shift_t *s, double x, dou
 }
 
 /* Fits of the bright point detections that are not known slow movers,
- * on the residual (read into res->residual): the movers found, at most
- * SS_SLOW_MAX_FITS, in fit[] with their window centres and the
- * new-source RSS per pixel on the whole window in c[]. */
+ * on the residual (read into res->residual): at most SS_SLOW_MAX_FITS
+ * detections are tried, the most significant first (the order of
+ * res->dets), so that a frame with hundreds of bright detections costs a
+ * bounded time (a fit costs milliseconds); the movers found in fit[] with
+ * their window centres and the new-source RSS per pixel on the whole
+ * window in c[]. */
 static ss_err_t fit_slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hist_t *h,
                                 ss_slow_fit_t *fit, double (*c)[3], int *nf)
 {
     const int w = p->geo.roi.w, hh = p->geo.roi.h;
     int read = 0;
     *nf = 0;
-    for (int i = 0; i < res->dets.count && *nf < SS_SLOW_MAX_FITS; i++) {
+    for (int i = 0; i < res->dets.count && read < SS_SLOW_MAX_FITS; i++) {
         const ss_detection_t *d = &res->dets.items[i];
         if (d->sign <= 0 || d->kind != SS_KIND_POINT || d->peak_snr < SS_SLOW_MIN_SNR ||
             known_slow(p, &res->shift, d->x, d->y))

@@ -89,6 +89,7 @@ typedef struct ss_pipeline_cfg {
     int guided_radius;          /* "guided.radius": ρ px; 0 = round(8·psf_sigma) */
     double guided_eps;          /* "guided.eps": ε in units of the noise variance */
     int guided_laplacian;       /* "guided.laplacian": second guide channel ∇²P (seeing changes) */
+    int guided_biharmonic;      /* "guided.biharmonic": a global ∇⁴P term per frame (with laplacian; off) */
 
     /* §5 noise */
     int noise_stride;           /* "noise.stride": sample every s-th row and column */

@@ -30,7 +30,7 @@ extern "C" {
 #define SS_SLOW_VMAX 1.5            /* px per frame: faster movers leave their copies behind */
 #define SS_SLOW_MIN_SNR 8.0         /* detections fitted: peak SNR at least this */
 #define SS_SLOW_GAIN 25.0           /* the mover model must lower the RSS by this many σ² */
-#define SS_SLOW_MAX_FITS 16         /* detections fitted per frame at most */
+#define SS_SLOW_MAX_FITS 16         /* detections fitted per frame at most (the most significant) */
 #define SS_SLOW_FLUX_RATIO 3.0      /* the fitted flux is at most this times the detection's:
                                      * copies a PSF width behind leave the positive lobe
                                      * most of the mover (measured 1.2-2.2 for movers of

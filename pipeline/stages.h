@@ -625,9 +625,25 @@ void ss_laplacian5(const float *in, int w, int h, float *out);
  * A1, A2, B NaN where the pixel does not take part. Then box means of A1,
  * A2, B (valid-aware) and out = p - (box(A1)·I' + box(A2)·L + box(B)),
  * computed in double, NaN where I, L or p is NaN.
+ * biharmonic: first p' = p − c2·Q (ss_seeing_term, ss_seeing_apply), and
+ * the local fit is of p'.
  * scratch: 8·w·h floats + 2·w·h doubles. */
 void ss_guided_filter2(const float *I, const float *p, int w, int h, int r, float eps,
-                       float *out, float *scratch, double *dscratch);
+                       int biharmonic, float *out, float *scratch, double *dscratch);
+
+/* The second-order seeing term (guided.biharmonic): Q = ss_laplacian5(L)
+ * into Q (w·h floats), and c2 = the coefficient of Q in the global
+ * least-squares fit p ≈ a + b·(I − c) + d·L + c2·Q over the pixels where
+ * I, L, Q and p are finite (seeing_core.h: the sums, the 4×4 solve, the
+ * rounding of c2 to 12 significant bits). Why: blurring by a Gaussian of
+ * variance δ adds (δ/2)∇²I + (δ²/8)∇⁴I + …; the local fit takes out the
+ * first term, and at 10 % seeing wobble the second is still 0.04 of a
+ * star's peak (hundreds of ADU on bright stars, the sky scenario's false
+ * alarms). The seeing changes over the whole frame at once, so one
+ * coefficient per frame. Row sums in dscratch (14·h doubles), added in
+ * row order. Returns 0 (no term) when 14·h > 2·w·h. */
+float ss_seeing_term(const float *I, const float *L, const float *p, int w, int h, float c,
+                     float *Q, double *dscratch);
 
 /* ======================================================================
  * §5 noise (noise.c)

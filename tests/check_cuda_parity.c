@@ -690,11 +690,13 @@ START_TEST(test_guided_parity)
 {
     static const int radii[] = { 0, 1, 4, 11, 40, 300 };
     enum { W = 257, H = 199 };
+    /* _i = 0: one channel; 1: two, with the biharmonic term; 2: without */
     const int laplacian = _i > 0;
     rng_state = 909 + (uint64_t)_i;
     ss_pipeline_cfg_t cfg;
     base_cfg(&cfg);
     cfg.guided_laplacian = laplacian;
+    cfg.guided_biharmonic = _i == 1;
     ss_geometry_t geo = geometry(W, H, SS_DT_F32, SS_DT_F32, 2);
     pair_t p;
     pair_new(&p, &cfg, &geo, NULL);
@@ -1428,7 +1430,7 @@ static void add_whiten(TCase *tc)
     tcase_add_loop_test(tc, test_whiten_parity, 0, 2);
     tcase_add_loop_test(tc, test_whiten_reweight_parity, 0, 4);
 }
-static void add_guided(TCase *tc) { tcase_add_loop_test(tc, test_guided_parity, 0, 2); }
+static void add_guided(TCase *tc) { tcase_add_loop_test(tc, test_guided_parity, 0, 3); }
 static void add_noise(TCase *tc) { tcase_add_loop_test(tc, test_noise_parity, 0, 3); }
 static void add_matched(TCase *tc) { tcase_add_test(tc, test_matched_parity); }
 static void add_detect(TCase *tc)

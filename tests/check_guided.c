@@ -406,7 +406,7 @@ START_TEST(test_guided2_brute_force)
         for (size_t ri = 0; ri < sizeof radii / sizeof radii[0]; ri++) {
             const int r = radii[ri];
             const double eps = ri == 0 ? 9.0 : 90.0;
-            ss_guided_filter2(I, p, w, h, r, (float)eps, out, scr, dscr);
+            ss_guided_filter2(I, p, w, h, r, (float)eps, 0, out, scr, dscr);
             brute_guided2(I, p, w, h, r, eps, ref, q);
             for (size_t i = 0; i < n; i++) {
                 if (isnan(ref[i])) {
@@ -434,6 +434,111 @@ START_TEST(test_guided2_brute_force)
 }
 END_TEST
 
+/* A star field of Gaussians of sigma sg on a sky of 1000, no noise:
+ * ns stars (seeded: the same places and fluxes, 2e3..2e5, for any sg),
+ * several per guided window as on a real field. */
+static void star_field(float *I, int w, int h, double sg, int ns)
+{
+    uint64_t keep = rng_state;
+    rng_state = 4711;
+    double sx[200], sy[200], f[200];
+    for (int s = 0; s < ns && s < 200; s++) {
+        sx[s] = 3.0 + (w - 6) * rng_unif();
+        sy[s] = 3.0 + (h - 6) * rng_unif();
+        f[s] = 2e3 * pow(100.0, rng_unif());
+    }
+    rng_state = keep;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            double v = 1000.0;
+            for (int s = 0; s < ns && s < 200; s++) {
+                const double d2 = (x - sx[s]) * (x - sx[s]) + (y - sy[s]) * (y - sy[s]);
+                v += f[s] / (2 * M_PI * sg * sg) * exp(-d2 / (2 * sg * sg));
+            }
+            I[(size_t)y * w + x] = (float)v;
+        }
+}
+
+/* ss_seeing_term finds the coefficient of Q = ∇⁴I in an exact
+ * combination of 1, I, ∇²I and Q (to its 12-bit rounding), and 0 when
+ * p has no Q in it. */
+START_TEST(test_seeing_term_recovers)
+{
+    enum { W = 150, H = 100 };
+    const size_t n = (size_t)W * H;
+    float *I = malloc(n * sizeof(float)), *L = malloc(n * sizeof(float));
+    float *Q = malloc(n * sizeof(float)), *p = malloc(n * sizeof(float));
+    double *dscr = malloc(2 * n * sizeof(double));
+    star_field(I, W, H, 1.5, 60);
+    ss_laplacian5(I, W, H, L);
+    ss_laplacian5(L, W, H, Q);
+    static const double want[] = { 0.04, -0.013, 0.0 };
+    for (int k = 0; k < 3; k++) {
+        for (size_t i = 0; i < n; i++)
+            p[i] = (float)(3.0 + 0.02 * (I[i] - 1000.0) + 0.3 * L[i] + want[k] * Q[i]);
+        const float c2 = ss_seeing_term(I, L, p, W, H, 1000.0f, Q, dscr);
+        ck_assert_msg(fabs(c2 - want[k]) <= 1e-3 * fabs(want[k]) + 1e-6, "c2 %.6g, want %.6g",
+                      (double)c2, want[k]);
+    }
+    free(I);
+    free(L);
+    free(Q);
+    free(p);
+    free(dscr);
+}
+END_TEST
+
+/* Seeing changes on a star field with sky noise 3: (_i = 0) a history
+ * that mixes frames of sigma 1.3 and 1.7 against a current frame of 1.5
+ * (no first-order change at all: the history's profile is not a
+ * Gaussian), (_i = 1) a frame 10 % sharper than a history of 1.5. The
+ * two-channel filter leaves the second order on the stars, over 100 ADU on
+ * the brightest; the biharmonic term takes most of it out. */
+START_TEST(test_biharmonic_removes_second_order)
+{
+    enum { W = 150, H = 100 };
+    const size_t n = (size_t)W * H;
+    float *I = malloc(n * sizeof(float)), *F = malloc(n * sizeof(float));
+    float *G = malloc(n * sizeof(float)), *p = malloc(n * sizeof(float));
+    float *o0 = malloc(n * sizeof(float)), *o1 = malloc(n * sizeof(float));
+    float *scr = malloc(8 * n * sizeof(float));
+    double *dscr = malloc(2 * n * sizeof(double));
+    rng_state = 5;
+    if (_i == 0) {
+        star_field(G, W, H, 1.3, 60);
+        star_field(I, W, H, 1.7, 60);
+        for (size_t i = 0; i < n; i++)
+            I[i] = 0.5f * (I[i] + G[i]);
+        star_field(F, W, H, 1.5, 60);
+    } else {
+        star_field(I, W, H, 1.5, 60);
+        star_field(F, W, H, 1.35, 60);
+    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = F[i] - I[i] + (float)(3.0 * rng_gauss());
+    ss_guided_filter2(I, p, W, H, 12, 9.0f, 0, o0, scr, dscr);
+    ss_guided_filter2(I, p, W, H, 12, 9.0f, 1, o1, scr, dscr);
+    double m0 = 0.0, m1 = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(o0[i]) && isfinite(o1[i])) {
+            m0 = fmax(m0, fabs(o0[i]));
+            m1 = fmax(m1, fabs(o1[i]));
+        }
+    fprintf(stderr, "seeing change %d: largest residual %.1f without the biharmonic term, %.1f "
+            "with (noise 3)\n", _i, m0, m1);
+    ck_assert_msg(m0 > 100.0, "no second-order residual to remove: %.1f", m0);
+    ck_assert_msg(m1 < 0.35 * m0, "the biharmonic term leaves %.1f of %.1f", m1, m0);
+    free(I);
+    free(F);
+    free(G);
+    free(p);
+    free(o0);
+    free(o1);
+    free(scr);
+    free(dscr);
+}
+END_TEST
+
 /* A residual made of a brightness change (∝ I) and a seeing change
  * (∝ ∇²I) over a star field: the two-channel filter removes both, the
  * one-channel filter cannot remove the second. */
@@ -456,7 +561,7 @@ START_TEST(test_guided2_removes_seeing_residual)
             sp += (double)p[i] * p[i], k++;
     }
     ss_guided_filter(I, p, W, H, 8, 1.0f, o1, scr, dscr);
-    ss_guided_filter2(I, p, W, H, 8, 1.0f, o2, scr, dscr);
+    ss_guided_filter2(I, p, W, H, 8, 1.0f, 0, o2, scr, dscr);
     double s1 = 0.0, s2 = 0.0;
     for (size_t i = 0; i < n; i++)
         if (isfinite(o2[i]) && isfinite(o1[i]))
@@ -693,6 +798,8 @@ static Suite *guided_suite(void)
     tcase_add_test(tc, test_guided_brute_force);
     tcase_add_test(tc, test_guided2_brute_force);
     tcase_add_test(tc, test_guided2_removes_seeing_residual);
+    tcase_add_test(tc, test_seeing_term_recovers);
+    tcase_add_loop_test(tc, test_biharmonic_removes_second_order, 0, 2);
     tcase_add_test(tc, test_guided_thread_independent);
     tcase_add_test(tc, test_guided_removes_linear_residual);
     tcase_add_test(tc, test_guided_keeps_compact_mover);

@@ -12,7 +12,11 @@
  * and the caches see new data every frame.
  *
  * Each configuration runs the daemon's own path, ss_pipeline_process, after
- * N frames of warm-up (the history full, every graph captured):
+ * 2N + 4 frames of warm-up (the history full, every graph captured, and
+ * every frame stored before the first ok one out of the history again:
+ * while such frames weigh in, the slow-mover fits run on the host for the
+ * bright detections, milliseconds each — docs/PERFORMANCE.md measures that
+ * start-up phase separately, with --warmup):
  *  - per stage: CPU wall clock through the ops (stage_times); GPU: CUDA
  *    events around every step in the backend's timed mode (which runs
  *    each op at once, without graphs);
@@ -179,7 +183,7 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
         ss_result_init_with(&rbuf[1], (size_t)S * S, 4096, &ops->host_alloc) != 0 ||
         ss_detlist_init(&scratch, 4096) != 0)
         return -1;
-    const int warm = warmup_override >= 0 ? warmup_override : bc->history + 4;
+    const int warm = warmup_override >= 0 ? warmup_override : 2 * bc->history + 4;
     const int passes = bc->cuda ? 3 : 1;
     uint64_t seq = 0;
     for (int pass = 0; pass < passes; pass++) {
