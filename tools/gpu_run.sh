@@ -62,7 +62,7 @@ do_test() {
 # again with the daemon on the CUDA backend (graphs on, the default).
 do_alltest() {
     # the INDI test needs indi-bin, which the GPU host does not have
-    SKYSIEVE_INDI_OPTIONAL=1 step "ctest (all)" "$OUT/ctest_all.log" 420 ctest --test-dir $B -j8 \
+    SKYSIEVE_INDI_OPTIONAL=1 step "ctest (all)" "$OUT/ctest_all.log" 480 ctest --test-dir $B -j8 \
         --output-on-failure
     grep -E "tests passed|tests failed|\*\*\*Failed" "$OUT/ctest_all.log" | tail -8 | tee -a "$S"
     export SKYSIEVE_TEST_BACKEND=cuda
