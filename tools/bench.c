@@ -80,7 +80,8 @@ static void usage(void)
             "                      [--frames N] [--warmup N] [--device D] [--csv FILE]\n"
             "LIST is comma-separated, e.g. --size 512,2048. Without --size/--history: the\n"
             "issue's matrix (cpu 1024² and 2048² at N=20; cuda 512², 2048², 4096² at N=20 and\n"
-            "2048² at N=64).\n");
+            "2048² at N=64). --warmup: untimed frames first, default 2N+4 (the history\n"
+            "full and the frames stored before the first ok one replaced: the steady state).\n");
 }
 
 static int parse_list(const char *s, int *v, int max)
