@@ -747,13 +747,15 @@ ss_err_t ss_config_load_file(const char *path, ss_config_t *c, char *err, size_t
  * validation
  * ==================================================================== */
 
+/* A feed name as PROTOCOL.md §2 allows it: 1-63 bytes of A-Z a-z 0-9
+ * _ - . (the key's size caps the length). */
 static int name_ok(const char *s)
 {
     if (!*s)
         return 0;
     for (; *s; s++)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              *s == '_' || *s == '-'))
+              *s == '_' || *s == '-' || *s == '.'))
             return 0;
     return 1;
 }
@@ -771,7 +773,7 @@ static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
     const ss_pipeline_cfg_t *p = &f->pipeline;
 
     if (!name_ok(f->name)) {
-        set_err(err, n, "feeds[%d].name: \"%s\" is not a valid feed name (letters, digits, '_', '-')",
+        set_err(err, n, "feeds[%d].name: \"%s\" is not a valid feed name (letters, digits, '_', '-', '.')",
                 i, f->name);
         return -1;
     }

@@ -150,7 +150,7 @@ static const ss_config_key_t daemon_keys[] = {
 
 static const ss_config_key_t feed_keys[] = {
     F_STR("name", name, "synth0", FIXED,
-          "Feed name: letters, digits, '_' and '-'; unique; used in topics and file names."),
+          "Feed name: letters, digits, '_', '-' and '.' (PROTOCOL.md); unique; used in topics and file names."),
     F_ENUM("source.type", source, source_names, "synth", FIXED,
            "Where frames come from: synth (built-in synthetic field), zmq or fits."),
 

@@ -158,9 +158,10 @@ int main(int argc, char **argv)
                "%s does not exist: running the built-in default config (one synthetic feed)",
                config_path);
     } else if (ss_config_load_file(config_path, cfg, err, sizeof err) != SS_OK) {
-        SS_LOG(SS_LOG_ERR, TAG, "%s", err);
-        if (check)
-            fprintf(stdout, "%s\n", err);
+        if (check)          /* once, plainly, where a shell shows it */
+            fprintf(stderr, "%s\n", err);
+        else
+            SS_LOG(SS_LOG_ERR, TAG, "%s", err);
         free(cfg);
         return EXIT_CONFIG;
     }

@@ -626,10 +626,13 @@ START_TEST(test_cross_checks)
     ASSERT_ERR("{\"feeds\": [{\"name\": \"a\"}, {\"name\": \"b\"}, {\"name\": \"a\"}]}",
                "feeds[2].name: \"a\" is also the name of feeds[0]");
     ASSERT_ERR("{\"feeds\": [{}, {}]}", "feeds[1].name: \"synth0\" is also the name of feeds[0]");
-    ASSERT_ERR("{\"feeds\": [{\"name\": \"cam.1\"}]}",
-               "feeds[0].name: \"cam.1\" is not a valid feed name (letters, digits, '_', '-')");
+    ASSERT_ERR("{\"feeds\": [{\"name\": \"cam/1\"}]}",
+               "feeds[0].name: \"cam/1\" is not a valid feed name (letters, digits, '_', '-', '.')");
     ASSERT_ERR("{\"feeds\": [{\"name\": \"\"}]}",
-               "feeds[0].name: \"\" is not a valid feed name (letters, digits, '_', '-')");
+               "feeds[0].name: \"\" is not a valid feed name (letters, digits, '_', '-', '.')");
+    /* PROTOCOL.md §2's rule: '.' is allowed */
+    ck_assert_msg(load("{\"feeds\": [{\"name\": \"site-2.cam_1\"}]}") == SS_OK, "%s", err);
+    ck_assert_str_eq(cfg.feeds[0].name, "site-2.cam_1");
     ASSERT_ERR("{\"feeds\": [{\"pipeline\": {\"detect\": {\"thresh\": 4, \"thresh_low\": 4.5}}}]}",
                "feeds[0].pipeline.detect.thresh_low: 4.5 is above detect.thresh 4");
     ASSERT_ERR("{\"feeds\": [{\"pipeline\": {\"roi\": [0, 0, 100, 0]}}]}",

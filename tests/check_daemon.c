@@ -1609,7 +1609,9 @@ START_TEST(test_command_line)
     ck_assert_ptr_nonnull(strstr(out, "OK"));
     write_text(d.cfg, "{\"feeds\": [{\"name\": \"f0\", \"queue\": {\"depth\": 0}}]}\n");
     ck_assert_int_eq(run_cli(args, out, sizeof out), 78);
-    ck_assert_ptr_nonnull(strstr(out, "queue.depth"));
+    const char *at = strstr(out, "queue.depth");
+    ck_assert_ptr_nonnull(at);
+    ck_assert_msg(!strstr(at + 1, "queue.depth"), "the error is printed twice: %s", out);
     /* the instance example of deploy/ is a valid config */
     snprintf(args, sizeof args, "--check-config --config '%s/deploy/skysieved-cam1.example.json'",
              getenv("SKYSIEVE_SOURCE_DIR"));
