@@ -588,7 +588,9 @@ static void log_summary(ss_daemon_t *d)
 
 static void shutdown_all(ss_daemon_t *d, uint64_t wd_us)
 {
-    ss_notify_stopping();
+    /* the drain may take up to drain_timeout + the grace: systemd's
+     * TimeoutStopSec is extended to that (and a second more) */
+    ss_notify_stopping((uint64_t)((d->cfg.drain_timeout + STOP_GRACE_S + 1.0) * 1e6));
     SS_LOG(SS_LOG_NOTICE, TAG, "shutting down: stopping intake, draining the queues");
     for (int i = 0; i < d->n_feeds; i++)
         ss_source_stop(d->feeds[i].source);

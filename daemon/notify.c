@@ -56,9 +56,15 @@ void ss_notify_reloading(void)
     send_state(buf);
 }
 
-void ss_notify_stopping(void)
+void ss_notify_stopping(uint64_t extend_usec)
 {
-    send_state("STOPPING=1");
+    char buf[96];
+    if (extend_usec)
+        snprintf(buf, sizeof buf, "STOPPING=1\nEXTEND_TIMEOUT_USEC=%llu",
+                 (unsigned long long)extend_usec);
+    else
+        snprintf(buf, sizeof buf, "STOPPING=1");
+    send_state(buf);
 }
 
 uint64_t ss_notify_watchdog_usec(void)

@@ -26,8 +26,9 @@ void ss_notify_watchdog(void);
 /* A reload starts (RELOADING=1 + MONOTONIC_USEC=<now>, as systemd >= 253's
  * Type=notify-reload expects and older versions accept). */
 void ss_notify_reloading(void);
-/* Shutdown starts. */
-void ss_notify_stopping(void);
+/* Shutdown starts (STOPPING=1); extend_usec > 0 also asks systemd (>= 236)
+ * for that long to finish (EXTEND_TIMEOUT_USEC), beyond TimeoutStopSec. */
+void ss_notify_stopping(uint64_t extend_usec);
 
 /* The watchdog interval asked for by the service manager (WATCHDOG_USEC,
  * honouring WATCHDOG_PID), in microseconds; 0 when no watchdog is set. */

@@ -4,6 +4,7 @@
 #   systemd-analyze security        --offline=true, exposure score printed;
 #                                   fails above MAX_EXPOSURE
 #   systemd-sysusers, systemd-tmpfiles  applied to a scratch root
+#   Documentation=                  names a file that cmake --install installs
 # ExecStart is pointed at the built binary (verify checks it is executable).
 # Usage: deploy/check-units.sh SKYSIEVED_BINARY [OUTPUT_FILE]
 # Exit 77 (skipped) when systemd's tools are not installed.
@@ -21,6 +22,17 @@ done
 cp "$tmp/skysieved@.service" "$tmp/skysieved@cam1.service"
 
 status=0
+# Documentation= names a file that cmake --install puts in share/doc/skysieve
+for u in skysieved.service skysieved@.service; do
+    doc=$(sed -n 's|^Documentation=file:///usr/local/share/doc/skysieve/||p' "$here/$u")
+    if [ -n "$doc" ] && grep -q "$doc" "$here/../CMakeLists.txt" &&
+        { [ -f "$here/../docs/$doc" ] || [ -f "$here/../$doc" ]; }; then
+        echo "documentation $u: $doc"
+    else
+        echo "documentation $u: FAILED (Documentation= names '$doc', which is not installed)"
+        status=1
+    fi
+done
 for u in skysieved.service skysieved@cam1.service; do
     if systemd-analyze verify "$tmp/$u" > "$tmp/verify.log" 2>&1 && [ ! -s "$tmp/verify.log" ]; then
         echo "verify $u: clean"

@@ -987,9 +987,14 @@ START_TEST(test_sd_notify_sequence)
     while (watchdogs < 1)   /* the watchdog goes on after a reload */
         ck_assert_int_eq(wait_note(fd, "WATCHDOG=1", 10.0, NULL, &watchdogs, NULL), 0);
 
-    /* SIGTERM: STOPPING=1, exit 0 */
+    /* SIGTERM: STOPPING=1 with the drain's time (shutdown.drain_timeout 30
+     * s, plus the grace) asked for beyond TimeoutStopSec; exit 0 */
     kill(d.pid, SIGTERM);
-    ck_assert_int_eq(wait_note(fd, "STOPPING=1", 10.0, NULL, NULL, NULL), 0);
+    note_t stop;
+    ck_assert_int_eq(wait_note(fd, "STOPPING=1", 10.0, &stop, NULL, NULL), 0);
+    const char *ext = strstr(stop.text, "EXTEND_TIMEOUT_USEC=");
+    ck_assert_ptr_nonnull(ext);
+    ck_assert_uint_ge(strtoull(ext + strlen("EXTEND_TIMEOUT_USEC="), NULL, 10), 30000000ull);
     ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
     close(fd);
     dmn_cleanup(&d);
