@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define PATH_TEXT_MAX 256           /* longest key path, with feeds[i]. */
 #define NEAR_BEFORE 16              /* context before a JSON syntax error */
@@ -1262,4 +1263,79 @@ const char *ss_queue_policy_name(ss_queue_policy_t p)
     const ss_config_key_t *k = find_key(SS_SCOPE_FEED, "queue.policy");
     const char *nm = k ? enum_name(k, (int)p) : NULL;
     return nm ? nm : "?";
+}
+
+/* ======================================================================
+ * paths on this machine
+ * ==================================================================== */
+
+/* 0 when path is a directory this process may use with mode (R_OK or
+ * W_OK, and X_OK); else -1 with "<key>: <path>: <reason>" in err. */
+static int dir_usable(const char *key, const char *path, int mode, char *err, size_t n)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        set_err(err, n, "%s: %s: %s", key, path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        set_err(err, n, "%s: %s is not a directory", key, path);
+        return -1;
+    }
+    if (access(path, mode | X_OK) != 0) {
+        set_err(err, n, "%s: %s is not %s: %s", key, path,
+                mode == W_OK ? "writable" : "readable", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The JSON-lines file: its directory writable, the file writable if it
+ * is there. */
+static int jsonl_usable(const char *key, const char *path, char *err, size_t n)
+{
+    char dir[SS_PATH_MAX];
+    ss_strlcpy(dir, path, sizeof dir);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        ss_strlcpy(dir, ".", sizeof dir);
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    if (dir_usable(key, dir, W_OK, err, n) != 0)
+        return -1;
+    if (access(path, F_OK) == 0 && access(path, W_OK) != 0) {
+        set_err(err, n, "%s: %s is not writable: %s", key, path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+ss_err_t ss_config_check_paths(const ss_config_t *c, char *err, size_t n)
+{
+    char key[96];
+    for (int i = 0; i < c->n_feeds; i++) {
+        const ss_feed_cfg_t *f = &c->feeds[i];
+#define KEY(k) (snprintf(key, sizeof key, "feeds[%d].%s", i, (k)), key)
+        if (f->fits_dir[0] && dir_usable(KEY("sinks.fits.dir"), f->fits_dir, W_OK, err, n))
+            return SS_ERR_CONFIG;
+        if (f->jsonl_path[0] && jsonl_usable(KEY("sinks.jsonl.path"), f->jsonl_path, err, n))
+            return SS_ERR_CONFIG;
+        if (f->source != SS_SOURCE_FITS)
+            continue;
+        const ss_fits_source_cfg_t *s = &f->fits;
+        if (s->mode == SS_FITS_DIRECTORY &&
+            dir_usable(KEY("source.fits.path"), s->path, R_OK, err, n))
+            return SS_ERR_CONFIG;
+        if (s->mode == SS_FITS_LIST && access(s->list, R_OK) != 0) {
+            set_err(err, n, "%s: %s: %s", KEY("source.fits.list"), s->list, strerror(errno));
+            return SS_ERR_CONFIG;
+        }
+        if (s->after == SS_FITS_MOVE &&
+            dir_usable(KEY("source.fits.move_dir"), s->move_dir, W_OK, err, n))
+            return SS_ERR_CONFIG;
+#undef KEY
+    }
+    return SS_OK;
 }

@@ -207,6 +207,16 @@ ss_err_t ss_config_load_string(const char *json, size_t len, ss_config_t *c, cha
  * code; the loaders call it. Returns SS_OK or SS_ERR_CONFIG with err set. */
 ss_err_t ss_config_validate(const ss_config_t *c, char *err, size_t n);
 
+/* The paths the config names, checked on this machine (what validation
+ * cannot know): sinks.fits.dir and source.fits.move_dir (when moving) an
+ * existing, writable directory; the directory of sinks.jsonl.path existing
+ * and writable, and the file writable if it exists; source.fits.path (a
+ * directory source) an existing, readable directory; source.fits.list (a
+ * list source) a readable file. The first failure goes to err, naming the
+ * key and the reason ("feeds[0].sinks.fits.dir: /x: No such file or
+ * directory"). --check-config, start-up and every reload call it. */
+ss_err_t ss_config_check_paths(const ss_config_t *c, char *err, size_t n);
+
 /* ---- printing, comparing, reloading ------------------------------------------- */
 
 /* The config as JSON text: every key, 2-space indent, a trailing newline;

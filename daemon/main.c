@@ -30,7 +30,9 @@ static void usage(FILE *out)
             "  -c, --config FILE         config file (default %s; when that file does\n"
             "                            not exist and no --config is given, the built-in\n"
             "                            default config runs: one synthetic feed)\n"
-            "      --check-config        load and validate the config, print the result, exit\n"
+            "      --check-config        load and validate the config and check the\n"
+            "                            directories and files it names, print the\n"
+            "                            result, exit\n"
             "      --print-default-config  print the built-in default config as JSON, exit\n"
             "      --print-config-reference  print every config key (type, default, range,\n"
             "                            reloadable, meaning) as Markdown (README.md quotes it)\n"
@@ -43,7 +45,8 @@ static void usage(FILE *out)
             "intake, drains the queues, flushes the sinks and exits 0.\n"
             "Under systemd (Type=notify) it reports READY=1, STATUS=, WATCHDOG=1,\n"
             "RELOADING=1 and STOPPING=1. Exit status: 0 clean stop, 1 start failure or\n"
-            "broken backend, 2 bad usage, 78 bad config.\n",
+            "broken backend, 2 bad usage, 78 bad config (or a directory or file it\n"
+            "names missing or not usable).\n",
             SS_CONFIG_DEFAULT_PATH);
 }
 
@@ -151,13 +154,15 @@ int main(int argc, char **argv)
         config_path = SS_CONFIG_DEFAULT_PATH;
         builtin = !file_exists(config_path);
     }
-    char err[600];
+    char err[600], perr[512];
     if (builtin) {
         ss_config_defaults(cfg);
         SS_LOG(SS_LOG_NOTICE, TAG,
                "%s does not exist: running the built-in default config (one synthetic feed)",
                config_path);
-    } else if (ss_config_load_file(config_path, cfg, err, sizeof err) != SS_OK) {
+    } else if (ss_config_load_file(config_path, cfg, err, sizeof err) != SS_OK ||
+               (ss_config_check_paths(cfg, perr, sizeof perr) != SS_OK &&
+                snprintf(err, sizeof err, "%s: %s", config_path, perr) > 0)) {
         if (check)          /* once, plainly, where a shell shows it */
             fprintf(stderr, "%s\n", err);
         else

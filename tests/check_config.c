@@ -832,6 +832,50 @@ START_TEST(test_derived)
 }
 END_TEST
 
+/* ss_config_check_paths: every path key, missing, of the wrong kind and
+ * usable; the error names the key and the reason. */
+START_TEST(test_check_paths)
+{
+    char root[] = "/tmp/check_paths_XXXXXX", p[512], json[2048], file[600];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    snprintf(file, sizeof file, "%s/plain", root);
+    FILE *fp = fopen(file, "w");
+    ck_assert_ptr_nonnull(fp);
+    fclose(fp);
+    static const struct { const char *fmt, *want; } bad[] = {
+        { "\"sinks\": {\"fits\": {\"dir\": \"%s/none\"}}", "feeds[0].sinks.fits.dir: " },
+        { "\"sinks\": {\"fits\": {\"dir\": \"%s/plain\"}}", "is not a directory" },
+        { "\"sinks\": {\"jsonl\": {\"path\": \"%s/none/d.jsonl\"}}", "feeds[0].sinks.jsonl.path: " },
+        { "\"source\": {\"type\": \"fits\", \"fits\": {\"path\": \"%s/none\"}}",
+          "feeds[0].source.fits.path: " },
+        { "\"source\": {\"type\": \"fits\", \"fits\": {\"mode\": \"list\", \"list\": \"%s/none.txt\"}}",
+          "feeds[0].source.fits.list: " },
+        { "\"source\": {\"type\": \"fits\", \"fits\": {\"path\": \"%s\", \"after\": \"move\","
+          " \"move_dir\": \"%s/none\"}}", "feeds[0].source.fits.move_dir: " },
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char member[1024];
+        snprintf(member, sizeof member, bad[k].fmt, root, root);
+        snprintf(json, sizeof json, "{\"feeds\": [{\"name\": \"f0\", %s}]}", member);
+        ck_assert_msg(load(json) == SS_OK, "%s: %s", json, err);
+        ck_assert_int_eq(ss_config_check_paths(&cfg, err, sizeof err), SS_ERR_CONFIG);
+        ck_assert_msg(strstr(err, bad[k].want), "%s: got '%s', want '%s'", json, err, bad[k].want);
+    }
+    /* all there: fine */
+    snprintf(p, sizeof p, "%s/res", root);
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    snprintf(json, sizeof json,
+             "{\"feeds\": [{\"name\": \"f0\", \"source\": {\"type\": \"fits\", \"fits\": {\"path\": "
+             "\"%s\", \"after\": \"move\", \"move_dir\": \"%s\"}}, \"sinks\": {\"fits\": {\"dir\": "
+             "\"%s\"}, \"jsonl\": {\"path\": \"%s/d.jsonl\"}}}]}", root, p, p, root);
+    ck_assert_msg(load(json) == SS_OK, "%s", err);
+    ck_assert_msg(ss_config_check_paths(&cfg, err, sizeof err) == SS_OK, "%s", err);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -855,6 +899,7 @@ static Suite *config_suite(void)
     tcase_add_test(t, test_invalid_json);
     tcase_add_test(t, test_files);
     tcase_add_test(t, test_cross_checks);
+    tcase_add_test(t, test_check_paths);
     tcase_add_test(t, test_validate_struct);
     suite_add_tcase(s, t);
     t = tcase_create("reload_docs");

@@ -1617,10 +1617,16 @@ START_TEST(test_command_line)
     const char *at = strstr(out, "queue.depth");
     ck_assert_ptr_nonnull(at);
     ck_assert_msg(!strstr(at + 1, "queue.depth"), "the error is printed twice: %s", out);
-    /* the instance example of deploy/ is a valid config */
-    snprintf(args, sizeof args, "--check-config --config '%s/deploy/skysieved-cam1.example.json'",
-             getenv("SKYSIEVE_SOURCE_DIR"));
-    ck_assert_msg(run_cli(args, out, sizeof out) == 0, "%s", out);
+    /* a sink directory that does not exist: refused at check time, naming the key */
+    write_text(d.cfg, "{\"feeds\": [{\"name\": \"f0\", \"sinks\": {\"fits\": {\"dir\": "
+                      "\"%s/missing\"}}}]}\n", d.dir);
+    ck_assert_int_eq(run_cli(args, out, sizeof out), 78);
+    ck_assert_msg(strstr(out, "sinks.fits.dir") && strstr(out, "No such file"), "%s", out);
+    /* the instance example of deploy/ is a valid config (its directories
+     * are a station's, which --check-config would also require) */
+    char ex[512];
+    snprintf(ex, sizeof ex, "%s/deploy/skysieved-cam1.example.json", getenv("SKYSIEVE_SOURCE_DIR"));
+    ck_assert_msg(ss_config_load_file(ex, a, err, sizeof err) == SS_OK, "%s", err);
     /* logging: "<N>" priority prefixes exactly when stderr is the journal
      * stream that JOURNAL_STREAM names (device:inode) */
     char jlog[160], cmd[1024];
