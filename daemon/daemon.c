@@ -591,8 +591,50 @@ static void log_summary(ss_daemon_t *d)
     }
 }
 
+/* What accepted frames did not deliver, over every feed: frames dropped at
+ * the drain timeout, residual files and JSON lines that failed to write,
+ * and, for a feed under queue.policy block (where nothing is dropped by
+ * design), results no sink saw or the file sinks skipped. Logged as one
+ * line naming each count; returns the total. (Under drop_oldest, frames
+ * and file results skipped while the daemon ran to keep its pace are the
+ * policy, counted in dropped_queue / sink_dropped / file_dropped, and not
+ * part of this; during the drain every feed waits for its sinks.) */
+static uint64_t report_losses(ss_daemon_t *d)
+{
+    char line[1024] = "";
+    size_t at = 0;
+    uint64_t total = 0;
+    for (int i = 0; i < d->n_feeds; i++) {
+        ss_feed_t *f = &d->feeds[i];
+        ss_proto_feed_stats_t s;
+        ss_sink_counters_t k;
+        ss_stats_snapshot(f->stats, &s, &k);
+        const uint64_t drained = (uint64_t)atomic_load(&f->drain_dropped);
+        const int block = f->cfg->queue_policy == SS_QUEUE_BLOCK;
+        const uint64_t skipped = block ? k.sink_dropped + k.file_dropped : 0;
+        const uint64_t lost = drained + skipped + k.fits_errors + k.jsonl_errors;
+        if (!lost)
+            continue;
+        total += lost;
+        int w = snprintf(line + at, sizeof line - at,
+                         "%sfeed %s: %llu frames dropped at the drain timeout, %llu results no "
+                         "sink saw (sink_dropped), %llu skipped by the file sinks (file_dropped), "
+                         "%llu FITS and %llu JSON-lines write errors",
+                         at ? "; " : "", f->name, (unsigned long long)drained,
+                         (unsigned long long)(block ? k.sink_dropped : 0),
+                         (unsigned long long)(block ? k.file_dropped : 0),
+                         (unsigned long long)k.fits_errors, (unsigned long long)k.jsonl_errors);
+        if (w > 0 && (size_t)w < sizeof line - at)
+            at += (size_t)w;
+    }
+    if (total)
+        SS_LOG(SS_LOG_ERR, TAG, "results lost: %s", line);
+    return total;
+}
+
 static void shutdown_all(ss_daemon_t *d, uint64_t wd_us)
 {
+    atomic_store(&d->draining, 1);
     /* the drain may take up to drain_timeout + the grace: systemd's
      * TimeoutStopSec is extended to that (and a second more) */
     ss_notify_stopping((uint64_t)((d->cfg.drain_timeout + STOP_GRACE_S + 1.0) * 1e6));
@@ -701,6 +743,8 @@ stop:
     free(req);
     free(resp);
     int code = atomic_load(&d->exit_code);
+    if (report_losses(d) && code == 0)
+        code = SS_EXIT_LOST;
     SS_LOG(SS_LOG_NOTICE, TAG, "stopped (exit %d)", code);
     return code;
 }

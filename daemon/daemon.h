@@ -39,6 +39,7 @@ extern "C" {
                                      * frame, the previous one while its residual lands), the
                                      * rest with the sinks */
 #define SS_FILE_HELD_MAX 2          /* of those, at most this many waiting for the file sink */
+#define SS_EXIT_LOST 3              /* stopped, but some accepted frames' results were lost */
 #define SS_SINK_WAIT_S 1.0          /* the longest a worker waits for the publisher to free a buffer */
 #define SS_POLL_S 0.1               /* how often blocked threads look at their stop flags */
 #define SS_PUB_LINGER_MS 2000       /* what a closing PUB socket may still flush */
@@ -83,6 +84,7 @@ struct ss_feed {
     atomic_int reconf_req;          /* a reload left a new pipeline config in reconf */
     ss_pipeline_cfg_t reconf;       /* under d->cfg_lock */
     atomic_int discard;             /* drain time is up: drop what is still queued (counted) */
+    atomic_int drain_dropped;       /* accepted frames dropped at the drain timeout */
     atomic_int worker_done;
     atomic_int source_done;
     _Atomic uint64_t busy_since_us; /* monotonic µs the current frame started; 0 = idle */
@@ -109,6 +111,7 @@ struct ss_daemon {
 
     int wake_fd;                    /* eventfd: other threads wake the main loop */
     atomic_int stop_req;            /* a thread asked the daemon to stop */
+    atomic_int draining;            /* shutdown has begun: every result must reach the sinks */
     atomic_int reloads;             /* successful reloads so far: the file sink reopens its
                                      * files when it changes (log rotation) */
     atomic_int exit_code;

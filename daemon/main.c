@@ -45,8 +45,8 @@ static void usage(FILE *out)
             "intake, drains the queues, flushes the sinks and exits 0.\n"
             "Under systemd (Type=notify) it reports READY=1, STATUS=, WATCHDOG=1,\n"
             "RELOADING=1 and STOPPING=1. Exit status: 0 clean stop, 1 start failure or\n"
-            "broken backend, 2 bad usage, 78 bad config (or a directory or file it\n"
-            "names missing or not usable).\n",
+            "broken backend, 2 bad usage, 3 stopped but results were lost (logged),\n"
+            "78 bad config (or a directory or file it names missing or not usable).\n",
             SS_CONFIG_DEFAULT_PATH);
 }
 

@@ -19,6 +19,8 @@
  */
 #include "daemon.h"
 
+#include <time.h>
+
 #define TAG "worker"
 
 static uint64_t mono_us(void)
@@ -64,13 +66,34 @@ static void fit_detections(ss_feed_t *f, ss_out_t *o)
     o->res.dets = l;
 }
 
-/* Give a finished result to the sinks (never waits: both queues have room
- * for every buffer of every feed). */
+/* Whether the sinks may make this worker wait for them: under
+ * queue.policy block (the source waits for the worker too, so nothing is
+ * dropped anywhere: the disk sets the pace of a batch) and while the
+ * daemon drains (every accepted frame's results reach every sink before
+ * exit), until the drain timeout. Otherwise (drop_oldest, live) a slow
+ * disk costs file results, counted, never the pipeline's pace. */
+static int sinks_may_wait(const ss_feed_t *f)
+{
+    return !atomic_load(&f->discard) &&
+           (f->cfg->queue_policy == SS_QUEUE_BLOCK || atomic_load(&f->d->draining));
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = { 0, ms * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* Give a finished result to the sinks. The publisher's queue has room for
+ * every buffer of every feed; the file sink may hold SS_FILE_HELD_MAX, and
+ * beyond that the worker waits where sinks_may_wait says so. */
 static void publish(ss_feed_t *f, ss_out_t *o)
 {
     pthread_mutex_lock(&f->d->cfg_lock);
     int files = f->cfg->fits_dir[0] != '\0' || f->cfg->jsonl_path[0] != '\0';
     pthread_mutex_unlock(&f->d->cfg_lock);
+    while (files && atomic_load(&f->file_held) >= SS_FILE_HELD_MAX && sinks_may_wait(f))
+        nap_ms(2);
     o->to_files = files && atomic_load(&f->file_held) < SS_FILE_HELD_MAX;
     if (files && !o->to_files)
         SS_SINK_ADD(f->stats, file_dropped, 1);
@@ -90,15 +113,19 @@ static void publish(ss_feed_t *f, ss_out_t *o)
  *
  * The publisher never waits on the network (non-blocking sends), so the
  * buffers it holds come back within its own encoding time: the worker
- * waits for one (at most SS_SINK_WAIT_S; then the sinks miss this frame,
- * counted as sink_dropped, and the worker reuses its buffer). The file
- * sink may wait on a disk, so it may hold only SS_FILE_HELD_MAX buffers:
- * beyond that the file sinks skip the frame (file_dropped) rather than
- * make the pipeline wait for the disk. */
+ * waits for one (at most SS_SINK_WAIT_S, unless sinks_may_wait; then the
+ * sinks miss this frame, counted as sink_dropped, and the worker reuses
+ * its buffer). The file sink may wait on a disk, so it may hold only
+ * SS_FILE_HELD_MAX buffers: beyond that, publish waits or the file sinks
+ * skip the frame (file_dropped). */
 static void hand_over(ss_feed_t *f)
 {
     void *next = NULL;
-    if (ss_queue_pop(f->free_outs, &next, SS_SINK_WAIT_S) != SS_OK) {
+    ss_err_t e;
+    while ((e = ss_queue_pop(f->free_outs, &next, SS_SINK_WAIT_S)) == SS_ERR_TIMEOUT &&
+           sinks_may_wait(f))
+        ;
+    if (e != SS_OK) {
         SS_SINK_ADD(f->stats, sink_dropped, 1);
         return;
     }
@@ -114,6 +141,7 @@ static void discard_queue(ss_feed_t *f)
     while (ss_queue_pop(f->frames, &item, 0) == SS_OK) {
         ss_frame_pool_put(item);
         ss_stats_dropped(f->stats, 1);
+        atomic_fetch_add(&f->drain_dropped, 1);
     }
 }
 
@@ -212,6 +240,7 @@ void *ss_worker_main(void *arg)
         if (atomic_load(&f->discard)) {
             ss_frame_pool_put(frame);
             ss_stats_dropped(f->stats, 1);
+            atomic_fetch_add(&f->drain_dropped, 1);
             continue;
         }
         if (ss_queue_pop(f->frames, &item, 0) == SS_OK) {

@@ -22,6 +22,7 @@
  * seconds, under ASan too.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -1547,6 +1548,103 @@ START_TEST(test_fits_glob_exit_at_end)
 }
 END_TEST
 
+/* Issue 10: a batch (glob, exit_at_end, queue.policy block) with both file
+ * sinks on a slow disk (tests/slowdisk.c: every rename and flush of a file
+ * waits 25 ms, so the file sink takes ~50 ms a frame while the pipeline
+ * takes a few). _i = 0: nothing is lost: one residual file per frame with
+ * a residual, one JSON line per detection, nothing counted as dropped,
+ * exit 0 (before, the file sinks skipped frames whenever the disk was 2
+ * frames behind: 19 of 40 here, exit 0). _i = 1: the disk fails every
+ * rename: the daemon exits 3 and its last lines say what was lost. */
+#define BATCH_FILES 40
+
+START_TEST(test_batch_slow_disk)
+{
+    dmn_t d;
+    dmn_init(&d);
+    char in[128], res[128], jl[160], dk[1024], pattern[160], path[300];
+    snprintf(in, sizeof in, "%s/in", d.dir);
+    snprintf(res, sizeof res, "%s/res", d.dir);
+    snprintf(jl, sizeof jl, "%s/dets.jsonl", d.dir);
+    snprintf(pattern, sizeof pattern, "%s/*.fits", in);
+    ck_assert_int_eq(mkdir(in, 0755), 0);
+    ck_assert_int_eq(mkdir(res, 0755), 0);
+    daemon_keys(&d, dk, sizeof dk);
+    write_text(d.cfg,
+               "{ %s, \"feeds\": [ { \"name\": \"f0\","
+               " \"source\": {\"type\": \"fits\", \"fits\": {\"mode\": \"glob\", \"pattern\": \"%s\","
+               " \"exit_at_end\": true}},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
+               " \"queue\": {\"depth\": 2, \"policy\": \"block\"},"
+               " \"sinks\": {\"fits\": {\"dir\": \"%s\"}, \"jsonl\": {\"path\": \"%s\"}}, %s } ] }\n",
+               dk, pattern, W, H, res, jl, pipeline_keys(5.0));
+    ss_synth_cfg_t c;
+    scene(&c, 4);
+    ss_synth_t *gen = ss_synth_new(&c);
+    ss_frame_t f = { .capacity = (size_t)W * H * 2 };
+    f.pixels = malloc(f.capacity);
+    for (int i = 0; i < BATCH_FILES; i++) {
+        ck_assert_int_eq(ss_synth_next(gen, &f, NULL), SS_OK);
+        snprintf(path, sizeof path, "%s/f_%03d.fits", in, i);
+        write_fits(path, &f);
+    }
+    char preload[600], asan[600];
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s/tests/libss_slowdisk.so",
+             getenv("SKYSIEVE_BINARY_DIR"));
+    const char *ao = getenv("ASAN_OPTIONS");
+    snprintf(asan, sizeof asan, "ASAN_OPTIONS=%s%sverify_asan_link_order=0", ao ? ao : "",
+             ao && ao[0] ? ":" : "");
+    const char *env[] = { preload, "SS_SLOWDISK_MS=25", asan, _i ? "SS_SLOWDISK_FAIL=1" : NULL,
+                          NULL };
+    dmn_start(&d, env);
+    double t0 = now_s();
+    int st = 0;
+    while (dmn_alive(&d, &st) && now_s() - t0 < 120.0)
+        sleep_s(0.05);
+    ck_assert_int_eq(d.pid, 0);
+    ck_assert(WIFEXITED(st));
+    final_t fc;
+    ck_assert_int_eq(final_counters(&d, "f0", &fc), 0);
+    ck_assert_uint_eq(fc.processed, BATCH_FILES);
+    char *log = read_all(d.log);
+    unsigned long long dets = 0, fdrop = 1, sdrop = 1, written = 0, ferr = 0;
+    const char *p = strstr(log, "feed f0 final: ");
+    ck_assert_ptr_nonnull(p);
+    ck_assert(sscanf(strstr(p, "detections="), "detections=%llu", &dets) == 1);
+    ck_assert(sscanf(strstr(p, "sink_dropped="), "sink_dropped=%llu", &sdrop) == 1);
+    ck_assert(sscanf(strstr(p, "file_dropped="), "file_dropped=%llu", &fdrop) == 1);
+    ck_assert(sscanf(strstr(p, "fits_written="), "fits_written=%llu", &written) == 1);
+    ck_assert(sscanf(strstr(p, "fits_errors="), "fits_errors=%llu", &ferr) == 1);
+    ck_assert_msg(fdrop == 0 && sdrop == 0, "file_dropped %llu, sink_dropped %llu", fdrop, sdrop);
+    if (_i == 1) {
+        ck_assert_msg(WEXITSTATUS(st) == 3, "exit %d", WEXITSTATUS(st));
+        ck_assert_uint_eq(written, 0);
+        ck_assert_uint_ge(ferr, fc.ok);
+        const char *lost = strstr(log, "results lost: feed f0: ");
+        ck_assert_msg(lost && strstr(lost, "FITS"), "%s", log);
+        ck_assert_ptr_nonnull(strstr(lost, "stopped (exit 3)"));
+    } else {
+        ck_assert_msg(WEXITSTATUS(st) == 0, "exit %d", WEXITSTATUS(st));
+        ck_assert_msg(!strstr(log, "results lost"), "%s", log);
+        /* one residual file per frame with a residual (every ok frame) */
+        ck_assert_uint_ge(written, fc.ok);
+        int files = 0;
+        DIR *dir = opendir(res);
+        ck_assert_ptr_nonnull(dir);
+        for (struct dirent *e; (e = readdir(dir));)
+            files += e->d_name[0] != '.';
+        closedir(dir);
+        ck_assert_int_eq(files, (int)written);
+    }
+    ck_assert_uint_eq((unsigned long long)jsonl_lines(jl), dets);
+    ck_assert_uint_gt(dets, 0);
+    free(log);
+    free(f.pixels);
+    ss_synth_destroy(&gen);
+    dmn_cleanup(&d);
+}
+END_TEST
+
 /* ======================================================================
  * command line
  * ==================================================================== */
@@ -1665,6 +1763,7 @@ int main(void)
     tcase_add_test(tc, test_sigterm_drains);
     tcase_add_test(tc, test_drop_oldest_counted);
     tcase_add_test(tc, test_fits_glob_exit_at_end);
+    tcase_add_loop_test(tc, test_batch_slow_disk, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
