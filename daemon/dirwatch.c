@@ -3,7 +3,9 @@
  *
  * One table of entries (name, state, last size/mtime, when it last
  * changed). States: PENDING (seen, waiting for a stable size), READY
- * (complete, not handed out yet), DONE (handed out). The table grows by
+ * (complete, not handed out yet), DONE (handed out), RETRY (handed out,
+ * found incomplete by the caller: PENDING again as soon as it changes;
+ * counted with DONE until then). The table grows by
  * doubling — an allocation per new *file*, amortised, never per pixel.
  */
 #include "dirwatch.h"
@@ -28,7 +30,7 @@
 #define MAX_POLL_S 0.25             /* ...and at most this long apart */
 #define MAX_PATTERNS 16
 
-typedef enum { ST_PENDING = 0, ST_READY, ST_DONE } state_t;
+typedef enum { ST_PENDING = 0, ST_READY, ST_DONE, ST_RETRY } state_t;
 
 typedef struct entry {
     char name[NAME_LEN];
@@ -79,7 +81,7 @@ static entry_t *find(ss_dirwatch_t *w, const char *name)
 
 static void remove_at(ss_dirwatch_t *w, int i)
 {
-    if (w->e[i].state == ST_DONE)
+    if (w->e[i].state == ST_DONE || w->e[i].state == ST_RETRY)
         w->n_done--;
     w->e[i] = w->e[w->n - 1];
     w->n--;
@@ -248,6 +250,21 @@ int ss_dirwatch_pending(const ss_dirwatch_t *w)
     return w->n - w->n_done;
 }
 
+/* A RETRY entry whose file changed since it was found incomplete becomes
+ * PENDING again (events of the writes before that change nothing).
+ * Returns -1 when the file is gone (the caller removes the entry). */
+static int retry_changed(ss_dirwatch_t *w, entry_t *e, double now)
+{
+    const double seen = e->changed;
+    if (refresh(w, e, now) != 0)
+        return -1;
+    if (e->changed != seen) {
+        e->state = ST_PENDING;
+        w->n_done--;
+    }
+    return 0;
+}
+
 /* Read every queued inotify event (non-blocking). */
 static void drain_events(ss_dirwatch_t *w)
 {
@@ -291,18 +308,25 @@ static void drain_events(ss_dirwatch_t *w)
             /* created or written in place: wait for a stable size */
             if (!e && !(e = add(w, ev->name)))
                 continue;
+            if (e->state == ST_RETRY)
+                retry_changed(w, e, ss_now_mono());
             if (e->state == ST_PENDING)
                 e->changed = ss_now_mono();
         }
     }
 }
 
-/* Promote pending entries whose size and mtime stood still long enough. */
+/* Promote pending entries whose size and mtime stood still long enough
+ * (RETRY entries whose size or mtime changed become pending first). */
 static void settle(ss_dirwatch_t *w)
 {
     double now = ss_now_mono();
     for (int i = 0; i < w->n; i++) {
         entry_t *e = &w->e[i];
+        if (e->state == ST_RETRY && retry_changed(w, e, now) != 0) {
+            remove_at(w, i--);
+            continue;
+        }
         if (e->state != ST_PENDING)
             continue;
         if (refresh(w, e, now) != 0) {
@@ -339,6 +363,21 @@ static void prune_done(ss_dirwatch_t *w)
             return;
         remove_at(w, oldest);
     }
+}
+
+int ss_dirwatch_retry(ss_dirwatch_t *w, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    entry_t *e = find(w, slash ? slash + 1 : path);
+    if (!e || e->state != ST_DONE)
+        return -1;
+    e->state = ST_RETRY;
+    e->size = -1;                   /* the next refresh records the file as it is now */
+    if (refresh(w, e, ss_now_mono()) != 0) {
+        remove_at(w, (int)(e - w->e));
+        return -1;
+    }
+    return 0;
 }
 
 ss_err_t ss_dirwatch_next(ss_dirwatch_t *w, char *path, size_t n, double timeout_s)

@@ -57,6 +57,12 @@ int ss_dirwatch_fd(const ss_dirwatch_t *w);
  * directory went away. The file is marked as handed out. */
 ss_err_t ss_dirwatch_next(ss_dirwatch_t *w, char *path, size_t n, double timeout_s);
 
+/* The file at path, handed out by ss_dirwatch_next, turned out incomplete
+ * (a writer that paused longer than settle_s): hand it out again once its
+ * size or mtime changes and then stands still for settle_s. Returns 0, or
+ * -1 when path is not a handed-out file (or is gone). */
+int ss_dirwatch_retry(ss_dirwatch_t *w, const char *path);
+
 /* Files seen but not complete yet, and complete but not yet handed out. */
 int ss_dirwatch_pending(const ss_dirwatch_t *w);
 

@@ -134,7 +134,10 @@ static void after_file(ss_feed_t *f, const char *path)
     }
 }
 
-static void take_file(ss_source_t *s, const char *path)
+/* Read one file into the feed. Returns 0 when it was accepted, 1 when it
+ * was rejected as unreadable (truncated, say: a directory source watches
+ * it again), 2 when it was rejected for good. */
+static int take_file(ss_source_t *s, const char *path)
 {
     ss_feed_t *f = s->feed;
     char err[600], text[SS_PROTO_ERR_MAX];
@@ -143,24 +146,24 @@ static void take_file(ss_source_t *s, const char *path)
     ss_stats_received(f->stats);
     if (ss_fits_probe(path, &w, &h, &dt, err, sizeof err) != SS_OK) {
         reject_file(f, REASON_BAD_FILE, err);
-        return;
+        return 1;
     }
     if (w > f->cfg->max_width || h > f->cfg->max_height) {
         snprintf(text, sizeof text, "%s: %d x %d is above the limits (%d x %d)", path, w, h,
                  f->cfg->max_width, f->cfg->max_height);
         reject_file(f, SS_PR_DIMENSIONS, text);
-        return;
+        return 2;
     }
     ss_frame_t *fr = ss_feed_frame_get(f, &s->stop);
     if (!fr) {
         reject_file(f, SS_PR_NO_BUFFER, "shutting down");
-        return;
+        return 2;
     }
     ss_err_t e = ss_fits_read_frame(path, fr, err, sizeof err);
     if (e != SS_OK) {
         ss_frame_pool_put(fr);
         reject_file(f, e == SS_ERR_SIZE ? SS_PR_NO_BUFFER : REASON_BAD_FILE, err);
-        return;
+        return e == SS_ERR_SIZE ? 2 : 1;
     }
     ss_strlcpy(fr->meta.feed, f->name, sizeof fr->meta.feed);
     fr->meta.recv_mono = ss_now_mono();
@@ -169,6 +172,7 @@ static void take_file(ss_source_t *s, const char *path)
            ss_dtype_name(fr->dtype));
     ss_feed_submit(f, fr);
     after_file(f, path);
+    return 0;
 }
 
 /* ---- modes ---------------------------------------------------------------- */
@@ -180,7 +184,11 @@ static void run_directory(ss_source_t *s)
     while (!atomic_load(&s->stop)) {
         ss_err_t e = ss_dirwatch_next(fs->watch, path, sizeof path, SS_POLL_S);
         if (e == SS_OK) {
-            take_file(s, path);
+            /* unreadable: a writer that paused longer than settle; taken
+             * again once the file changes */
+            if (take_file(s, path) == 1 && ss_dirwatch_retry(fs->watch, path) == 0)
+                SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: %s is watched again: it is taken when "
+                       "it changes", s->feed->name, path);
         } else if (e == SS_ERR_IO) {
             SS_LOG(SS_LOG_ERR, TAG, "feed %s: the watched directory %s is gone", s->feed->name,
                    s->feed->cfg->fits.path);
@@ -195,7 +203,7 @@ static void run_files(ss_source_t *s)
     fits_src_t *fs = s->impl;
     ss_feed_t *f = s->feed;
     for (int i = 0; i < fs->n_files && !atomic_load(&s->stop); i++)
-        take_file(s, fs->files[i].path);
+        (void)take_file(s, fs->files[i].path);
     if (!atomic_load(&s->stop)) {
         SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: all %d files queued", f->name, fs->n_files);
         if (f->cfg->fits.exit_at_end)

@@ -789,16 +789,41 @@ START_TEST(test_fits_directory)
     }
     close(fd);
     free(bytes);
+    /* issue 10: one written in place with a pause longer than settle (0.6
+     * s): taken early, rejected as unreadable, and taken again once the
+     * rest is written */
+    ck_assert_int_eq(ss_synth_next(s.gen, &s.f, NULL), SS_OK);
+    last_seq = s.f.meta.seq;
+    write_fits(tmp, &s.f);
+    {
+        FILE *fp = fopen(tmp, "rb");
+        ck_assert_ptr_nonnull(fp);
+        fseek(fp, 0, SEEK_END);
+        nbytes = (size_t)ftell(fp);
+        fseek(fp, 0, SEEK_SET);
+        bytes = malloc(nbytes);
+        ck_assert_uint_eq(fread(bytes, 1, nbytes, fp), nbytes);
+        fclose(fp);
+    }
+    snprintf(path, sizeof path, "%s/f%03d.fits", in, FITS_FILES + 1);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, bytes, nbytes / 2), (ssize_t)(nbytes / 2));
+    sleep_s(1.5);
+    ck_assert_int_eq(write(fd, bytes + nbytes / 2, nbytes - nbytes / 2),
+                     (ssize_t)(nbytes - nbytes / 2));
+    close(fd);
+    free(bytes);
 
     /* every good file once, in order: the detections messages (one per
-     * processed frame, in processing order) carry seqs 1..FITS_FILES+1 */
+     * processed frame, in processing order) carry seqs 1..FITS_FILES+2 */
     uint64_t seqs[64];
     int n = 0;
     ss_result_t r;
     ck_assert_int_eq(ss_result_init(&r, 16, 1000), 0);
     ss_proto_limits_t lim = limits();
     double t0 = now_s(), quiet = now_s();
-    while (now_s() - t0 < 60.0 && (n < FITS_FILES + 1 || now_s() - quiet < 1.0)) {
+    while (now_s() - t0 < 60.0 && (n < FITS_FILES + 2 || now_s() - quiet < 1.0)) {
         ss_proto_rx_t rx;
         if (ss_proto_recv_parts(sub, 0, &rx) != SS_OK)
             continue;
@@ -812,16 +837,18 @@ START_TEST(test_fits_directory)
         ss_proto_rx_close(&rx);
     }
     ss_result_free(&r);
-    ck_assert_int_eq(n, FITS_FILES + 1);
+    ck_assert_int_eq(n, FITS_FILES + 2);
     for (int i = 0; i < n; i++)
         ck_assert_uint_eq(seqs[i], (uint64_t)i + 1);
     ck_assert_uint_eq(seqs[n - 1], last_seq);
 
+    /* received: every good file, bad.fits, and the paused one twice */
     ss_proto_status_t *st = stats_of(&d);
-    ck_assert_uint_eq(st->feeds[0].received, FITS_FILES + 2);
-    ck_assert_uint_eq(st->feeds[0].accepted, FITS_FILES + 1);
-    ck_assert_uint_eq(st->feeds[0].rejected, 1);
-    ck_assert_uint_eq(st->feeds[0].processed, FITS_FILES + 1);
+    ck_assert_uint_eq(st->feeds[0].received, FITS_FILES + 4);
+    ck_assert_uint_eq(st->feeds[0].accepted, FITS_FILES + 2);
+    ck_assert_uint_eq(st->feeds[0].rejected, 2);
+    ck_assert_uint_eq(st->feeds[0].processed, FITS_FILES + 2);
+    ck_assert(log_contains(&d, "is watched again"));
     ck_assert(log_contains(&d, "bad.fits"));
     ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
     /* the sinks, flushed at exit: a line per detection, a residual FITS
