@@ -75,6 +75,10 @@ struct ss_feed {
     ss_queue_t *free_outs;          /* result buffers not in use */
     ss_out_t *work;                 /* the worker's current result buffer */
     atomic_int file_held;           /* result buffers queued for / held by the file sink */
+    /* The source's hook for a frame the worker has processed (any status),
+     * on the worker's thread; NULL: none. Frames dropped before processing
+     * never reach it (the FITS source moves or deletes files here). */
+    void (*frame_done)(ss_feed_t *f, const ss_frame_meta_t *m);
 
     ss_source_t *source;
     pthread_t worker;

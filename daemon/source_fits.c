@@ -166,13 +166,21 @@ static int take_file(ss_source_t *s, const char *path)
         return e == SS_ERR_SIZE ? 2 : 1;
     }
     ss_strlcpy(fr->meta.feed, f->name, sizeof fr->meta.feed);
+    ss_strlcpy(fr->meta.source, path, sizeof fr->meta.source);
     fr->meta.recv_mono = ss_now_mono();
     ss_stats_accepted(f->stats);
     SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: %s (%dx%d %s)", f->name, path, fr->width, fr->height,
            ss_dtype_name(fr->dtype));
     ss_feed_submit(f, fr);
-    after_file(f, path);
     return 0;
+}
+
+/* source.fits.after, once the file's frame was processed (feed hook): a
+ * frame dropped from the queue leaves its file where it was. */
+static void frame_done(ss_feed_t *f, const ss_frame_meta_t *m)
+{
+    if (m->source[0])
+        after_file(f, m->source);
 }
 
 /* ---- modes ---------------------------------------------------------------- */
@@ -324,6 +332,8 @@ int ss_source_fits_open(ss_source_t *s, char *err, size_t n)
     }
     s->impl = fs;
     s->close = fits_close;
+    if (c->after != SS_FITS_KEEP)
+        s->feed->frame_done = frame_done;
     char e[1200] = "";
     switch (c->mode) {
     case SS_FITS_DIRECTORY: {

@@ -168,6 +168,8 @@ static ss_err_t complete(ss_feed_t *f, ss_out_t *o, ss_err_t e, int *first)
     const ss_err_t fe = ss_pipeline_finish(f->pipe, &o->res);
     if (fe == SS_ERR_BROKEN || (e == SS_OK && fe != SS_OK))
         e = fe;
+    if (f->frame_done)
+        f->frame_done(f, &o->res.meta);
     ss_pipeline_stats_t ps;
     size_t used, total;
     ss_pipeline_get_stats(f->pipe, &ps);

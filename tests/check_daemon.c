@@ -1575,6 +1575,74 @@ START_TEST(test_fits_glob_exit_at_end)
 }
 END_TEST
 
+/* Issue 10, item 4: source.fits.after moves a file only once its frame was
+ * processed; a frame dropped at the drain timeout (0 s here, SIGTERM right
+ * after 30 files arrive) leaves its file in the watched directory. So:
+ * files moved = frames processed, files left = 30 - processed. Before,
+ * every file was moved as soon as it was read. */
+#define MOVE_FILES 30
+
+START_TEST(test_fits_move_after_processing)
+{
+    dmn_t d;
+    dmn_init(&d);
+    char in[128], stage[128], done[128], dk[1024], path[300], tmp[300];
+    snprintf(in, sizeof in, "%s/in", d.dir);
+    snprintf(stage, sizeof stage, "%s/stage", d.dir);
+    snprintf(done, sizeof done, "%s/done", d.dir);
+    ck_assert_int_eq(mkdir(in, 0755), 0);
+    ck_assert_int_eq(mkdir(stage, 0755), 0);
+    ck_assert_int_eq(mkdir(done, 0755), 0);
+    daemon_keys(&d, dk, sizeof dk);
+    char *zero = strstr(dk, "\"drain_timeout\": 30");
+    ck_assert_ptr_nonnull(zero);
+    memcpy(zero, "\"drain_timeout\":  0", strlen("\"drain_timeout\":  0"));
+    write_text(d.cfg,
+               "{ %s, \"feeds\": [ { \"name\": \"f0\","
+               " \"source\": {\"type\": \"fits\", \"fits\": {\"mode\": \"directory\", \"path\": \"%s\","
+               " \"after\": \"move\", \"move_dir\": \"%s\"}},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
+               " \"queue\": {\"depth\": %d, \"policy\": \"block\"}, %s } ] }\n",
+               dk, in, done, W, H, MOVE_FILES, pipeline_keys(5.0));
+    ss_synth_cfg_t c;
+    scene(&c, 2);
+    ss_synth_t *gen = ss_synth_new(&c);
+    ss_frame_t f = { .capacity = (size_t)W * H * 2 };
+    f.pixels = malloc(f.capacity);
+    for (int i = 0; i < MOVE_FILES; i++) {
+        ck_assert_int_eq(ss_synth_next(gen, &f, NULL), SS_OK);
+        snprintf(tmp, sizeof tmp, "%s/m%03d.fits", stage, i);
+        write_fits(tmp, &f);
+    }
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    for (int i = 0; i < MOVE_FILES; i++) {
+        snprintf(tmp, sizeof tmp, "%s/m%03d.fits", stage, i);
+        snprintf(path, sizeof path, "%s/m%03d.fits", in, i);
+        ck_assert_int_eq(rename(tmp, path), 0);
+    }
+    sleep_s(0.3);
+    const int st = dmn_stop(&d, SIGTERM);
+    ck_assert_msg(st == 0 || st == 3, "exit %d", st);
+    final_t fc;
+    ck_assert_int_eq(final_counters(&d, "f0", &fc), 0);
+    int left = 0, moved = 0;
+    for (int i = 0; i < MOVE_FILES; i++) {
+        snprintf(path, sizeof path, "%s/m%03d.fits", in, i);
+        left += access(path, F_OK) == 0;
+        snprintf(path, sizeof path, "%s/m%03d.fits", done, i);
+        moved += access(path, F_OK) == 0;
+    }
+    fprintf(stderr, "move after processing: %llu processed, %llu dropped, %d moved, %d left\n",
+            fc.processed, fc.dropped, moved, left);
+    ck_assert_int_eq(moved, (int)fc.processed);
+    ck_assert_int_eq(left, MOVE_FILES - (int)fc.processed);
+    free(f.pixels);
+    ss_synth_destroy(&gen);
+    dmn_cleanup(&d);
+}
+END_TEST
+
 /* Issue 10: a batch (glob, exit_at_end, queue.policy block) with both file
  * sinks on a slow disk (tests/slowdisk.c: every rename and flush of a file
  * waits 25 ms, so the file sink takes ~50 ms a frame while the pipeline
@@ -1791,6 +1859,7 @@ int main(void)
     tcase_add_test(tc, test_drop_oldest_counted);
     tcase_add_test(tc, test_fits_glob_exit_at_end);
     tcase_add_loop_test(tc, test_batch_slow_disk, 0, 2);
+    tcase_add_test(tc, test_fits_move_after_processing);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
