@@ -32,7 +32,10 @@
 #include <zmq.h>
 
 #define TAG "daemon"
-#define CTL_MAX_REQUEST 65536           /* bytes of a control request */
+#define CTL_MAX_REQUEST SS_PROTO_CTL_REQUEST_MAX   /* bytes of a control request */
+/* Requests up to this size are read and answered with an error when over
+ * CTL_MAX_REQUEST; libzmq drops a peer that sends more (ZMQ_MAXMSGSIZE). */
+#define CTL_MAX_MESSAGE (1 << 20)
 #define CTL_RESPONSE_MAX (1u << 20)     /* bytes of a control response (config of 8 feeds fits) */
 #define MAIN_POLL_MS 100                /* main loop tick */
 #define STOP_GRACE_S 5.0                /* beyond the drain timeout, for a worker in a long frame */
@@ -254,7 +257,7 @@ static int open_sockets(ss_daemon_t *d, char *err, size_t n)
     }
     if (c->control_endpoint[0]) {
         int zero = 0;
-        int64_t maxmsg = CTL_MAX_REQUEST;
+        int64_t maxmsg = CTL_MAX_MESSAGE;
         d->ctl_sock = zmq_socket(d->zctx, ZMQ_REP);
         if (!d->ctl_sock) {
             snprintf(err, n, "control: %s", zmq_strerror(zmq_errno()));
@@ -515,9 +518,12 @@ static void serve_control(ss_daemon_t *d, char *req, char *resp)
         if (extra)
             rl = ss_proto_encode_error_response(NULL, "a control request is one message part",
                                                 resp, CTL_RESPONSE_MAX);
-        else if ((size_t)len > CTL_MAX_REQUEST)
-            rl = ss_proto_encode_error_response(NULL, "control request too long", resp,
-                                                CTL_RESPONSE_MAX);
+        else if ((size_t)len > CTL_MAX_REQUEST) {
+            char why[96];
+            snprintf(why, sizeof why, "control request too long: %d bytes (at most %d)", len,
+                     CTL_MAX_REQUEST);
+            rl = ss_proto_encode_error_response(NULL, why, resp, CTL_RESPONSE_MAX);
+        }
         else
             rl = ss_control_handle(d, req, (size_t)len, resp, CTL_RESPONSE_MAX);
         if (rl < 0)

@@ -33,7 +33,7 @@
 #define TIME_AGREE_S 1e-3       /* "time" has millisecond resolution */
 #define FITS_KEY_MAX 8
 #define FITS_STRVAL_MAX 68      /* characters of a FITS string value */
-#define REQUEST_MAX 4096        /* bytes of a control request */
+#define REQUEST_MAX SS_PROTO_CTL_REQUEST_MAX
 #define STR_FIELD_MAX 256       /* longest string field read (reason, source, ...) */
 
 /* ---- names -------------------------------------------------------------- */

@@ -49,6 +49,7 @@ extern "C" {
 #define SS_PROTO_DEFAULT_MAX_WIDTH 16384
 #define SS_PROTO_DEFAULT_MAX_HEIGHT 16384
 #define SS_PROTO_DEFAULT_MAX_HEADER 65536   /* bytes of a JSON header/body part */
+#define SS_PROTO_CTL_REQUEST_MAX 4096       /* bytes of a control request (PROTOCOL.md §8) */
 #define SS_PROTO_DEFAULT_MAX_META (SS_META_MAX - 1)
 
 /* JSON integers travel as IEEE doubles in most JSON libraries (Python's

@@ -1309,6 +1309,26 @@ START_TEST(test_control_commands)
     ck_assert(!r.ok);
     ck_assert_ptr_nonnull(strstr(r.error, "nope"));
     ss_ctl_response_free(&r);
+    /* the one request limit (4096 bytes): a request of 4096 is read, longer
+     * ones up to 1 MiB get an answer that says so (issue 10: 4-64 KiB were
+     * refused by the decoder and over 64 KiB got no answer at all) */
+    static char big[200001];
+    for (int k = 0; k < 3; k++) {
+        static const int sizes[] = { SS_PROTO_CTL_REQUEST_MAX, 10000, 200000 };
+        const int len = sizes[k];
+        snprintf(big, sizeof big, "{\"cmd\": \"status\", \"feed\": \"f0\"}");
+        const size_t head = strlen(big);
+        memset(big + head, ' ', (size_t)len - head);     /* JSON whitespace */
+        big[len] = '\0';
+        ck_assert_int_eq(ctl_request(&d, big, &r, 5.0), 0);
+        if (k == 0) {
+            ck_assert_msg(r.ok, "%s", r.error);
+        } else {
+            ck_assert(!r.ok);
+            ck_assert_msg(strstr(r.error, "too long") && strstr(r.error, "4096"), "%s", r.error);
+        }
+        ss_ctl_response_free(&r);
+    }
     /* and it still serves */
     ck_assert_int_eq(ctl_cmd(&d, SS_CTL_STATS, "f0", &r), 0);
     ck_assert(r.ok);

@@ -63,6 +63,7 @@ NAME_MAX = 63                           # bytes of feed/series names
 REASON_MAX = 159
 HISTORY_MAX = 256
 MAX_FEEDS = 32
+REQUEST_MAX = 4096          # bytes of a control request (PROTOCOL.md §8)
 
 # wire dtype -> numpy dtype (little-endian); long names accepted on input
 DTYPES = {"u8": "<u1", "u16": "<u2", "i16": "<i2", "i32": "<i4", "f32": "<f4"}
@@ -870,7 +871,7 @@ def decode_status_body(data):
 def decode_request(data):
     """A control request as the daemon reads it: {"cmd": ..., "feed": ...}
     ("feed" "" when absent). Raises ProtocolError."""
-    obj = _parse_object(data, 4096, "request")
+    obj = _parse_object(data, REQUEST_MAX, "request")
     c = _Ctx(obj)
     if "protocol" in obj:
         c.version()
