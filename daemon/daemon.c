@@ -230,6 +230,31 @@ static int bind_socket(void *sock, const char *endpoint, const char *what, char 
     return 0;
 }
 
+/* Bind the control socket at endpoint; an ipc:// endpoint whose directory
+ * is missing or not writable (/run/skysieve outside systemd, say) moves to
+ * $XDG_RUNTIME_DIR (or /tmp) as skysieve-control, logged with where it
+ * went. The config keeps the configured value (a reload compares it). */
+static int bind_control(void *sock, const char *endpoint, char *err, size_t n)
+{
+    const char *prefix = "ipc://";
+    char dir[SS_ENDPOINT_MAX];
+    ss_strlcpy(dir, endpoint + (strncmp(endpoint, prefix, strlen(prefix)) == 0 ? 6 : 0),
+               sizeof dir);
+    char *slash = strrchr(dir, '/');
+    if (strncmp(endpoint, prefix, strlen(prefix)) != 0 || !slash || slash == dir ||
+        (*slash = '\0', access(dir, W_OK | X_OK) == 0))
+        return bind_socket(sock, endpoint, "control", err, n);
+    const int why = errno;
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    if (!rt || !rt[0] || access(rt, W_OK | X_OK) != 0)
+        rt = "/tmp";
+    char ep[SS_ENDPOINT_MAX + 32];
+    snprintf(ep, sizeof ep, "ipc://%s/skysieve-control", rt);
+    SS_LOG(SS_LOG_NOTICE, TAG, "control.endpoint %s: %s: %s; the control socket is on %s instead",
+           endpoint, dir, strerror(why), ep);
+    return bind_socket(sock, ep, "control", err, n);
+}
+
 static int open_sockets(ss_daemon_t *d, char *err, size_t n)
 {
     const ss_config_t *c = &d->cfg;
@@ -265,9 +290,12 @@ static int open_sockets(ss_daemon_t *d, char *err, size_t n)
         }
         zmq_setsockopt(d->ctl_sock, ZMQ_LINGER, &zero, sizeof zero);
         zmq_setsockopt(d->ctl_sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-        if (bind_socket(d->ctl_sock, c->control_endpoint, "control", err, n) != 0)
+        if (bind_control(d->ctl_sock, c->control_endpoint, err, n) != 0)
             return -1;
-        SS_LOG(SS_LOG_INFO, TAG, "control socket on %s", c->control_endpoint);
+        char bound[SS_ENDPOINT_MAX + 32] = "";
+        size_t bl = sizeof bound;
+        zmq_getsockopt(d->ctl_sock, ZMQ_LAST_ENDPOINT, bound, &bl);
+        SS_LOG(SS_LOG_INFO, TAG, "control socket on %s", bound[0] ? bound : c->control_endpoint);
     }
     return 0;
 }

@@ -55,31 +55,6 @@ static int file_exists(const char *path)
     return access(path, F_OK) == 0;
 }
 
-/* The built-in default binds its control socket under /run/skysieve, which
- * exists under systemd (RuntimeDirectory=); run by hand, use the user's
- * runtime directory instead. */
-static void adapt_builtin_endpoints(ss_config_t *c)
-{
-    const char *prefix = "ipc://";
-    if (strncmp(c->control_endpoint, prefix, strlen(prefix)) != 0)
-        return;
-    char dir[SS_ENDPOINT_MAX];
-    ss_strlcpy(dir, c->control_endpoint + strlen(prefix), sizeof dir);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        return;
-    *slash = '\0';
-    if (access(dir, W_OK) == 0)
-        return;
-    const char *rt = getenv("XDG_RUNTIME_DIR");
-    if (!rt || !rt[0] || access(rt, W_OK) != 0)
-        rt = "/tmp";
-    char ep[SS_ENDPOINT_MAX];
-    snprintf(ep, sizeof ep, "ipc://%s/skysieve-control", rt);
-    SS_LOG(SS_LOG_NOTICE, TAG, "%s is not writable: control socket on %s instead", dir, ep);
-    ss_strlcpy(c->control_endpoint, ep, sizeof c->control_endpoint);
-}
-
 int main(int argc, char **argv)
 {
     /* before any thread exists (ZeroMQ's too): the main loop reads the
@@ -179,8 +154,6 @@ int main(int argc, char **argv)
     if (log_level >= 0)
         cfg->log_level = log_level;
     ss_log_setup(cfg->log_level, ss_log_prefix_wanted(cfg->log_prefix));
-    if (builtin)
-        adapt_builtin_endpoints(cfg);
 
     ss_daemon_t *d = ss_daemon_new(cfg, builtin ? "" : config_path);
     free(cfg);

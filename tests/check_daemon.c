@@ -1595,6 +1595,34 @@ START_TEST(test_fits_glob_exit_at_end)
 }
 END_TEST
 
+/* Issue 10, item 3: a control endpoint whose directory does not exist
+ * (/run/skysieve when run by hand) moves to $XDG_RUNTIME_DIR for any
+ * config, not only the built-in one, and the log says where; a reload of
+ * the same file still works (the config keeps the configured value).
+ * Before, such a config exited 1 ("cannot bind"). */
+START_TEST(test_control_fallback)
+{
+    dmn_t d;
+    dmn_init(&d);
+    snprintf(d.ctl, sizeof d.ctl, "ipc://%s/missing/control", d.dir);
+    write_synth_config(&d, 5.0, NULL);
+    char xdg[200];
+    snprintf(xdg, sizeof xdg, "XDG_RUNTIME_DIR=%s", d.dir);
+    const char *env[] = { xdg, NULL };
+    dmn_start(&d, env);
+    snprintf(d.ctl, sizeof d.ctl, "ipc://%s/skysieve-control", d.dir);
+    dmn_wait_ready(&d);
+    ck_assert(log_contains(&d, "the control socket is on"));
+    ck_assert(log_contains(&d, d.ctl));
+    ss_ctl_response_t r;
+    ck_assert_int_eq(ctl_cmd(&d, SS_CTL_RELOAD, NULL, &r), 0);
+    ck_assert_msg(r.ok, "%s", r.error);
+    ss_ctl_response_free(&r);
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    dmn_cleanup(&d);
+}
+END_TEST
+
 /* Issue 10, item 4: source.fits.after moves a file only once its frame was
  * processed; a frame dropped at the drain timeout (0 s here, SIGTERM right
  * after 30 files arrive) leaves its file in the watched directory. So:
@@ -1880,6 +1908,7 @@ int main(void)
     tcase_add_test(tc, test_fits_glob_exit_at_end);
     tcase_add_loop_test(tc, test_batch_slow_disk, 0, 2);
     tcase_add_test(tc, test_fits_move_after_processing);
+    tcase_add_test(tc, test_control_fallback);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
