@@ -388,7 +388,7 @@ static const ss_config_key_t feed_keys[] = {
     F_BOOL("sinks.fits.compress", fits_compress, 1, RELOAD,
            "Write residuals tile-compressed (lossless)."),
     F_STR("sinks.jsonl.path", jsonl_path, "", RELOAD,
-          "File the detections are appended to, one JSON line per detection as skysieve-sub prints them (\"\" = off)."),
+          "File the detections are appended to, one JSON line per detection as skysieve-sub --json prints them (\"\" = off)."),
 };
 
 const ss_config_key_t *ss_config_keys(ss_key_scope_t scope, size_t *n)

@@ -5,8 +5,10 @@
 # pixels and cosmic rays), printing the detections as they arrive.
 #
 # Usage: tools/demo.sh [seconds]     (default: run until Ctrl-C)
-# The daemon's log goes to build/demo/skysieved.log; detections (one JSON
-# line each, from skysieve-sub) go to the terminal.
+# The daemon's log goes to build/demo/skysieved.log; skysieve-sub prints a
+# line per frame (warm-up included) and one per detection that is not a
+# cosmic. The demo first checks that its own daemon is up (a publish port
+# already taken, by another skysieved say, stops it with the reason).
 set -eu
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
@@ -28,7 +30,19 @@ stop() {
     echo "skysieved stopped; its log: $run/skysieved.log" >&2
 }
 trap stop EXIT INT TERM
-echo "skysieved (pid $daemon) runs the synthetic feed; detections follow (Ctrl-C ends)..." >&2
+# up and serving: "ready" in its log, or its exit with the reason
+i=0
+until grep -q " ready: " "$run/skysieved.log" 2>/dev/null; do
+    if ! kill -0 "$daemon" 2>/dev/null; then
+        echo "skysieved did not start:" >&2
+        grep -E " (err|warning) " "$run/skysieved.log" >&2 || tail -5 "$run/skysieved.log" >&2
+        exit 1
+    fi
+    i=$((i + 1))
+    [ "$i" -lt 300 ] || { echo "skysieved is not ready after 30 s; see $run/skysieved.log" >&2; exit 1; }
+    sleep 0.1
+done
+echo "skysieved (pid $daemon) runs the synthetic feed: a line per frame, the first ~15 warm up (Ctrl-C ends)..." >&2
 if [ $# -gt 0 ]; then
     build/tools/skysieve-sub --endpoint tcp://127.0.0.1:5560 --timeout "$1" --count 0 &
     sub=$!

@@ -1,6 +1,7 @@
 /*
  * sub_cli.c — skysieve-sub: subscribe to a skysieve publisher and print
- * what arrives as JSON lines; optionally save the residuals as FITS.
+ * what arrives, one readable line per frame (or, with --json, as JSON
+ * lines); optionally save the residuals as FITS.
  *
  *   skysieve-sub [--endpoint EP] [--feed NAME] [--count N] [--timeout S]
  *                [--save-residuals DIR] ...
@@ -51,7 +52,12 @@ static void usage(FILE *out)
     fprintf(out,
 "Usage: " PROG " [options]\n"
 "Subscribe to a skysieve publisher (skysieved's PUB socket) and print what\n"
-"arrives on stdout as JSON lines (proto/PROTOCOL.md, \"JSON lines\"):\n"
+"arrives on stdout. By default, for people, one line per frame —\n"
+"  FEED #SEQ TIME STATUS shift (X, Y) sigma S: N point, N streak, N cosmic\n"
+"and below it one indented line per detection that is not a cosmic (kind,\n"
+"position, SNR, flux; a streak's two ends; \"gone\" for a negative one);\n"
+"reference, warm-up and failed frames say so, with the reason.\n"
+"With --json, for programs, JSON lines (proto/PROTOCOL.md, \"JSON lines\"):\n"
 "  detections  one line per detection: the frame's feed, series, seq, time,\n"
 "              mjd, time_mid, mjd_mid, status and sigma, then the detection's\n"
 "              fields (x, y, flux, ...); a frame without detections prints\n"
@@ -68,13 +74,15 @@ static void usage(FILE *out)
 "      --feed NAME         only this feed: subscribes residual.NAME and/or\n"
 "                          detections.NAME and matches the topic exactly\n"
 "      --status            also subscribe to \"status\"\n"
-"      --per-message       one line per detections message, not per detection\n"
+"      --json              JSON lines instead of the readable lines\n"
+"      --per-message       one line per detections message, not per detection (JSON)\n"
 "      --save-residuals DIR  write each residual as DIR/<feed>-<seq>.fits (float32,\n"
 "                          NaN = invalid, with CHECKSUM); DIR is created\n"
 "      --compress          tile-compress those files (GZIP, lossless)\n"
 "  -n, --count N           exit after N messages (any subscribed topic) [0 = never]\n"
 "      --timeout S         exit when nothing arrives for S seconds      [0 = never]\n"
-"  -v, --verbose           a line on stderr per residual and status message\n"
+"  -v, --verbose           a line on stderr per residual and per status message\n"
+"                          (subscribes to \"status\" too)\n"
 "  -q, --quiet             no summary line on stderr at exit\n"
 "  -h, --help              this text\n"
 "Exit status: 0 done (--count reached, SIGINT/SIGTERM, or --timeout after\n"
@@ -91,6 +99,7 @@ typedef struct opts {
     const char *feed;
     int status;
     int per_message;
+    int json;
     const char *save_dir;
     int compress;
     long long count;
@@ -104,7 +113,7 @@ static int bad(const char *opt, const char *val)
     return -1;
 }
 
-enum { O_BIND = 256, O_FEED, O_STATUS, O_PER_MESSAGE, O_SAVE, O_COMPRESS, O_TIMEOUT };
+enum { O_BIND = 256, O_FEED, O_STATUS, O_PER_MESSAGE, O_SAVE, O_COMPRESS, O_TIMEOUT, O_JSON };
 
 static int parse_args(int argc, char **argv, opts_t *o)
 {
@@ -112,6 +121,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         { "endpoint", required_argument, 0, 'e' }, { "bind", no_argument, 0, O_BIND },
         { "topic", required_argument, 0, 't' }, { "feed", required_argument, 0, O_FEED },
         { "status", no_argument, 0, O_STATUS }, { "per-message", no_argument, 0, O_PER_MESSAGE },
+        { "json", no_argument, 0, O_JSON },
         { "save-residuals", required_argument, 0, O_SAVE },
         { "compress", no_argument, 0, O_COMPRESS }, { "count", required_argument, 0, 'n' },
         { "timeout", required_argument, 0, O_TIMEOUT }, { "verbose", no_argument, 0, 'v' },
@@ -134,7 +144,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
             o->feed = optarg;
             break;
         case O_STATUS: o->status = 1; break;
-        case O_PER_MESSAGE: o->per_message = 1; break;
+        case O_PER_MESSAGE: o->per_message = o->json = 1; break;
+        case O_JSON: o->json = 1; break;
         case O_SAVE: o->save_dir = optarg; break;
         case O_COMPRESS: o->compress = 1; break;
         case 'n':
@@ -221,6 +232,41 @@ static void malformed(state_t *s, ss_msg_type_t t, const ss_proto_error_t *err)
     fprintf(stderr, PROG ": skipped a malformed %s message: %s\n", ss_msg_type_name(t), err->text);
 }
 
+/* The readable form of a detections message: the frame's line, then one
+ * indented line per detection that is not a cosmic. */
+static void print_frame(const ss_result_t *r)
+{
+    char when[40] = "";
+    if (isfinite(r->meta.mjd_obs))
+        ss_mjd_to_iso(r->meta.mjd_obs, when, sizeof when);
+    int kinds[3] = { 0, 0, 0 };
+    for (int i = 0; i < r->dets.count; i++)
+        kinds[SS_CLAMP((int)r->dets.items[i].kind, 0, 2)]++;
+    printf("%s #%llu%s%s %s", r->meta.feed, (unsigned long long)r->meta.seq, when[0] ? " " : "",
+           when, ss_status_name(r->status));
+    if (r->status == SS_STATUS_OK) {
+        printf(" shift (%+.3f, %+.3f) sigma %.3g: %d point, %d streak, %d cosmic", r->shift.sx,
+               r->shift.sy, (double)r->sigma, kinds[SS_KIND_POINT], kinds[SS_KIND_STREAK],
+               kinds[SS_KIND_COSMIC]);
+        if (r->dets.truncated)
+            printf(" (%d more not listed)", r->dets.truncated);
+    } else if (r->reason[0]) {
+        printf(" (%s)", r->reason);
+    }
+    putchar('\n');
+    for (int i = 0; i < r->dets.count; i++) {
+        const ss_detection_t *d = &r->dets.items[i];
+        if (d->kind == SS_KIND_COSMIC)
+            continue;
+        if (d->kind == SS_KIND_STREAK)
+            printf("    streak  (%.1f, %.1f) to (%.1f, %.1f)  SNR %.1f  flux %.4g\n", d->x0, d->y0,
+                   d->x1, d->y1, d->peak_snr, d->flux);
+        else
+            printf("    %-6s  (%.2f, %.2f)  SNR %.1f  flux %.4g%s\n", d->sign < 0 ? "gone" : "point",
+                   d->x, d->y, d->peak_snr, d->flux, d->flags ? "  (near invalid pixels)" : "");
+    }
+}
+
 static int on_detections(state_t *s, const ss_proto_rx_t *rx)
 {
     ss_proto_error_t err;
@@ -232,7 +278,9 @@ static int on_detections(state_t *s, const ss_proto_rx_t *rx)
         malformed(s, SS_MSG_DETECTIONS, &err);
         return 1;
     }
-    if (s->o->per_message) {
+    if (!s->o->json) {
+        print_frame(&s->res);
+    } else if (s->o->per_message) {
         if (ensure_buf(s, ss_proto_detections_bound(&s->res)) != 0)
             return -1;
         if (ss_proto_encode_detections(&s->res, s->buf, s->buf_cap) < 0)
@@ -293,9 +341,26 @@ static int on_status(state_t *s, const ss_proto_rx_t *rx)
         malformed(s, SS_MSG_STATUS, &err);
         return 1;
     }
-    if (ensure_buf(s, (size_t)1 << 20) != 0 || ss_proto_encode_status(&st, s->buf, s->buf_cap) < 0)
-        return -1;
-    puts(s->buf);
+    /* readable: a line per feed, on stderr with -v, on stdout with --status */
+    for (int i = 0; i < st.n_feeds && (s->o->verbose || (s->o->status && !s->o->json)); i++) {
+        const ss_proto_feed_stats_t *f = &st.feeds[i];
+        char line[512];
+        snprintf(line, sizeof line, "status %s: %.2f frames/s, %llu processed (%llu ok), %llu "
+                 "dropped, %llu rejected, %llu detections", f->name, f->fps,
+                 (unsigned long long)f->processed, (unsigned long long)f->status_count[SS_STATUS_OK],
+                 (unsigned long long)f->dropped_queue, (unsigned long long)f->rejected,
+                 (unsigned long long)f->detections);
+        if (s->o->verbose)
+            fprintf(stderr, PROG ": %s\n", line);
+        if (s->o->status && !s->o->json)
+            puts(line);
+    }
+    if (s->o->status && s->o->json) {
+        if (ensure_buf(s, (size_t)1 << 20) != 0 ||
+            ss_proto_encode_status(&st, s->buf, s->buf_cap) < 0)
+            return -1;
+        puts(s->buf);
+    }
     fflush(stdout);
     return 0;
 }
@@ -353,7 +418,7 @@ static int subscribe_all(void *sock, const opts_t *o)
         if (subscribe(sock, t) != 0)
             return -1;
     }
-    if (o->status && subscribe(sock, "status") != 0)
+    if ((o->status || o->verbose) && subscribe(sock, "status") != 0)
         return -1;
     return 0;
 }
@@ -365,6 +430,8 @@ int main(int argc, char **argv)
     o.endpoint = DEFAULT_ENDPOINT;
     if (parse_args(argc, argv, &o) != 0)
         return EXIT_USAGE;
+    for (int i = 0; i < o.n_topics; i++)      /* --topic status asks for them too */
+        o.status |= strncmp(o.topics[i], "status", strlen(o.topics[i])) == 0;
     if (o.save_dir && mkdir(o.save_dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, PROG ": cannot create %s: %s\n", o.save_dir, strerror(errno));
         return EXIT_FAIL;

@@ -431,12 +431,48 @@ class TestTools(unittest.TestCase):
                 v = subprocess.run(["fitsverify", "-q", "-e", path], capture_output=True, text=True)
                 self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
 
+    def run_sub(self, *args):
+        """skysieve-sub on one golden detections message: (stdout, stderr)."""
+        pub = self.socket(zmq.PUB)
+        ep = free_tcp_endpoint(pub)
+        proc = subprocess.Popen([tool("skysieve-sub"), "--endpoint", ep, "--count", "1",
+                                 "--timeout", "20", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        dets = golden_parts("detections")
+        deadline = time.monotonic() + 20
+        while proc.poll() is None and time.monotonic() < deadline:
+            pub.send_multipart(dets)
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=20)
+        self.assertEqual(proc.returncode, 0, err)
+        return out, err
+
+    @unittest.skipUnless(tool("skysieve-sub"), "skysieve-sub not built")
+    def test_sub_prints_readable_lines(self):
+        """By default one line per frame, then one per detection that is not
+        a cosmic (issue 10: a 540-character JSON line per detection was
+        what a newcomer saw)."""
+        out, _ = self.run_sub()
+        lines = out.splitlines()
+        want = expected("detections")
+        self.assertTrue(lines[0].startswith("cam1 #57 2026-11-22T06:00:43.200Z ok shift ("),
+                        lines[0])
+        kinds = [d["kind"] for d in want["detections"]]
+        self.assertIn("%d point, %d streak, %d cosmic" % (kinds.count("point"),
+                      kinds.count("streak"), kinds.count("cosmic")), lines[0])
+        shown = [d for d in want["detections"] if d["kind"] != "cosmic"]
+        self.assertEqual(len(lines), 1 + len(shown))
+        for line, d in zip(lines[1:], shown):
+            label = "gone" if d.get("sign", 1) < 0 else d["kind"]
+            self.assertTrue(line.startswith("    " + label), line)
+            self.assertLess(len(line), 100)
+
     @unittest.skipUnless(tool("skysieve-sub"), "skysieve-sub not built")
     def test_sub_prints_detections(self):
         pub = self.socket(zmq.PUB)
         ep = free_tcp_endpoint(pub)
         proc = subprocess.Popen([tool("skysieve-sub"), "--endpoint", ep, "--count", "1",
-                                 "--timeout", "20"], stdout=subprocess.PIPE,
+                                 "--timeout", "20", "--json"], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         dets = golden_parts("detections")
         deadline = time.monotonic() + 20
