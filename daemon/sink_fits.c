@@ -4,10 +4,12 @@
  * errors, sigma, the weights, the registration status and the input's WCS
  * keywords in the header, CHECKSUM/DATASUM last).
  *
- * Files are <dir>/<feed>-<seq, 10 digits>.fits (.fits.fz when
- * tile-compressed). Each is written under a hidden temporary name and
- * renamed into place, so that a program watching the directory never
- * reads half a file.
+ * Files are named by ss_residual_file_name (<dir>/<feed>-<seq, 10
+ * digits>-<DATE-OBS>.fits, .fits.fz when tile-compressed). Each is written
+ * under a hidden temporary name and linked into place — never over an
+ * existing file: a name that exists (the same frame twice, say) takes
+ * the next "-k" — so that a program watching the directory never reads
+ * half a file and no result replaces another.
  */
 #include "daemon.h"
 
@@ -20,11 +22,11 @@
 
 #define TAG "fits-sink"
 
+#define MAX_TWINS 1000              /* names tried for one frame */
+
 int ss_sink_fits_write(const char *dir, int compress, const ss_result_t *res, const char *feed)
 {
     char path[2 * SS_PATH_MAX], tmp[2 * SS_PATH_MAX + 16], err[600];
-    snprintf(path, sizeof path, "%s/%s-%010llu.fits%s", dir, feed,
-             (unsigned long long)res->meta.seq, compress ? ".fz" : "");
     snprintf(tmp, sizeof tmp, "%s/.%s-%010llu.part", dir, feed, (unsigned long long)res->meta.seq);
     unlink(tmp);
     ss_err_t e = ss_fits_write_residual(tmp, res, compress, err, sizeof err);
@@ -33,11 +35,24 @@ int ss_sink_fits_write(const char *dir, int compress, const ss_result_t *res, co
         unlink(tmp);
         return -1;
     }
-    if (rename(tmp, path) != 0) {
-        SS_LOG(SS_LOG_ERR, TAG, "feed %s: cannot rename %s to %s: %s", feed, tmp, path,
-               strerror(errno));
-        unlink(tmp);
-        return -1;
+    int rc = -1;
+    for (int k = 0; k < MAX_TWINS; k++) {
+        if (ss_residual_file_name(path, sizeof path, dir, feed, res->meta.seq, res->meta.mjd_obs,
+                                  compress ? ".fits.fz" : ".fits", k) < 0)
+            break;
+        if (link(tmp, path) == 0) {
+            rc = 0;
+            break;
+        }
+        if (errno != EEXIST) {
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: cannot link %s to %s: %s", feed, tmp, path,
+                   strerror(errno));
+            break;
+        }
     }
-    return 0;
+    if (rc != 0 && errno == EEXIST)
+        SS_LOG(SS_LOG_ERR, TAG, "feed %s: %d files named for seq %llu already: not written", feed,
+               MAX_TWINS, (unsigned long long)res->meta.seq);
+    unlink(tmp);
+    return rc;
 }

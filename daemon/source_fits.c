@@ -57,6 +57,7 @@ typedef struct fits_src {
     ss_dirwatch_t *watch;           /* directory mode */
     file_key_t *files;              /* list / glob mode, sorted */
     int n_files;
+    uint64_t arrivals;              /* files accepted: the seq of those without SEQ */
 } fits_src_t;
 
 /* ---- DATE-OBS ------------------------------------------------------------- */
@@ -167,6 +168,12 @@ static int take_file(ss_source_t *s, const char *path)
     }
     ss_strlcpy(fr->meta.feed, f->name, sizeof fr->meta.feed);
     ss_strlcpy(fr->meta.source, path, sizeof fr->meta.source);
+    /* a file without SEQ: the source's arrival number (files accepted,
+     * from 1), so that its results stay apart from the others' */
+    fits_src_t *fs = s->impl;
+    fs->arrivals++;
+    if (fr->meta.seq_missing)
+        fr->meta.seq = fs->arrivals;
     fr->meta.recv_mono = ss_now_mono();
     ss_stats_accepted(f->stats);
     SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: %s (%dx%d %s)", f->name, path, fr->width, fr->height,

@@ -34,6 +34,7 @@ typedef struct ss_frame_meta {
     char series[SS_NAME_MAX];       /* sender's series id ("" if none) */
     char feed[SS_NAME_MAX];         /* feed the frame belongs to */
     char source[SS_PATH_MAX];       /* file name, endpoint, or "synth" */
+    int seq_missing;                /* the input had no frame number (a FITS file without SEQ) */
     double mjd_obs;                 /* start of exposure, MJD UTC; NAN if unknown */
     double exposure;                /* seconds; 0 if unknown */
     double recv_mono;               /* monotonic time it was received (s) */

@@ -669,6 +669,8 @@ static void read_meta(fitsfile *fp, const img_info_t *ii, ss_frame_meta_t *m, co
     double seq;
     if (key_dbl(fp, "SEQ", &seq) == 1 && seq >= 0.0 && seq < 1.8e19 && seq == floor(seq))
         m->seq = (uint64_t)seq;
+    else
+        m->seq_missing = 1;
     char buf[FLEN_VALUE];
     if (key_str(fp, "FEED", buf))
         ss_strlcpy(m->feed, buf, sizeof m->feed);
@@ -1073,4 +1075,25 @@ ss_err_t ss_fits_write_residual(const char *path, const struct ss_result *res, i
     }
     fits_write_img(fp, TFLOAT, 1, (LONGLONG)res->width * res->height, res->residual, &st);
     return finish_file(fp, path, tmp, st, err, err_len);
+}
+
+int ss_residual_file_name(char *out, size_t n, const char *dir, const char *feed, uint64_t seq,
+                          double mjd, const char *ext, int k)
+{
+    char when[40] = "", stamp[40] = "";
+    if (isfinite(mjd)) {
+        ss_mjd_to_iso(mjd, when, sizeof when);      /* 2026-11-22T06:00:43.200Z */
+        size_t j = 0;
+        stamp[j++] = '-';
+        for (const char *c = when; *c && j + 1 < sizeof stamp; c++)
+            if (*c != '-' && *c != ':')
+                stamp[j++] = *c;
+        stamp[j] = '\0';
+    }
+    char suffix[16] = "";
+    if (k > 0)
+        snprintf(suffix, sizeof suffix, "-%d", k);
+    const int len = snprintf(out, n, "%s/%s-%010llu%s%s%s", dir, feed, (unsigned long long)seq,
+                             stamp, suffix, ext);
+    return len >= 0 && (size_t)len < n ? len : -1;
 }

@@ -82,6 +82,16 @@ int ss_fits_master_place(const ss_fits_master_t *info, int mw, int mh, int rx, i
  * path. */
 ss_err_t ss_fits_write_frame(const char *path, const ss_frame_t *f, char *err, size_t err_len);
 
+/* The one naming rule for residual files (skysieved's FITS sink,
+ * skysieve-sub --save-residuals, the Python client's residual_file_name):
+ * <dir>/<feed>-<seq, 10 digits>[-<DATE-OBS as yyyymmddThhmmss.sssZ>][-<k>]<ext>,
+ * the time when mjd is finite, "-k" for k > 0 (the k-th name taken when
+ * the others exist: a name is never reused, a file never overwritten).
+ * ext includes its dot (".fits", ".fits.fz"). Returns the length, or -1
+ * when it does not fit in n. */
+int ss_residual_file_name(char *out, size_t n, const char *dir, const char *feed, uint64_t seq,
+                          double mjd, const char *ext, int k);
+
 /* Write a residual: float32 image, NaN for invalid pixels; lossless (no
  * quantisation; compress = 1 writes a GZIP tile-compressed image with
  * quantisation off); header with SEQ, DATE-OBS, MJD-OBS, the shift and

@@ -25,6 +25,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fitsio.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -711,6 +712,31 @@ static int jsonl_lines(const char *path)
     return n;
 }
 
+/* How many files in dir follow the residual naming rule for feed and seq
+ * (<feed>-<seq, 10 digits>-<yyyymmddThhmmss.sssZ>[-k].fits.fz); the path
+ * of the last one found in path. */
+static int residual_named(const char *dir, const char *feed, uint64_t seq, char *path, size_t n)
+{
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s-%010llu-", feed, (unsigned long long)seq);
+    int found = 0;
+    DIR *dp = opendir(dir);
+    ck_assert_ptr_nonnull(dp);
+    for (struct dirent *e; (e = readdir(dp));) {
+        const char *name = e->d_name, *t = name + strlen(prefix);
+        if (strncmp(name, prefix, strlen(prefix)) != 0)
+            continue;
+        /* 20261122T060043.200Z */
+        ck_assert_msg(strlen(t) >= 20 && t[8] == 'T' && t[15] == '.' && t[19] == 'Z', "%s", name);
+        ck_assert_msg(strstr(t, ".fits.fz") != NULL, "%s", name);
+        const int len = snprintf(path, n, "%s/%.*s", dir, 200, name);
+        ck_assert(len > 0 && (size_t)len < n);
+        found++;
+    }
+    closedir(dp);
+    return found;
+}
+
 START_TEST(test_fits_directory)
 {
     dmn_t d;
@@ -856,8 +882,8 @@ START_TEST(test_fits_directory)
     ck_assert_int_eq(jsonl_lines(jsonl), (int)st->feeds[0].detections);
     int files = 0;
     for (uint64_t k = 1; k <= last_seq; k++) {
-        snprintf(path, sizeof path, "%s/f0-%010llu.fits.fz", resdir, (unsigned long long)k);
-        if (access(path, R_OK) != 0)
+        /* the naming rule: f0-<seq, 10 digits>-<DATE-OBS compact>.fits.fz */
+        if (residual_named(resdir, "f0", k, path, sizeof path) != 1)
             continue;
         files++;
         float *px = NULL;
@@ -1595,6 +1621,88 @@ START_TEST(test_fits_glob_exit_at_end)
 }
 END_TEST
 
+/* Issue 10, item 2: residual files never collide. Frames from FITS files
+ * without SEQ take the source's arrival number (all had seq 0 and
+ * overwrote one file); the same frame taken twice (a file copied in under
+ * two names: same SEQ, same DATE-OBS) gets the rule's "-1" name instead
+ * of replacing the first. 4 files in, 4 residual files out. */
+static void drop_seq(const char *path)
+{
+    fitsfile *fp;
+    int status = 0;
+    ck_assert_int_eq(fits_open_file(&fp, path, READWRITE, &status), 0);
+    fits_delete_key(fp, "SEQ", &status);
+    fits_close_file(fp, &status);
+    ck_assert_int_eq(status, 0);
+}
+
+START_TEST(test_residual_names_unique)
+{
+    dmn_t d;
+    dmn_init(&d);
+    char in[128], res[128], dk[1024], pattern[160], path[300], copy[300];
+    snprintf(in, sizeof in, "%s/in", d.dir);
+    snprintf(res, sizeof res, "%s/res", d.dir);
+    snprintf(pattern, sizeof pattern, "%s/*.fits", in);
+    ck_assert_int_eq(mkdir(in, 0755), 0);
+    ck_assert_int_eq(mkdir(res, 0755), 0);
+    daemon_keys(&d, dk, sizeof dk);
+    write_text(d.cfg,
+               "{ %s, \"feeds\": [ { \"name\": \"f0\","
+               " \"source\": {\"type\": \"fits\", \"fits\": {\"mode\": \"glob\", \"pattern\": \"%s\","
+               " \"exit_at_end\": true}},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
+               " \"queue\": {\"depth\": 2, \"policy\": \"block\"},"
+               " \"sinks\": {\"fits\": {\"dir\": \"%s\"}}, %s } ] }\n",
+               dk, pattern, W, H, res, pipeline_keys(5.0));
+    ss_synth_cfg_t c;
+    scene(&c, 0);
+    ss_synth_t *gen = ss_synth_new(&c);
+    ss_frame_t f = { .capacity = (size_t)W * H * 2 };
+    f.pixels = malloc(f.capacity);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(ss_synth_next(gen, &f, NULL), SS_OK);
+        snprintf(path, sizeof path, "%s/a_%d.fits", in, i);
+        write_fits(path, &f);
+        if (i < 2)
+            drop_seq(path);
+    }
+    snprintf(copy, sizeof copy, "cp '%s/a_2.fits' '%s/b_2.fits'", in, in);
+    ck_assert_int_eq(system(copy), 0);
+    dmn_start(&d, NULL);
+    int st = 0;
+    double t0 = now_s();
+    while (dmn_alive(&d, &st) && now_s() - t0 < 60.0)
+        sleep_s(0.05);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    final_t fc;
+    ck_assert_int_eq(final_counters(&d, "f0", &fc), 0);
+    ck_assert_uint_eq(fc.processed, 4);
+    int files = 0;
+    DIR *dp = opendir(res);
+    ck_assert_ptr_nonnull(dp);
+    for (struct dirent *e; (e = readdir(dp));)
+        files += e->d_name[0] != '.';
+    closedir(dp);
+    ck_assert_int_eq(files, 4);
+    /* a_0 and a_1 without SEQ: arrival numbers 1 and 2; a_2 and its copy
+     * b_2: SEQ 2 (the synthetic frames count from 0) and the same DATE-OBS,
+     * so one of them is the "-1" twin */
+    ck_assert_int_eq(residual_named(res, "f0", 1, path, sizeof path), 1);
+    ck_assert_int_eq(residual_named(res, "f0", 2, path, sizeof path), 3);
+    int twins = 0;
+    dp = opendir(res);
+    for (struct dirent *e; (e = readdir(dp));)
+        twins += strstr(e->d_name, "Z-1.fits") != NULL;
+    closedir(dp);
+    ck_assert_int_eq(twins, 1);
+    free(f.pixels);
+    ss_synth_destroy(&gen);
+    dmn_cleanup(&d);
+}
+END_TEST
+
 /* Issue 10, item 3: a control endpoint whose directory does not exist
  * (/run/skysieve when run by hand) moves to $XDG_RUNTIME_DIR for any
  * config, not only the built-in one, and the log says where; a reload of
@@ -1909,6 +2017,7 @@ int main(void)
     tcase_add_loop_test(tc, test_batch_slow_disk, 0, 2);
     tcase_add_test(tc, test_fits_move_after_processing);
     tcase_add_test(tc, test_control_fallback);
+    tcase_add_test(tc, test_residual_names_unique);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -76,8 +76,10 @@ static void usage(FILE *out)
 "      --status            also subscribe to \"status\"\n"
 "      --json              JSON lines instead of the readable lines\n"
 "      --per-message       one line per detections message, not per detection (JSON)\n"
-"      --save-residuals DIR  write each residual as DIR/<feed>-<seq>.fits (float32,\n"
-"                          NaN = invalid, with CHECKSUM); DIR is created\n"
+"      --save-residuals DIR  write each residual as DIR/<feed>-<seq, 10 digits>-\n"
+"                          <DATE-OBS>.fits (float32, NaN = invalid, with\n"
+"                          CHECKSUM; \"-k\" added rather than overwrite a\n"
+"                          file: the daemon's rule); DIR is created\n"
 "      --compress          tile-compress those files (GZIP, lossless)\n"
 "  -n, --count N           exit after N messages (any subscribed topic) [0 = never]\n"
 "      --timeout S         exit when nothing arrives for S seconds      [0 = never]\n"
@@ -321,9 +323,18 @@ static int on_residual(state_t *s, const ss_proto_rx_t *rx)
                 s->res.height, ss_status_name(s->res.status), (double)s->res.sigma,
                 s->res.shift.ok ? "ok" : "none");
     if (s->o->save_dir) {
+        /* the daemon's naming rule (ss_residual_file_name), never over a file */
         char path[SS_PATH_MAX + 128], ferr[512];
-        snprintf(path, sizeof path, "%s/%s-%08llu.fits", s->o->save_dir, s->res.meta.feed,
-                 (unsigned long long)s->res.meta.seq);
+        int k = 0;
+        struct stat sb;
+        do {
+            if (ss_residual_file_name(path, sizeof path, s->o->save_dir, s->res.meta.feed,
+                                      s->res.meta.seq, s->res.meta.mjd_obs,
+                                      s->o->compress ? ".fits.fz" : ".fits", k++) < 0) {
+                fprintf(stderr, PROG ": a residual file name is too long\n");
+                return -1;
+            }
+        } while (stat(path, &sb) == 0 && k < 1000);
         if (ss_fits_write_residual(path, &s->res, s->o->compress, ferr, sizeof ferr) != SS_OK) {
             fprintf(stderr, PROG ": %s\n", ferr);
             return -1;

@@ -31,7 +31,8 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=None,
                     help="exit with status 3 when nothing arrives for this many seconds")
     ap.add_argument("--save-residuals", metavar="DIR",
-                    help="write each residual to DIR as <feed>-<seq>.fits (astropy) or .npy")
+                    help="write each residual to DIR as <feed>-<seq>-<time>.fits (astropy) "
+                         "or .npy: skysieved's naming rule, never over a file")
     args = ap.parse_args(argv)
 
     topics = ["detections."]
@@ -62,11 +63,12 @@ def main(argv=None):
                 print("residual %s #%d %dx%d status=%s sigma=%.3g valid=%.1f%% shift=%s"
                       % (m.feed, m.seq, m.width, m.height, m.status, m.sigma,
                          100.0 * valid.mean(), m.shift), file=sys.stderr)
-                base = os.path.join(args.save_residuals, "%s-%06d" % (m.feed, m.seq))
                 try:
-                    m.to_fits(base + ".fits")
+                    m.to_fits(sc.free_residual_file_name(args.save_residuals, m.feed, m.seq,
+                                                         m.time, ".fits"))
                 except ImportError:
-                    np.save(base + ".npy", px)
+                    np.save(sc.free_residual_file_name(args.save_residuals, m.feed, m.seq, m.time,
+                                                       ".npy"), px)
             elif m.type == "status":
                 print(json.dumps({"status": m.header}), flush=True)
     return 0

@@ -37,6 +37,7 @@ arrays are read-only views that keep the message alive.
 """
 
 import json
+import os
 import math
 import re
 import time as _time
@@ -152,6 +153,25 @@ def mjd_to_iso(mjd):
     t = _time.gmtime(secs)
     return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour,
                                                     t.tm_min, t.tm_sec, ms)
+
+
+def residual_file_name(directory, feed, seq, time=None, ext=".fits", k=0):
+    """The one naming rule for residual files, as skysieved's FITS sink and
+    skysieve-sub write them (ss_residual_file_name): DIR/<feed>-<seq, 10
+    digits>[-<time as yyyymmddThhmmss.sssZ>][-k]<ext>; time is the
+    message's "time" (start of exposure, ISO 8601 UTC) or None; k > 0 for
+    the k-th name when the others exist (a file is never overwritten)."""
+    stamp = "-" + time.replace("-", "").replace(":", "") if time else ""
+    twin = "-%d" % k if k > 0 else ""
+    return os.path.join(directory, "%s-%010d%s%s%s" % (feed, seq, stamp, twin, ext))
+
+
+def free_residual_file_name(directory, feed, seq, time=None, ext=".fits"):
+    """residual_file_name with the first k whose file does not exist."""
+    k = 0
+    while os.path.exists(residual_file_name(directory, feed, seq, time, ext, k)):
+        k += 1
+    return residual_file_name(directory, feed, seq, time, ext, k)
 
 
 def now_mjd():

@@ -419,7 +419,10 @@ class TestTools(unittest.TestCase):
                 time.sleep(0.05)
             _, err = proc.communicate(timeout=20)
             self.assertEqual(proc.returncode, 0, err)
-            path = os.path.join(out, "cam1-00000057.fits")
+            # the one naming rule: the client's function gives the tool's name
+            m = sc.decode_output(residual)
+            path = sc.residual_file_name(out, m.feed, m.seq, m.time, ".fits")
+            self.assertRegex(os.path.basename(path), r"^cam1-0000000057-\d{8}T\d{6}\.\d{3}Z\.fits$")
             with open(path, "rb") as fp:
                 head = fp.read(2880 * 4).decode("ascii", "replace")
             cards = {c[:8].strip(): c[10:].split("/")[0].strip()
