@@ -1339,3 +1339,26 @@ ss_err_t ss_config_check_paths(const ss_config_t *c, char *err, size_t n)
     }
     return SS_OK;
 }
+
+int ss_config_control_endpoint(const char *configured, char *out, size_t n, char *why,
+                               size_t why_n)
+{
+    static const char prefix[] = "ipc://";
+    ss_strlcpy(out, configured, n);
+    if (strncmp(configured, prefix, strlen(prefix)) != 0)
+        return 0;
+    char dir[SS_ENDPOINT_MAX];
+    ss_strlcpy(dir, configured + strlen(prefix), sizeof dir);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    if (access(dir, W_OK | X_OK) == 0)
+        return 0;
+    set_err(why, why_n, "%s: %s", dir, strerror(errno));
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    if (!rt || !rt[0] || access(rt, W_OK | X_OK) != 0)
+        rt = "/tmp";
+    snprintf(out, n, "ipc://%s/skysieve-control", rt);
+    return 1;
+}

@@ -217,6 +217,15 @@ ss_err_t ss_config_validate(const ss_config_t *c, char *err, size_t n);
  * directory"). --check-config, start-up and every reload call it. */
 ss_err_t ss_config_check_paths(const ss_config_t *c, char *err, size_t n);
 
+/* The control endpoint the daemon binds for the configured one: the same,
+ * except an ipc:// endpoint whose directory is missing or not writable
+ * (/run/skysieve outside systemd), which moves to
+ * ipc://$XDG_RUNTIME_DIR/skysieve-control (or /tmp). Returns 1 when it
+ * moved (the reason in why, may be NULL), 0 when not; out gets the
+ * endpoint. skysieved binds it, skysieve-ctl connects to it. */
+int ss_config_control_endpoint(const char *configured, char *out, size_t n, char *why,
+                               size_t why_n);
+
 /* ---- printing, comparing, reloading ------------------------------------------- */
 
 /* The config as JSON text: every key, 2-space indent, a trailing newline;

@@ -230,28 +230,15 @@ static int bind_socket(void *sock, const char *endpoint, const char *what, char 
     return 0;
 }
 
-/* Bind the control socket at endpoint; an ipc:// endpoint whose directory
- * is missing or not writable (/run/skysieve outside systemd, say) moves to
- * $XDG_RUNTIME_DIR (or /tmp) as skysieve-control, logged with where it
- * went. The config keeps the configured value (a reload compares it). */
+/* Bind the control socket where ss_config_control_endpoint says (a
+ * missing directory moves it), logging where it went. The config keeps
+ * the configured value (a reload compares it). */
 static int bind_control(void *sock, const char *endpoint, char *err, size_t n)
 {
-    const char *prefix = "ipc://";
-    char dir[SS_ENDPOINT_MAX];
-    ss_strlcpy(dir, endpoint + (strncmp(endpoint, prefix, strlen(prefix)) == 0 ? 6 : 0),
-               sizeof dir);
-    char *slash = strrchr(dir, '/');
-    if (strncmp(endpoint, prefix, strlen(prefix)) != 0 || !slash || slash == dir ||
-        (*slash = '\0', access(dir, W_OK | X_OK) == 0))
-        return bind_socket(sock, endpoint, "control", err, n);
-    const int why = errno;
-    const char *rt = getenv("XDG_RUNTIME_DIR");
-    if (!rt || !rt[0] || access(rt, W_OK | X_OK) != 0)
-        rt = "/tmp";
-    char ep[SS_ENDPOINT_MAX + 32];
-    snprintf(ep, sizeof ep, "ipc://%s/skysieve-control", rt);
-    SS_LOG(SS_LOG_NOTICE, TAG, "control.endpoint %s: %s: %s; the control socket is on %s instead",
-           endpoint, dir, strerror(why), ep);
+    char ep[SS_ENDPOINT_MAX + 32], why[300];
+    if (ss_config_control_endpoint(endpoint, ep, sizeof ep, why, sizeof why))
+        SS_LOG(SS_LOG_NOTICE, TAG, "control.endpoint %s: %s; the control socket is on %s instead",
+               endpoint, why, ep);
     return bind_socket(sock, ep, "control", err, n);
 }
 

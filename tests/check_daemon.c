@@ -1726,6 +1726,29 @@ START_TEST(test_control_fallback)
     ck_assert_int_eq(ctl_cmd(&d, SS_CTL_RELOAD, NULL, &r), 0);
     ck_assert_msg(r.ok, "%s", r.error);
     ss_ctl_response_free(&r);
+    /* skysieve-ctl (item 5) finds it from the same config file, as the
+     * daemon moved it: status and reload answered, an unknown feed refused */
+    static const struct { const char *args; int code; const char *want; } ctl[] = {
+        { "status", 0, "\"ok\":true" },
+        { "--feed f0 stats", 0, "\"processed\"" },
+        { "reload", 0, "\"ok\":true" },
+        { "--feed nope reset", 1, "nope" },
+        { "frobnicate", 2, "one command expected" },
+    };
+    for (size_t k = 0; k < sizeof ctl / sizeof ctl[0]; k++) {
+        char cmd[1024];
+        static char out[1 << 16];
+        snprintf(cmd, sizeof cmd, "XDG_RUNTIME_DIR='%s' '%s/tools/skysieve-ctl' --config '%s' %s 2>&1",
+                 d.dir, getenv("SKYSIEVE_BINARY_DIR"), d.cfg, ctl[k].args);
+        FILE *p = popen(cmd, "r");
+        ck_assert_ptr_nonnull(p);
+        size_t got = fread(out, 1, sizeof out - 1, p);
+        out[got] = '\0';
+        const int st = pclose(p);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == ctl[k].code, "%s: status %d: %s",
+                      ctl[k].args, WEXITSTATUS(st), out);
+        ck_assert_msg(strstr(out, ctl[k].want), "%s: %s", ctl[k].args, out);
+    }
     ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
     dmn_cleanup(&d);
 }
