@@ -1362,3 +1362,14 @@ int ss_config_control_endpoint(const char *configured, char *out, size_t n, char
     snprintf(out, n, "ipc://%s/skysieve-control", rt);
     return 1;
 }
+
+ss_err_t ss_config_load_checked(const char *path, ss_config_t *c, char *err, size_t n)
+{
+    ss_err_t e = ss_config_load_file(path, c, err, n);
+    if (e != SS_OK)
+        return e;
+    char perr[512];
+    if ((e = ss_config_check_paths(c, perr, sizeof perr)) != SS_OK)
+        set_err(err, n, "%s: %s", path, perr);
+    return e;
+}

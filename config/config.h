@@ -217,6 +217,10 @@ ss_err_t ss_config_validate(const ss_config_t *c, char *err, size_t n);
  * directory"). --check-config, start-up and every reload call it. */
 ss_err_t ss_config_check_paths(const ss_config_t *c, char *err, size_t n);
 
+/* ss_config_load_file, then ss_config_check_paths (its message prefixed
+ * with the file's path): what start-up, --check-config and a reload do. */
+ss_err_t ss_config_load_checked(const char *path, ss_config_t *c, char *err, size_t n);
+
 /* The control endpoint the daemon binds for the configured one: the same,
  * except an ipc:// endpoint whose directory is missing or not writable
  * (/run/skysieve outside systemd), which moves to

@@ -386,13 +386,8 @@ static int reload_file(ss_daemon_t *d, char *err, size_t n)
     }
     int rc = -1;
     char which[256];
-    if (ss_config_load_file(d->config_path, neu, err, n) != SS_OK)
+    if (ss_config_load_checked(d->config_path, neu, err, n) != SS_OK)
         goto out;
-    char perr[512];
-    if (ss_config_check_paths(neu, perr, sizeof perr) != SS_OK) {
-        snprintf(err, n, "%s: %s; nothing was reloaded", d->config_path, perr);
-        goto out;
-    }
     if (ss_config_diff_nonreloadable(&d->cfg, neu, which, sizeof which) > 0) {
         snprintf(err, n, "%s: %s cannot change without a restart; nothing was reloaded",
                  d->config_path, which);

@@ -129,15 +129,13 @@ int main(int argc, char **argv)
         config_path = SS_CONFIG_DEFAULT_PATH;
         builtin = !file_exists(config_path);
     }
-    char err[600], perr[512];
+    char err[600];
     if (builtin) {
         ss_config_defaults(cfg);
         SS_LOG(SS_LOG_NOTICE, TAG,
                "%s does not exist: running the built-in default config (one synthetic feed)",
                config_path);
-    } else if (ss_config_load_file(config_path, cfg, err, sizeof err) != SS_OK ||
-               (ss_config_check_paths(cfg, perr, sizeof perr) != SS_OK &&
-                snprintf(err, sizeof err, "%s: %s", config_path, perr) > 0)) {
+    } else if (ss_config_load_checked(config_path, cfg, err, sizeof err) != SS_OK) {
         if (check)          /* once, plainly, where a shell shows it */
             fprintf(stderr, "%s\n", err);
         else

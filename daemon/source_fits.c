@@ -167,7 +167,6 @@ static int take_file(ss_source_t *s, const char *path)
         return e == SS_ERR_SIZE ? 2 : 1;
     }
     ss_strlcpy(fr->meta.feed, f->name, sizeof fr->meta.feed);
-    ss_strlcpy(fr->meta.source, path, sizeof fr->meta.source);
     /* a file without SEQ: the source's arrival number (files accepted,
      * from 1), so that its results stay apart from the others' */
     fits_src_t *fs = s->impl;

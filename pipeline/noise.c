@@ -132,23 +132,26 @@ static float radix_select(const float *x, int w, int h, int stride, int mad, flo
 }
 
 /* The lower median m and the MAD of the samples (NaN, NaN if none). */
-static void median_mad(const float *x, int w, int h, int stride, float *m, float *mad)
+/* s = 1.4826·MAD of the samples and their lower median *m (stride >= 1);
+ * NaN when there is no sample. */
+static float mad_sigma(const float *x, int w, int h, int stride, float *m)
 {
     uint64_t n = 0;
+    *m = NAN;
+    if (w <= 0 || h <= 0)
+        return NAN;
     *m = radix_select(x, w, h, stride, 0, 0.0f, -1, &n);
-    *mad = n ? radix_select(x, w, h, stride, 1, *m, -1, NULL) : NAN;
+    if (n == 0)
+        return NAN;
+    const float mad = radix_select(x, w, h, stride, 1, *m, -1, NULL);
+    return (float)(SS_MAD_TO_SIGMA * (double)mad);
 }
 
 float ss_noise_mad(const float *x, int w, int h, int stride, float *scratch)
 {
     (void)scratch;              /* the selection reads the frame in place */
-    if (stride < 1)
-        stride = 1;
-    if (w <= 0 || h <= 0)
-        return NAN;
-    float m, mad;
-    median_mad(x, w, h, stride, &m, &mad);
-    return (float)(SS_MAD_TO_SIGMA * (double)mad);
+    float m;
+    return mad_sigma(x, w, h, stride < 1 ? 1 : stride, &m);
 }
 
 /* Σq, Σq², n over the samples within the clip window (stages.h). */
@@ -159,14 +162,8 @@ static void clip_moments(const float *x, int w, int h, int stride, float m, floa
 #pragma omp parallel for schedule(static) reduction(+ : a1, a2, an)
     for (int y = 0; y < h; y += stride) {
         const float *row = x + (size_t)y * (size_t)w;
-        for (int i = 0; i < w; i += stride) {
-            int64_t q;
-            if (ss_noise_clip_q(row[i], m, s, &q)) {
-                a1 += q;
-                a2 += q * q;
-                an++;
-            }
-        }
+        for (int i = 0; i < w; i += stride)
+            ss_noise_clip_add(row[i], m, s, &a1, &a2, &an);
     }
     *s1 = a1;
     *s2 = a2;
@@ -177,11 +174,8 @@ float ss_noise_clipped(const float *x, int w, int h, int stride)
 {
     if (stride < 1)
         stride = 1;
-    if (w <= 0 || h <= 0)
-        return NAN;
-    float m, mad;
-    median_mad(x, w, h, stride, &m, &mad);
-    const float s = (float)(SS_MAD_TO_SIGMA * (double)mad);
+    float m;
+    const float s = mad_sigma(x, w, h, stride, &m);
     if (!(s > 0.0f) || !isfinite(s))
         return s;
     int64_t s1, s2, n;

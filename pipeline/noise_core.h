@@ -37,6 +37,17 @@ SS_NC_FN int ss_noise_clip_q(float v, float m, float s, int64_t *q)
     return 1;
 }
 
+/* Sample v's part of the window sums (nothing when it is outside). */
+SS_NC_FN void ss_noise_clip_add(float v, float m, float s, int64_t *s1, int64_t *s2, int64_t *n)
+{
+    int64_t q;
+    if (ss_noise_clip_q(v, m, s, &q)) {
+        *s1 += q;
+        *s2 += q * q;
+        ++*n;
+    }
+}
+
 /* σ from the MAD's s and the window's Σq, Σq², n: s times the clipped
  * std in units of s, over the normal's clipped std; s itself if n < 2. */
 SS_NC_FN float ss_noise_clip_sigma(float s, int64_t s1, int64_t s2, int64_t n)

@@ -115,9 +115,11 @@ static void write_text(const char *path, const char *fmt, ...)
     ck_assert_int_eq(rename(tmp, path), 0);
 }
 
-static char *read_all(const char *path)
+/* The whole file, NUL-terminated (its length in *len when len is not
+ * NULL); NULL when it cannot be opened. */
+static char *read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
     fseek(f, 0, SEEK_END);
@@ -128,7 +130,26 @@ static char *read_all(const char *path)
     size_t got = fread(buf, 1, (size_t)n, f);
     buf[got] = '\0';
     fclose(f);
+    if (len)
+        *len = got;
     return buf;
+}
+
+static char *read_all(const char *path)
+{
+    return read_file(path, NULL);
+}
+
+/* Files in dir, hidden ones left out. */
+static int count_files(const char *dir)
+{
+    int n = 0;
+    DIR *dp = opendir(dir);
+    ck_assert_ptr_nonnull(dp);
+    for (struct dirent *e; (e = readdir(dp));)
+        n += e->d_name[0] != '.';
+    closedir(dp);
+    return n;
 }
 
 static int log_contains(const dmn_t *d, const char *text)
@@ -268,6 +289,17 @@ static void dmn_wait_ready(dmn_t *d)
         sleep_s(0.05);
     }
     ck_abort_msg("skysieved did not answer on %s", d->ctl);
+}
+
+/* Wait up to timeout s for a daemon that stops by itself; its wait status. */
+static int dmn_wait_exit(dmn_t *d, double timeout)
+{
+    int st = 0;
+    const double t0 = now_s();
+    while (dmn_alive(d, &st) && now_s() - t0 < timeout)
+        sleep_s(0.05);
+    ck_assert_msg(d->pid == 0, "skysieved still runs after %.0f s", timeout);
+    return st;
 }
 
 /* A daemon that did not stop: with $SKYSIEVE_TEST_LOGDIR set, its log and
@@ -795,16 +827,8 @@ START_TEST(test_fits_directory)
     write_fits(tmp, &s.f);
     char *bytes = NULL;
     size_t nbytes = 0;
-    {
-        FILE *fp = fopen(tmp, "rb");
-        ck_assert_ptr_nonnull(fp);
-        fseek(fp, 0, SEEK_END);
-        nbytes = (size_t)ftell(fp);
-        fseek(fp, 0, SEEK_SET);
-        bytes = malloc(nbytes);
-        ck_assert_uint_eq(fread(bytes, 1, nbytes, fp), nbytes);
-        fclose(fp);
-    }
+    bytes = read_file(tmp, &nbytes);
+    ck_assert_ptr_nonnull(bytes);
     snprintf(path, sizeof path, "%s/f%03d.fits", in, FITS_FILES);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ck_assert_int_ge(fd, 0);
@@ -821,16 +845,8 @@ START_TEST(test_fits_directory)
     ck_assert_int_eq(ss_synth_next(s.gen, &s.f, NULL), SS_OK);
     last_seq = s.f.meta.seq;
     write_fits(tmp, &s.f);
-    {
-        FILE *fp = fopen(tmp, "rb");
-        ck_assert_ptr_nonnull(fp);
-        fseek(fp, 0, SEEK_END);
-        nbytes = (size_t)ftell(fp);
-        fseek(fp, 0, SEEK_SET);
-        bytes = malloc(nbytes);
-        ck_assert_uint_eq(fread(bytes, 1, nbytes, fp), nbytes);
-        fclose(fp);
-    }
+    bytes = read_file(tmp, &nbytes);
+    ck_assert_ptr_nonnull(bytes);
     snprintf(path, sizeof path, "%s/f%03d.fits", in, FITS_FILES + 1);
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ck_assert_int_ge(fd, 0);
@@ -1585,11 +1601,7 @@ START_TEST(test_fits_glob_exit_at_end)
     }
     dmn_start(&d, NULL);
     /* it stops by itself, after draining, with exit status 0 */
-    double t0 = now_s();
-    int st = 0;
-    while (dmn_alive(&d, &st) && now_s() - t0 < 60.0)
-        sleep_s(0.05);
-    ck_assert_int_eq(d.pid, 0);
+    const int st = dmn_wait_exit(&d, 60.0);
     ck_assert(WIFEXITED(st));
     ck_assert_int_eq(WEXITSTATUS(st), 0);
     ck_assert(log_contains(&d, "exit_at_end"));
@@ -1621,6 +1633,31 @@ START_TEST(test_fits_glob_exit_at_end)
 }
 END_TEST
 
+/* A batch feed "f0": the FITS files of <d.dir>/in (glob, exit_at_end,
+ * queue.policy block, depth 2), residual files into <d.dir>/res and, when
+ * jsonl is not NULL, detection lines into it; in and res (128 bytes each)
+ * get the two directories, created here. */
+static void batch_config(dmn_t *d, const char *jsonl, char *in, char *res)
+{
+    char dk[1024], lines[300] = "";
+    snprintf(in, 128, "%s/in", d->dir);
+    snprintf(res, 128, "%s/res", d->dir);
+    ck_assert_int_eq(mkdir(in, 0755), 0);
+    ck_assert_int_eq(mkdir(res, 0755), 0);
+    if (jsonl)
+        snprintf(lines, sizeof lines, ", \"jsonl\": {\"path\": \"%s\"}", jsonl);
+    daemon_keys(d, dk, sizeof dk);
+    write_text(d->cfg,
+               "{ %s, \"feeds\": [ { \"name\": \"f0\","
+               " \"source\": {\"type\": \"fits\", \"fits\": {\"mode\": \"glob\", \"pattern\": \"%s/*.fits\","
+               " \"exit_at_end\": true}},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
+               " \"queue\": {\"depth\": 2, \"policy\": \"block\"},"
+               " \"sinks\": {\"fits\": {\"dir\": \"%s\"}%s}, %s } ] }\n",
+               dk, in, W, H, res, lines, pipeline_keys(5.0));
+}
+
+
 /* Issue 10, item 2: residual files never collide. Frames from FITS files
  * without SEQ take the source's arrival number (all had seq 0 and
  * overwrote one file); the same frame taken twice (a file copied in under
@@ -1640,21 +1677,8 @@ START_TEST(test_residual_names_unique)
 {
     dmn_t d;
     dmn_init(&d);
-    char in[128], res[128], dk[1024], pattern[160], path[300], copy[300];
-    snprintf(in, sizeof in, "%s/in", d.dir);
-    snprintf(res, sizeof res, "%s/res", d.dir);
-    snprintf(pattern, sizeof pattern, "%s/*.fits", in);
-    ck_assert_int_eq(mkdir(in, 0755), 0);
-    ck_assert_int_eq(mkdir(res, 0755), 0);
-    daemon_keys(&d, dk, sizeof dk);
-    write_text(d.cfg,
-               "{ %s, \"feeds\": [ { \"name\": \"f0\","
-               " \"source\": {\"type\": \"fits\", \"fits\": {\"mode\": \"glob\", \"pattern\": \"%s\","
-               " \"exit_at_end\": true}},"
-               " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
-               " \"queue\": {\"depth\": 2, \"policy\": \"block\"},"
-               " \"sinks\": {\"fits\": {\"dir\": \"%s\"}}, %s } ] }\n",
-               dk, pattern, W, H, res, pipeline_keys(5.0));
+    char in[128], res[128], path[300], copy[300];
+    batch_config(&d, NULL, in, res);
     ss_synth_cfg_t c;
     scene(&c, 0);
     ss_synth_t *gen = ss_synth_new(&c);
@@ -1670,29 +1694,20 @@ START_TEST(test_residual_names_unique)
     snprintf(copy, sizeof copy, "cp '%s/a_2.fits' '%s/b_2.fits'", in, in);
     ck_assert_int_eq(system(copy), 0);
     dmn_start(&d, NULL);
-    int st = 0;
-    double t0 = now_s();
-    while (dmn_alive(&d, &st) && now_s() - t0 < 60.0)
-        sleep_s(0.05);
+    const int st = dmn_wait_exit(&d, 60.0);
     ck_assert(WIFEXITED(st));
     ck_assert_int_eq(WEXITSTATUS(st), 0);
     final_t fc;
     ck_assert_int_eq(final_counters(&d, "f0", &fc), 0);
     ck_assert_uint_eq(fc.processed, 4);
-    int files = 0;
-    DIR *dp = opendir(res);
-    ck_assert_ptr_nonnull(dp);
-    for (struct dirent *e; (e = readdir(dp));)
-        files += e->d_name[0] != '.';
-    closedir(dp);
-    ck_assert_int_eq(files, 4);
+    ck_assert_int_eq(count_files(res), 4);
     /* a_0 and a_1 without SEQ: arrival numbers 1 and 2; a_2 and its copy
      * b_2: SEQ 2 (the synthetic frames count from 0) and the same DATE-OBS,
      * so one of them is the "-1" twin */
     ck_assert_int_eq(residual_named(res, "f0", 1, path, sizeof path), 1);
     ck_assert_int_eq(residual_named(res, "f0", 2, path, sizeof path), 3);
     int twins = 0;
-    dp = opendir(res);
+    DIR *dp = opendir(res);
     for (struct dirent *e; (e = readdir(dp));)
         twins += strstr(e->d_name, "Z-1.fits") != NULL;
     closedir(dp);
@@ -1836,22 +1851,9 @@ START_TEST(test_batch_slow_disk)
 {
     dmn_t d;
     dmn_init(&d);
-    char in[128], res[128], jl[160], dk[1024], pattern[160], path[300];
-    snprintf(in, sizeof in, "%s/in", d.dir);
-    snprintf(res, sizeof res, "%s/res", d.dir);
+    char in[128], res[128], jl[160], path[300];
     snprintf(jl, sizeof jl, "%s/dets.jsonl", d.dir);
-    snprintf(pattern, sizeof pattern, "%s/*.fits", in);
-    ck_assert_int_eq(mkdir(in, 0755), 0);
-    ck_assert_int_eq(mkdir(res, 0755), 0);
-    daemon_keys(&d, dk, sizeof dk);
-    write_text(d.cfg,
-               "{ %s, \"feeds\": [ { \"name\": \"f0\","
-               " \"source\": {\"type\": \"fits\", \"fits\": {\"mode\": \"glob\", \"pattern\": \"%s\","
-               " \"exit_at_end\": true}},"
-               " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
-               " \"queue\": {\"depth\": 2, \"policy\": \"block\"},"
-               " \"sinks\": {\"fits\": {\"dir\": \"%s\"}, \"jsonl\": {\"path\": \"%s\"}}, %s } ] }\n",
-               dk, pattern, W, H, res, jl, pipeline_keys(5.0));
+    batch_config(&d, jl, in, res);
     ss_synth_cfg_t c;
     scene(&c, 4);
     ss_synth_t *gen = ss_synth_new(&c);
@@ -1871,11 +1873,7 @@ START_TEST(test_batch_slow_disk)
     const char *env[] = { preload, "SS_SLOWDISK_MS=25", asan, _i ? "SS_SLOWDISK_FAIL=1" : NULL,
                           NULL };
     dmn_start(&d, env);
-    double t0 = now_s();
-    int st = 0;
-    while (dmn_alive(&d, &st) && now_s() - t0 < 120.0)
-        sleep_s(0.05);
-    ck_assert_int_eq(d.pid, 0);
+    const int st = dmn_wait_exit(&d, 120.0);
     ck_assert(WIFEXITED(st));
     final_t fc;
     ck_assert_int_eq(final_counters(&d, "f0", &fc), 0);
@@ -1902,13 +1900,7 @@ START_TEST(test_batch_slow_disk)
         ck_assert_msg(!strstr(log, "results lost"), "%s", log);
         /* one residual file per frame with a residual (every ok frame) */
         ck_assert_uint_ge(written, fc.ok);
-        int files = 0;
-        DIR *dir = opendir(res);
-        ck_assert_ptr_nonnull(dir);
-        for (struct dirent *e; (e = readdir(dir));)
-            files += e->d_name[0] != '.';
-        closedir(dir);
-        ck_assert_int_eq(files, (int)written);
+        ck_assert_int_eq(count_files(res), (int)written);
     }
     ck_assert_uint_eq((unsigned long long)jsonl_lines(jl), dets);
     ck_assert_uint_gt(dets, 0);

@@ -472,18 +472,7 @@ class TestTools(unittest.TestCase):
 
     @unittest.skipUnless(tool("skysieve-sub"), "skysieve-sub not built")
     def test_sub_prints_detections(self):
-        pub = self.socket(zmq.PUB)
-        ep = free_tcp_endpoint(pub)
-        proc = subprocess.Popen([tool("skysieve-sub"), "--endpoint", ep, "--count", "1",
-                                 "--timeout", "20", "--json"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-        dets = golden_parts("detections")
-        deadline = time.monotonic() + 20
-        while proc.poll() is None and time.monotonic() < deadline:
-            pub.send_multipart(dets)
-            time.sleep(0.05)
-        out, err = proc.communicate(timeout=20)
-        self.assertEqual(proc.returncode, 0, err)
+        out, _ = self.run_sub("--json")
         lines = [json.loads(line) for line in out.splitlines()]
         want = expected("detections")["detections"]
         self.assertEqual(len(lines), len(want))
