@@ -17,6 +17,7 @@ extern "C" {
 #endif
 
 #define SS_NAME_MAX 64          /* feed, series and source names, with the NUL */
+#define SS_INPUT_MAX 256        /* an input file's base name, with the NUL (NAME_MAX + 1) */
 #define SS_PATH_MAX 512
 #define SS_WCS_MAX 48           /* WCS keywords carried per frame */
 #define SS_META_MAX 4096        /* sender's free "meta" object as compact JSON, with the NUL */
@@ -34,6 +35,9 @@ typedef struct ss_frame_meta {
     char series[SS_NAME_MAX];       /* sender's series id ("" if none) */
     char feed[SS_NAME_MAX];         /* feed the frame belongs to */
     char source[SS_PATH_MAX];       /* file name, endpoint, or "synth" */
+    char input[SS_INPUT_MAX];       /* the input file's base name (ss_input_name), "" for
+                                     * frames not read from a file; results carry it
+                                     * (PROTOCOL.md §5 "input") */
     int seq_missing;                /* the input had no frame number (a FITS file without SEQ) */
     double mjd_obs;                 /* start of exposure, MJD UTC; NAN if unknown */
     double exposure;                /* seconds; 0 if unknown */
@@ -74,6 +78,11 @@ typedef struct ss_host_allocator {
 size_t ss_frame_bytes(const ss_frame_t *f);
 /* Reset metadata to "unknown" values (mjd_obs NAN, strings empty). */
 void ss_frame_meta_clear(ss_frame_meta_t *m);
+
+/* The base name of path (after the last '/') into dst (n bytes), as
+ * results name an input: valid UTF-8 without control characters — any
+ * other byte becomes '?' — cut at a character boundary to fit. */
+void ss_input_name(char *dst, size_t n, const char *path);
 /* Find a WCS keyword; NULL if absent. */
 const ss_wcs_key_t *ss_frame_wcs_find(const ss_frame_meta_t *m, const char *key);
 

@@ -664,6 +664,7 @@ static void read_meta(fitsfile *fp, const img_info_t *ii, ss_frame_meta_t *m, co
 {
     ss_frame_meta_clear(m);
     ss_strlcpy(m->source, path, sizeof m->source);
+    ss_input_name(m->input, sizeof m->input, path);
     read_time(fp, ii->hdu, m, path);
 
     double seq;

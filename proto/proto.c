@@ -1162,6 +1162,20 @@ static double mid_mjd(const ss_frame_meta_t *m)
     return isfinite(m->mjd_obs) ? m->mjd_obs + m->exposure / 2.0 / 86400.0 : NAN;
 }
 
+const char *ss_proto_input(const ss_frame_meta_t *m, char *buf, size_t n)
+{
+    if (m->input[0])
+        return m->input;
+    snprintf(buf, n, "%s#%llu", m->series, (unsigned long long)m->seq);
+    return buf;
+}
+
+static void jw_input(jw_t *w, const ss_frame_meta_t *m)
+{
+    char buf[SS_PROTO_INPUT_MAX];
+    jw_str(w, "input", ss_proto_input(m, buf, sizeof buf));
+}
+
 /* Members both result messages share, in wire order. */
 static void jw_result_common(jw_t *w, const ss_result_t *res, ss_msg_type_t type)
 {
@@ -1171,6 +1185,7 @@ static void jw_result_common(jw_t *w, const ss_result_t *res, ss_msg_type_t type
     jw_str(w, "feed", m->feed);
     jw_str(w, "series", m->series);
     jw_u64(w, "seq", m->seq);
+    jw_input(w, m);
     jw_time(w, "time", "mjd", m->mjd_obs);
     jw_time(w, "time_mid", "mjd_mid", mid_mjd(m));
     jw_num(w, "exposure", m->exposure);
@@ -1286,6 +1301,7 @@ int ss_proto_encode_detection_line(const ss_result_t *res, int index, char *buf,
     jw_str(&w, "feed", m->feed);
     jw_str(&w, "series", m->series);
     jw_u64(&w, "seq", m->seq);
+    jw_input(&w, m);
     jw_time(&w, "time", "mjd", m->mjd_obs);
     jw_time(&w, "time_mid", "mjd_mid", mid_mjd(m));
     jw_str(&w, "status", ss_status_name(res->status));
@@ -1407,6 +1423,8 @@ static int get_result_common(dctx_t *c, const ss_proto_limits_t *lim, ss_msg_typ
     if (get_str(c, "series", 0, CHARS_PRINTABLE, m->series, sizeof m->series) < 0)
         return -1;
     if (get_u64(c, "seq", 1, &m->seq) < 0)
+        return -1;
+    if (get_str(c, "input", 0, CHARS_ANY, m->input, sizeof m->input) < 0)
         return -1;
     if (get_time(c, 1, 1, &m->mjd_obs) < 0)
         return -1;

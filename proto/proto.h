@@ -241,6 +241,13 @@ ss_err_t ss_proto_decode_detections(const ss_proto_part_t *parts, int n_parts,
  * index < res->dets.count, else -1. */
 int ss_proto_encode_detection_line(const ss_result_t *res, int index, char *buf, size_t n);
 
+/* The "input" member of the results of a frame (PROTOCOL.md §5): its file's
+ * base name (m->input), or for a frame not read from a file
+ * "<series>#<seq>", written into buf (n bytes; SS_PROTO_INPUT_MAX always
+ * fit). Returns the name (m->input or buf). */
+#define SS_PROTO_INPUT_MAX SS_INPUT_MAX
+const char *ss_proto_input(const ss_frame_meta_t *m, char *buf, size_t n);
+
 /* Detection flags by name: "touches_invalid", "touches_edge". */
 const char *ss_proto_flag_name(int flag_bit);
 

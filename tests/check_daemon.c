@@ -737,6 +737,8 @@ static int jsonl_lines(const char *path)
         ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(o, "x")));
         ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(o, "y")));
         ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(o, "feed")), "f0");
+        const char *input = cJSON_GetStringValue(cJSON_GetObjectItem(o, "input"));
+        ck_assert_msg(input && input[0], "no input name: %s", line);
         cJSON_Delete(o);
         n++;
     }
@@ -874,6 +876,10 @@ START_TEST(test_fits_directory)
             ck_assert(ss_proto_decode_detections(rx.part, rx.n, &lim, &r, &err) == SS_OK);
             ck_assert_int_lt(n, 64);
             seqs[n++] = r.meta.seq;
+            /* issue 10: traceable to the input file (f<seq - 1>.fits) */
+            char want[32];
+            snprintf(want, sizeof want, "f%03llu.fits", (unsigned long long)r.meta.seq - 1);
+            ck_assert_str_eq(r.meta.input, want);
             quiet = now_s();    /* then a second of nothing more (no duplicate) */
         }
         ss_proto_rx_close(&rx);

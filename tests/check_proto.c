@@ -348,6 +348,8 @@ static cJSON *view_result(const ss_result_t *r, ss_msg_type_t type, const uint8_
     cJSON_AddStringToObject(v, "feed", m->feed);
     cJSON_AddStringToObject(v, "series", m->series);
     cJSON_AddNumberToObject(v, "seq", (double)m->seq);
+    char in[SS_PROTO_INPUT_MAX];
+    cJSON_AddStringToObject(v, "input", ss_proto_input(m, in, sizeof in));
     cJSON_AddItemToObject(v, "mjd", num_or_null(m->mjd_obs));
     cJSON_AddNumberToObject(v, "exposure", m->exposure);
     cJSON_AddNumberToObject(v, "width", r->width);
@@ -525,6 +527,7 @@ static void fx_result_common(ss_result_t *r)
     m->seq = 57;
     ss_strlcpy(m->series, "night-2026-11-22", sizeof m->series);
     ss_strlcpy(m->feed, "cam1", sizeof m->feed);
+    ss_strlcpy(m->input, "img_0057.fits", sizeof m->input);
     m->mjd_obs = MJD_RESULT;
     m->exposure = 2.5;
     ss_strlcpy(m->meta_json, "{\"observer\":\"ops\"}", sizeof m->meta_json);
@@ -918,6 +921,7 @@ START_TEST(test_detection_lines)
         ck_assert_ptr_nonnull(l);
         ck_assert_str_eq(cJSON_GetObjectItem(l, "feed")->valuestring, "cam1");
         ck_assert_int_eq(cJSON_GetObjectItem(l, "seq")->valueint, 57);
+        ck_assert_str_eq(cJSON_GetObjectItem(l, "input")->valuestring, "img_0057.fits");
         ck_assert_str_eq(cJSON_GetObjectItem(l, "time")->valuestring, "2026-11-22T06:00:43.200Z");
         ck_assert_str_eq(cJSON_GetObjectItem(l, "status")->valuestring, "ok");
         const cJSON *d = cJSON_GetArrayItem(list, i), *m;
@@ -926,8 +930,9 @@ START_TEST(test_detection_lines)
             const cJSON *x = cJSON_GetObjectItemCaseSensitive(l, m->string);
             ck_assert_msg(x && cJSON_Compare(x, m, 1), "line %d: member %s differs", i, m->string);
         }
-        /* 9 frame members (feed series seq time mjd time_mid mjd_mid status sigma) */
-        ck_assert_int_eq(cJSON_GetArraySize(l), cJSON_GetArraySize(d) + 9);
+        /* 10 frame members (feed series seq input time mjd time_mid mjd_mid status
+         * sigma) */
+        ck_assert_int_eq(cJSON_GetArraySize(l), cJSON_GetArraySize(d) + 10);
         cJSON_Delete(l);
     }
     ck_assert_int_eq(ss_proto_encode_detection_line(&r, r.dets.count, line, sizeof line), -1);

@@ -244,8 +244,13 @@ static void print_frame(const ss_result_t *r)
     int kinds[3] = { 0, 0, 0 };
     for (int i = 0; i < r->dets.count; i++)
         kinds[SS_CLAMP((int)r->dets.items[i].kind, 0, 2)]++;
-    printf("%s #%llu%s%s %s", r->meta.feed, (unsigned long long)r->meta.seq, when[0] ? " " : "",
-           when, ss_status_name(r->status));
+    /* the input's file name, when it is not the "<series>#<seq>" of a frame without one */
+    char plain[SS_PROTO_INPUT_MAX];
+    snprintf(plain, sizeof plain, "%s#%llu", r->meta.series, (unsigned long long)r->meta.seq);
+    const int named = r->meta.input[0] && strcmp(r->meta.input, plain) != 0;
+    printf("%s #%llu%s%s%s%s %s", r->meta.feed, (unsigned long long)r->meta.seq,
+           named ? " " : "", named ? r->meta.input : "", when[0] ? " " : "", when,
+           ss_status_name(r->status));
     if (r->status == SS_STATUS_OK) {
         printf(" shift (%+.3f, %+.3f) sigma %.3g: %d point, %d streak, %d cosmic", r->shift.sx,
                r->shift.sy, (double)r->sigma, kinds[SS_KIND_POINT], kinds[SS_KIND_STREAK],

@@ -62,6 +62,7 @@ WCS_MAX = 48
 FITS_STRVAL_MAX = 68
 NAME_MAX = 63                           # bytes of feed/series names
 REASON_MAX = 159
+INPUT_MAX = 255                         # bytes of an input's name (PROTOCOL.md §5 "input")
 HISTORY_MAX = 256
 MAX_FEEDS = 32
 REQUEST_MAX = 4096          # bytes of a control request (PROTOCOL.md §8)
@@ -640,6 +641,7 @@ def _result_common(c, limits, m, kind):
         c.fail("bad_value", 'field "feed" is empty')
     m.series = c.str("series", False, "printable")
     m.seq = c.u64("seq", True)
+    m.input = c.str("input", False, cap=INPUT_MAX)
     m.mjd = c.time_pair(required=True, nullable=True)
     m.time = mjd_to_iso(m.mjd) if m.mjd is not None else None
     m.exposure = c.num("exposure", False, default=0.0)

@@ -78,8 +78,8 @@ def view_input(m):
 
 
 def view_result(m):
-    v = {"type": m.type, "feed": m.feed, "series": m.series, "seq": m.seq, "mjd": m.mjd,
-         "exposure": m.exposure, "width": m.width, "height": m.height, "status": m.status,
+    v = {"type": m.type, "feed": m.feed, "series": m.series, "seq": m.seq, "input": m.input,
+         "mjd": m.mjd, "exposure": m.exposure, "width": m.width, "height": m.height, "status": m.status,
          "reason": m.reason, "shift": m.shift, "sigma": nn(m.sigma),
          "history_len": m.history_len, "rereferenced": m.rereferenced,
          "history_reset": m.history_reset, "meta": m.meta}
@@ -458,7 +458,7 @@ class TestTools(unittest.TestCase):
         out, _ = self.run_sub()
         lines = out.splitlines()
         want = expected("detections")
-        self.assertTrue(lines[0].startswith("cam1 #57 2026-11-22T06:00:43.200Z ok shift ("),
+        self.assertTrue(lines[0].startswith("cam1 #57 img_0057.fits 2026-11-22T06:00:43.200Z ok shift ("),
                         lines[0])
         kinds = [d["kind"] for d in want["detections"]]
         self.assertIn("%d point, %d streak, %d cosmic" % (kinds.count("point"),
