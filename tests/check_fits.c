@@ -1130,12 +1130,38 @@ START_TEST(test_residual_writer)
 }
 END_TEST
 
+/* The input name results carry (PROTOCOL.md §5 "input"): the base name,
+ * valid UTF-8 kept, invalid bytes and control characters as '?', cut at a
+ * character boundary. */
+START_TEST(test_input_name)
+{
+    char out[16];
+    ss_input_name(out, sizeof out, "/data/night/img_0042.fits");
+    ck_assert_str_eq(out, "img_0042.fits");
+    ss_input_name(out, sizeof out, "plain.fits");
+    ck_assert_str_eq(out, "plain.fits");
+    ss_input_name(out, sizeof out, "d/M\xc3\xbcnchen.fits");      /* ü kept */
+    ck_assert_str_eq(out, "M\xc3\xbcnchen.fits");
+    ss_input_name(out, sizeof out, "a\xff\x01\x7f\xc3(b");        /* bad bytes, a cut sequence */
+    ck_assert_str_eq(out, "a????" "(b");                       /* (no trigraph) */
+    ss_input_name(out, sizeof out, "\xed\xa0\x80\xc0\xaf.fits");  /* a surrogate, an overlong */
+    ck_assert_str_eq(out, "?????.fits");
+    ss_input_name(out, 8, "abcde\xc3\xbc");                       /* 8 bytes: no half ü */
+    ck_assert_str_eq(out, "abcde\xc3\xbc");
+    ss_input_name(out, 7, "abcde\xc3\xbc");
+    ck_assert_str_eq(out, "abcde");
+    ss_input_name(out, sizeof out, "dir/");
+    ck_assert_str_eq(out, "");
+}
+END_TEST
+
 static Suite *fits_suite(void)
 {
     Suite *s = suite_create("fits");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_roundtrip_every_dtype);
+    tcase_add_test(tc, test_input_name);
     tcase_add_test(tc, test_bscale_bzero);
     tcase_add_test(tc, test_real_astride_bad_date);
     tcase_add_test(tc, test_real_decam_fz);
