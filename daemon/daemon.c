@@ -351,28 +351,6 @@ void ss_daemon_destroy(ss_daemon_t **pd)
 
 /* ---- reload ---------------------------------------------------------------- */
 
-/* A calibration file a reload names must be readable before the reload is
- * accepted (the worker applies the pipeline config later, on its thread). */
-static int check_calibration(const ss_pipeline_cfg_t *old, const ss_pipeline_cfg_t *neu,
-                             const char *feed, char *err, size_t n)
-{
-    const char *oldp[3] = { old->dark, old->flat, old->bad_pixels };
-    const char *newp[3] = { neu->dark, neu->flat, neu->bad_pixels };
-    static const char *const what[3] = { "dark", "flat", "bad_pixels" };
-    for (int k = 0; k < 3; k++) {
-        if (!newp[k][0] || strcmp(oldp[k], newp[k]) == 0)
-            continue;
-        int w, h;
-        ss_dtype_t dt;
-        char e[400];
-        if (ss_fits_probe(newp[k], &w, &h, &dt, e, sizeof e) != SS_OK) {
-            snprintf(err, n, "feed %s: pipeline.%s: %s", feed, what[k], e);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static int reload_file(ss_daemon_t *d, char *err, size_t n)
 {
     if (!d->config_path[0]) {
@@ -393,10 +371,17 @@ static int reload_file(ss_daemon_t *d, char *err, size_t n)
                  d->config_path, which);
         goto out;
     }
-    for (int i = 0; i < d->n_feeds; i++)
-        if (check_calibration(&d->cfg.feeds[i].pipeline, &neu->feeds[i].pipeline,
-                              d->feeds[i].name, err, n) != 0)
+    /* calibration the new config names must fit the frames now arriving */
+    for (int i = 0; i < d->n_feeds; i++) {
+        pthread_mutex_lock(&d->cfg_lock);
+        const ss_roi_t region = d->feeds[i].region;
+        pthread_mutex_unlock(&d->cfg_lock);
+        char e[480];
+        if (ss_pipeline_check_calibration(&neu->feeds[i].pipeline, region, e, sizeof e) != 0) {
+            snprintf(err, n, "%s: feeds[%d].%s; nothing was reloaded", d->config_path, i, e);
             goto out;
+        }
+    }
 
     pthread_mutex_lock(&d->cfg_lock);
     ss_pipeline_cfg_t before[SS_MAX_FEEDS];

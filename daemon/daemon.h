@@ -70,6 +70,8 @@ struct ss_feed {
     ss_queue_t *frames;             /* source -> worker */
 
     ss_pipeline_t *pipe;            /* used by the worker thread only */
+    ss_roi_t region;                /* the last frame's processed region (w = 0: none yet);
+                                     * written by the worker under d->cfg_lock */
     ss_out_t *outs;
     int n_outs;
     ss_queue_t *free_outs;          /* result buffers not in use */
@@ -96,7 +98,7 @@ struct ss_feed {
 
 struct ss_daemon {
     ss_config_t cfg;                /* running config */
-    pthread_mutex_t cfg_lock;       /* guards cfg and feeds[].cfg / reconf after start */
+    pthread_mutex_t cfg_lock;       /* guards cfg and feeds[].cfg / reconf / region after start */
     char config_path[SS_PATH_MAX];  /* "" = built-in default config */
     int log_level_override;         /* --log-level (kept across reloads); -1 = none */
 

@@ -55,6 +55,22 @@ static int file_exists(const char *path)
     return access(path, F_OK) == 0;
 }
 
+/* The calibration files of every feed, readable and holding pipeline.roi
+ * when one is set (ss_pipeline_check_calibration): 0, or -1 with a message
+ * naming the file and key in err. */
+static int check_calibration(const char *path, const ss_config_t *cfg, char *err, size_t n)
+{
+    for (int i = 0; i < cfg->n_feeds; i++) {
+        char e[480];
+        if (ss_pipeline_check_calibration(&cfg->feeds[i].pipeline, (ss_roi_t){ 0 }, e,
+                                          sizeof e) != 0) {
+            snprintf(err, n, "%s: feeds[%d].%s", path, i, e);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* before any thread exists (ZeroMQ's too): the main loop reads the
@@ -135,7 +151,8 @@ int main(int argc, char **argv)
         SS_LOG(SS_LOG_NOTICE, TAG,
                "%s does not exist: running the built-in default config (one synthetic feed)",
                config_path);
-    } else if (ss_config_load_checked(config_path, cfg, err, sizeof err) != SS_OK) {
+    } else if (ss_config_load_checked(config_path, cfg, err, sizeof err) != SS_OK ||
+               check_calibration(config_path, cfg, err, sizeof err) != 0) {
         if (check)          /* once, plainly, where a shell shows it */
             fprintf(stderr, "%s\n", err);
         else

@@ -170,6 +170,11 @@ static ss_err_t complete(ss_feed_t *f, ss_out_t *o, ss_err_t e, int *first)
         e = fe;
     if (f->frame_done)
         f->frame_done(f, &o->res.meta);
+    if (o->res.width > 0 && o->res.height > 0) {   /* what a reload's calibration must hold */
+        pthread_mutex_lock(&f->d->cfg_lock);
+        f->region = (ss_roi_t){ o->res.origin_x, o->res.origin_y, o->res.width, o->res.height };
+        pthread_mutex_unlock(&f->d->cfg_lock);
+    }
     ss_pipeline_stats_t ps;
     size_t used, total;
     ss_pipeline_get_stats(f->pipe, &ps);

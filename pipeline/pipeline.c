@@ -196,6 +196,35 @@ static int load_calibration(ss_pipeline_t *p, char *err, size_t n)
     return 0;
 }
 
+int ss_pipeline_check_calibration(const ss_pipeline_cfg_t *cfg, ss_roi_t region, char *err,
+                                  size_t n)
+{
+    const char *paths[CAL_N] = { cfg->dark, cfg->flat, cfg->bad_pixels, cfg->bias };
+    const ss_roi_t r = cfg->roi_w > 0 && cfg->roi_h > 0
+                           ? (ss_roi_t){ cfg->roi_x, cfg->roi_y, cfg->roi_w, cfg->roi_h }
+                           : region;
+    for (int i = 0; i < CAL_N; i++) {
+        if (!paths[i][0])
+            continue;
+        float *px = NULL;
+        int w, h, ox, oy;
+        ss_fits_master_t info;
+        char e[400];
+        if (ss_fits_read_master(paths[i], &px, &w, &h, &info, e, sizeof e) != SS_OK) {
+            snprintf(err, n, "pipeline.%s: %s", cal_what[i], e);
+            return -1;
+        }
+        free(px);
+        if (r.w > 0 && r.h > 0 && !ss_fits_master_place(&info, w, h, r.x, r.y, r.w, r.h, &ox, &oy)) {
+            snprintf(err, n, "pipeline.%s: %s is %dx%d and does not hold the processed region "
+                     "[%d,%d %dx%d]%s", cal_what[i], paths[i], w, h, r.x, r.y, r.w, r.h,
+                     cfg->roi_w > 0 && cfg->roi_h > 0 ? " (pipeline.roi)" : " (of the last frame)");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* ---- history bookkeeping ---------------------------------------------- */
 
 static void history_clear(ss_pipeline_t *p)

@@ -88,6 +88,15 @@ ss_pipeline_t *ss_pipeline_new(const ss_pipeline_cfg_t *cfg, const char *feed, c
                                size_t err_len);
 void ss_pipeline_destroy(ss_pipeline_t **p);
 
+/* Whether the calibration files that cfg names (pipeline.bias, .dark,
+ * .flat, .bad_pixels) can be read as masters and hold the processed
+ * region: cfg's roi when set, else `region` (w = 0: not known yet, then
+ * only readability). What start-up, --check-config and a reload check
+ * before a frame would fail on them. Returns 0, or -1 with a message that
+ * names the key in err. Reads each master whole (once). */
+int ss_pipeline_check_calibration(const ss_pipeline_cfg_t *cfg, ss_roi_t region, char *err,
+                                  size_t err_len);
+
 /* Process one raw frame into res (res->residual and res->dets are reused).
  * Returns SS_OK when the frame was handled (see res->status, which may say
  * it failed registration); SS_ERR_BACKEND when the backend failed this

@@ -716,6 +716,25 @@ static void write_fits(const char *path, ss_frame_t *f)
     ck_assert_msg(ss_fits_write_frame(path, f, err, sizeof err) == SS_OK, "%s", err);
 }
 
+/* A w×h u16 calibration master at path (all 100 ADU). */
+static void write_master(const char *path, int w, int h)
+{
+    ss_frame_t f;
+    memset(&f, 0, sizeof f);
+    ss_frame_meta_clear(&f.meta);
+    f.width = w;
+    f.height = h;
+    f.dtype = SS_DT_U16;
+    uint16_t *px = malloc((size_t)w * (size_t)h * sizeof *px);
+    ck_assert_ptr_nonnull(px);
+    for (int i = 0; i < w * h; i++)
+        px[i] = 100;
+    f.pixels = px;
+    f.capacity = (size_t)w * (size_t)h * sizeof *px;
+    write_fits(path, &f);
+    free(px);
+}
+
 /* The JSON-lines sink: one object per detection, with the frame's seq and
  * the detection's position; returns the number of lines. */
 static int jsonl_lines(const char *path)
@@ -1151,6 +1170,35 @@ START_TEST(test_sighup_reload)
     running_config(&d, c);
     ck_assert_double_eq(c->feeds[0].pipeline.thresh, 6.5);
     ck_assert(dmn_alive(&d, NULL));
+
+    /* issue 10: a dark that cannot hold the frames now arriving (16×16
+     * against W×H) would fail every frame: rejected, naming the key */
+    char dark[200];
+    snprintf(dark, sizeof dark, "%s/dark16.fits", d.dir);
+    write_master(dark, 16, 16);
+    {
+        char dk[1024];
+        daemon_keys(&d, dk, sizeof dk);
+        write_text(d.cfg,
+                   "{ %s, \"feeds\": [ { \"name\": \"f0\",%s"
+                   " \"source\": {\"type\": \"synth\", \"synth\": {\"rate\": 20, \"width\": %d,"
+                   " \"height\": %d, \"n_stars\": 150, \"n_hot\": 0, \"cosmic_rate\": 0,"
+                   " \"streak_prob\": 0, \"n_movers\": 2, \"mover_snr\": 20}},"
+                   " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
+                   " \"queue\": {\"depth\": 4, \"policy\": \"drop_oldest\"},"
+                   " \"pipeline\": {\"backend\": \"%s\", \"threads\": 1, \"history\": 10,"
+                   " \"whiten\": {\"degree\": 1}, \"dark\": \"%s\", \"detect\": {\"thresh\": 7}} } ] }\n",
+                   dk, sinks, W, H, W, H, test_backend(), dark);
+    }
+    kill(d.pid, SIGHUP);
+    t0 = now_s();
+    while (!log_contains(&d, "does not hold the processed region") && now_s() - t0 < 20.0)
+        sleep_s(0.05);
+    ck_assert(log_contains(&d, "feeds[0].pipeline.dark"));
+    ck_assert(log_contains(&d, "does not hold the processed region"));
+    running_config(&d, c);
+    ck_assert_double_eq(c->feeds[0].pipeline.thresh, 6.5);
+    ck_assert_str_eq(c->feeds[0].pipeline.dark, "");
 
     /* a file that changes a key that is not reloadable: rejected, named */
     char other[200];
@@ -1992,6 +2040,21 @@ START_TEST(test_command_line)
                       "\"%s/missing\"}}}]}\n", d.dir);
     ck_assert_int_eq(run_cli(args, out, sizeof out), 78);
     ck_assert_msg(strstr(out, "sinks.fits.dir") && strstr(out, "No such file"), "%s", out);
+    /* calibration: a dark that cannot be read, one that cannot hold pipeline.roi */
+    write_text(d.cfg, "{\"feeds\": [{\"name\": \"f0\", \"pipeline\": {\"dark\": "
+                      "\"%s/missing.fits\"}}]}\n", d.dir);
+    ck_assert_int_eq(run_cli(args, out, sizeof out), 78);
+    ck_assert_msg(strstr(out, "feeds[0].pipeline.dark") && strstr(out, "missing.fits"), "%s", out);
+    char master[200];
+    snprintf(master, sizeof master, "%s/flat16.fits", d.dir);
+    write_master(master, 16, 16);
+    write_text(d.cfg, "{\"feeds\": [{\"name\": \"f0\", \"pipeline\": {\"flat\": \"%s\","
+                      " \"roi\": [8, 8, 32, 32]}}]}\n", master);
+    ck_assert_int_eq(run_cli(args, out, sizeof out), 78);
+    ck_assert_msg(strstr(out, "feeds[0].pipeline.flat") && strstr(out, "does not hold"), "%s", out);
+    write_text(d.cfg, "{\"feeds\": [{\"name\": \"f0\", \"pipeline\": {\"flat\": \"%s\","
+                      " \"roi\": [2, 2, 8, 8]}}]}\n", master);
+    ck_assert_int_eq(run_cli(args, out, sizeof out), 0);
     /* the instance example of deploy/ is a valid config (its directories
      * are a station's, which --check-config would also require) */
     char ex[512];
