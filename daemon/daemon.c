@@ -574,7 +574,7 @@ static void log_summary(ss_daemon_t *d)
                "processed=%llu ok=%llu reference=%llu warmup=%llu regfail=%llu error=%llu "
                "detections=%llu published=%llu pub_dropped=%llu sink_dropped=%llu "
                "file_dropped=%llu fits_written=%llu fits_errors=%llu jsonl_written=%llu "
-               "jsonl_errors=%llu detections_truncated=%llu",
+               "jsonl_errors=%llu detections_truncated=%llu peer_disconnects=%llu",
                s.name, (unsigned long long)s.received, (unsigned long long)s.accepted,
                (unsigned long long)s.rejected, (unsigned long long)s.dropped_queue,
                (unsigned long long)s.processed,
@@ -588,7 +588,8 @@ static void log_summary(ss_daemon_t *d)
                (unsigned long long)k.file_dropped, (unsigned long long)k.fits_written,
                (unsigned long long)k.fits_errors,
                (unsigned long long)k.jsonl_written, (unsigned long long)k.jsonl_errors,
-               (unsigned long long)s.detections_truncated);
+               (unsigned long long)s.detections_truncated,
+               (unsigned long long)k.peer_disconnects);
     }
 }
 

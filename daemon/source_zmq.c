@@ -15,6 +15,11 @@
  * mask buffer. Every part of a rejected message is drained, so the next
  * message starts clean; the rejection is logged (rate-limited) and counted
  * by reason.
+ *
+ * A socket monitor reports the peers that connect and go: libzmq drops a
+ * peer whose part exceeds ZMQ_MAXMSGSIZE (or that breaks the protocol)
+ * without a word to the socket, so every disconnect is counted
+ * (peer_disconnects) and logged with its address.
  */
 #include "daemon.h"
 
@@ -29,6 +34,7 @@
 
 typedef struct zmq_src {
     void *sock;
+    void *mon;                      /* PAIR: the socket monitor's events; NULL without one */
     ss_proto_limits_t lim;
     size_t max_total;
     int max_parts;
@@ -188,12 +194,60 @@ fail:
     reject(s, &err);
 }
 
+/* One socket-monitor event (two parts: 16-bit event, 32-bit value; then
+ * the peer's address): a disconnect is counted and logged. */
+static void monitor_event(ss_source_t *s)
+{
+    zmq_src_t *z = s->impl;
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, z->mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return;
+    }
+    uint16_t event = 0;
+    if (zmq_msg_size(&m) >= sizeof event)
+        memcpy(&event, zmq_msg_data(&m), sizeof event);
+    zmq_msg_close(&m);
+    char addr[256] = "";
+    if (more_parts(z->mon)) {
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, z->mon, 0) >= 0) {
+            const size_t len = SS_MIN(zmq_msg_size(&m), sizeof addr - 1);
+            memcpy(addr, zmq_msg_data(&m), len);
+            addr[len] = '\0';
+        }
+        zmq_msg_close(&m);
+    }
+    int parts = 0;
+    size_t bytes = 0;
+    drain(z->mon, &parts, &bytes);
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+        SS_SINK_ADD(s->feed->stats, peer_disconnects, 1);
+        SS_LOG(SS_LOG_INFO, TAG, "feed %s: peer %s disconnected (a part over the size limit "
+               "also ends a connection)", s->feed->name, addr[0] ? addr : "?");
+    }
+}
+
+/* Stop the monitor, then close both sockets (each at most once). */
+static void close_sockets(zmq_src_t *z)
+{
+    if (z->sock && z->mon)
+        zmq_socket_monitor(z->sock, NULL, 0);
+    if (z->mon)
+        zmq_close(z->mon);
+    if (z->sock)
+        zmq_close(z->sock);
+    z->mon = z->sock = NULL;
+}
+
 static void zmq_run(ss_source_t *s)
 {
     zmq_src_t *z = s->impl;
     while (!atomic_load(&s->stop)) {
-        zmq_pollitem_t it = { .socket = z->sock, .events = ZMQ_POLLIN };
-        int rc = zmq_poll(&it, 1, (long)(SS_POLL_S * 1e3));
+        zmq_pollitem_t it[2] = { { .socket = z->sock, .events = ZMQ_POLLIN },
+                                 { .socket = z->mon, .events = ZMQ_POLLIN } };
+        int rc = zmq_poll(it, z->mon ? 2 : 1, (long)(SS_POLL_S * 1e3));
         if (rc < 0) {
             if (zmq_errno() == EINTR)
                 continue;
@@ -201,21 +255,47 @@ static void zmq_run(ss_source_t *s)
             SS_SINK_ADD(s->feed->stats, source_errors, 1);
             break;
         }
-        if (rc > 0 && (it.revents & ZMQ_POLLIN))
+        if (rc > 0 && (it[0].revents & ZMQ_POLLIN))
             receive_one(s);
+        if (rc > 0 && z->mon && (it[1].revents & ZMQ_POLLIN))
+            monitor_event(s);
     }
     /* stop intake at once: messages still in the socket are not accepted */
-    zmq_close(z->sock);
-    z->sock = NULL;
+    close_sockets(z);
 }
 
 static void zmq_src_close(ss_source_t *s)
 {
     zmq_src_t *z = s->impl;
-    if (z && z->sock)
-        zmq_close(z->sock);
+    if (z)
+        close_sockets(z);
     free(z);
     s->impl = NULL;
+}
+
+/* Watch the frame socket's disconnects on an inproc PAIR (name unique per
+ * source). Without it (an error) the source still runs, uncounted. */
+static void monitor_open(zmq_src_t *z, void *zctx, const char *feed)
+{
+    char ep[96];
+    snprintf(ep, sizeof ep, "inproc://skysieve-monitor-%s-%p", feed, (void *)z);
+    if (zmq_socket_monitor(z->sock, ep, ZMQ_EVENT_DISCONNECTED) != 0) {
+        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: no socket monitor (%s): disconnects are not counted",
+               feed, zmq_strerror(zmq_errno()));
+        return;
+    }
+    z->mon = zmq_socket(zctx, ZMQ_PAIR);
+    int zero = 0;
+    if (z->mon)
+        zmq_setsockopt(z->mon, ZMQ_LINGER, &zero, sizeof zero);
+    if (!z->mon || zmq_connect(z->mon, ep) != 0) {
+        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: no socket monitor (%s): disconnects are not counted",
+               feed, zmq_strerror(zmq_errno()));
+        if (z->mon)
+            zmq_close(z->mon);
+        z->mon = NULL;
+        zmq_socket_monitor(z->sock, NULL, 0);
+    }
 }
 
 int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n)
@@ -252,6 +332,7 @@ int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n)
         free(z);
         return -1;
     }
+    monitor_open(z, zctx, c->name);
     s->impl = z;
     s->run = zmq_run;
     s->close = zmq_src_close;

@@ -36,6 +36,8 @@ typedef struct ss_sink_counters {
     uint64_t jsonl_errors;      /* frames whose lines failed (or the file would not open) */
     uint64_t source_errors;     /* FITS source: files that could not be moved/deleted, socket errors */
     uint64_t series;            /* series_start/series_end messages received */
+    uint64_t peer_disconnects;  /* ZeroMQ source: peers that went (a part over the size limit
+                                 * ends a connection this way too) */
 } ss_sink_counters_t;
 
 typedef struct ss_feed_stats ss_feed_stats_t;

@@ -1524,13 +1524,46 @@ START_TEST(test_hostile_input)
     ck_assert_uint_eq(fs->rejected_by[SS_PR_UNKNOWN_DTYPE], 1);
     ck_assert_uint_eq(fs->rejected_by[SS_PR_BAD_VALUE], 1);
     ck_assert_uint_eq(fs->rejected_by[SS_PR_NOT_OBJECT], 1);
-    free(st);
     ck_assert(log_contains(&d, "message rejected"));
+    /* 9. a part over ZMQ_MAXMSGSIZE: libzmq ends that connection before
+     * anything reaches the daemon; the disconnect is counted and logged,
+     * the daemon goes on (issue 10) */
+    {
+        void *big = zmq_socket(zctx, ZMQ_PUSH);
+        int linger = 5000;
+        zmq_setsockopt(big, ZMQ_LINGER, &linger, sizeof linger);
+        ck_assert_int_eq(zmq_connect(big, d.in), 0);
+        const size_t nbig = (size_t)W * H * 8 + ((size_t)1 << 20);
+        char *huge = calloc(1, nbig);
+        ck_assert_ptr_nonnull(huge);
+        ss_proto_part_t p9[2] = { { s.hdr, (size_t)hl }, { huge, nbig } };
+        send_parts(big, p9, 2);
+        t0 = now_s();
+        while (!log_contains(&d, "disconnected (a part over the size limit") && now_s() - t0 < 20.0)
+            sleep_s(0.05);
+        ck_assert(log_contains(&d, "disconnected (a part over the size limit"));
+        zmq_close(big);
+        free(huge);
+    }
+    sender_send(&s, NULL);
+    t0 = now_s();
+    do {
+        free(st);
+        sleep_s(0.05);
+        st = stats_of(&d);
+    } while (st->feeds[0].processed < 5 && now_s() - t0 < 60.0);
+    ck_assert_uint_eq(st->feeds[0].processed, 5);
+    free(st);
     ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
     final_t f;
     ck_assert_int_eq(final_counters(&d, "f0", &f), 0);
-    ck_assert_uint_eq(f.received, 11);
-    ck_assert_uint_eq(f.processed, 4);
+    ck_assert_uint_eq(f.received, 12);
+    ck_assert_uint_eq(f.processed, 5);
+    char *log = read_all(d.log);
+    const char *pd = log ? strstr(log, "peer_disconnects=") : NULL;
+    ck_assert_ptr_nonnull(pd);
+    ck_assert_int_ge(atoi(pd + strlen("peer_disconnects=")), 1);
+    free(log);
 
     free(mask);
     free(bad);
