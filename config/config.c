@@ -1243,6 +1243,17 @@ void ss_feed_synth_cfg(const ss_feed_cfg_t *f, ss_synth_cfg_t *out)
         out->frame_interval = f->synth.rate > 0.0 ? 1.0 / f->synth.rate : 1.0;
 }
 
+int ss_feed_synth_defaults(ss_synth_cfg_t *out)
+{
+    ss_config_t *c = malloc(sizeof *c);
+    if (!c)
+        return -1;
+    ss_config_defaults(c);
+    ss_feed_synth_cfg(&c->feeds[0], out);
+    free(c);
+    return 0;
+}
+
 int ss_publish_sndhwm(uint64_t byte_budget, size_t msg_bytes)
 {
     uint64_t hwm = msg_bytes ? byte_budget / msg_bytes : (uint64_t)INT_MAX;

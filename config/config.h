@@ -272,6 +272,11 @@ size_t ss_feed_max_message_bytes(const ss_feed_cfg_t *f);
 /* The synthetic generator settings with derived values resolved:
  * frame_interval 0 becomes 1/rate (1 s when rate is 0). */
 void ss_feed_synth_cfg(const ss_feed_cfg_t *f, ss_synth_cfg_t *out);
+
+/* The generator settings of the built-in default config's synthetic feed
+ * (ss_config_defaults, then ss_feed_synth_cfg): skysieve-synth's defaults.
+ * Returns 0, or -1 when out of memory. */
+int ss_feed_synth_defaults(ss_synth_cfg_t *out);
 /* SNDHWM for the PUB socket from a byte budget and the size of the largest
  * message (typically a residual: header + w·h·4 + w·h mask bytes):
  * budget / msg_bytes, at least SS_PUBLISH_MIN_HWM, at most INT_MAX. */

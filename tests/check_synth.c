@@ -27,6 +27,7 @@
 #include <fitsio.h>
 
 #include "pipeline/frame_fits.h"
+#include "config/config.h"
 #include "tools/synth.h"
 
 #ifdef _OPENMP
@@ -1278,7 +1279,7 @@ START_TEST(test_cli)
 
     /* the same configuration in-process */
     ss_synth_cfg_t c;
-    ss_synth_defaults(&c);
+    ck_assert_int_eq(ss_feed_synth_defaults(&c), 0);     /* the CLI's defaults: the daemon's synthetic feed */
     c.width = 96;
     c.height = 80;
     c.dtype = SS_DT_I16;
@@ -1384,7 +1385,7 @@ START_TEST(test_cli_station_knobs)
     ck_assert_int_eq(run_cmd(cmd), 0);
 
     ss_synth_cfg_t c;
-    ss_synth_defaults(&c);
+    ck_assert_int_eq(ss_feed_synth_defaults(&c), 0);
     c.width = 80;
     c.height = 64;
     c.seed = 4;

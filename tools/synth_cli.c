@@ -28,16 +28,25 @@
 #include <fitsio.h>
 
 #include "pipeline/frame_fits.h"
+#include "config/config.h"
 #include "tools/synth.h"
 
 #define PROG "skysieve-synth"
 #define EXIT_USAGE 2
 #define MAX_FRAMES 10000000
 
+/* The defaults: those of the daemon's built-in synthetic feed (or the
+ * generator's own when memory is short). */
+static void cli_defaults(ss_synth_cfg_t *c)
+{
+    if (ss_feed_synth_defaults(c) != 0)
+        ss_synth_defaults(c);
+}
+
 static void usage(FILE *out)
 {
     ss_synth_cfg_t d;
-    ss_synth_defaults(&d);
+    cli_defaults(&d);
     fprintf(out,
 "Usage: " PROG " --out DIR --frames N [options]\n"
 "Write a synthetic star-field sequence: DIR/frame_00000.fits, ... and\n"
@@ -45,6 +54,8 @@ static void usage(FILE *out)
 "transparency, pixel noise, and each mover/streak/cosmic ray with its frame\n"
 "position (0-based px), flux (ADU) and SNR). Same seed, same options: the\n"
 "same pixels, bit for bit. A star at sky position p appears at p - s_t.\n"
+"The defaults (in brackets) are those of skysieved's built-in synthetic\n"
+"feed (source.synth.*): without options, the sky the demo shows.\n"
 "\n"
 "Output\n"
 "  -o, --out DIR           output directory (created if missing)   [required]\n"
@@ -463,7 +474,7 @@ static int apply(int c, const char *name, const char *a, ss_synth_cfg_t *g)
 int main(int argc, char **argv)
 {
     ss_synth_cfg_t cfg;
-    ss_synth_defaults(&cfg);
+    cli_defaults(&cfg);
     const char *out = NULL;
     long frames = -1;
     int quiet = 0;
