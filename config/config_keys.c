@@ -130,7 +130,7 @@ static const ss_config_key_t daemon_keys[] = {
     D_STR("publish.endpoint", publish_endpoint, "tcp://127.0.0.1:5560", FIXED,
           "ZeroMQ PUB endpoint for residual.<feed>, detections.<feed> and status (bound; \"\" = none)."),
     D_U64("publish.byte_budget", publish_budget, MIB, 1099511627776.0, 256.0 * MIB, FIXED,
-          "Bytes a slow subscriber may have queued; SNDHWM = budget / largest message (then drops, counted)."),
+          "Bytes a slow subscriber may have queued; SNDHWM = budget / largest message (then that subscriber loses messages, seen in topic_seq; the others do not)."),
     D_BOOL("publish.residuals", publish_residuals, 1, RELOAD,
            "Publish the residual frames (detections and status are always published)."),
     D_BOOL("publish.residual_mask", publish_mask, 1, RELOAD,

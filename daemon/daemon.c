@@ -246,21 +246,21 @@ static int open_sockets(ss_daemon_t *d, char *err, size_t n)
 {
     const ss_config_t *c = &d->cfg;
     if (c->publish_endpoint[0]) {
-        /* XPUB with NODROP: a subscriber over its SNDHWM makes a
-         * non-blocking send fail with EAGAIN, so that drops are seen and
-         * counted (plain PUB drops silently). */
+        /* XPUB (it passes subscriptions up) without NODROP: a subscriber
+         * over its SNDHWM loses what does not fit, it alone, and sees the
+         * gap in topic_seq (publisher.c); SNDHWM from the byte budget
+         * bounds what each one holds. */
         size_t largest = HEADER_ALLOWANCE;
         for (int i = 0; i < d->n_feeds; i++)
             largest = SS_MAX(largest, HEADER_ALLOWANCE + d->feeds[i].max_pixels * 5);
         d->pub_hwm = ss_publish_sndhwm(c->publish_budget, largest);
-        int one = 1, linger = SS_PUB_LINGER_MS;
+        int linger = SS_PUB_LINGER_MS;
         d->pub_sock = zmq_socket(d->zctx, ZMQ_XPUB);
         if (!d->pub_sock) {
             snprintf(err, n, "publish: %s", zmq_strerror(zmq_errno()));
             return -1;
         }
         zmq_setsockopt(d->pub_sock, ZMQ_SNDHWM, &d->pub_hwm, sizeof d->pub_hwm);
-        zmq_setsockopt(d->pub_sock, ZMQ_XPUB_NODROP, &one, sizeof one);
         zmq_setsockopt(d->pub_sock, ZMQ_LINGER, &linger, sizeof linger);
         if (bind_socket(d->pub_sock, c->publish_endpoint, "publish", err, n) != 0)
             return -1;

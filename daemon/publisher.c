@@ -1,21 +1,23 @@
 /*
- * publisher.c — the one thread that owns the PUB socket (an XPUB with
- * ZMQ_XPUB_NODROP, bound by the main thread before READY=1).
+ * publisher.c — the one thread that owns the PUB socket (an XPUB, bound by
+ * the main thread before READY=1).
  *
  * For every processed frame it sends a detections message
  * ["detections.<feed>", body] and, for frames that have a residual (status
  * ok) and when publish.residuals is on, a residual message
  * ["residual.<feed>", header, float32 pixels, (uint8 mask)] — proto/
  * encodes both. Every status_interval seconds, and once more at shutdown,
- * a status message ["status", body].
+ * a status message ["status", body]. Each JSON part gets "topic_seq", the
+ * message's number on its topic (0, 1, ... from the daemon's start), so
+ * that a subscriber sees its own gaps.
  *
- * Never blocking the pipeline: the worker hands results over through a
- * queue that cannot fill (it holds every result buffer); sends are
- * ZMQ_DONTWAIT, and a subscriber whose queue is over SNDHWM (derived from
- * publish.byte_budget) makes the first part fail with EAGAIN: the whole
- * message is dropped and counted (pub_dropped). The later parts of a
- * message whose first part went out cannot hit the HWM (libzmq counts
- * whole messages), so they are sent without DONTWAIT.
+ * Never blocking the pipeline, never one subscriber for another: the
+ * worker hands results over through a queue that cannot fill (it holds
+ * every result buffer); a subscriber whose queue is over SNDHWM (derived
+ * from publish.byte_budget, so that what it holds is bounded in bytes)
+ * loses the messages that do not fit — it alone (XPUB without NODROP),
+ * and it sees the gap in topic_seq; the others get every message.
+ * pub_dropped counts messages that could not be sent to anyone (errors).
  */
 #include "daemon.h"
 
@@ -28,10 +30,14 @@
 #define HEADER_MAX 65536                /* residual JSON header */
 #define STATUS_MAX (256u * 1024u)       /* status body of SS_MAX_FEEDS feeds */
 #define SUBSCRIPTION_BUF 512
+#define TOPIC_SEQ_ROOM 48               /* bytes ,"topic_seq":<20 digits> needs */
 
 typedef struct pub {
     ss_daemon_t *d;
     void *sock;
+    /* the next topic_seq of each topic: residual.<feed>, detections.<feed>
+     * (by feed index), status */
+    uint64_t res_seq[SS_MAX_FEEDS], det_seq[SS_MAX_FEEDS], status_seq;
     char *hdr;
     char *body;
     size_t body_cap;
@@ -40,14 +46,13 @@ typedef struct pub {
     ss_proto_status_t *status;
 } pub_t;
 
-/* Send a multipart message; returns 1 when sent, 0 when dropped. */
+/* Send a multipart message; returns 1 when sent, 0 when it failed. An
+ * XPUB without NODROP never blocks or refuses for a full subscriber. */
 static int send_parts(pub_t *p, const void *const *data, const size_t *len, int n)
 {
     for (int i = 0; i < n; i++) {
-        int flags = (i < n - 1 ? ZMQ_SNDMORE : 0) | (i == 0 ? ZMQ_DONTWAIT : 0);
+        int flags = (i < n - 1 ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT;
         if (zmq_send(p->sock, data[i], len[i], flags) < 0) {
-            if (i == 0 && zmq_errno() == EAGAIN)
-                return 0;
             SS_LOG(SS_LOG_ERR, TAG, "send: %s", zmq_strerror(zmq_errno()));
             return 0;
         }
@@ -82,6 +87,8 @@ static void publish_result(pub_t *p, ss_out_t *o)
     if (residuals && res->has_residual) {
         int tl = ss_proto_topic(SS_MSG_RESIDUAL, f->name, topic, sizeof topic);
         int hl = ss_proto_encode_residual(res, p->hdr, HEADER_MAX);
+        if (hl >= 0)
+            hl = ss_proto_add_topic_seq(p->hdr, hl, HEADER_MAX, p->res_seq[f->index]++);
         size_t npix = (size_t)res->width * (size_t)res->height;
         if (tl < 0 || hl < 0) {
             SS_LOG(SS_LOG_ERR, TAG, "feed %s: frame %llu: residual header does not encode",
@@ -103,11 +110,13 @@ static void publish_result(pub_t *p, ss_out_t *o)
         }
     }
 
-    size_t bound = ss_proto_detections_bound(res);
+    size_t bound = ss_proto_detections_bound(res) + TOPIC_SEQ_ROOM;
     int tl = ss_proto_topic(SS_MSG_DETECTIONS, f->name, topic, sizeof topic);
     int bl = grow((void **)&p->body, &p->body_cap, bound) == 0
-                 ? ss_proto_encode_detections(res, p->body, p->body_cap)
+                 ? ss_proto_encode_detections(res, p->body, p->body_cap - TOPIC_SEQ_ROOM)
                  : -1;
+    if (bl >= 0)
+        bl = ss_proto_add_topic_seq(p->body, bl, p->body_cap, p->det_seq[f->index]++);
     if (tl < 0 || bl < 0) {
         SS_LOG(SS_LOG_ERR, TAG, "feed %s: frame %llu: detections do not encode", f->name,
                (unsigned long long)res->meta.seq);
@@ -133,7 +142,9 @@ static void publish_status(pub_t *p)
     int tl = ss_proto_topic(SS_MSG_STATUS, NULL, topic, sizeof topic);
     if (grow((void **)&p->body, &p->body_cap, STATUS_MAX) != 0)
         return;
-    int bl = ss_proto_encode_status(p->status, p->body, p->body_cap);
+    int bl = ss_proto_encode_status(p->status, p->body, p->body_cap - TOPIC_SEQ_ROOM);
+    if (bl >= 0)
+        bl = ss_proto_add_topic_seq(p->body, bl, p->body_cap, p->status_seq++);
     if (tl < 0 || bl < 0) {
         SS_LOG(SS_LOG_ERR, TAG, "status message does not encode");
         return;

@@ -53,6 +53,10 @@ typedef struct ss_result {
     ss_detlist_t dets;
     double stage_ms[SS_STAGE__COUNT];
     double total_ms;                /* wall time of ss_pipeline_process */
+    /* a decoded message's number on its topic (PROTOCOL.md §2, "Gaps"),
+     * valid when has_topic_seq; not set by the pipeline */
+    uint64_t topic_seq;
+    int has_topic_seq;
 } ss_result_t;
 
 /* Room for frames of up to max_pixels and up to max_dets detections.

@@ -1162,6 +1162,29 @@ static double mid_mjd(const ss_frame_meta_t *m)
     return isfinite(m->mjd_obs) ? m->mjd_obs + m->exposure / 2.0 / 86400.0 : NAN;
 }
 
+int ss_proto_add_topic_seq(char *json, int len, size_t cap, uint64_t seq)
+{
+    if (len < 2 || json[0] != '{' || json[len - 1] != '}')
+        return -1;
+    char tail[48];
+    const int t = snprintf(tail, sizeof tail, "%s\"topic_seq\":%llu}", len > 2 ? "," : "",
+                           (unsigned long long)seq);
+    if ((size_t)(len - 1 + t) + 1 > cap)
+        return -1;
+    memcpy(json + len - 1, tail, (size_t)t + 1);
+    return len - 1 + t;
+}
+
+/* The optional "topic_seq" of a received message (0 and *has = 0 when
+ * absent). */
+static int get_topic_seq(dctx_t *c, uint64_t *seq, int *has)
+{
+    *seq = 0;
+    const int r = get_u64(c, "topic_seq", 0, seq);
+    *has = r > 0;
+    return r < 0 ? -1 : 0;
+}
+
 const char *ss_proto_input(const ss_frame_meta_t *m, char *buf, size_t n)
 {
     if (m->input[0])
@@ -1424,7 +1447,8 @@ static int get_result_common(dctx_t *c, const ss_proto_limits_t *lim, ss_msg_typ
         return -1;
     if (get_u64(c, "seq", 1, &m->seq) < 0)
         return -1;
-    if (get_str(c, "input", 0, CHARS_ANY, m->input, sizeof m->input) < 0)
+    if (get_str(c, "input", 0, CHARS_ANY, m->input, sizeof m->input) < 0 ||
+        get_topic_seq(c, &res->topic_seq, &res->has_topic_seq) < 0)
         return -1;
     if (get_time(c, 1, 1, &m->mjd_obs) < 0)
         return -1;
@@ -1929,6 +1953,7 @@ static int get_status_members(dctx_t *c, ss_proto_status_t *st)
 {
     const cJSON *feeds = NULL, *it;
     if (get_str(c, "version", 0, CHARS_ANY, st->version, sizeof st->version) < 0 ||
+        get_topic_seq(c, &st->topic_seq, &st->has_topic_seq) < 0 ||
         get_time(c, 0, 1, &st->mjd) < 0 || get_num(c, "uptime_s", 0, 1, &st->uptime_s) < 0 ||
         get_typed(c, "feeds", 1, 0, &feeds) < 0)
         return -1;

@@ -241,6 +241,13 @@ ss_err_t ss_proto_decode_detections(const ss_proto_part_t *parts, int n_parts,
  * index < res->dets.count, else -1. */
 int ss_proto_encode_detection_line(const ss_result_t *res, int index, char *buf, size_t n);
 
+/* Append "topic_seq": seq as the last member of the JSON object text
+ * json[0..len) (which ends in '}'), in place, buffer cap bytes: what the
+ * publisher adds to every message it sends (PROTOCOL.md §2, "Gaps").
+ * Returns the new length, or -1 when it does not fit or json is not an
+ * object's text. */
+int ss_proto_add_topic_seq(char *json, int len, size_t cap, uint64_t seq);
+
 /* The "input" member of the results of a frame (PROTOCOL.md §5): its file's
  * base name (m->input), or for a frame not read from a file
  * "<series>#<seq>", written into buf (n bytes; SS_PROTO_INPUT_MAX always
@@ -283,6 +290,9 @@ typedef struct ss_proto_feed_stats {
 
 typedef struct ss_proto_status {
     char version[32];               /* skysieve version */
+    uint64_t topic_seq;             /* the message's number on its topic (PROTOCOL.md §2);
+                                     * valid when has_topic_seq */
+    int has_topic_seq;
     double mjd;                     /* when the message was made */
     double uptime_s;
     int n_feeds;

@@ -2127,6 +2127,112 @@ START_TEST(test_command_line)
 }
 END_TEST
 
+/* ======================================================================
+ * Issue 11: a stalled subscriber costs only itself
+ * ==================================================================== */
+
+/* The topic_seq of a received message (part 1 is the JSON body or
+ * header); -1 when it has none. */
+static long long topic_seq_of(const ss_proto_rx_t *rx)
+{
+    if (rx->n < 2)
+        return -1;
+    char *text = strndup(rx->part[1].data, rx->part[1].len);
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    const cJSON *q = o ? cJSON_GetObjectItem(o, "topic_seq") : NULL;
+    const long long v = cJSON_IsNumber(q) ? (long long)q->valuedouble : -1;
+    cJSON_Delete(o);
+    free(text);
+    return v;
+}
+
+static long rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *fp = fopen(path, "r");
+    long kib = -1;
+    while (fp && fgets(line, sizeof line, fp))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    if (fp)
+        fclose(fp);
+    return kib;
+}
+
+/* A subscriber that never reads, beside one that reads, for
+ * SKYSIEVE_SLOW_SUB_S seconds (default 60) of a 20 frames/s feed with
+ * residuals: the reading one gets every message of every topic (topic_seq
+ * without a gap), and the daemon's RSS stays within 64 MiB of what it was
+ * after the first seconds (the stalled one holds at most SNDHWM messages,
+ * from a 1 MiB budget). Before: XPUB_NODROP made the stalled one's full
+ * queue refuse each message for everyone. */
+START_TEST(test_stalled_subscriber)
+{
+    const char *e = getenv("SKYSIEVE_SLOW_SUB_S");
+    const double span = e && atof(e) > 0 ? atof(e) : 60.0;
+    dmn_t d;
+    dmn_init(&d);
+    write_text(d.cfg,
+               "{ \"log_level\": \"info\", \"control\": {\"endpoint\": \"%s\"},"
+               " \"publish\": {\"endpoint\": \"%s\", \"byte_budget\": 1048576},"
+               " \"status_interval\": 0.2, \"feeds\": [ { \"name\": \"f0\","
+               " \"source\": {\"type\": \"synth\", \"synth\": {\"rate\": 20, \"width\": %d,"
+               " \"height\": %d, \"n_stars\": 150, \"n_movers\": 2, \"mover_snr\": 20}},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d}, %s } ] }\n",
+               d.ctl, d.pub, W, H, W, H, pipeline_keys(5.0));
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    void *stalled = zmq_socket(zctx, ZMQ_SUB);
+    int zero = 0, one = 1;
+    zmq_setsockopt(stalled, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(stalled, ZMQ_RCVHWM, &one, sizeof one);
+    zmq_setsockopt(stalled, ZMQ_SUBSCRIBE, "", 0);
+    ck_assert_int_eq(zmq_connect(stalled, d.pub), 0);
+    void *sub = subscribe(&d);
+    struct { char topic[SS_PROTO_TOPIC_MAX]; long long next; } seen[8];
+    int n_seen = 0;
+    unsigned long long got = 0, gaps = 0;
+    long rss0 = -1;
+    const double t0 = now_s();
+    while (now_s() - t0 < span) {
+        if (rss0 < 0 && now_s() - t0 > 5.0)
+            rss0 = rss_kib(d.pid);
+        ss_proto_rx_t rx;
+        if (ss_proto_recv_parts(sub, 0, &rx) != SS_OK)
+            continue;
+        char topic[SS_PROTO_TOPIC_MAX];
+        const size_t tl = SS_MIN(rx.part[0].len, sizeof topic - 1);
+        memcpy(topic, rx.part[0].data, tl);
+        topic[tl] = '\0';
+        const long long q = topic_seq_of(&rx);
+        ss_proto_rx_close(&rx);
+        ck_assert_msg(q >= 0, "%s: no topic_seq", topic);
+        int i = 0;
+        while (i < n_seen && strcmp(seen[i].topic, topic) != 0)
+            i++;
+        if (i == n_seen) {
+            ck_assert_int_lt(n_seen, 8);
+            ss_strlcpy(seen[n_seen++].topic, topic, sizeof seen[0].topic);
+        } else if (q != seen[i].next) {
+            gaps += (unsigned long long)(q - seen[i].next);
+        }
+        seen[i].next = q + 1;
+        got++;
+    }
+    const long rss1 = rss_kib(d.pid);
+    ck_assert_msg(gaps == 0, "the reading subscriber missed %llu of %llu messages", gaps, got);
+    ck_assert_msg(got > (unsigned long long)(span * 10), "only %llu messages in %.0f s", got, span);
+    ck_assert_msg(n_seen == 3, "topics seen: %d (residual, detections, status)", n_seen);
+    ck_assert_msg(rss0 > 0 && rss1 > 0 && rss1 - rss0 < 64 * 1024,
+                  "RSS %ld KiB after 5 s, %ld KiB at the end", rss0, rss1);
+    zmq_close(stalled);
+    zmq_close(sub);
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    dmn_cleanup(&d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("daemon");
@@ -2151,6 +2257,10 @@ int main(void)
     tcase_set_timeout(batch, 900);
     tcase_add_loop_test(batch, test_batch_slow_disk, 0, 2);
     suite_add_tcase(s, batch);
+    TCase *subs = tcase_create("subscribers");
+    tcase_set_timeout(subs, 900);
+    tcase_add_test(subs, test_stalled_subscriber);
+    suite_add_tcase(s, subs);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -902,6 +902,47 @@ START_TEST(test_golden_detections)
 }
 END_TEST
 
+/* topic_seq (PROTOCOL.md §2, "Gaps"): the publisher appends it as the last
+ * member; the decoders read it back (absent: has_topic_seq 0). */
+START_TEST(test_topic_seq)
+{
+    char buf[64] = "{}";
+    ck_assert_int_eq(ss_proto_add_topic_seq(buf, 2, sizeof buf, 7), 15);
+    ck_assert_str_eq(buf, "{\"topic_seq\":7}");
+    strcpy(buf, "{\"a\":1}");
+    ck_assert_int_eq(ss_proto_add_topic_seq(buf, 7, sizeof buf, 18446744073709551615ull), 40);
+    ck_assert_str_eq(buf, "{\"a\":1,\"topic_seq\":18446744073709551615}");
+    strcpy(buf, "{\"a\":1}");
+    ck_assert_int_eq(ss_proto_add_topic_seq(buf, 7, 20, 123456), -1);   /* does not fit */
+    ck_assert_str_eq(buf, "{\"a\":1}");
+    ck_assert_int_eq(ss_proto_add_topic_seq(buf, 6, sizeof buf, 1), -1);   /* not an object */
+
+    ss_result_t r;
+    result_alloc(&r, 1, 8);
+    fx_detections(&r);
+    char body[16384];
+    int n = ss_proto_encode_detections(&r, body, sizeof body - 48);
+    ck_assert_int_gt(n, 0);
+    ss_result_t back;
+    result_alloc(&back, 1, 8);
+    ss_proto_limits_t lim;
+    ss_proto_limits_default(&lim);
+    ss_proto_error_t err;
+    char topic[SS_PROTO_TOPIC_MAX];
+    int tl = ss_proto_topic(SS_MSG_DETECTIONS, "cam1", topic, sizeof topic);
+    ss_proto_part_t parts[2] = { { topic, (size_t)tl }, { body, (size_t)n } };
+    ck_assert(ss_proto_decode_detections(parts, 2, &lim, &back, &err) == SS_OK);
+    ck_assert_int_eq(back.has_topic_seq, 0);
+    n = ss_proto_add_topic_seq(body, n, sizeof body, 41);
+    parts[1].len = (size_t)n;
+    ck_assert_msg(ss_proto_decode_detections(parts, 2, &lim, &back, &err) == SS_OK, "%s", err.text);
+    ck_assert_int_eq(back.has_topic_seq, 1);
+    ck_assert_uint_eq(back.topic_seq, 41);
+    result_release(&r);
+    result_release(&back);
+}
+END_TEST
+
 /* The JSON-lines form: each line is the frame context plus one detection,
  * and its detection members equal that detection's in the body. */
 START_TEST(test_detection_lines)
@@ -1802,6 +1843,7 @@ static Suite *proto_suite(void)
     tcase_add_test(g, test_golden_series);
     tcase_add_test(g, test_golden_residual);
     tcase_add_test(g, test_golden_detections);
+    tcase_add_test(g, test_topic_seq);
     tcase_add_test(g, test_detection_lines);
     tcase_add_test(g, test_golden_status);
     tcase_add_test(g, test_golden_control);

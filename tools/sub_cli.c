@@ -38,6 +38,7 @@
 /* A detection takes at least this many bytes on the wire: sizes the
  * detection list from the body before decoding it. */
 #define MIN_DET_WIRE_BYTES 150
+#define MAX_TOPICS_SEEN 64          /* topics whose topic_seq is followed */
 
 static volatile sig_atomic_t g_stop;
 
@@ -66,6 +67,9 @@ static void usage(FILE *out)
 "  status      one line per status message (with --status or --topic status).\n"
 "  residual    nothing on stdout; saved as FITS with --save-residuals.\n"
 "Malformed messages are reported on stderr and skipped (not counted).\n"
+"Messages this subscriber missed (it read too slowly, or connected late\n"
+"into a burst) are reported on stderr from each topic's topic_seq, and\n"
+"counted in the last line.\n"
 "\n"
 "  -e, --endpoint EP       publisher to connect to              [" DEFAULT_ENDPOINT "]\n"
 "      --bind              bind EP instead of connecting\n"
@@ -185,8 +189,40 @@ typedef struct state {
     size_t mask_cap;
     char *buf;                      /* encoder output */
     size_t buf_cap;
-    unsigned long long messages, detections, residuals, malformed;
+    unsigned long long messages, detections, residuals, malformed, missed;
+    /* per topic: the topic_seq expected next (gap reports) */
+    struct { char topic[SS_PROTO_TOPIC_MAX]; uint64_t next; } seen[MAX_TOPICS_SEEN];
+    int n_seen;
 } state_t;
+
+/* A message numbered seq on `topic` (part 0) arrived: a gap since the
+ * previous one is reported and counted; a lower number means the daemon
+ * started again. Topics beyond MAX_TOPICS_SEEN are not followed. */
+static void note_topic_seq(state_t *s, const ss_proto_part_t *topic, uint64_t seq)
+{
+    char t[SS_PROTO_TOPIC_MAX];
+    const size_t n = SS_MIN(topic->len, sizeof t - 1);
+    memcpy(t, topic->data, n);
+    t[n] = '\0';
+    int i = 0;
+    while (i < s->n_seen && strcmp(s->seen[i].topic, t) != 0)
+        i++;
+    if (i == s->n_seen) {
+        if (s->n_seen == MAX_TOPICS_SEEN)
+            return;
+        ss_strlcpy(s->seen[s->n_seen++].topic, t, sizeof s->seen[0].topic);
+    } else if (seq > s->seen[i].next) {
+        const uint64_t gap = seq - s->seen[i].next;
+        s->missed += gap;
+        fprintf(stderr, PROG ": %s: %llu message%s missed (topic_seq %llu to %llu)\n", t,
+                (unsigned long long)gap, gap == 1 ? "" : "s",
+                (unsigned long long)s->seen[i].next, (unsigned long long)seq - 1);
+    } else if (seq < s->seen[i].next) {
+        fprintf(stderr, PROG ": %s: topic_seq went back to %llu (the publisher restarted)\n", t,
+                (unsigned long long)seq);
+    }
+    s->seen[i].next = seq + 1;
+}
 
 static int ensure_pixels(state_t *s, size_t npix)
 {
@@ -285,6 +321,8 @@ static int on_detections(state_t *s, const ss_proto_rx_t *rx)
         malformed(s, SS_MSG_DETECTIONS, &err);
         return 1;
     }
+    if (s->res.has_topic_seq)
+        note_topic_seq(s, &rx->part[0], s->res.topic_seq);
     if (!s->o->json) {
         print_frame(&s->res);
     } else if (s->o->per_message) {
@@ -321,6 +359,8 @@ static int on_residual(state_t *s, const ss_proto_rx_t *rx)
         malformed(s, SS_MSG_RESIDUAL, &err);
         return 1;
     }
+    if (s->res.has_topic_seq)
+        note_topic_seq(s, &rx->part[0], s->res.topic_seq);
     s->residuals++;
     if (s->o->verbose)
         fprintf(stderr, PROG ": residual %s #%llu %dx%d status %s sigma %.4g shift %s\n",
@@ -357,6 +397,8 @@ static int on_status(state_t *s, const ss_proto_rx_t *rx)
         malformed(s, SS_MSG_STATUS, &err);
         return 1;
     }
+    if (st.has_topic_seq)
+        note_topic_seq(s, &rx->part[0], st.topic_seq);
     /* readable: a line per feed, on stderr with -v, on stdout with --status */
     for (int i = 0; i < st.n_feeds && (s->o->verbose || (s->o->status && !s->o->json)); i++) {
         const ss_proto_feed_stats_t *f = &st.feeds[i];
@@ -525,8 +567,9 @@ out:
         zmq_ctx_term(ctx);
     if (!o.quiet)
         fprintf(stderr,
-                PROG ": %llu messages (%llu detections, %llu residuals), %llu malformed skipped\n",
-                s.messages, s.detections, s.residuals, s.malformed);
+                PROG ": %llu messages (%llu detections, %llu residuals), %llu malformed skipped, "
+                     "%llu missed\n",
+                s.messages, s.detections, s.residuals, s.malformed, s.missed);
     free(s.res.residual);
     free(s.res.dets.items);
     free(s.mask);

@@ -642,6 +642,7 @@ def _result_common(c, limits, m, kind):
     m.series = c.str("series", False, "printable")
     m.seq = c.u64("seq", True)
     m.input = c.str("input", False, cap=INPUT_MAX)
+    m.topic_seq = c.u64("topic_seq", False, default=None)
     m.mjd = c.time_pair(required=True, nullable=True)
     m.time = mjd_to_iso(m.mjd) if m.mjd is not None else None
     m.exposure = c.num("exposure", False, default=0.0)
@@ -838,6 +839,7 @@ def _feed_stats(c):
 
 def _status_members(c, m):
     m.version = c.str("version", False, cap=31)
+    m.topic_seq = c.u64("topic_seq", False, default=None)
     m.mjd = c.time_pair(nullable=True)
     m.uptime_s = c.num("uptime_s", False, True, 0.0)
     feeds = c.typed("feeds", True, False)
@@ -1000,7 +1002,12 @@ class Subscriber:
     "status"); with feed, only that feed's residual/detections topics are
     subscribed and matched exactly (ZeroMQ matches prefixes: "cam1" would
     also take "cam10"). recv() returns decoded messages; messages of
-    other topics are skipped."""
+    other topics are skipped.
+
+    Gaps: every message the daemon publishes carries topic_seq, its number
+    on its topic. A message after a gap gets m.gap = the messages of its
+    topic this subscriber missed just before it (0 otherwise); self.missed
+    is the total (PROTOCOL.md §2, "Gaps")."""
 
     def __init__(self, endpoint, topics=("detections.", "residual."), feed=None, bind=False,
                  context=None, rcvhwm=100, limits=None):
@@ -1018,6 +1025,20 @@ class Subscriber:
         for t in subs:
             self.sock.setsockopt(zmq.SUBSCRIBE, t.encode("utf-8"))
         (self.sock.bind if bind else self.sock.connect)(endpoint)
+        self.missed = 0
+        self._next_seq = {}
+
+    def _note_gap(self, topic, m):
+        """m.gap from topic_seq (a lower number: the daemon started again)."""
+        m.gap = 0
+        seq = getattr(m, "topic_seq", None)
+        if seq is None:
+            return
+        expect = self._next_seq.get(topic)
+        if expect is not None and seq > expect:
+            m.gap = seq - expect
+            self.missed += m.gap
+        self._next_seq[topic] = seq + 1
 
     def recv(self, timeout=None):
         """The next message, decoded (Residual, Detections or Status); None
@@ -1032,7 +1053,9 @@ class Subscriber:
             topic = _topic_of(parts[0])
             if self.exact is not None and topic not in self.exact:
                 continue
-            return decode_output(parts, self.limits)
+            m = decode_output(parts, self.limits)
+            self._note_gap(topic, m)
+            return m
 
     def __iter__(self):
         while True:
