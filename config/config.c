@@ -767,6 +767,18 @@ static int endpoint_ok(const char *e)
     return sep && sep > e && sep[3] != '\0';
 }
 
+/* Whether a ZeroMQ endpoint is reachable from this host only: ipc://,
+ * inproc://, or tcp:// on 127.x.x.x, localhost or [::1] (an interface
+ * name or 0.0.0.0 / * is not). */
+static int endpoint_local(const char *e)
+{
+    if (strncmp(e, "tcp://", 6) != 0)
+        return strncmp(e, "ipc://", 6) == 0 || strncmp(e, "inproc://", 9) == 0;
+    const char *h = e + 6;
+    return strncmp(h, "127.", 4) == 0 || strncmp(h, "localhost:", 10) == 0 ||
+           strncmp(h, "[::1]:", 6) == 0;
+}
+
 /* Cross-key checks of one feed. */
 static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
 {
@@ -918,6 +930,12 @@ ss_err_t ss_config_validate(const ss_config_t *c, char *err, size_t n)
     if (*c->control_endpoint && !endpoint_ok(c->control_endpoint)) {
         set_err(err, n, "control.endpoint: \"%s\" is not a ZeroMQ endpoint (transport://address)",
                 c->control_endpoint);
+        return SS_ERR_CONFIG;
+    }
+    if (*c->control_endpoint && !endpoint_local(c->control_endpoint)) {
+        set_err(err, n, "control.endpoint: \"%s\" is reachable from other hosts, and the control "
+                "socket has no authentication (reset, reload): bind it to tcp://127.0.0.1:PORT "
+                "or use ipc://", c->control_endpoint);
         return SS_ERR_CONFIG;
     }
     if (*c->publish_endpoint && !endpoint_ok(c->publish_endpoint)) {

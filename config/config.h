@@ -127,6 +127,7 @@ typedef struct ss_config {
     int publish_residuals;          /* "publish.residuals" */
     int publish_mask;               /* "publish.residual_mask" */
     double status_interval;         /* "status_interval": s between STATUS= / status messages */
+    double peer_timeout;            /* "peer_timeout": s of heartbeat silence that drops a peer */
     double watchdog_stall;          /* "watchdog.stall_timeout": s one frame may take */
     double drain_timeout;           /* "shutdown.drain_timeout": s to drain at SIGTERM */
     int n_feeds;                    /* elements of "feeds" */

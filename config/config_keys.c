@@ -135,6 +135,8 @@ static const ss_config_key_t daemon_keys[] = {
            "Publish the residual frames (detections and status are always published)."),
     D_BOOL("publish.residual_mask", publish_mask, 1, RELOAD,
            "Add the valid-mask part to each residual message."),
+    D_DBL("peer_timeout", peer_timeout, 1.0, 3600.0, 60.0, FIXED,
+          "Seconds a ZeroMQ peer (sender, subscriber, control client) may stay silent to the heartbeat PINGs sent every quarter of this before its connection is dropped: dead peers and stalled partial messages free their memory."),
     D_DBL("status_interval", status_interval, 0.1, 3600.0, 5.0, RELOAD,
           "Seconds between systemd STATUS= updates and status messages."),
     D_DBL("watchdog.stall_timeout", watchdog_stall, 1.0, 86400.0, 30.0, RELOAD,

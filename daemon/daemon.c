@@ -242,6 +242,14 @@ static int bind_control(void *sock, const char *endpoint, char *err, size_t n)
     return bind_socket(sock, ep, "control", err, n);
 }
 
+void ss_zmq_heartbeats(void *sock, double timeout_s)
+{
+    const int timeout = (int)(timeout_s * 1000.0), ivl = SS_MAX(timeout / 4, 1);
+    zmq_setsockopt(sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt(sock, ZMQ_HEARTBEAT_TIMEOUT, &timeout, sizeof timeout);
+    zmq_setsockopt(sock, ZMQ_HEARTBEAT_TTL, &timeout, sizeof timeout);
+}
+
 static int open_sockets(ss_daemon_t *d, char *err, size_t n)
 {
     const ss_config_t *c = &d->cfg;
@@ -261,6 +269,7 @@ static int open_sockets(ss_daemon_t *d, char *err, size_t n)
             return -1;
         }
         zmq_setsockopt(d->pub_sock, ZMQ_SNDHWM, &d->pub_hwm, sizeof d->pub_hwm);
+        ss_zmq_heartbeats(d->pub_sock, c->peer_timeout);
         zmq_setsockopt(d->pub_sock, ZMQ_LINGER, &linger, sizeof linger);
         if (bind_socket(d->pub_sock, c->publish_endpoint, "publish", err, n) != 0)
             return -1;
@@ -277,6 +286,7 @@ static int open_sockets(ss_daemon_t *d, char *err, size_t n)
         }
         zmq_setsockopt(d->ctl_sock, ZMQ_LINGER, &zero, sizeof zero);
         zmq_setsockopt(d->ctl_sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+        ss_zmq_heartbeats(d->ctl_sock, c->peer_timeout);
         if (bind_control(d->ctl_sock, c->control_endpoint, err, n) != 0)
             return -1;
         char bound[SS_ENDPOINT_MAX + 32] = "";

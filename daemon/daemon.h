@@ -57,6 +57,10 @@ typedef struct ss_out {
     int to_files;                   /* the file sink also gets it */
 } ss_out_t;
 
+/* ZeroMQ heartbeats on sock: a PING every timeout_s / 4, the connection
+ * dropped after timeout_s without traffic (config "peer_timeout"). */
+void ss_zmq_heartbeats(void *sock, double timeout_s);
+
 struct ss_feed {
     int index;
     char name[SS_NAME_MAX];

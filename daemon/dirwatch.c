@@ -55,6 +55,7 @@ struct ss_dirwatch {
     entry_t *e;
     int n, cap;
     int n_done;
+    uint64_t refused;               /* symbolic links seen and not followed */
     uint64_t batch;
     uint64_t done_seq;
 };
@@ -130,14 +131,22 @@ static void make_ready(ss_dirwatch_t *w, entry_t *e)
     e->key = w->key ? w->key(path, w->key_user) : NAN;
 }
 
-/* Stat a pending entry; note changes. Returns 0 if it still exists as a
+/* Stat a pending entry (never through a symbolic link: a link is refused,
+ * logged and counted); note changes. Returns 0 if it still exists as a
  * regular file, -1 otherwise. */
 static int refresh(ss_dirwatch_t *w, entry_t *e, double now)
 {
     char path[SS_PATH_MAX + NAME_LEN];
     struct stat st;
     full_path(w, e->name, path, sizeof path);
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    if (lstat(path, &st) != 0)
+        return -1;
+    if (S_ISLNK(st.st_mode)) {
+        w->refused++;
+        SS_LOG(SS_LOG_WARNING, TAG, "%s is a symbolic link: not followed, not read", path);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode))
         return -1;
     if (st.st_size != e->size || st.st_mtim.tv_sec != e->mtime.tv_sec ||
         st.st_mtim.tv_nsec != e->mtime.tv_nsec) {
@@ -363,6 +372,11 @@ static void prune_done(ss_dirwatch_t *w)
             return;
         remove_at(w, oldest);
     }
+}
+
+uint64_t ss_dirwatch_refused(const ss_dirwatch_t *w)
+{
+    return w->refused;
 }
 
 int ss_dirwatch_retry(ss_dirwatch_t *w, const char *path)

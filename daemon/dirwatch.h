@@ -23,6 +23,8 @@
 #ifndef SS_DIRWATCH_H
 #define SS_DIRWATCH_H
 
+#include <stdint.h>
+
 #include "pipeline/frame.h"
 
 #ifdef __cplusplus
@@ -56,6 +58,10 @@ int ss_dirwatch_fd(const ss_dirwatch_t *w);
  * SS_ERR_TIMEOUT when nothing is complete yet, or SS_ERR_IO when the
  * directory went away. The file is marked as handed out. */
 ss_err_t ss_dirwatch_next(ss_dirwatch_t *w, char *path, size_t n, double timeout_s);
+
+/* Symbolic links met in the directory so far: never followed nor handed
+ * out (each sighting logged). */
+uint64_t ss_dirwatch_refused(const ss_dirwatch_t *w);
 
 /* The file at path, handed out by ss_dirwatch_next, turned out incomplete
  * (a writer that paused longer than settle_s): hand it out again once its

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define TAG "main"
@@ -53,6 +54,22 @@ static void usage(FILE *out)
 static int file_exists(const char *path)
 {
     return access(path, F_OK) == 0;
+}
+
+/* Open files: the soft limit raised to the hard one (1024 by default
+ * outside systemd's LimitNOFILE), so that peers that hog connections do
+ * not leave the control socket and subscribers without a descriptor (at
+ * the limit libzmq aborts the process). Logged when raised. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    const rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+        SS_LOG(SS_LOG_INFO, TAG, "open files: soft limit raised from %llu to %llu",
+               (unsigned long long)was, (unsigned long long)rl.rlim_max);
 }
 
 /* The calibration files of every feed, readable and holding pipeline.roi
@@ -170,6 +187,7 @@ int main(int argc, char **argv)
         cfg->log_level = log_level;
     ss_log_setup(cfg->log_level, ss_log_prefix_wanted(cfg->log_prefix));
 
+    raise_fd_limit();
     ss_daemon_t *d = ss_daemon_new(cfg, builtin ? "" : config_path);
     free(cfg);
     if (!d)

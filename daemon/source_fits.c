@@ -195,8 +195,14 @@ static void run_directory(ss_source_t *s)
 {
     fits_src_t *fs = s->impl;
     char path[2 * SS_PATH_MAX];
+    uint64_t refused = 0;
     while (!atomic_load(&s->stop)) {
         ss_err_t e = ss_dirwatch_next(fs->watch, path, sizeof path, SS_POLL_S);
+        const uint64_t r = ss_dirwatch_refused(fs->watch);
+        if (r > refused) {              /* symbolic links, not followed */
+            SS_SINK_ADD(s->feed->stats, source_errors, r - refused);
+            refused = r;
+        }
         if (e == SS_OK) {
             /* unreadable: a writer that paused longer than settle; taken
              * again once the file changes */

@@ -8,7 +8,9 @@
  *                   that sends a bigger part before it reaches us;
  *   parts           at most limits.max_parts (more: rejected, drained);
  *   total bytes     at most ss_feed_max_message_bytes (more: rejected);
- *   ZMQ_RCVHWM      source.zmq.rcvhwm messages.
+ *   ZMQ_RCVHWM      source.zmq.rcvhwm messages;
+ *   heartbeats      a peer silent for peer_timeout is dropped, and with it
+ *                   a message it stopped sending half-way.
  * The header part is read as a zmq_msg_t (no copy) and validated by
  * proto/; the pixel part is received straight into a pooled frame (the
  * one copy, into pinned memory under CUDA), the mask part into the pool's
@@ -322,6 +324,7 @@ int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n)
     zmq_setsockopt(z->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(z->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(z->sock, ZMQ_LINGER, &zero, sizeof zero);
+    ss_zmq_heartbeats(z->sock, s->feed->d->cfg.peer_timeout);
     if (zc->socket == SS_ZMQ_SUB)
         zmq_setsockopt(z->sock, ZMQ_SUBSCRIBE, zc->subscribe, strlen(zc->subscribe));
     int rc = zc->bind ? zmq_bind(z->sock, zc->endpoint) : zmq_connect(z->sock, zc->endpoint);

@@ -678,6 +678,17 @@ START_TEST(test_cross_checks)
                      SS_OK);
     ASSERT_ERR("{\"control\": {\"endpoint\": \"/run/ctl\"}}",
                "control.endpoint: \"/run/ctl\" is not a ZeroMQ endpoint (transport://address)");
+    /* issue 11: no unauthenticated control socket open to other hosts */
+    ASSERT_ERR("{\"control\": {\"endpoint\": \"tcp://0.0.0.0:5599\"}}",
+               "control.endpoint: \"tcp://0.0.0.0:5599\" is reachable from other hosts, and the "
+               "control socket has no authentication (reset, reload): bind it to "
+               "tcp://127.0.0.1:PORT or use ipc://");
+    ASSERT_ERR("{\"control\": {\"endpoint\": \"tcp://eth0:5599\"}}",
+               "control.endpoint: \"tcp://eth0:5599\" is reachable from other hosts, and the "
+               "control socket has no authentication (reset, reload): bind it to "
+               "tcp://127.0.0.1:PORT or use ipc://");
+    ck_assert_int_eq(load("{\"control\": {\"endpoint\": \"tcp://127.0.0.1:5599\"}}"), SS_OK);
+    ck_assert_int_eq(load("{\"control\": {\"endpoint\": \"tcp://[::1]:5599\"}}"), SS_OK);
     ASSERT_ERR("{\"feeds\": [{\"name\": \"a\", \"sinks\": {\"jsonl\": {\"path\": \"/tmp/x\"}}}, "
                "{\"name\": \"b\", \"sinks\": {\"jsonl\": {\"path\": \"/tmp/x\"}}}]}",
                "feeds[1].sinks.jsonl.path: \"/tmp/x\" is also used by feeds[0]");

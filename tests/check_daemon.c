@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -836,6 +837,12 @@ START_TEST(test_fits_directory)
         ck_assert_int_eq(rename(tmp, path), 0);
         sleep_s(0.03);
     }
+    /* issue 11: a symbolic link to a good FITS file outside the watched
+     * directory is never followed (the counts below would hold it) */
+    snprintf(tmp, sizeof tmp, "%s/outside.fits", d.dir);
+    write_fits(tmp, &s.f);
+    snprintf(path, sizeof path, "%s/link.fits", in);
+    ck_assert_int_eq(symlink(tmp, path), 0);
     /* a corrupt file: rejected, counted, the daemon goes on */
     snprintf(tmp, sizeof tmp, "%s/bad.fits", stage);
     write_text(tmp, "SIMPLE  =                    T / not really a FITS file\n");
@@ -917,6 +924,7 @@ START_TEST(test_fits_directory)
     ck_assert_uint_eq(st->feeds[0].processed, FITS_FILES + 2);
     ck_assert(log_contains(&d, "is watched again"));
     ck_assert(log_contains(&d, "bad.fits"));
+    ck_assert(log_contains(&d, "link.fits is a symbolic link: not followed"));
     ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
     /* the sinks, flushed at exit: a line per detection, a residual FITS
      * file per frame with a residual */
@@ -1316,13 +1324,40 @@ END_TEST
  * control commands
  * ==================================================================== */
 
+/* "Max open files" soft and hard limits of process pid (-1 when unread). */
+static void fd_limits(pid_t pid, long long *soft, long long *hard)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/limits", (int)pid);
+    FILE *fp = fopen(path, "r");
+    *soft = *hard = -1;
+    while (fp && fgets(line, sizeof line, fp))
+        if (sscanf(line, "Max open files %lld %lld", soft, hard) == 2)
+            break;
+    if (fp)
+        fclose(fp);
+}
+
 START_TEST(test_control_commands)
 {
     dmn_t d;
     dmn_init(&d);
     write_synth_config(&d, 5.0, NULL);
+    /* issue 11: started with a soft limit of 256 open files, the daemon
+     * raises it to the hard limit */
+    struct rlimit rl0, rl;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl0), 0);
+    rl = rl0;
+    rl.rlim_cur = rl0.rlim_max > 256 ? 256 : rl0.rlim_max;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
     dmn_start(&d, NULL);
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl0), 0);
     dmn_wait_ready(&d);
+    long long soft, hard;
+    fd_limits(d.pid, &soft, &hard);
+    ck_assert_msg(soft > 0 && soft == hard, "open files: soft %lld, hard %lld", soft, hard);
+    if (rl0.rlim_max > 256)
+        ck_assert(log_contains(&d, "open files: soft limit raised from 256"));
     ss_ctl_response_t r;
     ss_proto_error_t err;
     ss_proto_status_t *st = malloc(sizeof *st);
@@ -2196,7 +2231,7 @@ START_TEST(test_stalled_subscriber)
     long rss0 = -1;
     const double t0 = now_s();
     while (now_s() - t0 < span) {
-        if (rss0 < 0 && now_s() - t0 > 5.0)
+        if (rss0 < 0 && now_s() - t0 > SS_MIN(5.0, span / 4))
             rss0 = rss_kib(d.pid);
         ss_proto_rx_t rx;
         if (ss_proto_recv_parts(sub, 0, &rx) != SS_OK)
@@ -2233,6 +2268,66 @@ START_TEST(test_stalled_subscriber)
 }
 END_TEST
 
+/* Issue 11: a peer that stops half-way through a message is dropped after
+ * peer_timeout (heartbeats) and its partial message freed: here a raw
+ * ZMTP 3.0 peer on the frame socket (greeting, READY as PUSH, then a
+ * 10000-byte frame cut after 100 bytes, then silence). The disconnect is
+ * logged and counted; the daemon goes on serving. */
+START_TEST(test_stalled_partial_message)
+{
+    dmn_t d;
+    dmn_init(&d);
+    char dk[1024];
+    daemon_keys(&d, dk, sizeof dk);
+    write_text(d.cfg,
+               "{ %s, \"peer_timeout\": 2, \"feeds\": [ { \"name\": \"f0\","
+               " \"source\": {\"type\": \"zmq\", \"zmq\": {\"endpoint\": \"%s\","
+               " \"socket\": \"pull\", \"bind\": true}},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d}, %s } ] }\n",
+               dk, d.in, W, H, pipeline_keys(5.0));
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    ck_assert(strncmp(d.in, "ipc://", 6) == 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    ss_strlcpy(sa.sun_path, d.in + 6, sizeof sa.sun_path);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    unsigned char greet[64] = { 0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 0, 'N', 'U', 'L', 'L' };
+    ck_assert_int_eq(write(fd, greet, sizeof greet), (ssize_t)sizeof greet);
+    static const unsigned char ready[] = { 0x04, 26, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o',
+                                           'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e', 0, 0,
+                                           0, 4, 'P', 'U', 'S', 'H' };
+    ck_assert_int_eq(write(fd, ready, sizeof ready), (ssize_t)sizeof ready);
+    unsigned char part[9 + 100] = { 0x02, 0, 0, 0, 0, 0, 0, 0x27, 0x10 };   /* 10000 bytes */
+    ck_assert_int_eq(write(fd, part, sizeof part), (ssize_t)sizeof part);
+    /* then nothing: within peer_timeout (2 s) plus a PING interval, dropped */
+    double t0 = now_s();
+    while (!log_contains(&d, "disconnected (a part over the size limit") && now_s() - t0 < 20.0)
+        sleep_s(0.1);
+    const double took = now_s() - t0;
+    ck_assert_msg(log_contains(&d, "disconnected (a part over the size limit"),
+                  "the stalled peer was not dropped in 20 s");
+    ck_assert_msg(took < 10.0, "dropped after %.1f s", took);
+    close(fd);
+    /* still serving */
+    sender_t snd;
+    sender_open(&snd, &d, 0);
+    sender_send(&snd, NULL);
+    ss_proto_status_t *st = NULL;
+    t0 = now_s();
+    do {
+        free(st);
+        sleep_s(0.05);
+        st = stats_of(&d);
+    } while (st->feeds[0].processed < 1 && now_s() - t0 < 30.0);
+    ck_assert_uint_eq(st->feeds[0].processed, 1);
+    free(st);
+    sender_close(&snd);
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    dmn_cleanup(&d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("daemon");
@@ -2260,6 +2355,7 @@ int main(void)
     TCase *subs = tcase_create("subscribers");
     tcase_set_timeout(subs, 900);
     tcase_add_test(subs, test_stalled_subscriber);
+    tcase_add_test(subs, test_stalled_partial_message);
     suite_add_tcase(s, subs);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
