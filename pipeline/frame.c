@@ -31,48 +31,15 @@ void ss_frame_meta_clear(ss_frame_meta_t *m)
     m->mjd_obs = NAN;
 }
 
-/* The length of the valid UTF-8 character at s (1..4), or 0 when s does
- * not start one (overlong forms, surrogates and code points past U+10FFFF
- * are invalid). */
-static int utf8_char_len(const unsigned char *s)
-{
-    const unsigned c = s[0];
-    int len;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xE0) == 0xC0) {
-        len = 2;
-        min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-        len = 3;
-        min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-        len = 4;
-        min = 0x10000;
-    } else {
-        return 0;
-    }
-    unsigned cp = c & (0x7Fu >> len);
-    for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3Fu);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
 void ss_input_name(char *dst, size_t n, const char *path)
 {
     if (n == 0)
         return;
     const char *slash = strrchr(path, '/');
     const unsigned char *s = (const unsigned char *)(slash ? slash + 1 : path);
-    size_t o = 0;
-    while (*s) {
-        int len = utf8_char_len(s);
+    size_t o = 0, left = strlen((const char *)s);
+    while (left > 0) {
+        int len = ss_utf8_char_len(s, left);
         if (len == 1 && (*s < 0x20 || *s == 0x7F))
             len = 0;                    /* a control character */
         const size_t want = len ? (size_t)len : 1;
@@ -84,6 +51,7 @@ void ss_input_name(char *dst, size_t n, const char *path)
             dst[o] = '?';
         o += want;
         s += want;
+        left -= want;
     }
     dst[o] = '\0';
 }

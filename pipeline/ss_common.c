@@ -166,28 +166,50 @@ void ss_mjd_to_iso(double mjd, char *buf, size_t n)
              tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }
 
+/* n decimal digits at *p as *v, advancing *p; 0 when they are not. */
+static int digits(const char **p, int n, int *v)
+{
+    *v = 0;
+    for (int i = 0; i < n; i++) {
+        const char c = (*p)[i];
+        if (c < '0' || c > '9')
+            return 0;
+        *v = *v * 10 + (c - '0');
+    }
+    *p += n;
+    return 1;
+}
+
 int ss_iso_to_mjd(const char *s, double *mjd)
 {
-    int y, mo, d, hh = 0, mi = 0, used = 0;
-    double ss = 0.0;
-    if (!s || sscanf(s, "%4d-%2d-%2d%n", &y, &mo, &d, &used) != 3 || used != 10)
+    int y, mo, d, hh = 0, mi = 0, sec = 0;
+    double frac = 0.0;
+    const char *p = s;
+    if (!p || !digits(&p, 4, &y) || *p++ != '-' || !digits(&p, 2, &mo) || *p++ != '-' ||
+        !digits(&p, 2, &d))
         return -1;
-    const char *p = s + used;
     if (*p == 'T' || *p == ' ') {
-        int u2 = 0;
-        if (sscanf(p + 1, "%2d:%2d:%lf%n", &hh, &mi, &ss, &u2) != 3)
+        p++;
+        if (!digits(&p, 2, &hh) || *p++ != ':' || !digits(&p, 2, &mi) || *p++ != ':' ||
+            !digits(&p, 2, &sec))
             return -1;
-        p += 1 + u2;
+        if (*p == '.') {
+            p++;
+            if (*p < '0' || *p > '9')
+                return -1;
+            double scale = 0.1;
+            for (; *p >= '0' && *p <= '9'; p++, scale *= 0.1)
+                frac += (*p - '0') * scale;
+        }
         if (*p == 'Z')
             p++;
     }
     if (*p != '\0')
         return -1;
-    if (mo < 1 || mo > 12 || d < 1 || d > 31 || hh < 0 || hh > 23 || mi < 0 || mi > 59 ||
-        ss < 0.0 || ss >= 61.0)
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || hh > 23 || mi > 59 || sec > 60)
         return -1;
     long days = days_from_civil(y, (unsigned)mo, (unsigned)d);
-    *mjd = (double)days + SS_MJD_UNIX_EPOCH + (hh * 3600.0 + mi * 60.0 + ss) / 86400.0;
+    *mjd = (double)days + SS_MJD_UNIX_EPOCH + (hh * 3600.0 + mi * 60.0 + sec + frac) / 86400.0;
     return 0;
 }
 
@@ -203,6 +225,38 @@ double ss_now_mono(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int ss_utf8_char_len(const unsigned char *s, size_t avail)
+{
+    const unsigned c = s[0];
+    int len;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xE0) == 0xC0) {
+        len = 2;
+        min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+        len = 3;
+        min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+        len = 4;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    if ((size_t)len > avail)
+        return 0;
+    unsigned cp = c & (0x7Fu >> len);
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
 }
 
 char *ss_strlcpy(char *dst, const char *src, size_t n)

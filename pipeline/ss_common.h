@@ -113,6 +113,11 @@ double ss_now_mono(void);
 /* strncpy that always terminates; returns dst. */
 char *ss_strlcpy(char *dst, const char *src, size_t n);
 
+/* The length (1..4) of the valid UTF-8 character at s, of which avail >= 1
+ * bytes may be read; 0 when s does not start one (a stray or missing
+ * continuation byte, an overlong form, a surrogate, past U+10FFFF). */
+int ss_utf8_char_len(const unsigned char *s, size_t avail);
+
 #define SS_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define SS_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define SS_CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))

@@ -455,6 +455,96 @@ static const char *json_kind(const cJSON *it)
 
 /* Parse one JSON part that must be an object. what names it in the texts
  * ("header", "body", "request", "response"). */
+/* The first byte of buf[0..n) that does not start a valid UTF-8
+ * character, or n. */
+static size_t utf8_invalid_at(const unsigned char *buf, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        const int len = ss_utf8_char_len(buf + i, n - i);
+        if (len == 0)
+            return i;
+        i += (size_t)len;
+    }
+    return n;
+}
+
+static int is_number_char(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
+}
+
+/* The 4 hex digits at s (avail bytes readable) as *v; 0 when they are not. */
+static int hex4(const unsigned char *s, size_t avail, unsigned *v)
+{
+    if (avail < 4)
+        return 0;
+    *v = 0;
+    for (int k = 0; k < 4; k++) {
+        const unsigned c = s[k];
+        const int d = c >= '0' && c <= '9' ? (int)(c - '0')
+                      : c >= 'a' && c <= 'f' ? (int)(c - 'a' + 10)
+                      : c >= 'A' && c <= 'F' ? (int)(c - 'A' + 10) : -1;
+        if (d < 0)
+            return 0;
+        *v = *v << 4 | (unsigned)d;
+    }
+    return 1;
+}
+
+/* What JSON (RFC 8259) or PROTOCOL.md §2 forbids and cJSON lets through,
+ * in buf[0..n): a raw control character in a string, a number with a
+ * leading zero, the escape \u0000 (cJSON would cut the string there) and
+ * a UTF-16 surrogate escape that is not a high-low pair. Returns the
+ * position of the first (the control character, the digit after the zero,
+ * the backslash), or n. The same scan as the Python client's
+ * _strict_violation. */
+static size_t json_strict_violation(const unsigned char *s, size_t n)
+{
+    int in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned c = s[i];
+        if (in_str) {
+            if (c == '"') {
+                in_str = 0;
+            } else if (c < 0x20) {
+                return i;
+            } else if (c == '\\' && i + 1 < n && s[i + 1] == 'u') {
+                unsigned v, w;
+                if (!hex4(s + i + 2, n - i - 2, &v)) {
+                    i++;                        /* malformed: the parser's error */
+                    continue;
+                }
+                if (v == 0 || (v >= 0xDC00 && v <= 0xDFFF))
+                    return i;
+                if (v >= 0xD800 && v <= 0xDBFF) {
+                    if (!(i + 7 < n && s[i + 6] == '\\' && s[i + 7] == 'u' &&
+                          hex4(s + i + 8, n - i - 8, &w) && w >= 0xDC00 && w <= 0xDFFF))
+                        return i;
+                    i += 11;
+                } else {
+                    i += 5;
+                }
+            } else if (c == '\\') {
+                i++;                            /* the escaped character */
+            }
+            continue;
+        }
+        if (c == '"') {
+            in_str = 1;
+        } else if ((c == '-' || (c >= '0' && c <= '9')) && !(i > 0 && is_number_char(s[i - 1]))) {
+            const size_t j = i + (c == '-');
+            if (j + 1 < n && s[j] == '0' && s[j + 1] >= '0' && s[j + 1] <= '9')
+                return j + 1;
+        }
+    }
+    return n;
+}
+
+/* Parse a JSON part that must be one object. The error position, as the
+ * Python client finds it too: the first invalid UTF-8 byte of the part;
+ * else the first of the parser's own error (or what follows the value)
+ * and json_strict_violation before it. */
 static cJSON *parse_object(const void *buf, size_t len, size_t max_len, const char *what,
                            ss_proto_error_t *err)
 {
@@ -463,21 +553,26 @@ static cJSON *parse_object(const void *buf, size_t len, size_t max_len, const ch
         return NULL;
     }
     const char *start = buf, *end = NULL;
-    cJSON *root = len ? cJSON_ParseWithLengthOpts(start, len, &end, 0) : NULL;
+    size_t at = utf8_invalid_at(buf, len);
+    cJSON *root = NULL;
+    if (at == len) {
+        root = len ? cJSON_ParseWithLengthOpts(start, len, &end, 0) : NULL;
+        at = root ? len : end && end >= start ? (size_t)(end - start) : 0;
+        /* cJSON stops after the first value: anything but whitespace
+         * behind it would be silently ignored, so it is an error here. */
+        for (const char *p = end; root && p < start + len && at == len; p++)
+            if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+                at = (size_t)(p - start);
+        const size_t v = json_strict_violation(buf, at);
+        if (v < at || (root && at < len)) {
+            at = v < at ? v : at;
+            cJSON_Delete(root);
+            root = NULL;
+        }
+    }
     if (!root) {
-        size_t at = end && end >= start ? (size_t)(end - start) : 0;
         fail(err, SS_PR_NOT_JSON, "%s is not valid JSON (error at byte %zu)", what, at);
         return NULL;
-    }
-    /* cJSON stops after the first value: anything but whitespace behind
-     * it would be silently ignored, so it is an error here. */
-    for (const char *p = end; p < start + len; p++) {
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            fail(err, SS_PR_NOT_JSON, "%s is not valid JSON (error at byte %zu)", what,
-                 (size_t)(p - start));
-            cJSON_Delete(root);
-            return NULL;
-        }
     }
     if (!cJSON_IsObject(root)) {
         fail(err, SS_PR_NOT_OBJECT, "%s is not a JSON object (got %s)", what, json_kind(root));

@@ -123,8 +123,10 @@ def _days_from_civil(y, m, d):
     return era * 146097 + doe - 719468
 
 
+# PROTOCOL.md §2 "Time", the grammar ss_iso_to_mjd reads too: digits only
+# (ASCII), two per field, an optional fraction of at least one digit.
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})"
-                  r"(?:[T ](\d{1,2}):(\d{1,2}):(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)Z?)?")
+                  r"(?:[T ](\d{2}):(\d{2}):(\d{2}(?:\.\d+)?)Z?)?", re.ASCII)
 
 
 def iso_to_mjd(text):
@@ -220,6 +222,61 @@ def _kind(v):
     return "an invalid value"
 
 
+def _hex4(b, i):
+    """The 4 hex digits of b at i as an int, or None."""
+    t = b[i:i + 4]
+    if len(t) < 4 or any(c not in b"0123456789abcdefABCDEF" for c in t):
+        return None
+    return int(t, 16)
+
+
+def _strict_violation(b, n):
+    """The first position in b[:n] of what JSON or PROTOCOL.md §2 forbids and
+    a lenient parser lets through — a raw control character in a string, a
+    number with a leading zero (the digit after it), \\u0000 or a surrogate
+    escape that is not a high-low pair (the backslash) — or None. The C
+    codec's json_strict_violation, scan for scan."""
+    b = b[:n]
+    in_str = False
+    i = 0
+    while i < n:
+        c = b[i]
+        if in_str:
+            if c == 0x22:
+                in_str = False
+            elif c < 0x20:
+                return i
+            elif c == 0x5C and i + 1 < n and b[i + 1] == 0x75:
+                v = _hex4(b, i + 2)
+                if v is None:
+                    i += 2
+                    continue
+                if v == 0 or 0xDC00 <= v <= 0xDFFF:
+                    return i
+                if 0xD800 <= v <= 0xDBFF:
+                    w = _hex4(b, i + 8) if i + 7 < n and b[i + 6] == 0x5C and b[i + 7] == 0x75 \
+                        else None
+                    if w is None or not 0xDC00 <= w <= 0xDFFF:
+                        return i
+                    i += 12
+                else:
+                    i += 6
+                continue
+            elif c == 0x5C:
+                i += 1
+        elif c == 0x22:
+            in_str = True
+        elif (c == 0x2D or 0x30 <= c <= 0x39) and not (i > 0 and b[i - 1] in _NUMBER_CHARS):
+            j = i + (c == 0x2D)
+            if j + 1 < n and b[j] == 0x30 and 0x30 <= b[j + 1] <= 0x39:
+                return j + 1
+        i += 1
+    return None
+
+
+_NUMBER_CHARS = frozenset(b"0123456789.eE+-")
+
+
 def _parse_object(data, max_len, what):
     data = bytes(data)
     n = len(data)
@@ -241,15 +298,22 @@ def _parse_object(data, max_len, what):
     i = 0
     while i < len(text) and text[i] in _WS:
         i += 1
+    at = None                   # the parser's error, or what follows the value
     try:
         value, end = _DECODER.raw_decode(text, i)
+        for j in range(end, len(text)):
+            if text[j] not in _WS:
+                at = len(text[:j].encode("utf-8"))
+                break
     except json.JSONDecodeError as e:
-        raise not_json(len(text[:e.pos].encode("utf-8")))
+        at = len(text[:e.pos].encode("utf-8"))
     except ValueError:
-        raise not_json(i)
-    for j in range(end, len(text)):
-        if text[j] not in _WS:
-            raise not_json(len(text[:j].encode("utf-8")))
+        at = i
+    v = _strict_violation(data, n if at is None else at)
+    if v is not None:
+        raise not_json(v)
+    if at is not None:
+        raise not_json(at)
     if not isinstance(value, dict):
         raise ProtocolError("not_object", "%s is not a JSON object (got %s)" % (what, _kind(value)))
     return value
