@@ -297,6 +297,19 @@ static int open_sockets(ss_daemon_t *d, char *err, size_t n)
     return 0;
 }
 
+/* A gzip'ed FITS file may inflate to the largest frame a feed accepts, as
+ * 64-bit pixels, plus GZ_HEADROOM for headers, extensions and overscan. */
+#define GZ_HEADROOM ((size_t)16 << 20)
+static void set_inflate_limit(const ss_daemon_t *d)
+{
+    size_t most = 0;
+    for (int i = 0; i < d->n_feeds; i++) {
+        const ss_feed_cfg_t *c = &d->cfg.feeds[i];
+        most = SS_MAX(most, (size_t)c->max_width * (size_t)c->max_height * 8);
+    }
+    ss_fits_set_inflate_limit(most + GZ_HEADROOM);
+}
+
 ss_daemon_t *ss_daemon_new(const ss_config_t *cfg, const char *config_path)
 {
     ss_daemon_t *d = calloc(1, sizeof *d);
@@ -321,6 +334,7 @@ ss_daemon_t *ss_daemon_new(const ss_config_t *cfg, const char *config_path)
     for (int i = 0; i < d->n_feeds; i++)
         if (feed_build(d, i, err, sizeof err) != 0)
             goto fail;
+    set_inflate_limit(d);
     int total_outs = d->n_feeds * SS_OUTS_PER_FEED;
     d->pub_q = ss_queue_new(total_outs, SS_QUEUE_BLOCK);
     d->file_q = ss_queue_new(total_outs, SS_QUEUE_BLOCK);

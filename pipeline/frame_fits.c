@@ -19,6 +19,9 @@
  * reader never sees half a file. Every HDU gets CHECKSUM/DATASUM.
  */
 #include "frame_fits.h"
+#ifdef SS_HAVE_ZLIB
+#include <zlib.h>
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +30,9 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -179,27 +184,106 @@ static void map_type(img_info_t *ii)
     }
 }
 
+/* The most bytes a gzip'ed file may inflate to (ss_fits_set_inflate_limit). */
+static _Atomic size_t inflate_limit = (size_t)1 << 30;
+
+void ss_fits_set_inflate_limit(size_t bytes)
+{
+    atomic_store(&inflate_limit, bytes);
+}
+
+size_t ss_fits_inflate_limit(void)
+{
+    return atomic_load(&inflate_limit);
+}
+
+/* Whether the file at path starts with the gzip magic. */
+static int is_gzip(const char *path)
+{
+    unsigned char magic[2] = { 0, 0 };
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    const int got = (int)fread(magic, 1, 2, f);
+    fclose(f);
+    return got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
+
+#ifdef SS_HAVE_ZLIB
+/* Inflate the gzip'ed file at path into a new memfd, stopping as soon as
+ * more than limit bytes come out: the fd (at offset 0), or -1 with
+ * *too_big set when the limit was passed (else a read or memory error). */
+static int inflate_bounded(const char *path, size_t limit, int *too_big)
+{
+    *too_big = 0;
+    gzFile gz = gzopen(path, "rb");
+    if (!gz)
+        return -1;
+    const int fd = memfd_create("skysieve-inflated", MFD_CLOEXEC);
+    char buf[65536];
+    size_t total = 0;
+    int n = 0;
+    while (fd >= 0 && (n = gzread(gz, buf, sizeof buf)) > 0) {
+        total += (size_t)n;
+        if (total > limit) {
+            *too_big = 1;
+            break;
+        }
+        if (write(fd, buf, (size_t)n) != n)
+            break;
+    }
+    gzclose(gz);
+    if (fd < 0 || n != 0 || lseek(fd, 0, SEEK_SET) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+#else
+/* Without zlib: the gzip trailer's ISIZE (the inflated size mod 2^32),
+ * which CFITSIO allocates up front, is held to the limit; a file that lies
+ * about it is inflated by CFITSIO unbounded. The fd of path, or -1 with
+ * *too_big set. */
+static int inflate_bounded(const char *path, size_t limit, int *too_big)
+{
+    *too_big = 0;
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    unsigned char t[4];
+    if (fd < 0)
+        return -1;
+    const off_t end = lseek(fd, -4, SEEK_END);
+    if (end < 0 || read(fd, t, 4) != 4 || lseek(fd, 0, SEEK_SET) != 0) {
+        close(fd);
+        return -1;
+    }
+    const size_t isize = (size_t)t[0] | (size_t)t[1] << 8 | (size_t)t[2] << 16 | (size_t)t[3] << 24;
+    if (isize > limit) {
+        *too_big = 1;
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+#endif
+
 int ss_fits_open_readonly(const char *path, void **fptr, int *proxy_fd)
 {
     *fptr = NULL;
     *proxy_fd = -1;
-    /* CFITSIO picks the decompressor of a compressed file by searching the
-     * whole path for ".Z" (LZW) and ".bz2", not its suffix: a gzip'ed file
-     * in a directory such as /data/run.Zenith/ was fed to the LZW decoder
-     * and failed. Such a file is opened through /proc/self/fd/N, a name
-     * with neither; gzip is recognised by its magic bytes. */
-    unsigned char magic[2] = { 0, 0 };
-    if (strstr(path, ".Z") || strstr(path, ".bz2")) {
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            if (fread(magic, 1, 2, f) != 2)
-                magic[0] = 0;
-            fclose(f);
-        }
-    }
+    /* A gzip'ed file (by its magic bytes, whatever its name) is inflated
+     * here, at most ss_fits_inflate_limit() bytes, into a memfd that CFITSIO
+     * reads through /proc/self/fd/N as a plain file: CFITSIO alone
+     * allocates what the gzip trailer claims (a 300-byte file asked for
+     * 2.4 GB under the fuzzer) and grows without bound, and it picks the
+     * decompressor by searching the whole path for ".Z" and ".bz2". */
     char proxy[64];
     const char *open_path = path;
-    if (magic[0] == 0x1f && magic[1] == 0x8b && (*proxy_fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+    if (is_gzip(path)) {
+        int too_big = 0;
+        *proxy_fd = inflate_bounded(path, ss_fits_inflate_limit(), &too_big);
+        if (*proxy_fd < 0)
+            return too_big ? SS_FITS_TOO_LARGE : FILE_NOT_OPENED;
         snprintf(proxy, sizeof proxy, "/proc/self/fd/%d", *proxy_fd);
         open_path = proxy;
     }
@@ -248,6 +332,12 @@ static ss_err_t open_image(const char *path, fitsfile **out_fp, img_info_t *ii, 
     fclose(probe);
     fitsfile *fp = NULL;
     int st = ss_fits_open_readonly(path, (void **)&fp, &ii->proxy_fd);
+    if (st == SS_FITS_TOO_LARGE) {
+        set_err(err, n, path, "gzip'ed, and inflates to more than %zu bytes (the largest frame "
+                "accepted)", ss_fits_inflate_limit());
+        close_image(fp, ii);
+        return SS_ERR_SIZE;
+    }
     if (st) {
         const ss_err_t fe = fits_fail(err, n, path, "not a readable FITS file", st, SS_ERR_FORMAT);
         close_image(fp, ii);

@@ -47,6 +47,17 @@ ss_err_t ss_fits_read_frame(const char *path, ss_frame_t *f, char *err, size_t e
  * ".bz2" in its name). Returns the CFITSIO status; close with
  * ss_fits_close_readonly(*fptr, *proxy_fd), also after a failure. */
 int ss_fits_open_readonly(const char *path, void **fptr, int *proxy_fd);
+
+/* The status ss_fits_open_readonly returns for a gzip'ed file that
+ * inflates to more than ss_fits_inflate_limit() bytes (outside CFITSIO's
+ * range of statuses). */
+#define SS_FITS_TOO_LARGE 9001
+
+/* The most bytes a gzip'ed FITS file may inflate to, process-wide
+ * (default 1 GiB): the daemon sets it from the largest frame its feeds
+ * accept. The file is inflated once per open, never past this. */
+void ss_fits_set_inflate_limit(size_t bytes);
+size_t ss_fits_inflate_limit(void);
 void ss_fits_close_readonly(void *fptr, int proxy_fd);
 
 /* Read an image as float (calibration frames, masks): *out is malloc'ed

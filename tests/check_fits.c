@@ -1130,6 +1130,37 @@ START_TEST(test_residual_writer)
 }
 END_TEST
 
+/* Issue 11: a gzip'ed file is inflated at most ss_fits_inflate_limit()
+ * bytes, once per open, whatever its trailer claims: 8 MB of zeros after
+ * a valid 16x16 image (a "gzip bomb" of a few kB) is refused under a 1 MiB
+ * limit with SS_ERR_SIZE and a message that says why, and read whole
+ * under a larger one. */
+START_TEST(test_gzip_inflate_limit)
+{
+    make_tmpdir();
+    char cmd[1400], err[512];
+    const char *plain = tpath("bomb.fits"), *gz = tpath("bomb.fits.gz");
+    ss_frame_t *f = frame_alloc(16 * 16 * 2);
+    f->width = f->height = 16;
+    f->dtype = SS_DT_U16;
+    ck_assert_int_eq(ss_fits_write_frame(plain, f, err, sizeof err), SS_OK);
+    snprintf(cmd, sizeof cmd, "{ cat '%s'; head -c 8000000 /dev/zero; } | gzip -c > '%s'", plain, gz);
+    ck_assert_int_eq(system(cmd), 0);
+    const size_t was = ss_fits_inflate_limit();
+    ss_fits_set_inflate_limit((size_t)1 << 20);
+    ss_frame_t *g = frame_alloc(16 * 16 * 2);
+    ck_assert_int_eq(ss_fits_read_frame(gz, g, err, sizeof err), SS_ERR_SIZE);
+    ck_assert_msg(strstr(err, "inflates to more than 1048576 bytes"), "%s", err);
+    ss_fits_set_inflate_limit((size_t)16 << 20);
+    ck_assert_msg(ss_fits_read_frame(gz, g, err, sizeof err) == SS_OK, "%s", err);
+    ck_assert_int_eq(g->width, 16);
+    ss_fits_set_inflate_limit(was);
+    frame_free(f);
+    frame_free(g);
+    rm_tmpdir();
+}
+END_TEST
+
 /* The input name results carry (PROTOCOL.md §5 "input"): the base name,
  * valid UTF-8 kept, invalid bytes and control characters as '?', cut at a
  * character boundary. */
@@ -1162,6 +1193,7 @@ static Suite *fits_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_roundtrip_every_dtype);
     tcase_add_test(tc, test_input_name);
+    tcase_add_test(tc, test_gzip_inflate_limit);
     tcase_add_test(tc, test_bscale_bzero);
     tcase_add_test(tc, test_real_astride_bad_date);
     tcase_add_test(tc, test_real_decam_fz);

@@ -3,9 +3,12 @@
 # Idempotent; run as root (or through sudo). CUDA is optional: the CUDA
 # backend is built when nvcc is found (/usr/local/cuda or PATH).
 set -eu
-# indi-bin: indiserver and indi_simulator_ccd, for tests/check_indi.c
-PKGS="build-essential cmake pkg-config libzmq3-dev libcjson-dev libcfitsio-dev
-      libsystemd-dev check python3 python3-zmq python3-numpy fitsverify indi-bin"
+# indi-bin: indiserver and indi_simulator_ccd, for tests/check_indi.c;
+# zlib1g-dev: gzip'ed FITS inflated with a bound; clang and libclang-rt-14-dev:
+# the libFuzzer targets (tools/fuzz.sh)
+PKGS="build-essential cmake pkg-config libzmq3-dev libcjson-dev libcfitsio-dev zlib1g-dev
+      libsystemd-dev check python3 python3-zmq python3-numpy fitsverify indi-bin
+      clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
