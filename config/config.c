@@ -932,10 +932,15 @@ ss_err_t ss_config_validate(const ss_config_t *c, char *err, size_t n)
                 c->control_endpoint);
         return SS_ERR_CONFIG;
     }
-    if (*c->control_endpoint && !endpoint_local(c->control_endpoint)) {
-        set_err(err, n, "control.endpoint: \"%s\" is reachable from other hosts, and the control "
-                "socket has no authentication (reset, reload): bind it to tcp://127.0.0.1:PORT "
-                "or use ipc://", c->control_endpoint);
+    if (!*c->curve_key != !*c->client_keys) {
+        set_err(err, n, "%s: required with %s", *c->curve_key ? "security.client_keys" :
+                "security.curve_key", *c->curve_key ? "security.curve_key" : "security.client_keys");
+        return SS_ERR_CONFIG;
+    }
+    if (*c->control_endpoint && !endpoint_local(c->control_endpoint) && !*c->curve_key) {
+        set_err(err, n, "control.endpoint: \"%s\" is reachable from other hosts: it needs CURVE "
+                "(security.curve_key and security.client_keys), or bind it to "
+                "tcp://127.0.0.1:PORT or ipc://", c->control_endpoint);
         return SS_ERR_CONFIG;
     }
     if (*c->publish_endpoint && !endpoint_ok(c->publish_endpoint)) {
@@ -1344,6 +1349,12 @@ static int jsonl_usable(const char *key, const char *path, char *err, size_t n)
 ss_err_t ss_config_check_paths(const ss_config_t *c, char *err, size_t n)
 {
     char key[96];
+    if (c->client_keys[0] && dir_usable("security.client_keys", c->client_keys, R_OK, err, n))
+        return SS_ERR_CONFIG;
+    if (c->curve_key[0] && access(c->curve_key, R_OK) != 0) {
+        set_err(err, n, "security.curve_key: %s: %s", c->curve_key, strerror(errno));
+        return SS_ERR_CONFIG;
+    }
     for (int i = 0; i < c->n_feeds; i++) {
         const ss_feed_cfg_t *f = &c->feeds[i];
 #define KEY(k) (snprintf(key, sizeof key, "feeds[%d].%s", i, (k)), key)

@@ -128,6 +128,8 @@ typedef struct ss_config {
     int publish_mask;               /* "publish.residual_mask" */
     double status_interval;         /* "status_interval": s between STATUS= / status messages */
     double peer_timeout;            /* "peer_timeout": s of heartbeat silence that drops a peer */
+    char curve_key[SS_PATH_MAX];    /* "security.curve_key": the daemon's secret key file ("" = off) */
+    char client_keys[SS_PATH_MAX];  /* "security.client_keys": admitted public keys (a directory) */
     double watchdog_stall;          /* "watchdog.stall_timeout": s one frame may take */
     double drain_timeout;           /* "shutdown.drain_timeout": s to drain at SIGTERM */
     int n_feeds;                    /* elements of "feeds" */

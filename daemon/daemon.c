@@ -270,6 +270,8 @@ static int open_sockets(ss_daemon_t *d, char *err, size_t n)
         }
         zmq_setsockopt(d->pub_sock, ZMQ_SNDHWM, &d->pub_hwm, sizeof d->pub_hwm);
         ss_zmq_heartbeats(d->pub_sock, c->peer_timeout);
+        if (ss_daemon_secure(d, d->pub_sock, "publish", err, n) != 0)
+            return -1;
         zmq_setsockopt(d->pub_sock, ZMQ_LINGER, &linger, sizeof linger);
         if (bind_socket(d->pub_sock, c->publish_endpoint, "publish", err, n) != 0)
             return -1;
@@ -287,6 +289,8 @@ static int open_sockets(ss_daemon_t *d, char *err, size_t n)
         zmq_setsockopt(d->ctl_sock, ZMQ_LINGER, &zero, sizeof zero);
         zmq_setsockopt(d->ctl_sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
         ss_zmq_heartbeats(d->ctl_sock, c->peer_timeout);
+        if (ss_daemon_secure(d, d->ctl_sock, "control", err, n) != 0)
+            return -1;
         if (bind_control(d->ctl_sock, c->control_endpoint, err, n) != 0)
             return -1;
         char bound[SS_ENDPOINT_MAX + 32] = "";
@@ -295,6 +299,30 @@ static int open_sockets(ss_daemon_t *d, char *err, size_t n)
         SS_LOG(SS_LOG_INFO, TAG, "control socket on %s", bound[0] ? bound : c->control_endpoint);
     }
     return 0;
+}
+
+/* CURVE on (security.curve_key): the daemon's key pair read and the ZAP
+ * handler started, before any socket binds (libzmq admits anyone while no
+ * handler is bound). */
+static int start_curve(ss_daemon_t *d, char *err, size_t n)
+{
+    const ss_config_t *c = &d->cfg;
+    if (!c->curve_key[0])
+        return 0;
+    char why[480];
+    if (ss_curve_read_key(c->curve_key, 1, &d->curve, why, sizeof why) != 0) {
+        snprintf(err, n, "security.curve_key: %s", why);
+        return -1;
+    }
+    return (d->zap = ss_zap_start(d->zctx, c->client_keys, err, n)) ? 0 : -1;
+}
+
+int ss_daemon_secure(const ss_daemon_t *d, void *sock, const char *what, char *err, size_t n)
+{
+    if (!d->zap || ss_curve_server(sock, &d->curve) == 0)
+        return 0;
+    snprintf(err, n, "%s: CURVE: %s", what, zmq_strerror(zmq_errno()));
+    return -1;
 }
 
 /* A gzip'ed FITS file may inflate to the largest frame a feed accepts, as
@@ -330,6 +358,8 @@ ss_daemon_t *ss_daemon_new(const ss_config_t *cfg, const char *config_path)
         snprintf(err, sizeof err, "cannot create the event fd or the ZeroMQ context");
         goto fail;
     }
+    if (start_curve(d, err, sizeof err) != 0)
+        goto fail;
     d->n_feeds = cfg->n_feeds;
     for (int i = 0; i < d->n_feeds; i++)
         if (feed_build(d, i, err, sizeof err) != 0)
@@ -362,6 +392,7 @@ void ss_daemon_destroy(ss_daemon_t **pd)
         zmq_close(d->pub_sock);
     if (d->ctl_sock)
         zmq_close(d->ctl_sock);
+    ss_zap_stop(&d->zap);
     if (d->zctx)
         zmq_ctx_term(d->zctx);
     ss_queue_destroy(&d->pub_q);
@@ -589,6 +620,10 @@ static void drain_workers(ss_daemon_t *d, uint64_t wd_us)
 
 static void log_summary(ss_daemon_t *d)
 {
+    if (d->zap)
+        SS_LOG(SS_LOG_NOTICE, TAG, "security final: admitted=%llu refused=%llu (peers by CURVE key)",
+               (unsigned long long)ss_zap_admitted(d->zap),
+               (unsigned long long)ss_zap_refused(d->zap));
     for (int i = 0; i < d->n_feeds; i++) {
         ss_proto_feed_stats_t s;
         ss_sink_counters_t k;

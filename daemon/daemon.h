@@ -26,6 +26,8 @@
 #include "pipeline/pipeline.h"
 #include "queue.h"
 #include "stats.h"
+#include "zap.h"
+#include "proto/curve.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,6 +62,10 @@ typedef struct ss_out {
 /* ZeroMQ heartbeats on sock: a PING every timeout_s / 4, the connection
  * dropped after timeout_s without traffic (config "peer_timeout"). */
 void ss_zmq_heartbeats(void *sock, double timeout_s);
+
+/* With CURVE on (d->zap), sock becomes a CURVE server with the daemon's
+ * key (before it binds); nothing otherwise. Returns 0, or -1 with err. */
+int ss_daemon_secure(const ss_daemon_t *d, void *sock, const char *what, char *err, size_t n);
 
 struct ss_feed {
     int index;
@@ -107,6 +113,10 @@ struct ss_daemon {
     int log_level_override;         /* --log-level (kept across reloads); -1 = none */
 
     void *zctx;
+
+    ss_zap_t *zap;                  /* the ZAP handler (CURVE on), else NULL */
+
+    ss_curve_key_t curve;           /* the daemon's key pair (CURVE on) */
     void *pub_sock;                 /* owned by the publisher thread once it runs */
     void *ctl_sock;                 /* main thread */
     int pub_hwm;

@@ -72,11 +72,18 @@ static void raise_fd_limit(void)
                (unsigned long long)was, (unsigned long long)rl.rlim_max);
 }
 
-/* The calibration files of every feed, readable and holding pipeline.roi
- * when one is set (ss_pipeline_check_calibration): 0, or -1 with a message
+/* The daemon's CURVE key file (readable, with its secret key) and the
+ * calibration files of every feed, readable and holding pipeline.roi when
+ * one is set (ss_pipeline_check_calibration): 0, or -1 with a message
  * naming the file and key in err. */
 static int check_calibration(const char *path, const ss_config_t *cfg, char *err, size_t n)
 {
+    ss_curve_key_t k;
+    char why[480];
+    if (cfg->curve_key[0] && ss_curve_read_key(cfg->curve_key, 1, &k, why, sizeof why) != 0) {
+        snprintf(err, n, "%s: security.curve_key: %s", path, why);
+        return -1;
+    }
     for (int i = 0; i < cfg->n_feeds; i++) {
         char e[480];
         if (ss_pipeline_check_calibration(&cfg->feeds[i].pipeline, (ss_roi_t){ 0 }, e,

@@ -325,6 +325,11 @@ int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n)
     zmq_setsockopt(z->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(z->sock, ZMQ_LINGER, &zero, sizeof zero);
     ss_zmq_heartbeats(z->sock, s->feed->d->cfg.peer_timeout);
+    if (zc->bind && ss_daemon_secure(s->feed->d, z->sock, c->name, err, n) != 0) {
+        zmq_close(z->sock);
+        free(z);
+        return -1;
+    }
     if (zc->socket == SS_ZMQ_SUB)
         zmq_setsockopt(z->sock, ZMQ_SUBSCRIBE, zc->subscribe, strlen(zc->subscribe));
     int rc = zc->bind ? zmq_bind(z->sock, zc->endpoint) : zmq_connect(z->sock, zc->endpoint);

@@ -680,13 +680,18 @@ START_TEST(test_cross_checks)
                "control.endpoint: \"/run/ctl\" is not a ZeroMQ endpoint (transport://address)");
     /* issue 11: no unauthenticated control socket open to other hosts */
     ASSERT_ERR("{\"control\": {\"endpoint\": \"tcp://0.0.0.0:5599\"}}",
-               "control.endpoint: \"tcp://0.0.0.0:5599\" is reachable from other hosts, and the "
-               "control socket has no authentication (reset, reload): bind it to "
-               "tcp://127.0.0.1:PORT or use ipc://");
+               "control.endpoint: \"tcp://0.0.0.0:5599\" is reachable from other hosts: it needs "
+               "CURVE (security.curve_key and security.client_keys), or bind it to "
+               "tcp://127.0.0.1:PORT or ipc://");
     ASSERT_ERR("{\"control\": {\"endpoint\": \"tcp://eth0:5599\"}}",
-               "control.endpoint: \"tcp://eth0:5599\" is reachable from other hosts, and the "
-               "control socket has no authentication (reset, reload): bind it to "
-               "tcp://127.0.0.1:PORT or use ipc://");
+               "control.endpoint: \"tcp://eth0:5599\" is reachable from other hosts: it needs "
+               "CURVE (security.curve_key and security.client_keys), or bind it to "
+               "tcp://127.0.0.1:PORT or ipc://");
+    ck_assert_int_eq(load("{\"control\": {\"endpoint\": \"tcp://0.0.0.0:5599\"}, \"security\": "
+                          "{\"curve_key\": \"/k/d.key\", \"client_keys\": \"/k/clients\"}}"),
+                     SS_OK);
+    ASSERT_ERR("{\"security\": {\"curve_key\": \"/k/d.key\"}}",
+               "security.client_keys: required with security.curve_key");
     ck_assert_int_eq(load("{\"control\": {\"endpoint\": \"tcp://127.0.0.1:5599\"}}"), SS_OK);
     ck_assert_int_eq(load("{\"control\": {\"endpoint\": \"tcp://[::1]:5599\"}}"), SS_OK);
     ASSERT_ERR("{\"feeds\": [{\"name\": \"a\", \"sinks\": {\"jsonl\": {\"path\": \"/tmp/x\"}}}, "

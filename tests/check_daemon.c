@@ -46,6 +46,7 @@
 #include "config/config.h"
 #include "pipeline/frame_fits.h"
 #include "proto/proto.h"
+#include "proto/curve.h"
 #include "proto/proto_zmq.h"
 #include "tools/synth.h"
 
@@ -65,6 +66,7 @@ typedef struct dmn {
     char cfg[128], log[128];
     char ctl[160], pub[160], in[160];
     int notify_fd;                  /* the test's NOTIFY_SOCKET, or -1 */
+    const char *curve_key, *server_key; /* CURVE key files of the control client, or NULL */
 } dmn_t;
 
 static void *zctx;
@@ -229,6 +231,9 @@ static int ctl_request(const dmn_t *d, const char *json, ss_ctl_response_t *resp
     zmq_setsockopt(s, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
     zmq_setsockopt(s, ZMQ_SNDTIMEO, &tmo, sizeof tmo);
     int rc = -1;
+    char cerr[600];
+    ck_assert_msg(ss_curve_client_files(s, d->curve_key, d->server_key, cerr, sizeof cerr) == 0,
+                  "%s", cerr);
     if (zmq_connect(s, d->ctl) == 0 && zmq_send(s, json, strlen(json), 0) >= 0) {
         zmq_msg_t m;
         zmq_msg_init(&m);
@@ -2328,6 +2333,130 @@ START_TEST(test_stalled_partial_message)
 }
 END_TEST
 
+/* Issue 11: CURVE with ZAP on every socket. With security.curve_key and
+ * security.client_keys set, a client whose key is listed gets in (control,
+ * results, frames); one with an unknown key, or without CURVE, gets
+ * nothing — no answer, no message, no frame into the pipeline — and the
+ * refusals are counted. */
+static void *curve_socket(int type, const char *endpoint, const char *key, const char *server)
+{
+    void *s = zmq_socket(zctx, type);
+    int zero = 0, tmo = 200;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    char err[600];
+    ck_assert_msg(ss_curve_client_files(s, key, server, err, sizeof err) == 0, "%s", err);
+    if (type == ZMQ_SUB)
+        zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
+    ck_assert_int_eq(zmq_connect(s, endpoint), 0);
+    return s;
+}
+
+/* Whether sub receives any message within wait_s. */
+static int receives(void *sub, double wait_s)
+{
+    const double t0 = now_s();
+    while (now_s() - t0 < wait_s) {
+        ss_proto_rx_t rx;
+        if (ss_proto_recv_parts(sub, 0, &rx) == SS_OK) {
+            ss_proto_rx_close(&rx);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+START_TEST(test_curve)
+{
+    dmn_t d;
+    dmn_init(&d);
+    char clients[200], err[600], dkey[260], dpub[260], gkey[260], bkey[260];
+    snprintf(clients, sizeof clients, "%s/clients", d.dir);
+    ck_assert_int_eq(mkdir(clients, 0755), 0);
+    ck_assert_msg(ss_curve_write_keypair(d.dir, "daemon", err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(ss_curve_write_keypair(clients, "good", err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(ss_curve_write_keypair(d.dir, "bad", err, sizeof err) == 0, "%s", err);
+    snprintf(dkey, sizeof dkey, "%s/daemon.key", d.dir);
+    snprintf(dpub, sizeof dpub, "%s/daemon.pub", d.dir);
+    snprintf(gkey, sizeof gkey, "%s/good.key", clients);
+    snprintf(bkey, sizeof bkey, "%s/bad.key", d.dir);
+    char dk[1024];
+    daemon_keys(&d, dk, sizeof dk);
+    write_text(d.cfg,
+               "{ %s, \"security\": {\"curve_key\": \"%s\", \"client_keys\": \"%s\"},"
+               " \"feeds\": [ { \"name\": \"f0\", \"source\": {\"type\": \"zmq\","
+               " \"zmq\": {\"endpoint\": \"%s\", \"socket\": \"pull\", \"bind\": true}},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d}, %s } ] }\n",
+               dk, dkey, clients, d.in, W, H, pipeline_keys(5.0));
+    dmn_start(&d, NULL);
+    d.curve_key = gkey;
+    d.server_key = dpub;
+    dmn_wait_ready(&d);                             /* control, with the listed key */
+    ck_assert(log_contains(&d, "CURVE on: 2 client keys admitted"));   /* good.key, good.pub */
+
+    /* control: an unknown key, and no CURVE at all, get no answer */
+    ss_ctl_response_t r;
+    d.curve_key = bkey;
+    ck_assert_int_ne(ctl_request(&d, "{\"cmd\":\"status\"}", &r, 1.0), 0);
+    d.curve_key = d.server_key = NULL;
+    ck_assert_int_ne(ctl_request(&d, "{\"cmd\":\"status\"}", &r, 1.0), 0);
+    d.curve_key = gkey;
+    d.server_key = dpub;
+
+    /* results: the listed subscriber receives, the others nothing */
+    void *good_sub = curve_socket(ZMQ_SUB, d.pub, gkey, dpub);
+    void *bad_sub = curve_socket(ZMQ_SUB, d.pub, bkey, dpub);
+    void *plain_sub = curve_socket(ZMQ_SUB, d.pub, NULL, NULL);
+    ck_assert_msg(receives(good_sub, 10.0), "the listed subscriber received nothing");
+    ck_assert_msg(!receives(bad_sub, 2.0), "a subscriber with an unknown key received");
+    ck_assert_msg(!receives(plain_sub, 0.5), "a subscriber without CURVE received");
+
+    /* frames: an unknown key gets nothing into the pipeline, the listed one does */
+    sender_t snd;
+    memset(&snd, 0, sizeof snd);
+    ss_synth_cfg_t c;
+    scene(&c, 0);
+    snd.gen = ss_synth_new(&c);
+    snd.f.capacity = (size_t)W * H * 2;
+    snd.f.pixels = malloc(snd.f.capacity);
+    snd.sock = curve_socket(ZMQ_PUSH, d.in, bkey, dpub);
+    int hl = sender_next(&snd, NULL);
+    ss_proto_part_t parts[2] = { { snd.hdr, (size_t)hl }, { snd.f.pixels, ss_frame_bytes(&snd.f) } };
+    send_parts(snd.sock, parts, 2);                 /* queued; never delivered */
+    sleep_s(2.0);
+    ss_proto_status_t *st = stats_of(&d);
+    ck_assert_uint_eq(st->feeds[0].received, 0);
+    free(st);
+    zmq_close(snd.sock);
+    snd.sock = curve_socket(ZMQ_PUSH, d.in, gkey, dpub);
+    sender_send(&snd, NULL);
+    const double t0 = now_s();
+    do {
+        sleep_s(0.05);
+        st = stats_of(&d);
+        if (st->feeds[0].processed >= 1)
+            break;
+        free(st);
+        st = NULL;
+    } while (now_s() - t0 < 30.0);
+    ck_assert_msg(st && st->feeds[0].processed == 1, "the listed sender's frame was not processed");
+    free(st);
+    sender_close(&snd);
+    zmq_close(good_sub);
+    zmq_close(bad_sub);
+    zmq_close(plain_sub);
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    char *log = read_all(d.log);
+    const char *sec = log ? strstr(log, "security final: admitted=") : NULL;
+    ck_assert_ptr_nonnull(sec);
+    unsigned long long admitted = 0, refused = 0;
+    ck_assert_int_eq(sscanf(sec, "security final: admitted=%llu refused=%llu", &admitted, &refused), 2);
+    ck_assert_msg(admitted >= 3 && refused >= 3, "admitted %llu, refused %llu", admitted, refused);
+    free(log);
+    dmn_cleanup(&d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("daemon");
@@ -2356,6 +2485,10 @@ int main(void)
     tcase_set_timeout(subs, 900);
     tcase_add_test(subs, test_stalled_subscriber);
     tcase_add_test(subs, test_stalled_partial_message);
+    TCase *sec = tcase_create("security");
+    tcase_set_timeout(sec, 300);
+    tcase_add_test(sec, test_curve);
+    suite_add_tcase(s, sec);
     suite_add_tcase(s, subs);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -18,6 +18,7 @@
 #include <zmq.h>
 
 #include "config/config.h"
+#include "proto/curve.h"
 #include "proto/proto.h"
 
 #define PROG "skysieve-ctl"
@@ -46,6 +47,9 @@ static void usage(FILE *out)
 "  -e, --endpoint EP     the control endpoint itself (instead of --config)\n"
 "  -f, --feed NAME       the feed (stats, reset)\n"
 "  -t, --timeout S       wait this long for the answer                    [5]\n"
+"      --curve-key FILE  CURVE: this client's key file (skysieve-keygen NAME:\n"
+"                        NAME.key; the daemon must list NAME.pub)\n"
+"      --server-key FILE CURVE: the daemon's public key file (its .pub)\n"
 "  -h, --help            this text\n"
 "The endpoint is used where the daemon binds it: an ipc:// endpoint whose\n"
 "directory is missing moves to $XDG_RUNTIME_DIR/skysieve-control (or /tmp).\n"
@@ -88,12 +92,23 @@ static int command(const char *name, ss_ctl_cmd_t *cmd)
     return -1;
 }
 
-/* Send the request to ep, wait for the answer: 0, or EXIT_NO_ANSWER. */
+/* The CURVE key files of the command line (NULL: none). */
+static const char *curve_key, *server_key;
+
+/* Send the request to ep, wait for the answer: 0, EXIT_NO_ANSWER, or
+ * EXIT_USAGE (bad key files). */
 static int exchange(const char *ep, const char *req, double timeout, char *resp, size_t cap,
                     size_t *len)
 {
     void *ctx = zmq_ctx_new(), *s = ctx ? zmq_socket(ctx, ZMQ_REQ) : NULL;
     int rc = EXIT_NO_ANSWER;
+    char cerr[600];
+    if (s && ss_curve_client_files(s, curve_key, server_key, cerr, sizeof cerr) != 0) {
+        fprintf(stderr, PROG ": %s\n", cerr);
+        zmq_close(s);
+        zmq_ctx_term(ctx);
+        return EXIT_USAGE;
+    }
     if (s) {
         int zero = 0, ms = (int)(timeout * 1000);
         zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
@@ -122,7 +137,8 @@ int main(int argc, char **argv)
     static const struct option lo[] = {
         { "config", required_argument, 0, 'c' }, { "endpoint", required_argument, 0, 'e' },
         { "feed", required_argument, 0, 'f' }, { "timeout", required_argument, 0, 't' },
-        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "help", no_argument, 0, 'h' }, { "curve-key", required_argument, 0, 'K' },
+        { "server-key", required_argument, 0, 'S' }, { 0, 0, 0, 0 },
     };
     const char *config = NULL, *endpoint = NULL, *feed = NULL;
     double timeout = 5.0;
@@ -131,6 +147,8 @@ int main(int argc, char **argv)
         char *end;
         switch (c) {
         case 'c': config = optarg; break;
+        case 'K': curve_key = optarg; break;
+        case 'S': server_key = optarg; break;
         case 'e': endpoint = optarg; break;
         case 'f': feed = optarg; break;
         case 't':

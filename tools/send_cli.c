@@ -23,6 +23,7 @@
 #include <zmq.h>
 
 #include "pipeline/frame_fits.h"
+#include "proto/curve.h"
 #include "proto/proto.h"
 #include "proto/proto_zmq.h"
 #include "tools/synth.h"
@@ -94,6 +95,9 @@ static void usage(FILE *out)
 "                        (frame times start now, 1/rate s apart; 1 s at --rate 0)\n"
 "Other\n"
 "  -q, --quiet           no summary line on stderr\n"
+"      --curve-key FILE  CURVE: this client's key file (skysieve-keygen NAME:\n"
+"                        NAME.key; the daemon must list NAME.pub)\n"
+"      --server-key FILE CURVE: the daemon's public key file (its .pub)\n"
 "  -h, --help            this text\n"
 "Exit status: 0 all sent, 1 file or socket error (or --timeout), 2 bad usage.\n",
             DEFAULT_PUB_WAIT, DEFAULT_HWM, DEFAULT_SYNTH_COUNT);
@@ -118,6 +122,7 @@ typedef struct opts {
     int synth;
     ss_synth_cfg_t sc;
     int quiet;
+    const char *curve_key, *server_key;     /* CURVE client key files, or NULL */
 } opts_t;
 
 static int parse_double(const char *s, double *out)
@@ -149,7 +154,7 @@ static int bad(const char *opt, const char *val)
 }
 
 enum {
-    O_BIND = 256, O_PUB, O_PUB_WAIT, O_HWM, O_TIMEOUT, O_LOOP, O_FEED, O_SERIES, O_NO_SERIES,
+    O_BIND = 256, O_CURVE_KEY, O_SERVER_KEY, O_PUB, O_PUB_WAIT, O_HWM, O_TIMEOUT, O_LOOP, O_FEED, O_SERIES, O_NO_SERIES,
     O_SEQ0, O_MASK, O_META, O_NOW, O_SYNTH, O_SIZE, O_DTYPE, O_SEED, O_STARS, O_JITTER, O_MOVERS,
     O_MOVER_SNR, O_MOVER_SPEED, O_STREAK_PROB, O_EXPOSURE
 };
@@ -173,13 +178,16 @@ static int parse_args(int argc, char **argv, opts_t *o)
         { "mover-speed", required_argument, 0, O_MOVER_SPEED },
         { "streak-prob", required_argument, 0, O_STREAK_PROB },
         { "exposure", required_argument, 0, O_EXPOSURE }, { "quiet", no_argument, 0, 'q' },
-        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "help", no_argument, 0, 'h' }, { "curve-key", required_argument, 0, O_CURVE_KEY },
+        { "server-key", required_argument, 0, O_SERVER_KEY }, { 0, 0, 0, 0 },
     };
     int c;
     long long ll;
     double d;
     while ((c = getopt_long(argc, argv, "e:r:n:qh", lo, NULL)) != -1) {
         switch (c) {
+        case O_CURVE_KEY: o->curve_key = optarg; break;
+        case O_SERVER_KEY: o->server_key = optarg; break;
         case 'e': o->endpoint = optarg; break;
         case O_BIND: o->bind = 1; break;
         case O_PUB: o->pub = 1; break;
@@ -311,6 +319,11 @@ static int open_socket(sender_t *s, const opts_t *o)
     int immediate = 1;
     if (!o->pub)
         zmq_setsockopt(s->sock, ZMQ_IMMEDIATE, &immediate, sizeof immediate);
+    char cerr[600];
+    if (ss_curve_client_files(s->sock, o->curve_key, o->server_key, cerr, sizeof cerr) != 0) {
+        fprintf(stderr, PROG ": %s\n", cerr);
+        return -1;
+    }
     int rc = o->bind ? zmq_bind(s->sock, o->endpoint) : zmq_connect(s->sock, o->endpoint);
     if (rc != 0) {
         fprintf(stderr, PROG ": cannot %s %s: %s\n", o->bind ? "bind" : "connect to", o->endpoint,

@@ -24,6 +24,7 @@
 
 #include "pipeline/frame_fits.h"
 #include "proto/proto.h"
+#include "proto/curve.h"
 #include "proto/proto_zmq.h"
 
 #define PROG "skysieve-sub"
@@ -90,6 +91,9 @@ static void usage(FILE *out)
 "  -v, --verbose           a line on stderr per residual and per status message\n"
 "                          (subscribes to \"status\" too)\n"
 "  -q, --quiet             no summary line on stderr at exit\n"
+"      --curve-key FILE    CURVE: this client's key file (skysieve-keygen NAME:\n"
+"                          NAME.key; the daemon must list NAME.pub)\n"
+"      --server-key FILE   CURVE: the daemon's public key file (its .pub)\n"
 "  -h, --help              this text\n"
 "Exit status: 0 done (--count reached, SIGINT/SIGTERM, or --timeout after\n"
 "messages arrived when no --count was given); 1 socket or file error; 2 bad\n"
@@ -111,6 +115,7 @@ typedef struct opts {
     long long count;
     double timeout;
     int verbose, quiet;
+    const char *curve_key, *server_key;     /* CURVE client key files, or NULL */
 } opts_t;
 
 static int bad(const char *opt, const char *val)
@@ -119,7 +124,8 @@ static int bad(const char *opt, const char *val)
     return -1;
 }
 
-enum { O_BIND = 256, O_FEED, O_STATUS, O_PER_MESSAGE, O_SAVE, O_COMPRESS, O_TIMEOUT, O_JSON };
+enum { O_BIND = 256, O_FEED, O_STATUS, O_PER_MESSAGE, O_SAVE, O_COMPRESS, O_TIMEOUT, O_JSON,
+       O_CURVE_KEY, O_SERVER_KEY };
 
 static int parse_args(int argc, char **argv, opts_t *o)
 {
@@ -131,12 +137,16 @@ static int parse_args(int argc, char **argv, opts_t *o)
         { "save-residuals", required_argument, 0, O_SAVE },
         { "compress", no_argument, 0, O_COMPRESS }, { "count", required_argument, 0, 'n' },
         { "timeout", required_argument, 0, O_TIMEOUT }, { "verbose", no_argument, 0, 'v' },
-        { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' },
+        { "curve-key", required_argument, 0, O_CURVE_KEY },
+        { "server-key", required_argument, 0, O_SERVER_KEY }, { 0, 0, 0, 0 },
     };
     int c;
     char *end;
     while ((c = getopt_long(argc, argv, "e:t:n:vqh", lo, NULL)) != -1) {
         switch (c) {
+        case O_CURVE_KEY: o->curve_key = optarg; break;
+        case O_SERVER_KEY: o->server_key = optarg; break;
         case 'e': o->endpoint = optarg; break;
         case O_BIND: o->bind = 1; break;
         case 't':
@@ -517,6 +527,12 @@ int main(int argc, char **argv)
     zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     ss_proto_set_maxmsgsize(sock, &s.lim);
+    char cerr[600];
+    if (ss_curve_client_files(sock, o.curve_key, o.server_key, cerr, sizeof cerr) != 0) {
+        fprintf(stderr, PROG ": %s\n", cerr);
+        rc = EXIT_USAGE;
+        goto out;
+    }
     if (subscribe_all(sock, &o) != 0)
         goto out;
     if ((o.bind ? zmq_bind(sock, o.endpoint) : zmq_connect(sock, o.endpoint)) != 0) {

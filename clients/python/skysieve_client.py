@@ -1059,6 +1059,36 @@ def encode_series(kind, series, feed=None, mjd=None, frames=None, meta=None):
 
 # ---- sockets -----------------------------------------------------------------
 
+def read_key(path):
+    """The CURVE key file at path (skysieve-keygen's NAME.key or NAME.pub,
+    ZeroMQ's certificate text form): (public, secret) as Z85 bytes, secret
+    None in a public key file. Raises ValueError naming the file."""
+    keys = {}
+    with open(path, "r", encoding="ascii", errors="replace") as fp:
+        for line in fp:
+            m = re.match(r'\s*(public|secret)-key\s*=\s*"([^"]{40})"', line)
+            if m:
+                keys[m.group(1)] = m.group(2).encode("ascii")
+    if "public" not in keys:
+        raise ValueError('%s: no valid public-key = "<40 Z85 characters>" line' % path)
+    return keys["public"], keys.get("secret")
+
+
+def _curve_client(sock, curve):
+    """curve: None, or (this client's key file, the daemon's public key
+    file): sock becomes a CURVE client (before it connects)."""
+    if curve is None:
+        return
+    key_file, server_file = curve
+    pub, sec = read_key(key_file)
+    if sec is None:
+        raise ValueError("%s: no secret-key line (a .pub file holds the public key only)"
+                         % key_file)
+    sock.curve_publickey = pub
+    sock.curve_secretkey = sec
+    sock.curve_serverkey = read_key(server_file)[0]
+
+
 class Subscriber:
     """A SUB socket on skysieved's publisher.
 
@@ -1066,7 +1096,9 @@ class Subscriber:
     "status"); with feed, only that feed's residual/detections topics are
     subscribed and matched exactly (ZeroMQ matches prefixes: "cam1" would
     also take "cam10"). recv() returns decoded messages; messages of
-    other topics are skipped.
+    other topics are skipped. curve=(this client's key file, the daemon's
+    public key file) makes it a CURVE client (daemon with security.curve_key:
+    README "Authentication").
 
     Gaps: every message the daemon publishes carries topic_seq, its number
     on its topic. A message after a gap gets m.gap = the messages of its
@@ -1074,11 +1106,12 @@ class Subscriber:
     is the total (PROTOCOL.md §2, "Gaps")."""
 
     def __init__(self, endpoint, topics=("detections.", "residual."), feed=None, bind=False,
-                 context=None, rcvhwm=100, limits=None):
+                 context=None, rcvhwm=100, limits=None, curve=None):
         self._ctx = context or zmq.Context.instance()
         self.sock = self._ctx.socket(zmq.SUB)
         self.sock.setsockopt(zmq.RCVHWM, rcvhwm)
         self.sock.setsockopt(zmq.LINGER, 0)
+        _curve_client(self.sock, curve)
         self.limits = limits or Limits()
         self.exact = None
         if feed:
@@ -1141,12 +1174,14 @@ class Sender:
     """Sends frames to skysieved: PUSH connect by default (the daemon's
     default zmq source is PULL bind); bind=True binds instead; pub=True
     uses a PUB socket (for a daemon source of kind SUB). send_timeout
-    (seconds) bounds a blocked send (no receiver): zmq.Again is raised."""
+    (seconds) bounds a blocked send (no receiver): zmq.Again is raised.
+    curve=(key_file, server_key_file): CURVE, as Subscriber's."""
 
     def __init__(self, endpoint, bind=False, pub=False, context=None, sndhwm=16,
-                 send_timeout=None, feed=None):
+                 send_timeout=None, feed=None, curve=None):
         self._ctx = context or zmq.Context.instance()
         self.sock = self._ctx.socket(zmq.PUB if pub else zmq.PUSH)
+        _curve_client(self.sock, curve)
         self.sock.setsockopt(zmq.SNDHWM, sndhwm)
         self.sock.setsockopt(zmq.LINGER, 2000)
         if send_timeout is not None:
@@ -1180,15 +1215,17 @@ class Sender:
         self.close()
 
 
-def control(endpoint, cmd, feed=None, timeout=5.0, context=None):
+def control(endpoint, cmd, feed=None, timeout=5.0, context=None, curve=None):
     """Send a control request ("status", "stats", "reset", "reload",
     "config") and return the response as a dict ({"ok": True, ...} or
-    {"ok": False, "error": ...}). Raises TimeoutError if no answer comes."""
+    {"ok": False, "error": ...}). Raises TimeoutError if no answer comes.
+    curve: as Subscriber's."""
     if cmd not in COMMANDS:
         raise ValueError("cmd must be one of %s" % ", ".join(COMMANDS))
     ctx = context or zmq.Context.instance()
     s = ctx.socket(zmq.REQ)
     s.setsockopt(zmq.LINGER, 0)
+    _curve_client(s, curve)
     try:
         s.connect(endpoint)
         req = {"cmd": cmd}

@@ -535,6 +535,62 @@ class TestDaemon(unittest.TestCase):
     """This client against a running skysieved: frames in over PUSH/PULL,
     residuals and detections out over PUB/SUB, control over REQ/REP."""
 
+    @unittest.skipUnless(BINARY and os.access(os.path.join(BINARY, "daemon", "skysieved"), os.X_OK)
+                         and zmq.has("curve"), "skysieved not built, or libzmq without CURVE")
+    def test_curve(self):
+        """CURVE keys made by skysieve-keygen: the listed client's Subscriber
+        and control() get in, an unknown key gets nothing."""
+        import shutil
+        import signal
+        import tempfile
+        d = tempfile.mkdtemp(prefix="skysieve-py-curve-")
+        keygen = os.path.join(BINARY, "tools", "skysieve-keygen")
+        os.mkdir(os.path.join(d, "clients"))
+        for name, where in (("daemon", d), ("good", os.path.join(d, "clients")), ("bad", d)):
+            subprocess.run([keygen, name, where], check=True, stdout=subprocess.DEVNULL)
+        good = (os.path.join(d, "clients", "good.key"), os.path.join(d, "daemon.pub"))
+        bad = (os.path.join(d, "bad.key"), os.path.join(d, "daemon.pub"))
+        self.assertIsNotNone(sc.read_key(good[0])[1])
+        self.assertIsNone(sc.read_key(good[1])[1])
+        out, ctl = ("ipc://%s/%s" % (d, n) for n in ("out", "ctl"))
+        cfg = {"log_level": "warning", "control": {"endpoint": ctl},
+               "publish": {"endpoint": out}, "status_interval": 0.2,
+               "security": {"curve_key": os.path.join(d, "daemon.key"),
+                            "client_keys": os.path.join(d, "clients")},
+               "feeds": [{"name": "pycam", "source": {"type": "synth",
+                                                      "synth": {"width": 64, "height": 64}},
+                          "pipeline": {"threads": 1}}]}
+        path = os.path.join(d, "skysieved.json")
+        with open(path, "w") as fp:
+            json.dump(cfg, fp)
+        log = open(os.path.join(d, "skysieved.log"), "w+")
+        proc = subprocess.Popen([os.path.join(BINARY, "daemon", "skysieved"), "--config", path],
+                                stdout=log, stderr=subprocess.STDOUT)
+        ctx = zmq.Context()
+        try:
+            with sc.Subscriber(out, topics=("status",), context=ctx, curve=good) as ok_sub, \
+                    sc.Subscriber(out, topics=("status",), context=ctx, curve=bad) as bad_sub:
+                m = ok_sub.recv(timeout=30)
+                self.assertIsNotNone(m, "the listed subscriber got nothing")
+                self.assertEqual(m.type, "status")
+                self.assertIsNone(bad_sub.recv(timeout=2), "an unknown key got a message")
+            self.assertTrue(sc.control(ctl, "status", context=ctx, curve=good)["ok"])
+            with self.assertRaises(TimeoutError):
+                sc.control(ctl, "status", context=ctx, curve=bad, timeout=1)
+        finally:
+            ctx.destroy(linger=0)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.seek(0)
+        text = log.read()
+        log.close()
+        self.assertEqual(proc.returncode, 0, text)
+        shutil.rmtree(d, ignore_errors=True)
+
     @unittest.skipUnless(BINARY and os.access(os.path.join(BINARY, "daemon", "skysieved"), os.X_OK),
                          "skysieved not built")
     def test_round_trip(self):
