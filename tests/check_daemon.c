@@ -2378,6 +2378,13 @@ static int receives(void *sub, double wait_s)
 
 START_TEST(test_curve)
 {
+#if defined(__SANITIZE_THREAD__)
+    /* under ThreadSanitizer the CURVE handshakes (libsodium, in libzmq's
+     * threads, neither instrumented) outlast the case's timeout, and what
+     * TSan could check here is theirs */
+    fprintf(stderr, "test_curve: not run under ThreadSanitizer\n");
+    return;
+#endif
     dmn_t d;
     dmn_init(&d);
     char clients[200], err[600], dkey[260], dpub[260], gkey[260], bkey[260];
