@@ -76,7 +76,7 @@ static void raise_fd_limit(void)
  * calibration files of every feed, readable and holding pipeline.roi when
  * one is set (ss_pipeline_check_calibration): 0, or -1 with a message
  * naming the file and key in err. */
-static int check_calibration(const char *path, const ss_config_t *cfg, char *err, size_t n)
+static int check_files(const char *path, const ss_config_t *cfg, char *err, size_t n)
 {
     ss_curve_key_t k;
     char why[480];
@@ -176,7 +176,7 @@ int main(int argc, char **argv)
                "%s does not exist: running the built-in default config (one synthetic feed)",
                config_path);
     } else if (ss_config_load_checked(config_path, cfg, err, sizeof err) != SS_OK ||
-               check_calibration(config_path, cfg, err, sizeof err) != 0) {
+               check_files(config_path, cfg, err, sizeof err) != 0) {
         if (check)          /* once, plainly, where a shell shows it */
             fprintf(stderr, "%s\n", err);
         else

@@ -174,10 +174,15 @@ static void free_calibration(ss_pipeline_t *p)
 }
 
 /* The file configured for master i ("" = none). */
+static const char *cfg_cal_path(const ss_pipeline_cfg_t *c, int i)
+{
+    const char *paths[CAL_N] = { c->dark, c->flat, c->bad_pixels, c->bias };
+    return paths[i];
+}
+
 static const char *cal_path(const ss_pipeline_t *p, int i)
 {
-    const char *paths[CAL_N] = { p->cfg.dark, p->cfg.flat, p->cfg.bad_pixels, p->cfg.bias };
-    return paths[i];
+    return cfg_cal_path(&p->cfg, i);
 }
 
 static int load_calibration(ss_pipeline_t *p, char *err, size_t n)
@@ -199,25 +204,25 @@ static int load_calibration(ss_pipeline_t *p, char *err, size_t n)
 int ss_pipeline_check_calibration(const ss_pipeline_cfg_t *cfg, ss_roi_t region, char *err,
                                   size_t n)
 {
-    const char *paths[CAL_N] = { cfg->dark, cfg->flat, cfg->bad_pixels, cfg->bias };
     const ss_roi_t r = cfg->roi_w > 0 && cfg->roi_h > 0
                            ? (ss_roi_t){ cfg->roi_x, cfg->roi_y, cfg->roi_w, cfg->roi_h }
                            : region;
     for (int i = 0; i < CAL_N; i++) {
-        if (!paths[i][0])
+        const char *path = cfg_cal_path(cfg, i);
+        if (!path[0])
             continue;
         float *px = NULL;
         int w, h, ox, oy;
         ss_fits_master_t info;
         char e[400];
-        if (ss_fits_read_master(paths[i], &px, &w, &h, &info, e, sizeof e) != SS_OK) {
+        if (ss_fits_read_master(path, &px, &w, &h, &info, e, sizeof e) != SS_OK) {
             snprintf(err, n, "pipeline.%s: %s", cal_what[i], e);
             return -1;
         }
         free(px);
         if (r.w > 0 && r.h > 0 && !ss_fits_master_place(&info, w, h, r.x, r.y, r.w, r.h, &ox, &oy)) {
             snprintf(err, n, "pipeline.%s: %s is %dx%d and does not hold the processed region "
-                     "[%d,%d %dx%d]%s", cal_what[i], paths[i], w, h, r.x, r.y, r.w, r.h,
+                     "[%d,%d %dx%d]%s", cal_what[i], path, w, h, r.x, r.y, r.w, r.h,
                      cfg->roi_w > 0 && cfg->roi_h > 0 ? " (pipeline.roi)" : " (of the last frame)");
             return -1;
         }

@@ -1280,11 +1280,16 @@ static int get_topic_seq(dctx_t *c, uint64_t *seq, int *has)
     return r < 0 ? -1 : 0;
 }
 
+void ss_proto_series_seq(const ss_frame_meta_t *m, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s#%llu", m->series, (unsigned long long)m->seq);
+}
+
 const char *ss_proto_input(const ss_frame_meta_t *m, char *buf, size_t n)
 {
     if (m->input[0])
         return m->input;
-    snprintf(buf, n, "%s#%llu", m->series, (unsigned long long)m->seq);
+    ss_proto_series_seq(m, buf, n);
     return buf;
 }
 

@@ -254,6 +254,8 @@ int ss_proto_add_topic_seq(char *json, int len, size_t cap, uint64_t seq);
  * fit). Returns the name (m->input or buf). */
 #define SS_PROTO_INPUT_MAX SS_INPUT_MAX
 const char *ss_proto_input(const ss_frame_meta_t *m, char *buf, size_t n);
+/* The "<series>#<seq>" form of that name alone, into buf (n bytes). */
+void ss_proto_series_seq(const ss_frame_meta_t *m, char *buf, size_t n);
 
 /* Detection flags by name: "touches_invalid", "touches_edge". */
 const char *ss_proto_flag_name(int flag_bit);

@@ -67,6 +67,8 @@ typedef struct dmn {
     char ctl[160], pub[160], in[160];
     int notify_fd;                  /* the test's NOTIFY_SOCKET, or -1 */
     const char *curve_key, *server_key; /* CURVE key files of the control client, or NULL */
+    char keys_extra[384];           /* more daemon-level members (", \"k\": v"), or "" */
+    char pub_extra[128];            /* more "publish" members, or "" */
 } dmn_t;
 
 static void *zctx;
@@ -418,14 +420,16 @@ static int final_counters(const dmn_t *d, const char *feed, final_t *f)
 
 static const char *log_level = "info";     /* a test may want "debug" */
 
-/* Common daemon keys: endpoints in the temp dir, fast status. */
+/* Common daemon keys: endpoints in the temp dir, fast status, and the
+ * test's own (d->keys_extra, d->pub_extra). */
 static void daemon_keys(const dmn_t *d, char *buf, size_t n)
 {
-    snprintf(buf, n,
+    const int len = snprintf(buf, n,
              "\"log_level\": \"%s\", \"control\": {\"endpoint\": \"%s\"},"
-             " \"publish\": {\"endpoint\": \"%s\"}, \"status_interval\": 0.2,"
-             " \"shutdown\": {\"drain_timeout\": 30}",
-             log_level, d->ctl, d->pub);
+             " \"publish\": {\"endpoint\": \"%s\"%s}, \"status_interval\": 0.2,"
+             " \"shutdown\": {\"drain_timeout\": 30}%s",
+             log_level, d->ctl, d->pub, d->pub_extra, d->keys_extra);
+    ck_assert(len > 0 && (size_t)len < n);
 }
 
 /* The backend the daemon runs: cpu, or $SKYSIEVE_TEST_BACKEND (cuda on a
@@ -436,15 +440,21 @@ static const char *test_backend(void)
     return b && b[0] ? b : "cpu";
 }
 
-/* Pipeline keys for short sequences: one CPU thread, a short history. */
-static const char *pipeline_keys(double thresh)
+/* Pipeline keys for short sequences: one CPU thread, a short history;
+ * extra: more pipeline members (", \"k\": v"), or NULL. */
+static const char *pipeline_keys_with(double thresh, const char *extra)
 {
-    static char buf[256];
+    static char buf[768];
     snprintf(buf, sizeof buf,
              "\"pipeline\": {\"backend\": \"%s\", \"threads\": 1, \"history\": 10,"
-             " \"whiten\": {\"degree\": 1}, \"detect\": {\"thresh\": %g}}",
-             test_backend(), thresh);
+             " \"whiten\": {\"degree\": 1}, \"detect\": {\"thresh\": %g}%s}",
+             test_backend(), thresh, extra ? extra : "");
     return buf;
+}
+
+static const char *pipeline_keys(double thresh)
+{
+    return pipeline_keys_with(thresh, NULL);
 }
 
 /* A zmq-fed feed "f0" on d->in (PULL, bound). */
@@ -1025,7 +1035,7 @@ static int wait_note(int fd, const char *want, double timeout, note_t *out, int 
 }
 
 static void write_synth_config_feed(const dmn_t *d, double thresh, const char *extra,
-                                   const char *feed_extra)
+                                   const char *feed_extra, const char *pipe_extra)
 {
     char dk[1024];
     daemon_keys(d, dk, sizeof dk);
@@ -1037,12 +1047,12 @@ static void write_synth_config_feed(const dmn_t *d, double thresh, const char *e
                " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
                " \"queue\": {\"depth\": 4, \"policy\": \"drop_oldest\"}, %s } ] }\n",
                dk, extra ? extra : "", feed_extra ? feed_extra : "", W, H, W, H,
-               pipeline_keys(thresh));
+               pipeline_keys_with(thresh, pipe_extra));
 }
 
 static void write_synth_config(const dmn_t *d, double thresh, const char *extra)
 {
-    write_synth_config_feed(d, thresh, extra, NULL);
+    write_synth_config_feed(d, thresh, extra, NULL, NULL);
 }
 
 START_TEST(test_sd_notify_sequence)
@@ -1138,7 +1148,7 @@ START_TEST(test_sighup_reload)
     snprintf(jsonl, sizeof jsonl, "%s/det.jsonl", d.dir);
     snprintf(rotated, sizeof rotated, "%s.1", jsonl);
     snprintf(sinks, sizeof sinks, " \"sinks\": {\"jsonl\": {\"path\": \"%s\"}},", jsonl);
-    write_synth_config_feed(&d, 5.0, NULL, sinks);
+    write_synth_config_feed(&d, 5.0, NULL, sinks, NULL);
     dmn_start(&d, NULL);
     dmn_wait_ready(&d);
     /* detections arrive in the JSON-lines file; then it is rotated away */
@@ -1153,7 +1163,7 @@ START_TEST(test_sighup_reload)
     ck_assert_str_eq(c->publish_endpoint, d.pub);
 
     /* a valid file with a reloadable key changed */
-    write_synth_config_feed(&d, 6.5, NULL, sinks);
+    write_synth_config_feed(&d, 6.5, NULL, sinks, NULL);
     kill(d.pid, SIGHUP);
     double t0 = now_s();
     do {
@@ -1189,20 +1199,9 @@ START_TEST(test_sighup_reload)
     char dark[200];
     snprintf(dark, sizeof dark, "%s/dark16.fits", d.dir);
     write_master(dark, 16, 16);
-    {
-        char dk[1024];
-        daemon_keys(&d, dk, sizeof dk);
-        write_text(d.cfg,
-                   "{ %s, \"feeds\": [ { \"name\": \"f0\",%s"
-                   " \"source\": {\"type\": \"synth\", \"synth\": {\"rate\": 20, \"width\": %d,"
-                   " \"height\": %d, \"n_stars\": 150, \"n_hot\": 0, \"cosmic_rate\": 0,"
-                   " \"streak_prob\": 0, \"n_movers\": 2, \"mover_snr\": 20}},"
-                   " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
-                   " \"queue\": {\"depth\": 4, \"policy\": \"drop_oldest\"},"
-                   " \"pipeline\": {\"backend\": \"%s\", \"threads\": 1, \"history\": 10,"
-                   " \"whiten\": {\"degree\": 1}, \"dark\": \"%s\", \"detect\": {\"thresh\": 7}} } ] }\n",
-                   dk, sinks, W, H, W, H, test_backend(), dark);
-    }
+    char pipe_extra[300];
+    snprintf(pipe_extra, sizeof pipe_extra, ", \"dark\": \"%s\"", dark);
+    write_synth_config_feed(&d, 7.0, NULL, sinks, pipe_extra);
     kill(d.pid, SIGHUP);
     t0 = now_s();
     while (!log_contains(&d, "does not hold the processed region") && now_s() - t0 < 20.0)
@@ -2223,14 +2222,8 @@ START_TEST(test_stalled_subscriber)
     const double span = e && atof(e) > 0 ? atof(e) : 60.0;
     dmn_t d;
     dmn_init(&d);
-    write_text(d.cfg,
-               "{ \"log_level\": \"info\", \"control\": {\"endpoint\": \"%s\"},"
-               " \"publish\": {\"endpoint\": \"%s\", \"byte_budget\": 16777216},"
-               " \"status_interval\": 0.2, \"feeds\": [ { \"name\": \"f0\","
-               " \"source\": {\"type\": \"synth\", \"synth\": {\"rate\": 20, \"width\": %d,"
-               " \"height\": %d, \"n_stars\": 150, \"n_movers\": 2, \"mover_snr\": 20}},"
-               " \"limits\": {\"max_width\": %d, \"max_height\": %d}, %s } ] }\n",
-               d.ctl, d.pub, W, H, W, H, pipeline_keys(5.0));
+    snprintf(d.pub_extra, sizeof d.pub_extra, ", \"byte_budget\": 16777216");
+    write_synth_config(&d, 5.0, NULL);
     dmn_start(&d, NULL);
     dmn_wait_ready(&d);
     void *stalled = zmq_socket(zctx, ZMQ_SUB);
@@ -2292,14 +2285,8 @@ START_TEST(test_stalled_partial_message)
 {
     dmn_t d;
     dmn_init(&d);
-    char dk[1024];
-    daemon_keys(&d, dk, sizeof dk);
-    write_text(d.cfg,
-               "{ %s, \"peer_timeout\": 2, \"feeds\": [ { \"name\": \"f0\","
-               " \"source\": {\"type\": \"zmq\", \"zmq\": {\"endpoint\": \"%s\","
-               " \"socket\": \"pull\", \"bind\": true}},"
-               " \"limits\": {\"max_width\": %d, \"max_height\": %d}, %s } ] }\n",
-               dk, d.in, W, H, pipeline_keys(5.0));
+    snprintf(d.keys_extra, sizeof d.keys_extra, ", \"peer_timeout\": 2");
+    write_zmq_config(&d, 4, "block");
     dmn_start(&d, NULL);
     dmn_wait_ready(&d);
     ck_assert(strncmp(d.in, "ipc://", 6) == 0);
@@ -2387,7 +2374,7 @@ START_TEST(test_curve)
 #endif
     dmn_t d;
     dmn_init(&d);
-    char clients[200], err[600], dkey[260], dpub[260], gkey[260], bkey[260];
+    char clients[96], err[600], dkey[128], dpub[128], gkey[128], bkey[128];
     snprintf(clients, sizeof clients, "%s/clients", d.dir);
     ck_assert_int_eq(mkdir(clients, 0755), 0);
     ck_assert_msg(ss_curve_write_keypair(d.dir, "daemon", err, sizeof err) == 0, "%s", err);
@@ -2397,14 +2384,9 @@ START_TEST(test_curve)
     snprintf(dpub, sizeof dpub, "%s/daemon.pub", d.dir);
     snprintf(gkey, sizeof gkey, "%s/good.key", clients);
     snprintf(bkey, sizeof bkey, "%s/bad.key", d.dir);
-    char dk[1024];
-    daemon_keys(&d, dk, sizeof dk);
-    write_text(d.cfg,
-               "{ %s, \"security\": {\"curve_key\": \"%s\", \"client_keys\": \"%s\"},"
-               " \"feeds\": [ { \"name\": \"f0\", \"source\": {\"type\": \"zmq\","
-               " \"zmq\": {\"endpoint\": \"%s\", \"socket\": \"pull\", \"bind\": true}},"
-               " \"limits\": {\"max_width\": %d, \"max_height\": %d}, %s } ] }\n",
-               dk, dkey, clients, d.in, W, H, pipeline_keys(5.0));
+    snprintf(d.keys_extra, sizeof d.keys_extra,
+             ", \"security\": {\"curve_key\": \"%s\", \"client_keys\": \"%s\"}", dkey, clients);
+    write_zmq_config(&d, 4, "block");
     dmn_start(&d, NULL);
     d.curve_key = gkey;
     d.server_key = dpub;

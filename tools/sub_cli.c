@@ -292,7 +292,7 @@ static void print_frame(const ss_result_t *r)
         kinds[SS_CLAMP((int)r->dets.items[i].kind, 0, 2)]++;
     /* the input's file name, when it is not the "<series>#<seq>" of a frame without one */
     char plain[SS_PROTO_INPUT_MAX];
-    snprintf(plain, sizeof plain, "%s#%llu", r->meta.series, (unsigned long long)r->meta.seq);
+    ss_proto_series_seq(&r->meta, plain, sizeof plain);
     const int named = r->meta.input[0] && strcmp(r->meta.input, plain) != 0;
     printf("%s #%llu%s%s%s%s %s", r->meta.feed, (unsigned long long)r->meta.seq,
            named ? " " : "", named ? r->meta.input : "", when[0] ? " " : "", when,

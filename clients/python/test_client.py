@@ -531,6 +531,34 @@ def star_field(rng, n, size, stars, shifts, mover):
     return frames
 
 
+class Daemon:
+    """A skysieved of the build under test, on cfg written into directory d
+    (its log there too); stop() ends it with SIGTERM (a kill after 30 s)
+    and returns its exit status."""
+
+    def __init__(self, d, cfg):
+        path = os.path.join(d, "skysieved.json")
+        with open(path, "w") as fp:
+            json.dump(cfg, fp)
+        self._log = open(os.path.join(d, "skysieved.log"), "w+")
+        self.proc = subprocess.Popen([os.path.join(BINARY, "daemon", "skysieved"), "--config",
+                                      path], stdout=self._log, stderr=subprocess.STDOUT)
+
+    def log(self):
+        self._log.seek(0)
+        return self._log.read()
+
+    def stop(self):
+        import signal
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return self.proc.returncode
+
+
 class TestDaemon(unittest.TestCase):
     """This client against a running skysieved: frames in over PUSH/PULL,
     residuals and detections out over PUB/SUB, control over REQ/REP."""
@@ -541,7 +569,6 @@ class TestDaemon(unittest.TestCase):
         """CURVE keys made by skysieve-keygen: the listed client's Subscriber
         and control() get in, an unknown key gets nothing."""
         import shutil
-        import signal
         import tempfile
         d = tempfile.mkdtemp(prefix="skysieve-py-curve-")
         keygen = os.path.join(BINARY, "tools", "skysieve-keygen")
@@ -560,12 +587,7 @@ class TestDaemon(unittest.TestCase):
                "feeds": [{"name": "pycam", "source": {"type": "synth",
                                                       "synth": {"width": 64, "height": 64}},
                           "pipeline": {"threads": 1}}]}
-        path = os.path.join(d, "skysieved.json")
-        with open(path, "w") as fp:
-            json.dump(cfg, fp)
-        log = open(os.path.join(d, "skysieved.log"), "w+")
-        proc = subprocess.Popen([os.path.join(BINARY, "daemon", "skysieved"), "--config", path],
-                                stdout=log, stderr=subprocess.STDOUT)
+        daemon = Daemon(d, cfg)
         ctx = zmq.Context()
         try:
             with sc.Subscriber(out, topics=("status",), context=ctx, curve=good) as ok_sub, \
@@ -579,23 +601,14 @@ class TestDaemon(unittest.TestCase):
                 sc.control(ctl, "status", context=ctx, curve=bad, timeout=1)
         finally:
             ctx.destroy(linger=0)
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.seek(0)
-        text = log.read()
-        log.close()
-        self.assertEqual(proc.returncode, 0, text)
+            rc = daemon.stop()
+        self.assertEqual(rc, 0, daemon.log())
         shutil.rmtree(d, ignore_errors=True)
 
     @unittest.skipUnless(BINARY and os.access(os.path.join(BINARY, "daemon", "skysieved"), os.X_OK),
                          "skysieved not built")
     def test_round_trip(self):
         import shutil
-        import signal
         import tempfile
         d = tempfile.mkdtemp(prefix="skysieve-py-")
         src, out, ctl = ("ipc://%s/%s" % (d, n) for n in ("in", "out", "ctl"))
@@ -611,16 +624,8 @@ class TestDaemon(unittest.TestCase):
                           # one thread: OpenMP spinning on a loaded CI machine is slow
                           "pipeline": {"backend": "cpu", "history": 6, "threads": 1,
                                        "registration": {"levels": 1}}}]}
-        path = os.path.join(d, "skysieved.json")
-        with open(path, "w") as fp:
-            json.dump(cfg, fp)
-        log = open(os.path.join(d, "skysieved.log"), "w+")
-        proc = subprocess.Popen([os.path.join(BINARY, "daemon", "skysieved"), "--config", path],
-                                stdout=log, stderr=subprocess.STDOUT)
-
-        def daemon_log():
-            log.seek(0)
-            return log.read()
+        daemon = Daemon(d, cfg)
+        proc, daemon_log = daemon.proc, daemon.log
 
         ctx = zmq.Context()
         try:
@@ -683,14 +688,8 @@ class TestDaemon(unittest.TestCase):
             self.assertTrue(bad["ok"], bad)
         finally:
             ctx.destroy(linger=0)
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self.assertEqual(proc.returncode, 0, daemon_log())
-        log.close()
+            rc = daemon.stop()
+        self.assertEqual(rc, 0, daemon_log())
         shutil.rmtree(d, ignore_errors=True)
 
 
