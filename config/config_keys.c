@@ -387,6 +387,16 @@ static const ss_config_key_t feed_keys[] = {
           "[7] Collinear streak pieces with a gap of at most this many px are merged into one detection; 0 = never."),
     F_INT("pipeline.detect.max", P(max_detections), 1.0, 1e6, 1000.0, RELOAD,
           "[7] Detections kept per frame."),
+    F_BOOL("pipeline.track.enabled", P(track.enabled), 1, RELOAD,
+           "[8] Link detections across frames into tracks (published on tracks.<feed>)."),
+    F_DBL("pipeline.track.max_speed", P(track.max_speed), 0.1, 1e5, 500.0, RELOAD,
+          "[8] Fastest motion a new track may have, px per frame."),
+    F_DBL("pipeline.track.gate", P(track.gate), 0.5, 1000.0, 3.0, RELOAD,
+          "[8] Radius around a track's predicted position within which a detection is linked, px (plus three times the prediction's own spread)."),
+    F_INT("pipeline.track.max_missed", P(track.max_missed), 0.0, 1000.0, 3.0, RELOAD,
+          "[8] Frames in a row a track may miss before it ends (gaps up to this are bridged)."),
+    F_INT("pipeline.track.min_points", P(track.min_points), 3.0, 1000.0, 3.0, RELOAD,
+          "[8] Detections that confirm a track (it must also have moved by more than its scatter)."),
 
     /* sinks (reopened on reload) */
     F_STR("sinks.fits.dir", fits_dir, "", RELOAD,

@@ -93,6 +93,14 @@ struct ss_pipeline {
     int free_slots[SS_MAX_HISTORY];
     int n_free;
 
+    /* tracking (track.h): the registered frame is the current reference's
+     * pixels plus ref_off (the re-references since the last reset), so that
+     * tracks run on through re-references; track_lost: end them at the
+     * next frame (a reset between frames) */
+    ss_tracker_t *tracker;
+    double ref_off_x, ref_off_y;
+    int track_lost;
+
     ss_pipeline_stats_t stats;
     /* results whose residual is still arriving (ss_pipeline_start) */
     ss_result_t *inflight[SS_PIPELINE_INFLIGHT];
@@ -122,7 +130,8 @@ int ss_result_init_with(ss_result_t *r, size_t max_pixels, int max_dets,
     } else {
         r->residual = malloc(max_pixels * sizeof(float));
     }
-    if (!r->residual || ss_detlist_init(&r->dets, max_dets) != 0) {
+    if (!r->residual || ss_detlist_init(&r->dets, max_dets) != 0 ||
+        ss_tracklist_init(&r->tracks, ss_track_reports_max(max_dets)) != 0) {
         ss_result_free(r);
         return -1;
     }
@@ -142,6 +151,7 @@ void ss_result_free(ss_result_t *r)
     r->residual = NULL;
     r->residual_capacity = 0;
     ss_detlist_free(&r->dets);
+    ss_tracklist_free(&r->tracks);
 }
 
 /* ---- calibration files ------------------------------------------------ */
@@ -248,6 +258,8 @@ static void reset_state(ss_pipeline_t *p)
     p->fail_run = 0;
     p->ref_n = 0;
     p->ref_done = 0;
+    p->ref_off_x = p->ref_off_y = 0.0;
+    p->track_lost = 1;
     history_clear(p);
 }
 
@@ -335,6 +347,12 @@ ss_pipeline_t *ss_pipeline_new(const ss_pipeline_cfg_t *cfg, const char *feed, c
         free(p);
         return NULL;
     }
+    if (!(p->tracker = ss_tracker_new(&cfg->track))) {
+        snprintf(err, err_len, "out of memory (tracker)");
+        free_calibration(p);
+        free(p);
+        return NULL;
+    }
     p->sigma_prev = NAN;
     reset_state(p);
     SS_LOG(SS_LOG_INFO, TAG, "feed %s: backend %s, history %d", p->feed, p->ops->name,
@@ -352,6 +370,7 @@ void ss_pipeline_destroy(ss_pipeline_t **pp)
         p->ops->destroy(&p->be);
     free_calibration(p);
     free_ref_mean(p);
+    ss_tracker_destroy(&p->tracker);
     free(p);
     *pp = NULL;
 }
@@ -721,6 +740,38 @@ static void result_begin(ss_result_t *res, const ss_frame_t *f)
     ss_detlist_clear(&res->dets);
     for (int s = 0; s < SS_STAGE__COUNT; s++)
         res->stage_ms[s] = -1.0;
+}
+
+/* The frame's step of the tracker (track.h): an ok frame links its
+ * detections, any other handled frame counts as a miss; after a reset the
+ * tracks end first. Fills res->tracks and the detections' track ids. */
+static void track(ss_pipeline_t *p, ss_result_t *res)
+{
+    res->tracks.count = res->tracks.truncated = 0;
+    if (!p->cfg.track.enabled)
+        return;
+    if (p->track_lost) {
+        ss_tracker_reset(p->tracker, &res->tracks);
+        p->track_lost = 0;
+    }
+    const ss_frame_meta_t *m = &res->meta;
+    double mjd = isfinite(m->mjd_obs) ? m->mjd_obs + 0.5 * m->exposure / 86400.0 : NAN;
+    int ok = res->status == SS_STATUS_OK && res->shift.ok;
+    /* the registered frame: x + s against the current reference (its
+     * earlier re-references in ref_off; a frame that re-referenced has
+     * already added its own shift) */
+    double ox = ok ? res->shift.sx + p->ref_off_x - (res->rereferenced ? res->shift.sx : 0.0) : 0.0;
+    double oy = ok ? res->shift.sy + p->ref_off_y - (res->rereferenced ? res->shift.sy : 0.0) : 0.0;
+    ss_tracklist_t keep = res->tracks;      /* the ended reports of a reset stay */
+    res->tracks.items += keep.count;
+    res->tracks.capacity -= keep.count;
+    ss_track_frame_t tf = { m->seq, mjd, ox, oy, (double)res->width * res->height };
+    if (ss_tracker_frame(p->tracker, &tf, ok ? &res->dets : NULL, &res->tracks) != 0)
+        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: tracker out of memory: tracks ended", p->feed);
+    res->tracks.items -= keep.count;
+    res->tracks.capacity += keep.count;
+    res->tracks.count += keep.count;
+    res->tracks.truncated += keep.truncated;
 }
 
 static ss_err_t fail_frame(ss_pipeline_t *p, ss_result_t *res, ss_err_t e, const char *why)
@@ -1280,6 +1331,8 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
     history_push(p, slot, s->sx, s->sy, remove);
     if (res->status != SS_STATUS_REFERENCE && hypot(s->sx, s->sy) > p->cfg.reref_px) {
         TRY(new_reference(p));
+        p->ref_off_x += s->sx;
+        p->ref_off_y += s->sy;
         for (int k = 0; k < p->n_hist; k++) {
             p->hist[k].sx -= s->sx;
             p->hist[k].sy -= s->sy;
@@ -1311,6 +1364,7 @@ done:
             res->residual[i] = NAN;
         res->has_residual = npix > 0;
     }
+    track(p, res);
     p->stats.status[res->status]++;
     p->stats.detections += (uint64_t)res->dets.count;
     p->stats.detections_truncated += (uint64_t)res->dets.truncated;
@@ -1344,6 +1398,7 @@ static int needs_rebuild(const ss_pipeline_cfg_t *a, const ss_pipeline_cfg_t *b)
 int ss_pipeline_reconfigure(ss_pipeline_t *p, const ss_pipeline_cfg_t *cfg, char *err,
                             size_t err_len)
 {
+    ss_tracker_set_cfg(p->tracker, &cfg->track);
     if (!needs_rebuild(&p->cfg, cfg)) {
         p->cfg = *cfg;
         p->bcfg = *cfg;
@@ -1359,8 +1414,12 @@ int ss_pipeline_reconfigure(ss_pipeline_t *p, const ss_pipeline_cfg_t *cfg, char
     if (p->be)
         p->ops->destroy(&p->be);
     free_calibration(p);
+    ss_tracker_t *tracker = p->tracker;     /* track ids stay unique for the feed */
+    ss_tracker_destroy(&fresh->tracker);
     *p = *fresh;
     free(fresh);
+    p->tracker = tracker;
+    p->track_lost = 1;
     p->stats = stats;
     p->stats.resets++;
     SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: reconfigured (history reset)", p->feed);

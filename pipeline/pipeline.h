@@ -9,6 +9,7 @@
 #define SS_PIPELINE_H
 
 #include "backend.h"
+#include "track.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,6 +52,8 @@ typedef struct ss_result {
                                      * read it only after ss_pipeline_finish */
     uint64_t residual_ticket;       /* the backend's read_begin ticket */
     ss_detlist_t dets;
+    ss_tracklist_t tracks;          /* confirmed tracks linked, coasting or ended at this
+                                     * frame (pipeline.track; empty when off) */
     double stage_ms[SS_STAGE__COUNT];
     double total_ms;                /* wall time of ss_pipeline_process */
     /* a decoded message's number on its topic (PROTOCOL.md §2, "Gaps"),

@@ -11,6 +11,7 @@
 #define SS_PIPELINE_CFG_H
 
 #include "frame.h"
+#include "track.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -108,6 +109,9 @@ typedef struct ss_pipeline_cfg {
     double cosmic_fraction;     /* "detect.cosmic_fraction": peak pixel share of flux that marks a cosmic */
     int max_detections;         /* "detect.max": detections kept per frame */
     double streak_gap;          /* "detect.streak_gap": px; collinear streak pieces this close merge (0 = off) */
+
+    /* §8 tracking */
+    ss_track_cfg_t track;       /* "track.*" */
 } ss_pipeline_cfg_t;
 
 /* Derived values, computed once from a config (shared by both backends so

@@ -1218,6 +1218,86 @@ START_TEST(test_radec)
 }
 END_TEST
 
+/* Tracking in the chain (issue 12): movers at 2 px per frame, SNR 12, with
+ * 1 px of pointing jitter: each one's detections, once its track is
+ * confirmed (by its 4th ok frame or so), all carry one id, its own; the
+ * frame's track reports hold that id with the mover's speed (registered
+ * frame: the jitter is taken out) within 0.05 px per frame. */
+START_TEST(test_tracks_in_chain)
+{
+    ss_synth_cfg_t sc;
+    ss_pipeline_cfg_t pc;
+    field_cfg(&sc, 512, 512, 4242);
+    sc.n_movers = 8;
+    sc.mover_snr = 12.0;
+    sc.mover_speed = 2.0;
+    pipe_cfg(&pc);
+    run_t r;
+    run_open(&r, &sc, &pc);
+    enum { M = 8, F = 40 };
+    uint64_t ids[M][F];
+    int n_found[M] = { 0 }, wrapped[M] = { 0 };
+    double last_x[M], last_y[M], speed_seen[M];
+    for (int i = 0; i < M; i++)
+        last_x[i] = last_y[i] = NAN, speed_seen[i] = NAN;
+    double mjd_prev = NAN, dt = 1.0;
+    for (int f = 0; f < F; f++) {
+        run_step(&r);
+        if (isfinite(mjd_prev) && isfinite(r.frame.meta.mjd_obs))
+            dt = (r.frame.meta.mjd_obs - mjd_prev) * 86400.0;   /* s per frame */
+        mjd_prev = r.frame.meta.mjd_obs;
+        for (int k = 0; k < r.truth.n_obj; k++) {
+            const ss_synth_obj_t *o = &r.truth.obj[k];
+            if (o->kind != SS_SYNTH_MOVER || o->id >= M)
+                continue;
+            int i = (int)o->id;
+            /* the registered frame: x + s */
+            double u = o->x + r.truth.sx, v = o->y + r.truth.sy;
+            if (isfinite(last_x[i]) && hypot(u - last_x[i], v - last_y[i]) > 10.0)
+                wrapped[i] = 1;
+            last_x[i] = u, last_y[i] = v;
+            if (r.res.status != SS_STATUS_OK)
+                continue;
+            for (int j = 0; j < r.res.dets.count; j++) {
+                const ss_detection_t *d = &r.res.dets.items[j];
+                if (d->sign > 0 && hypot(d->x - o->x, d->y - o->y) <= 2.0) {
+                    ids[i][n_found[i]++] = d->track;
+                    break;
+                }
+            }
+        }
+        for (int t = 0; t < r.res.tracks.count; t++) {
+            const ss_track_t *tr = &r.res.tracks.items[t];
+            for (int i = 0; i < M; i++)
+                if (n_found[i] && tr->id == ids[i][n_found[i] - 1] && tr->id != 0)
+                    speed_seen[i] = hypot(tr->vx, tr->vy) * (tr->timed ? dt : 1.0);
+        }
+    }
+    int checked = 0;
+    uint64_t mains[M] = { 0 };
+    for (int i = 0; i < M; i++) {
+        if (wrapped[i] || n_found[i] < 20)
+            continue;
+        uint64_t main = ids[i][n_found[i] - 1];
+        int on = 0;
+        for (int k = 0; k < n_found[i]; k++)
+            on += ids[i][k] == main;
+        fprintf(stderr, "mover %d: %d found, %d on track %llu, speed %.3f px/frame\n", i,
+                n_found[i], on, (unsigned long long)main, speed_seen[i]);
+        ck_assert_msg(main != 0, "mover %d: not in a track", i);
+        ck_assert_msg(on >= n_found[i] - 5, "mover %d: %d of %d detections on its track", i, on,
+                      n_found[i]);
+        ck_assert_msg(fabs(speed_seen[i] - 2.0) < 0.05, "mover %d: speed %.3f px/frame", i,
+                      speed_seen[i]);
+        for (int k = 0; k < checked; k++)
+            ck_assert(mains[k] != main);
+        mains[checked++] = main;
+    }
+    ck_assert_int_ge(checked, 5);
+    run_close(&r);
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -1241,6 +1321,7 @@ static Suite *pipeline_suite(void)
     tcase_set_timeout(q, 900);
     tcase_add_test(q, test_detection_quality);
     tcase_add_loop_test(q, test_slow_movers_leave_history, 0, 3);
+    tcase_add_test(q, test_tracks_in_chain);
     suite_add_tcase(s, q);
     return s;
 }

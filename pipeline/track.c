@@ -1,0 +1,677 @@
+/*
+ * track.c — see track.h; the method and its figures are in README "Tracks".
+ */
+#include "track.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *ss_track_state_name(ss_track_state_t s)
+{
+    static const char *const names[] = { "active", "coasting", "ended" };
+    return (unsigned)s < 3 ? names[s] : "?";
+}
+
+int ss_track_state_parse(const char *s, ss_track_state_t *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (s && strcmp(s, ss_track_state_name((ss_track_state_t)i)) == 0) {
+            *out = (ss_track_state_t)i;
+            return 0;
+        }
+    return -1;
+}
+
+int ss_track_reports_max(int max_dets)
+{
+    return (max_dets > 0 ? max_dets : 0) + SS_TRACK_EXTRA;
+}
+
+int ss_tracklist_init(ss_tracklist_t *l, int capacity)
+{
+    memset(l, 0, sizeof *l);
+    if (capacity < 0)
+        return -1;
+    if (capacity > 0 && !(l->items = calloc((size_t)capacity, sizeof *l->items)))
+        return -1;
+    l->capacity = capacity;
+    return 0;
+}
+
+void ss_tracklist_free(ss_tracklist_t *l)
+{
+    if (!l)
+        return;
+    free(l->items);
+    memset(l, 0, sizeof *l);
+}
+
+/* ---- the tracker ---------------------------------------------------- */
+
+#define MAX_CONFIRMED 1024      /* confirmed tracks alive */
+#define MAX_TENTATIVE 4096      /* tentative tracks alive */
+#define MAX_SEEDS 4096          /* unlinked detections of the last frames */
+#define PAIRS_PER_DET 16        /* new tentative tracks per detection, nearest seeds first */
+#define CENTROID_FLOOR 0.2      /* px: the least position scatter a fit assumes */
+#define STREAK_ANGLE 0.26       /* rad (15°): streaks of one track agree in direction */
+#define MIN_MOTION 1.0          /* px a confirmed track must have moved */
+#define MOTION_SIGNIFICANCE 3.0 /* |v| / its standard error, to confirm */
+#define BIRTHS_MEMORY 0.1       /* weight of a frame in the running mean of births */
+#define GATE_CANDS 8            /* detections considered per track and frame */
+#define GRID_CELL 32.0          /* px: the observations' lookup grid */
+#define GRID_CELLS 65536        /* at most; the cell grows for wide spreads */
+
+/* One linked detection. u, v: registered px; x, y: input-frame px. */
+typedef struct obs {
+    uint64_t key;               /* frame number << 20 | index: unique per tracker */
+    uint64_t seq;
+    long frame;                 /* the tracker's frame number */
+    double t, mjd;
+    double u, v, x, y;
+    double half_len, theta;     /* streaks: half the end-to-end length, axis angle */
+    int streak;
+    double snr;
+    int has_radec;
+    double ra, dec;
+} obs_t;
+
+typedef struct pt {
+    ss_track_point_t p;
+    uint64_t key;
+} pt_t;
+
+/* A track, tentative (id 0) or confirmed. The fit is a least-squares
+ * line per axis in τ = t − t0, kept as sums. */
+typedef struct trk {
+    uint64_t id;
+    int alive;
+    int updated;                /* linked in the current frame */
+    int missed;
+    int n, n_streak;
+    double lchance;             /* log10 of the chance that its links past the first
+                                 * two were chance detections */
+    double t0;
+    double S, St, Stt, Su, Stu, Suu, Sv, Stv, Svv, snr_sum;
+    obs_t first, last;
+    int np, head;               /* ring of the latest points */
+    pt_t pts[SS_TRACK_POINTS];
+} trk_t;
+
+typedef struct cand {
+    int track, obs;
+    double d;                   /* distance / gate */
+    double g;                   /* the gate, px */
+} cand_t;
+
+struct ss_tracker {
+    ss_track_cfg_t cfg;
+    long frame;
+    int timed;                  /* -1 before the first frame */
+    double rho;                 /* this frame's candidates per px² */
+    double births;              /* tentative tracks started per frame (running mean) */
+    int births_now;
+    double mjd0;
+    uint64_t next_id;
+    trk_t *conf, *tent;
+    int n_conf, n_tent;         /* high-water marks of the arrays (slots may be dead) */
+    obs_t *seeds;
+    int n_seeds;
+    obs_t *obs;                 /* this frame's candidates */
+    int *obs_det;               /* their index in the detection list */
+    int *taken;
+    int obs_cap;
+    cand_t *cands;
+    int cand_cap;
+    /* this frame's observations by grid cell (counting sort) */
+    double g_u0, g_v0, g_cell, max_half;
+    int g_w, g_h;
+    int *g_start, *g_items;
+    int g_cap;
+};
+
+static void fit_line(const trk_t *k, double S, double St, double Stt, double Sa, double Sta,
+                     double *slope, double *mean_a, double *stt_c)
+{
+    (void)k;
+    double tb = St / S;
+    *stt_c = Stt - St * tb;
+    *mean_a = Sa / S;
+    *slope = *stt_c > 1e-12 ? (Sta - tb * Sa) / *stt_c : 0.0;
+}
+
+/* The track's fitted motion: velocity, position at τ, scatter. */
+typedef struct motion {
+    double vu, vv, tb, ub, vb, stt_c, rms, err;
+} motion_t;
+
+static motion_t motion_of(const trk_t *k)
+{
+    motion_t m;
+    fit_line(k, k->S, k->St, k->Stt, k->Su, k->Stu, &m.vu, &m.ub, &m.stt_c);
+    fit_line(k, k->S, k->St, k->Stt, k->Sv, k->Stv, &m.vv, &m.vb, &m.stt_c);
+    m.tb = k->St / k->S;
+    double res = (k->Suu - k->Su * m.ub - m.vu * m.vu * m.stt_c) +
+                 (k->Svv - k->Sv * m.vb - m.vv * m.vv * m.stt_c);
+    int dof = 2 * (k->n - 2);
+    m.rms = dof > 0 && res > 0.0 ? sqrt(res / dof) : 0.0;
+    double sc = fmax(m.rms, CENTROID_FLOOR);
+    m.err = m.stt_c > 1e-12 ? sc / sqrt(m.stt_c) : INFINITY;
+    return m;
+}
+
+/* Where the track expects to be at time t, and the 1-σ spread of that. */
+static void predict(const trk_t *k, double t, double *u, double *v, double *spread)
+{
+    motion_t m = motion_of(k);
+    double tau = t - k->t0 - m.tb;
+    *u = m.ub + m.vu * tau;
+    *v = m.vb + m.vv * tau;
+    double sc = fmax(m.rms, CENTROID_FLOOR);
+    *spread = m.stt_c > 1e-12 ? sc * sqrt(1.0 / k->n + tau * tau / m.stt_c) : INFINITY;
+}
+
+/* Distance of an observation from a predicted position: along a streak's
+ * axis, its own half length is free (the centroid of a clipped streak
+ * moves along it). */
+static double obs_dist(const obs_t *o, double u, double v)
+{
+    double du = o->u - u, dv = o->v - v;
+    if (!o->streak)
+        return hypot(du, dv);
+    double c = cos(o->theta), s = sin(o->theta);
+    double along = fabs(du * c + dv * s), across = fabs(-du * s + dv * c);
+    along = fmax(0.0, along - 0.5 * o->half_len);
+    return hypot(along, across);
+}
+
+static void add_obs(trk_t *k, const obs_t *o)
+{
+    if (k->n == 0) {
+        k->t0 = o->t;
+        k->first = *o;
+    }
+    double tau = o->t - k->t0;
+    k->S += 1.0;
+    k->St += tau;
+    k->Stt += tau * tau;
+    k->Su += o->u;
+    k->Stu += tau * o->u;
+    k->Suu += o->u * o->u;
+    k->Sv += o->v;
+    k->Stv += tau * o->v;
+    k->Svv += o->v * o->v;
+    k->snr_sum += o->snr;
+    k->n++;
+    k->n_streak += o->streak;
+    k->last = *o;
+    k->missed = 0;
+    k->updated = 1;
+    int slot = (k->head + k->np) % SS_TRACK_POINTS;
+    if (k->np == SS_TRACK_POINTS)
+        k->head = (k->head + 1) % SS_TRACK_POINTS;
+    else
+        k->np++;
+    k->pts[slot] = (pt_t){ { o->seq, o->mjd, o->x, o->y }, o->key };
+}
+
+static int has_key(const trk_t *k, uint64_t key)
+{
+    for (int i = 0; i < k->np; i++)
+        if (k->pts[i].key == key)
+            return 1;
+    return 0;
+}
+
+/* Whether a tentative track may be confirmed: enough detections, moved
+ * by more than its scatter (a detection that repeats at one place — a
+ * star's residual, a hot pixel — is no mover), and unlikely to be chance
+ * detections lined up: the tracks started per frame times the chance of
+ * each later link (candidates per px² times the gate's area) at most
+ * 1 / SS_TRACK_CHANCE. */
+static int confirmable(const ss_tracker_t *T, const trk_t *k)
+{
+    if (k->n < T->cfg.min_points)
+        return 0;
+    motion_t m = motion_of(k);
+    double speed = hypot(m.vu, m.vv);
+    double span = k->last.t - k->first.t;
+    double chance = log10(fmax(1.0, T->births)) + k->lchance;  /* per frame */
+    return speed * span >= MIN_MOTION && speed >= MOTION_SIGNIFICANCE * m.err &&
+           m.rms <= T->cfg.gate && chance <= -log10(SS_TRACK_CHANCE);
+}
+
+/* The report of a confirmed track. */
+static void report(const ss_tracker_t *T, const trk_t *k, ss_track_state_t st, ss_tracklist_t *out)
+{
+    if (!out)
+        return;
+    if (out->count >= out->capacity) {
+        out->truncated++;
+        return;
+    }
+    ss_track_t *r = &out->items[out->count++];
+    motion_t m = motion_of(k);
+    memset(r, 0, sizeof *r);
+    r->id = k->id;
+    r->kind = 2 * k->n_streak > k->n ? SS_KIND_STREAK : SS_KIND_POINT;
+    r->state = st;
+    r->n = k->n;
+    r->missed = k->missed;
+    r->timed = T->timed == 1;
+    r->mjd_first = k->first.mjd;
+    r->mjd_last = k->last.mjd;
+    r->seq_first = k->first.seq;
+    r->seq_last = k->last.seq;
+    r->x = k->last.x;
+    r->y = k->last.y;
+    r->vx = m.vu;
+    r->vy = m.vv;
+    r->vx_err = r->vy_err = m.err;
+    r->rms = m.rms;
+    r->snr = k->snr_sum / k->n;
+    double dt = k->last.t - k->first.t;
+    if (r->timed && dt > 0.0 && k->first.has_radec && k->last.has_radec) {
+        const double d2r = M_PI / 180.0;
+        double d1 = k->first.dec * d2r, d2 = k->last.dec * d2r;
+        double da = (k->last.ra - k->first.ra) * d2r;
+        double c = sin(d1) * sin(d2) + cos(d1) * cos(d2) * cos(da);
+        double sep = acos(fmin(1.0, fmax(-1.0, c)));
+        r->has_rate = 1;
+        r->rate = sep / d2r * 3600.0 / dt;
+        double pa = atan2(sin(da) * cos(d2), cos(d1) * sin(d2) - sin(d1) * cos(d2) * cos(da));
+        r->pa = fmod(pa / d2r + 360.0, 360.0);
+    }
+    r->n_points = k->np;
+    for (int i = 0; i < k->np; i++)
+        r->points[i] = k->pts[(k->head + i) % SS_TRACK_POINTS].p;
+}
+
+ss_tracker_t *ss_tracker_new(const ss_track_cfg_t *cfg)
+{
+    ss_tracker_t *T = calloc(1, sizeof *T);
+    if (!T)
+        return NULL;
+    T->cfg = *cfg;
+    T->timed = -1;
+    T->next_id = 1;
+    T->conf = calloc(MAX_CONFIRMED, sizeof *T->conf);
+    T->tent = calloc(MAX_TENTATIVE, sizeof *T->tent);
+    T->seeds = calloc(MAX_SEEDS, sizeof *T->seeds);
+    if (!T->conf || !T->tent || !T->seeds)
+        ss_tracker_destroy(&T);
+    return T;
+}
+
+void ss_tracker_destroy(ss_tracker_t **pt)
+{
+    if (!pt || !*pt)
+        return;
+    ss_tracker_t *T = *pt;
+    free(T->conf);
+    free(T->tent);
+    free(T->seeds);
+    free(T->obs);
+    free(T->obs_det);
+    free(T->taken);
+    free(T->cands);
+    free(T->g_start);
+    free(T);
+    *pt = NULL;
+}
+
+void ss_tracker_set_cfg(ss_tracker_t *T, const ss_track_cfg_t *cfg)
+{
+    T->cfg = *cfg;
+}
+
+void ss_tracker_reset(ss_tracker_t *T, ss_tracklist_t *out)
+{
+    for (int i = 0; i < T->n_conf; i++)
+        if (T->conf[i].alive)
+            report(T, &T->conf[i], SS_TRACK_ENDED, out);
+    T->n_conf = T->n_tent = T->n_seeds = 0;
+    T->timed = -1;
+}
+
+/* Room for n observations and m candidate pairs. */
+static int reserve(ss_tracker_t *T, int n, int m)
+{
+    if (n > T->obs_cap) {
+        free(T->obs);
+        free(T->obs_det);
+        free(T->taken);
+        T->obs = malloc((size_t)n * sizeof *T->obs);
+        T->obs_det = malloc((size_t)n * sizeof *T->obs_det);
+        T->taken = malloc((size_t)n * sizeof *T->taken);
+        T->obs_cap = T->obs && T->obs_det && T->taken ? n : 0;
+        if (!T->obs_cap)
+            return -1;
+    }
+    if (m > T->cand_cap) {
+        free(T->cands);
+        T->cands = malloc((size_t)m * sizeof *T->cands);
+        T->cand_cap = T->cands ? m : 0;
+        if (!T->cands)
+            return -1;
+    }
+    return 0;
+}
+
+/* This frame's candidates: positive point and streak detections. */
+static int collect(ss_tracker_t *T, ss_detlist_t *dets, uint64_t seq, double t, double mjd,
+                   double ox, double oy)
+{
+    int n = 0;
+    for (int i = 0; dets && i < dets->count; i++) {
+        ss_detection_t *d = &dets->items[i];
+        d->track = 0;
+        if (d->sign <= 0 || d->kind == SS_KIND_COSMIC || !isfinite(d->x) || !isfinite(d->y))
+            continue;
+        obs_t *o = &T->obs[n];
+        o->key = ((uint64_t)T->frame << 20) | (uint64_t)i;
+        o->seq = seq;
+        o->frame = T->frame;
+        o->t = t;
+        o->mjd = mjd;
+        o->x = d->x;
+        o->y = d->y;
+        o->u = d->x + ox;
+        o->v = d->y + oy;
+        o->streak = d->kind == SS_KIND_STREAK;
+        o->half_len = 0.5 * hypot(d->x1 - d->x0, d->y1 - d->y0);
+        o->theta = d->theta;
+        o->snr = d->peak_snr;
+        o->has_radec = d->has_radec;
+        o->ra = d->ra;
+        o->dec = d->dec;
+        T->obs_det[n] = i;
+        T->taken[n] = 0;
+        n++;
+    }
+    return n;
+}
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const cand_t *x = a, *y = b;
+    return (x->d > y->d) - (x->d < y->d);
+}
+
+/* Sort this frame's observations into a grid of cells, so that a gate
+ * looks at the cells it covers only. Returns 0, or -1 out of memory. */
+static int build_grid(ss_tracker_t *T, int nobs)
+{
+    double u0 = INFINITY, v0 = INFINITY, u1 = -INFINITY, v1 = -INFINITY;
+    T->max_half = 0.0;
+    for (int j = 0; j < nobs; j++) {
+        const obs_t *o = &T->obs[j];
+        u0 = fmin(u0, o->u), u1 = fmax(u1, o->u);
+        v0 = fmin(v0, o->v), v1 = fmax(v1, o->v);
+        if (o->streak)
+            T->max_half = fmax(T->max_half, 0.5 * o->half_len);
+    }
+    if (nobs == 0)
+        u0 = v0 = u1 = v1 = 0.0;
+    double cell = GRID_CELL;
+    while ((floor((u1 - u0) / cell) + 1) * (floor((v1 - v0) / cell) + 1) > GRID_CELLS)
+        cell *= 2.0;
+    T->g_u0 = u0, T->g_v0 = v0, T->g_cell = cell;
+    T->g_w = (int)floor((u1 - u0) / cell) + 1;
+    T->g_h = (int)floor((v1 - v0) / cell) + 1;
+    int cells = T->g_w * T->g_h, need = cells + 1 + nobs;
+    if (need > T->g_cap) {
+        free(T->g_start);
+        T->g_start = malloc((size_t)need * sizeof *T->g_start);
+        T->g_cap = T->g_start ? need : 0;
+        if (!T->g_start)
+            return -1;
+    }
+    T->g_items = T->g_start + cells + 1;
+    memset(T->g_start, 0, (size_t)(cells + 1) * sizeof *T->g_start);
+    for (int j = 0; j < nobs; j++) {
+        int cx = (int)((T->obs[j].u - u0) / cell), cy = (int)((T->obs[j].v - v0) / cell);
+        T->g_start[cy * T->g_w + cx + 1]++;
+    }
+    for (int c = 0; c < cells; c++)
+        T->g_start[c + 1] += T->g_start[c];
+    for (int j = 0; j < nobs; j++) {
+        int cx = (int)((T->obs[j].u - u0) / cell), cy = (int)((T->obs[j].v - v0) / cell);
+        T->g_items[T->g_start[cy * T->g_w + cx]++] = j;
+    }
+    for (int c = cells; c > 0; c--)     /* the fills moved each start to the next cell's */
+        T->g_start[c] = T->g_start[c - 1];
+    T->g_start[0] = 0;
+    return 0;
+}
+
+static int clampi(int v, int lo, int hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Candidate pairs of track k (index ki) within the gate of its prediction
+ * at t: the nearest GATE_CANDS, appended to T->cands at m. Returns the new
+ * count. */
+static int track_cands(ss_tracker_t *T, const trk_t *k, int ki, double t, int m)
+{
+    double pu, pv, spread;
+    predict(k, t, &pu, &pv, &spread);
+    double g = T->cfg.gate + 3.0 * spread, r = g + T->max_half;
+    if (!isfinite(r))
+        return m;
+    int x0 = clampi((int)floor((pu - r - T->g_u0) / T->g_cell), 0, T->g_w - 1);
+    int x1 = clampi((int)floor((pu + r - T->g_u0) / T->g_cell), 0, T->g_w - 1);
+    int y0 = clampi((int)floor((pv - r - T->g_v0) / T->g_cell), 0, T->g_h - 1);
+    int y1 = clampi((int)floor((pv + r - T->g_v0) / T->g_cell), 0, T->g_h - 1);
+    const int m0 = m;
+    for (int cy = y0; cy <= y1; cy++)
+        for (int cx = x0; cx <= x1; cx++) {
+            int c = cy * T->g_w + cx;
+            for (int e = T->g_start[c]; e < T->g_start[c + 1]; e++) {
+                int j = T->g_items[e];
+                double d = T->taken[j] ? INFINITY : obs_dist(&T->obs[j], pu, pv);
+                if (!(d <= g))
+                    continue;
+                cand_t cd = { ki, j, d / g, g };
+                if (m - m0 < GATE_CANDS) {
+                    T->cands[m++] = cd;
+                    continue;
+                }
+                int worst = m0;         /* full: replace the farthest */
+                for (int i = m0 + 1; i < m; i++)
+                    if (T->cands[i].d > T->cands[worst].d)
+                        worst = i;
+                if (cd.d < T->cands[worst].d)
+                    T->cands[worst] = cd;
+            }
+        }
+    return m;
+}
+
+/* Candidate (track, observation) pairs of tracks[0..nt), nearest (in
+ * units of each gate) first. Returns the count. */
+static int gate_pairs(ss_tracker_t *T, const trk_t *tracks, int nt, double t)
+{
+    int m = 0;
+    for (int k = 0; k < nt; k++)
+        if (tracks[k].alive)
+            m = track_cands(T, &tracks[k], k, t, m);
+    qsort(T->cands, (size_t)m, sizeof *T->cands, cmp_cand);
+    return m;
+}
+
+/* Tentative tracks that share a detection with k are dropped. */
+static void drop_siblings(ss_tracker_t *T, const trk_t *k)
+{
+    for (int i = 0; i < T->n_tent; i++) {
+        trk_t *o = &T->tent[i];
+        if (!o->alive || o == k)
+            continue;
+        for (int p = 0; p < k->np; p++)
+            if (has_key(o, k->pts[p].key)) {
+                o->alive = 0;
+                break;
+            }
+    }
+}
+
+static trk_t *free_slot(trk_t *arr, int *n, int cap)
+{
+    for (int i = 0; i < *n; i++)
+        if (!arr[i].alive)
+            return &arr[i];
+    return *n < cap ? &arr[(*n)++] : NULL;
+}
+
+/* Confirmed tracks take the detections nearest their predictions. */
+static void link_confirmed(ss_tracker_t *T, double t)
+{
+    int m = gate_pairs(T, T->conf, T->n_conf, t);
+    for (int c = 0; c < m; c++) {
+        trk_t *k = &T->conf[T->cands[c].track];
+        if (k->updated || T->taken[T->cands[c].obs])
+            continue;
+        T->taken[T->cands[c].obs] = 1;
+        add_obs(k, &T->obs[T->cands[c].obs]);
+    }
+}
+
+/* Tentative tracks grow the same way; one that is confirmable becomes a
+ * confirmed track with the next id. */
+static void link_tentative(ss_tracker_t *T, double t)
+{
+    int m = gate_pairs(T, T->tent, T->n_tent, t);
+    for (int c = 0; c < m; c++) {
+        trk_t *k = &T->tent[T->cands[c].track];
+        if (!k->alive || k->updated || T->taken[T->cands[c].obs])
+            continue;
+        T->taken[T->cands[c].obs] = 1;
+        add_obs(k, &T->obs[T->cands[c].obs]);
+        k->lchance += log10(fmin(1.0, T->rho * M_PI * T->cands[c].g * T->cands[c].g));
+        if (!confirmable(T, k))
+            continue;
+        trk_t *slot = free_slot(T->conf, &T->n_conf, MAX_CONFIRMED);
+        if (!slot)
+            continue;
+        drop_siblings(T, k);
+        *slot = *k;
+        slot->id = T->next_id++;
+        k->alive = 0;
+    }
+}
+
+/* Whether a seed and a later observation may start a track. */
+static int pairable(const ss_tracker_t *T, const obs_t *s, const obs_t *o)
+{
+    if (s->streak != o->streak)
+        return 0;
+    double du = o->u - s->u, dv = o->v - s->v, d = hypot(du, dv);
+    if (d > T->cfg.max_speed * (double)(o->frame - s->frame))
+        return 0;
+    if (!o->streak)
+        return 1;
+    double dth = fabs(remainder(o->theta - s->theta, M_PI));
+    double dir = d > T->cfg.gate ? fabs(remainder(atan2(dv, du) - s->theta, M_PI)) : 0.0;
+    return dth <= STREAK_ANGLE && dir <= STREAK_ANGLE;
+}
+
+/* New tentative tracks from this frame's free observations and the seeds
+ * of the last max_missed + 1 frames, the nearest PAIRS_PER_DET per
+ * observation; then the free observations become seeds. */
+static void start_tracks(ss_tracker_t *T, int nobs)
+{
+    for (int j = 0; j < nobs; j++) {
+        if (T->taken[j])
+            continue;
+        const obs_t *o = &T->obs[j];
+        int m = 0;
+        for (int s = 0; s < T->n_seeds && m < T->cand_cap; s++)
+            if (pairable(T, &T->seeds[s], o))
+                T->cands[m++] = (cand_t){ s, j, hypot(o->u - T->seeds[s].u, o->v - T->seeds[s].v), 0 };
+        qsort(T->cands, (size_t)m, sizeof *T->cands, cmp_cand);
+        for (int c = 0; c < m && c < PAIRS_PER_DET; c++) {
+            trk_t *k = free_slot(T->tent, &T->n_tent, MAX_TENTATIVE);
+            if (!k)
+                break;
+            memset(k, 0, sizeof *k);
+            k->alive = 1;
+            add_obs(k, &T->seeds[T->cands[c].track]);
+            add_obs(k, o);
+            T->births_now++;
+        }
+    }
+    int keep = 0;
+    for (int s = 0; s < T->n_seeds; s++)
+        if (T->frame - T->seeds[s].frame <= T->cfg.max_missed)
+            T->seeds[keep++] = T->seeds[s];
+    T->n_seeds = keep;
+    for (int j = 0; j < nobs && T->n_seeds < MAX_SEEDS; j++)
+        if (!T->taken[j])
+            T->seeds[T->n_seeds++] = T->obs[j];
+}
+
+/* Age every track by the frame; report the confirmed ones; set the
+ * detections' track ids. */
+static void age_and_report(ss_tracker_t *T, ss_detlist_t *dets, ss_tracklist_t *out)
+{
+    for (int i = 0; i < T->n_tent; i++) {
+        trk_t *k = &T->tent[i];
+        if (k->alive && !k->updated && ++k->missed > T->cfg.max_missed)
+            k->alive = 0;
+        k->updated = 0;
+    }
+    for (int i = 0; i < T->n_conf; i++) {
+        trk_t *k = &T->conf[i];
+        if (!k->alive)
+            continue;
+        if (k->updated) {
+            k->updated = 0;
+            report(T, k, SS_TRACK_ACTIVE, out);
+            if (dets && (uint64_t)(k->last.key >> 20) == (uint64_t)T->frame)
+                dets->items[k->last.key & 0xFFFFF].track = k->id;
+        } else if (++k->missed > T->cfg.max_missed) {
+            report(T, k, SS_TRACK_ENDED, out);
+            k->alive = 0;
+        } else {
+            report(T, k, SS_TRACK_COASTING, out);
+        }
+    }
+}
+
+int ss_tracker_frame(ss_tracker_t *T, const ss_track_frame_t *f, ss_detlist_t *dets,
+                     ss_tracklist_t *out)
+{
+    if (out) {
+        out->count = 0;
+        out->truncated = 0;
+    }
+    int timed = isfinite(f->mjd_mid) ? 1 : 0;
+    if (T->timed != -1 && T->timed != timed)
+        ss_tracker_reset(T, out);
+    if (T->timed == -1) {
+        T->timed = timed;
+        T->mjd0 = timed ? f->mjd_mid : 0.0;
+    }
+    T->frame++;
+    double t = timed ? (f->mjd_mid - T->mjd0) * 86400.0 : (double)T->frame;
+    int ndet = dets ? dets->count : 0;
+    int cap = (MAX_CONFIRMED + MAX_TENTATIVE) * GATE_CANDS;
+    if (reserve(T, ndet > 0 ? ndet : 1, cap > MAX_SEEDS ? cap : MAX_SEEDS) != 0) {
+        ss_tracker_reset(T, out);
+        return -1;
+    }
+    int nobs = collect(T, dets, f->seq, t, timed ? f->mjd_mid : NAN, f->ox, f->oy);
+    if (build_grid(T, nobs) != 0) {
+        ss_tracker_reset(T, out);
+        return -1;
+    }
+    T->rho = nobs / fmax(f->area, 1.0);
+    link_confirmed(T, t);
+    link_tentative(T, t);
+    T->births_now = 0;
+    start_tracks(T, nobs);
+    T->births += BIRTHS_MEMORY * (T->births_now - T->births);
+    age_and_report(T, dets, out);
+    return 0;
+}
