@@ -686,49 +686,12 @@ static void read_wcs(fitsfile *fp, ss_frame_meta_t *m, const char *path)
     }
 }
 
-/* Time keywords: DATE-OBS (ISO-8601; a date-only value takes TIME-OBS),
- * else MJD-OBS. Looked up in the image HDU first, then in the primary. */
-static void read_time(fitsfile *fp, int img_hdu, ss_frame_meta_t *m, const char *path)
+/* The exposure: EXPTIME, else EXPOSURE, in the image HDU, else the
+ * primary (the current HDU is left at one of them). */
+static void read_exposure(fitsfile *fp, const int *hdus, int nh, ss_frame_meta_t *m,
+                          const char *path)
 {
-    int hdus[2] = { img_hdu, 1 };
-    int nh = img_hdu == 1 ? 1 : 2, type, st;
-    char bad_date[FLEN_VALUE] = "";
-    for (int k = 0; k < nh && !isfinite(m->mjd_obs); k++) {
-        st = 0;
-        fits_movabs_hdu(fp, hdus[k], &type, &st);
-        if (st)
-            continue;
-        char date[FLEN_VALUE], tm[FLEN_VALUE];
-        if (key_str(fp, "DATE-OBS", date)) {
-            /* a date without a time of day is no observation time: it
-             * takes TIME-OBS, or else MJD-OBS decides (never 0h silently) */
-            char iso[2 * FLEN_VALUE + 2];
-            double mjd;
-            int date_only = strlen(date) == 10;
-            if (date_only && key_str(fp, "TIME-OBS", tm)) {
-                snprintf(iso, sizeof iso, "%sT%s", date, tm);
-                date_only = 0;
-            } else {
-                ss_strlcpy(iso, date, sizeof iso);
-            }
-            if (!date_only && ss_iso_to_mjd(iso, &mjd) == 0) {
-                m->mjd_obs = mjd;
-                break;
-            }
-            if (!bad_date[0])
-                ss_strlcpy(bad_date, iso, sizeof bad_date);
-        }
-        double mjd;
-        if (key_dbl(fp, "MJD-OBS", &mjd) == 1 && mjd > 0.0)
-            m->mjd_obs = mjd;
-    }
-    if (bad_date[0] && isfinite(m->mjd_obs))
-        SS_LOG(SS_LOG_NOTICE, TAG, "%s: DATE-OBS '%s' is not an ISO-8601 date and time; time "
-               "taken from MJD-OBS", path, bad_date);
-    else if (bad_date[0])
-        SS_LOG(SS_LOG_WARNING, TAG, "%s: DATE-OBS '%s' is not an ISO-8601 date and time (nor "
-               "completed by TIME-OBS) and there is no MJD-OBS; observation time unknown", path,
-               bad_date);
+    int type, st;
     for (int k = 0; k < nh; k++) {
         st = 0;
         fits_movabs_hdu(fp, hdus[k], &type, &st);
@@ -740,12 +703,101 @@ static void read_time(fitsfile *fp, int img_hdu, ss_frame_meta_t *m, const char 
             r = key_dbl(fp, "EXPOSURE", &v);
         if (r == 1 && v >= 0.0) {
             m->exposure = v;
-            break;
+            return;
         }
         if (r < 0)
             SS_LOG(SS_LOG_WARNING, TAG, "%s: EXPTIME/EXPOSURE is not a number; exposure unknown",
                    path);
     }
+}
+
+/* One reading of the start of the exposure, and where it came from. */
+typedef struct time_cand {
+    double mjd;
+    char from[40];
+} time_cand_t;
+
+/* The time keywords real observatories write, in order of trust; each
+ * found one becomes a candidate start of exposure (MJD UTC):
+ *   DATE-OBS with a time of day;
+ *   DATE-OBS with the date only, the time from UTCSTART, UTC-OBS,
+ *   TIME-OBS or UT (hh:mm:ss[.s]);
+ *   MJD-OBS (start); JD (start, as camera software writes it);
+ *   DATE-AVG, MJD-AVG, MJD-MID, JD-MID: mid-exposure, less half EXPTIME.
+ * A DATE-OBS that is neither is remembered in bad_date. Returns the count. */
+static int time_candidates(fitsfile *fp, const ss_frame_meta_t *m, time_cand_t *c, int max,
+                           char *bad_date, size_t bad_len)
+{
+    static const char *const tod_keys[] = { "UTCSTART", "UTC-OBS", "TIME-OBS", "UT" };
+    int n = 0;
+    char date[FLEN_VALUE], tm[FLEN_VALUE], iso[2 * FLEN_VALUE + 2];
+    double v, half = 0.5 * m->exposure / 86400.0;
+    if (key_str(fp, "DATE-OBS", date)) {
+        if (strlen(date) > 10 && ss_iso_to_mjd(date, &v) == 0) {
+            c[n++] = (time_cand_t){ v, "DATE-OBS" };
+        } else {
+            int found = 0;
+            for (size_t k = 0; strlen(date) == 10 && k < 4 && !found; k++) {
+                if (!key_str(fp, tod_keys[k], tm))
+                    continue;
+                snprintf(iso, sizeof iso, "%sT%s", date, tm);
+                if (ss_iso_to_mjd(iso, &v) == 0) {
+                    c[n] = (time_cand_t){ v, "" };
+                    snprintf(c[n++].from, sizeof c->from, "DATE-OBS + %s", tod_keys[k]);
+                    found = 1;
+                }
+            }
+            if (!found && !bad_date[0])
+                ss_strlcpy(bad_date, date, bad_len);
+        }
+    }
+    if (n < max && key_dbl(fp, "MJD-OBS", &v) == 1 && v > 0.0)
+        c[n++] = (time_cand_t){ v, "MJD-OBS" };
+    if (n < max && key_dbl(fp, "JD", &v) == 1 && v > 2400000.5)
+        c[n++] = (time_cand_t){ v - 2400000.5, "JD" };
+    if (n < max && key_str(fp, "DATE-AVG", date) && ss_iso_to_mjd(date, &v) == 0)
+        c[n++] = (time_cand_t){ v - half, "DATE-AVG" };
+    static const char *const mid_keys[] = { "MJD-AVG", "MJD-MID", "JD-MID" };
+    for (int k = 0; k < 3 && n < max; k++)
+        if (key_dbl(fp, mid_keys[k], &v) == 1 && v > 0.0) {
+            c[n] = (time_cand_t){ (k == 2 ? v - 2400000.5 : v) - half, "" };
+            ss_strlcpy(c[n++].from, mid_keys[k], sizeof c->from);
+        }
+    return n;
+}
+
+/* The observation time (start of exposure) and the exposure, from the
+ * image HDU, else the primary: the first candidate of time_candidates;
+ * the others are checked against it, and one more than a second off is
+ * logged (the first still counts). No time: mjd_obs stays NAN, and a
+ * DATE-OBS that could not be read is logged. */
+static void read_time(fitsfile *fp, int img_hdu, ss_frame_meta_t *m, const char *path)
+{
+    int hdus[2] = { img_hdu, 1 };
+    int nh = img_hdu == 1 ? 1 : 2, type, st;
+    char bad_date[FLEN_VALUE] = "";
+    read_exposure(fp, hdus, nh, m, path);
+    time_cand_t c[8];
+    int n = 0;
+    for (int k = 0; k < nh && n == 0; k++) {
+        st = 0;
+        fits_movabs_hdu(fp, hdus[k], &type, &st);
+        if (!st)
+            n = time_candidates(fp, m, c, 8, bad_date, sizeof bad_date);
+    }
+    if (n > 0)
+        m->mjd_obs = c[0].mjd;
+    for (int i = 1; i < n; i++)
+        if (fabs(c[i].mjd - c[0].mjd) * 86400.0 > 1.0)
+            SS_LOG(SS_LOG_WARNING, TAG, "%s: %s and %s disagree by %.1f s; time taken from %s",
+                   path, c[0].from, c[i].from, (c[i].mjd - c[0].mjd) * 86400.0, c[0].from);
+    if (bad_date[0] && n > 0)
+        SS_LOG(SS_LOG_NOTICE, TAG, "%s: DATE-OBS '%s' is not an ISO-8601 date and time; time "
+               "taken from %s", path, bad_date, c[0].from);
+    else if (bad_date[0])
+        SS_LOG(SS_LOG_WARNING, TAG, "%s: DATE-OBS '%s' is not an ISO-8601 date and time (nor "
+               "completed by UTCSTART, UTC-OBS, TIME-OBS or UT) and there is no MJD-OBS, JD or "
+               "mid-exposure time; observation time unknown", path, bad_date);
     st = 0;
     fits_movabs_hdu(fp, img_hdu, &type, &st);
 }

@@ -532,8 +532,11 @@ END_TEST
 
 /* ---- real files --------------------------------------------------------- */
 
-/* The ASTRiDE image: BITPIX 16, EXPTIME 60, DATE-OBS '26/07/102' (not ISO,
- * no MJD-OBS): read fine, time unknown (NaN), pixels equal the raw decode. */
+/* The ASTRiDE image: BITPIX 16, EXPTIME 60, DATE-OBS '26/07/102' (the old
+ * dd/mm/yy form, year 1900 + 102, not ISO), TIME-OBS '19:36:37', no
+ * MJD-OBS, JD 2452482.31709: read fine, the time from JD, which is
+ * 2002-07-26T19:36:37 as the old DATE-OBS and TIME-OBS say; pixels equal
+ * the raw decode. */
 START_TEST(test_real_astride_bad_date)
 {
     const char *p = data_path("astride/long.fits");
@@ -543,7 +546,9 @@ START_TEST(test_real_astride_bad_date)
     ck_assert_int_eq(f->width, 512);
     ck_assert_int_eq(f->height, 512);
     ck_assert_int_eq(f->dtype, SS_DT_I16);
-    ck_assert_msg(isnan(f->meta.mjd_obs), "mjd %f from a non-standard DATE-OBS", f->meta.mjd_obs);
+    double want = 52481.0 + (19 * 3600 + 36 * 60 + 37) / 86400.0;
+    ck_assert_msg(fabs(f->meta.mjd_obs - want) * 86400.0 < 0.5, "mjd %.6f, want %.6f (JD)",
+                  f->meta.mjd_obs, want);
     ck_assert(f->meta.exposure == 60.0);
     const ss_wcs_key_t *k = ss_frame_wcs_find(&f->meta, "CTYPE1");
     ck_assert(k && k->is_string && strcmp(k->sval, "RA---TAN") == 0);
@@ -793,6 +798,57 @@ START_TEST(test_dates)
     ck_assert(isnan(date_case("26/07/102", "19:36:37", NULL)));
     ck_assert(isnan(date_case(NULL, NULL, NULL)));
     ck_assert(isnan(date_case("2020-13-01T00:00:00", NULL, NULL)));
+    rm_tmpdir();
+}
+END_TEST
+
+/* The observation time of a 16×16 file with the given extra header cards. */
+static double time_of(const char *const *extra, int n)
+{
+    const char *cards[16] = { "SIMPLE  =                    T", "BITPIX  =                    8",
+                              "NAXIS   =                    2", "NAXIS1  =                    4",
+                              "NAXIS2  =                    4" };
+    int nc = 5;
+    for (int i = 0; i < n && nc < 15; i++)
+        cards[nc++] = extra[i];
+    const char *p = tpath("time.fits");
+    write_cards(p, cards, 16, 0);
+    ss_frame_t *f = frame_alloc(16);
+    char err[512];
+    ck_assert_msg(ss_fits_read_frame(p, f, err, sizeof err) == SS_OK, "%s", err);
+    double v = f->meta.mjd_obs;
+    frame_free(f);
+    return v;
+}
+
+#define TIME_OF(...) time_of((const char *const[]){ __VA_ARGS__ }, \
+                             (int)(sizeof((const char *const[]){ __VA_ARGS__ }) / sizeof(char *)))
+
+/* Issue 12: the time keywords real observatories write — a date-only
+ * DATE-OBS with the time in UTCSTART, UTC-OBS, TIME-OBS or UT; MJD-OBS;
+ * JD; mid-exposure DATE-AVG, MJD-AVG, MJD-MID, JD-MID less half EXPTIME;
+ * DATE-OBS first where they disagree. */
+START_TEST(test_time_keywords)
+{
+    make_tmpdir();
+    const double base = 59000.0, s = 1.0 / 86400.0;   /* 2020-05-31 */
+    struct { double got, want; const char *what; } c[] = {
+        { TIME_OF("DATE-OBS= '2020-05-31'", "UTCSTART= '03:10:05.5'"), base + (3 * 3600 + 605.5) * s, "UTCSTART" },
+        { TIME_OF("DATE-OBS= '2020-05-31'", "UTC-OBS = '18:00:00'"), base + 0.75, "UTC-OBS" },
+        { TIME_OF("DATE-OBS= '2020-05-31'", "UT      = '06:00:00.25'"), base + 0.25 + 0.25 * s, "UT" },
+        { TIME_OF("DATE-OBS= '2020-05-31'", "UTCSTART= '01:00:00'", "TIME-OBS= '02:00:00'"), base + 1.0 / 24, "UTCSTART first" },
+        { TIME_OF("JD      =            2459000.75"), base + 0.25, "JD" },
+        { TIME_OF("EXPTIME =                 60.0", "MJD-MID =             59000.5"), base + 0.5 - 30 * s, "MJD-MID" },
+        { TIME_OF("EXPTIME =                 60.0", "MJD-AVG =             59000.5"), base + 0.5 - 30 * s, "MJD-AVG" },
+        { TIME_OF("EXPTIME =                 60.0", "JD-MID  =            2459001.0"), base + 0.5 - 30 * s, "JD-MID" },
+        { TIME_OF("EXPTIME =                 60.0", "DATE-AVG= '2020-05-31T12:00:30'"), base + 0.5, "DATE-AVG" },
+        { TIME_OF("DATE-OBS= '2020-05-31T12:00:00'", "MJD-OBS =             59000.7"), base + 0.5, "DATE-OBS over a disagreeing MJD-OBS" },
+        { TIME_OF("DATE-OBS= '2020-05-31'", "MJD-OBS =             59000.7"), base + 0.7, "MJD-OBS when the date has no time" },
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        ck_assert_msg(fabs(c[i].got - c[i].want) * 86400.0 < 1e-3, "%s: MJD %.9f, want %.9f",
+                      c[i].what, c[i].got, c[i].want);
+    ck_assert(isnan(TIME_OF("DATE-OBS= '2020-05-31'", "UT      = 'noon'")));
     rm_tmpdir();
 }
 END_TEST
@@ -1201,6 +1257,7 @@ static Suite *fits_suite(void)
     tcase_add_test(tc, test_sections_clipped);
     tcase_add_test(tc, test_master_header);
     tcase_add_test(tc, test_dates);
+    tcase_add_test(tc, test_time_keywords);
     tcase_add_test(tc, test_corrupt_files);
     tcase_add_test(tc, test_residual_writer);
     suite_add_tcase(s, tc);
