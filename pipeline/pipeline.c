@@ -922,6 +922,8 @@ static void to_input_frame(ss_detlist_t *l, ss_roi_t roi, const ss_frame_meta_t 
         d->bbox_x0 += roi.x, d->bbox_x1 += roi.x, d->bbox_y0 += roi.y, d->bbox_y1 += roi.y;
         d->has_radec = have_wcs && ss_wcs_pix2sky(&wcs, d->x, d->y, &d->ra, &d->dec) == 0;
     }
+    if (have_wcs)
+        ss_wcs_free(&wcs);
 }
 
 /* §4–§5 for the weights in res: prediction and residual, the guided

@@ -1212,6 +1212,7 @@ START_TEST(test_radec)
                 checked++;
             }
         }
+        ss_wcs_free(&w);
     }
     ck_assert_int_gt(checked, 4);
     run_close(&r);

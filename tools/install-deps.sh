@@ -5,8 +5,8 @@
 set -eu
 # indi-bin: indiserver and indi_simulator_ccd, for tests/check_indi.c;
 # zlib1g-dev: gzip'ed FITS inflated with a bound; clang and libclang-rt-14-dev:
-# the libFuzzer targets (tools/fuzz.sh)
-PKGS="build-essential cmake pkg-config libzmq3-dev libcjson-dev libcfitsio-dev zlib1g-dev
+# the libFuzzer targets (tools/fuzz.sh); wcslib-dev: sky coordinates
+PKGS="build-essential cmake pkg-config libzmq3-dev libcjson-dev libcfitsio-dev zlib1g-dev wcslib-dev
       libsystemd-dev check python3 python3-zmq python3-numpy fitsverify indi-bin
       clang libclang-rt-14-dev"
 missing=""
