@@ -5,11 +5,13 @@
  * For every processed frame it sends a detections message
  * ["detections.<feed>", body] and, for frames that have a residual (status
  * ok) and when publish.residuals is on, a residual message
- * ["residual.<feed>", header, float32 pixels, (uint8 mask)] — proto/
- * encodes both. Every status_interval seconds, and once more at shutdown,
- * a status message ["status", body]. Each JSON part gets "topic_seq", the
- * message's number on its topic (0, 1, ... from the daemon's start), so
- * that a subscriber sees its own gaps.
+ * ["residual.<feed>", header, float32 pixels, (uint8 mask)]; after the
+ * detections, for frames with track reports (res->tracks.count > 0), a
+ * tracks message ["tracks.<feed>", body] — proto/ encodes them all.
+ * Every status_interval seconds, and once more at shutdown, a status
+ * message ["status", body]. Each JSON part gets "topic_seq", the message's
+ * number on its topic (0, 1, ... from the daemon's start), so that a
+ * subscriber sees its own gaps.
  *
  * Never blocking the pipeline, never one subscriber for another: the
  * worker hands results over through a queue that cannot fill (it holds
@@ -35,9 +37,9 @@
 typedef struct pub {
     ss_daemon_t *d;
     void *sock;
-    /* the next topic_seq of each topic: residual.<feed>, detections.<feed>
-     * (by feed index), status */
-    uint64_t res_seq[SS_MAX_FEEDS], det_seq[SS_MAX_FEEDS], status_seq;
+    /* the next topic_seq of each topic: residual.<feed>, detections.<feed>,
+     * tracks.<feed> (by feed index), status */
+    uint64_t res_seq[SS_MAX_FEEDS], det_seq[SS_MAX_FEEDS], trk_seq[SS_MAX_FEEDS], status_seq;
     char *hdr;
     char *body;
     size_t body_cap;
@@ -70,6 +72,33 @@ static int grow(void **buf, size_t *cap, size_t need)
     *buf = nb;
     *cap = need;
     return 0;
+}
+
+/* Send the [topic, body] message of type t (SS_MSG_DETECTIONS or
+ * SS_MSG_TRACKS) for res, numbered *topic_seq (advanced when it encodes).
+ * Returns 1 when sent, 0 when it did not encode (logged) or send. */
+static int publish_body(pub_t *p, const ss_feed_t *f, const ss_result_t *res, ss_msg_type_t t,
+                        uint64_t *topic_seq)
+{
+    const int tracks = t == SS_MSG_TRACKS;
+    size_t bound = (tracks ? ss_proto_tracks_bound(res) : ss_proto_detections_bound(res)) +
+                   TOPIC_SEQ_ROOM;
+    char topic[SS_PROTO_TOPIC_MAX];
+    int tl = ss_proto_topic(t, f->name, topic, sizeof topic);
+    int bl = -1;
+    if (grow((void **)&p->body, &p->body_cap, bound) == 0)
+        bl = tracks ? ss_proto_encode_tracks(res, p->body, p->body_cap - TOPIC_SEQ_ROOM)
+                    : ss_proto_encode_detections(res, p->body, p->body_cap - TOPIC_SEQ_ROOM);
+    if (bl >= 0)
+        bl = ss_proto_add_topic_seq(p->body, bl, p->body_cap, (*topic_seq)++);
+    if (tl < 0 || bl < 0) {
+        SS_LOG(SS_LOG_ERR, TAG, "feed %s: frame %llu: %s do not encode", f->name,
+               (unsigned long long)res->meta.seq, ss_msg_type_name(t));
+        return 0;
+    }
+    const void *data[2] = { topic, p->body };
+    size_t len[2] = { (size_t)tl, (size_t)bl };
+    return send_parts(p, data, len, 2);
 }
 
 static void publish_result(pub_t *p, ss_out_t *o)
@@ -110,21 +139,12 @@ static void publish_result(pub_t *p, ss_out_t *o)
         }
     }
 
-    size_t bound = ss_proto_detections_bound(res) + TOPIC_SEQ_ROOM;
-    int tl = ss_proto_topic(SS_MSG_DETECTIONS, f->name, topic, sizeof topic);
-    int bl = grow((void **)&p->body, &p->body_cap, bound) == 0
-                 ? ss_proto_encode_detections(res, p->body, p->body_cap - TOPIC_SEQ_ROOM)
-                 : -1;
-    if (bl >= 0)
-        bl = ss_proto_add_topic_seq(p->body, bl, p->body_cap, p->det_seq[f->index]++);
-    if (tl < 0 || bl < 0) {
-        SS_LOG(SS_LOG_ERR, TAG, "feed %s: frame %llu: detections do not encode", f->name,
-               (unsigned long long)res->meta.seq);
+    if (publish_body(p, f, res, SS_MSG_DETECTIONS, &p->det_seq[f->index]))
+        sent++;
+    else
         dropped++;
-    } else {
-        const void *data[2] = { topic, p->body };
-        size_t len[2] = { (size_t)tl, (size_t)bl };
-        if (send_parts(p, data, len, 2))
+    if (res->tracks.count > 0) {
+        if (publish_body(p, f, res, SS_MSG_TRACKS, &p->trk_seq[f->index]))
             sent++;
         else
             dropped++;

@@ -42,6 +42,7 @@ const char *ss_msg_type_name(ss_msg_type_t t)
 {
     static const char *const names[SS_MSG__COUNT] = {
         "none", "frame", "series_start", "series_end", "residual", "detections", "status",
+        "tracks",
     };
     return (unsigned)t < SS_MSG__COUNT ? names[t] : "none";
 }
@@ -1194,16 +1195,28 @@ int ss_proto_encode_series(ss_msg_type_t type, const char *series, const char *f
 
 #define TOPIC_RESIDUAL "residual."
 #define TOPIC_DETECTIONS "detections."
+#define TOPIC_TRACKS "tracks."
 #define TOPIC_STATUS "status"
+
+/* The topic prefix of a per-feed output message type; NULL for others. */
+static const char *topic_prefix(ss_msg_type_t type)
+{
+    switch (type) {
+    case SS_MSG_RESIDUAL: return TOPIC_RESIDUAL;
+    case SS_MSG_DETECTIONS: return TOPIC_DETECTIONS;
+    case SS_MSG_TRACKS: return TOPIC_TRACKS;
+    default: return NULL;
+    }
+}
 
 int ss_proto_topic(ss_msg_type_t type, const char *feed, char *buf, size_t n)
 {
     int len;
+    const char *prefix = topic_prefix(type);
     if (type == SS_MSG_STATUS)
         len = snprintf(buf, n, "%s", TOPIC_STATUS);
-    else if ((type == SS_MSG_RESIDUAL || type == SS_MSG_DETECTIONS) && feed && feed[0])
-        len = snprintf(buf, n, "%s%s", type == SS_MSG_RESIDUAL ? TOPIC_RESIDUAL : TOPIC_DETECTIONS,
-                       feed);
+    else if (prefix && feed && feed[0])
+        len = snprintf(buf, n, "%s%s", prefix, feed);
     else
         return -1;
     return len < 0 || (size_t)len >= n ? -1 : len;
@@ -1214,6 +1227,7 @@ ss_msg_type_t ss_proto_topic_parse(const void *topic, size_t len, char *feed)
     const char *t = topic;
     static const struct { const char *prefix; ss_msg_type_t type; } kinds[] = {
         { TOPIC_RESIDUAL, SS_MSG_RESIDUAL }, { TOPIC_DETECTIONS, SS_MSG_DETECTIONS },
+        { TOPIC_TRACKS, SS_MSG_TRACKS },
     };
     if (feed)
         feed[0] = '\0';
@@ -1234,7 +1248,7 @@ ss_msg_type_t ss_proto_topic_parse(const void *topic, size_t len, char *feed)
     return SS_MSG_NONE;
 }
 
-/* ---- residual and detections ------------------------------------------- */
+/* ---- residual, detections and tracks ------------------------------------ */
 
 static void jw_shift(jw_t *w, const ss_shift_t *s)
 {
@@ -1299,7 +1313,8 @@ static void jw_input(jw_t *w, const ss_frame_meta_t *m)
     jw_str(w, "input", ss_proto_input(m, buf, sizeof buf));
 }
 
-/* Members both result messages share, in wire order. */
+/* Members the result messages (residual, detections, tracks) share, in wire
+ * order. */
 static void jw_result_common(jw_t *w, const ss_result_t *res, ss_msg_type_t type)
 {
     const ss_frame_meta_t *m = &res->meta;
@@ -1400,6 +1415,7 @@ static void jw_detection_members(jw_t *w, const ss_detection_t *d)
             jw_str(w, NULL, ss_proto_flag_name(known_flags[i]));
     jw_close(w, ']');
     jw_int(w, "label", d->label);
+    jw_u64(w, "track", d->track);
     if (d->has_radec) {
         jw_num(w, "ra", d->ra);
         jw_num(w, "dec", d->dec);
@@ -1466,6 +1482,89 @@ int ss_proto_encode_detections(const ss_result_t *res, char *buf, size_t n)
     return jw_done(&w);
 }
 
+/* A track's "first" or "last": its frame's seq and mid-exposure time. */
+static void jw_track_end(jw_t *w, const char *key, uint64_t seq, double mjd)
+{
+    jw_open(w, key, '{');
+    jw_u64(w, "seq", seq);
+    jw_time(w, "time", "mjd", mjd);
+    jw_close(w, '}');
+}
+
+static void jw_track(jw_t *w, const ss_track_t *t)
+{
+    jw_open(w, NULL, '{');
+    jw_u64(w, "id", t->id);
+    jw_str(w, "kind", ss_kind_name(t->kind));
+    jw_str(w, "state", ss_track_state_name(t->state));
+    jw_int(w, "n", t->n);
+    jw_int(w, "missed", t->missed);
+    jw_track_end(w, "first", t->seq_first, t->mjd_first);
+    jw_track_end(w, "last", t->seq_last, t->mjd_last);
+    jw_open(w, "position", '{');
+    jw_num(w, "x", t->x);
+    jw_num(w, "y", t->y);
+    jw_close(w, '}');
+    jw_open(w, "velocity", '{');
+    jw_num(w, "x", t->vx);
+    jw_num(w, "y", t->vy);
+    jw_num(w, "err_x", t->vx_err);
+    jw_num(w, "err_y", t->vy_err);
+    jw_str(w, "unit", t->timed ? "px/s" : "px/frame");
+    jw_close(w, '}');
+    jw_num(w, "rms", t->rms);
+    jw_num(w, "snr", t->snr);
+    /* rate and pa go together, as numbers: a rate not computed is left out */
+    if (t->has_rate && isfinite(t->rate) && isfinite(t->pa)) {
+        jw_num(w, "rate", t->rate);
+        jw_num(w, "pa", t->pa);
+    }
+    jw_open(w, "points", '[');
+    const int np = SS_CLAMP(t->n_points, 0, SS_TRACK_POINTS);
+    for (int i = 0; i < np; i++) {
+        const ss_track_point_t *p = &t->points[i];
+        jw_open(w, NULL, '{');
+        jw_u64(w, "seq", p->seq);
+        jw_num(w, "x", p->x);
+        jw_num(w, "y", p->y);
+        jw_num(w, "mjd", p->mjd);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+}
+
+/* Generous per-track bound: ~20 members, and SS_TRACK_POINTS points of 4
+ * members, each at most ~30 bytes. */
+#define TRACK_JSON_BOUND (1024 + SS_TRACK_POINTS * 128)
+
+size_t ss_proto_tracks_bound(const ss_result_t *res)
+{
+    return RESULT_JSON_BOUND + strlen(res->reason) * 6 + strlen(res->meta.meta_json) +
+           (size_t)(res->tracks.count > 0 ? res->tracks.count : 0) * TRACK_JSON_BOUND;
+}
+
+int ss_proto_encode_tracks(const ss_result_t *res, char *buf, size_t n)
+{
+    if (!res->meta.feed[0])
+        return -1;
+    int count = res->tracks.count > 0 ? res->tracks.count : 0;
+    jw_t w;
+    jw_init(&w, buf, n);
+    jw_open(&w, NULL, '{');
+    jw_result_common(&w, res, SS_MSG_TRACKS);
+    jw_int(&w, "count", count);
+    jw_int(&w, "truncated", res->tracks.truncated);
+    jw_open(&w, "tracks", '[');
+    for (int i = 0; i < count; i++)
+        jw_track(&w, &res->tracks.items[i]);
+    jw_close(&w, ']');
+    if (res->meta.meta_json[0])
+        jw_raw(&w, "meta", res->meta.meta_json);
+    jw_close(&w, '}');
+    return jw_done(&w);
+}
+
 static int get_shift(dctx_t *c, ss_shift_t *s)
 {
     const cJSON *it = NULL;
@@ -1522,9 +1621,10 @@ static int parts_count(int n_parts, int min, int max, const char *what, ss_proto
 
 #define RESIDUAL_PARTS_TEXT "a residual message has a topic, a header, a pixel part and an optional mask part"
 #define DETECTIONS_PARTS_TEXT "a detections message has a topic and a body"
+#define TRACKS_PARTS_TEXT "a tracks message has a topic and a body"
 #define STATUS_PARTS_TEXT "a status message has a topic and a body"
 
-/* The shared members of residual and detections messages. */
+/* The shared members of residual, detections and tracks messages. */
 static int get_result_common(dctx_t *c, const ss_proto_limits_t *lim, ss_msg_type_t type,
                              ss_result_t *res)
 {
@@ -1807,7 +1907,8 @@ static int get_detection(dctx_t *c, ss_detection_t *d)
                     d->flags |= known_flags[i];
         }
     }
-    if (get_int32(c, "label", 0, -2147483647.0, 2147483647.0, "a 32-bit integer", &d->label) < 0)
+    if (get_int32(c, "label", 0, -2147483647.0, 2147483647.0, "a 32-bit integer", &d->label) < 0 ||
+        get_u64(c, "track", 0, &d->track) < 0)
         return -1;
     int rra = get_num(c, "ra", 0, 0, &d->ra);
     if (rra < 0)
@@ -1822,14 +1923,29 @@ static int get_detection(dctx_t *c, ss_detection_t *d)
     return 0;
 }
 
-ss_err_t ss_proto_decode_detections(const ss_proto_part_t *parts, int n_parts,
-                                    const ss_proto_limits_t *lim, ss_result_t *res,
-                                    ss_proto_error_t *err)
+/* A message whose body is a result's header members, then "count",
+ * "truncated" and an array of entries: detections or tracks. */
+typedef struct list_msg {
+    ss_msg_type_t type;
+    const char *name;               /* the array member, "detections" or "tracks" */
+    const char *parts_text;         /* for the part-count errors */
+    /* decode the entry object c into the next slot of res's list, or
+     * count it as truncated when the list is full: 0, or -1 with c->err */
+    int (*entry)(dctx_t *c, ss_result_t *res);
+} list_msg_t;
+
+/* Decode a list message [topic, body] into res; *truncated is the body's
+ * own "truncated" (0 when absent). The list itself is cleared by the
+ * caller. */
+static ss_err_t decode_list_msg(const ss_proto_part_t *parts, int n_parts,
+                                const ss_proto_limits_t *lim, const list_msg_t *lm,
+                                ss_result_t *res, int64_t *truncated, ss_proto_error_t *err)
 {
     ok_error(err);
-    if (parts_count(n_parts, 2, 2, DETECTIONS_PARTS_TEXT, err) < 0)
+    *truncated = 0;
+    if (parts_count(n_parts, 2, 2, lm->parts_text, err) < 0)
         return reason_err(err->reason);
-    /* a detections body grows with its list: it may pass the header cap by
+    /* a body grows with its list: it may pass the header cap by
      * DETECTIONS_BODY_MAX (whatever the capacity of res: a list longer
      * than that is truncated, not rejected) */
     size_t cap = lim->max_header_bytes + DETECTIONS_BODY_MAX;
@@ -1838,50 +1954,210 @@ ss_err_t ss_proto_decode_detections(const ss_proto_part_t *parts, int n_parts,
         return reason_err(err->reason);
     dctx_t c = { .obj = root, .err = err };
     int rc = -1;
-    int64_t count = 0, truncated = 0;
+    int64_t count = 0;
     const cJSON *list = NULL, *it;
-    res->dets.count = 0;
-    res->dets.truncated = 0;
-    if (get_result_common(&c, lim, SS_MSG_DETECTIONS, res) < 0)
+    if (get_result_common(&c, lim, lm->type, res) < 0)
         goto out;
     if (get_int(&c, "count", 1, 0, SS_PROTO_MAX_INT, "0 to 2^53", &count) < 0 ||
-        get_int(&c, "truncated", 0, 0, SS_PROTO_MAX_INT, "0 to 2^53", &truncated) < 0 ||
-        get_typed(&c, "detections", 1, 0, &list) < 0)
+        get_int(&c, "truncated", 0, 0, SS_PROTO_MAX_INT, "0 to 2^53", truncated) < 0 ||
+        get_typed(&c, lm->name, 1, 0, &list) < 0)
         goto out;
     if (count != cJSON_GetArraySize(list)) {
-        fail(err, SS_PR_BAD_VALUE, "field \"count\" is %lld but \"detections\" has %d entries",
-             (long long)count, cJSON_GetArraySize(list));
+        fail(err, SS_PR_BAD_VALUE, "field \"count\" is %lld but \"%s\" has %d entries",
+             (long long)count, lm->name, cJSON_GetArraySize(list));
         goto out;
     }
-    if (check_topic(&parts[0], SS_MSG_DETECTIONS, res->meta.feed, err) < 0)
+    if (check_topic(&parts[0], lm->type, res->meta.feed, err) < 0)
         goto out;
     int i = 0;
     cJSON_ArrayForEach(it, list)
     {
-        dctx_t dc = { .obj = it, .err = err };
-        set_prefix(&dc, "", "detections", i);
+        dctx_t ec = { .obj = it, .err = err };
+        set_prefix(&ec, "", lm->name, i);
         if (!cJSON_IsObject(it)) {
             fail(err, SS_PR_WRONG_TYPE,
-                 "field \"detections[%d]\" has the wrong type: expected an object, got %s", i,
+                 "field \"%s[%d]\" has the wrong type: expected an object, got %s", lm->name, i,
                  json_kind(it));
             goto out;
         }
-        ss_detection_t tmp, *d = res->dets.count < res->dets.capacity && res->dets.items
-                                     ? &res->dets.items[res->dets.count]
-                                     : &tmp;
-        if (get_detection(&dc, d) < 0)
+        if (lm->entry(&ec, res) < 0)
             goto out;
-        if (d == &tmp)
-            res->dets.truncated++;
-        else
-            res->dets.count++;
         i++;
     }
-    res->dets.truncated += (int)SS_MIN(truncated, (int64_t)1 << 30);
     rc = 0;
 out:
     cJSON_Delete(root);
     return rc == 0 ? SS_OK : reason_err(err->reason);
+}
+
+static int detection_entry(dctx_t *c, ss_result_t *res)
+{
+    ss_detlist_t *l = &res->dets;
+    ss_detection_t tmp, *d = l->count < l->capacity && l->items ? &l->items[l->count] : &tmp;
+    if (get_detection(c, d) < 0)
+        return -1;
+    if (d == &tmp)
+        l->truncated++;
+    else
+        l->count++;
+    return 0;
+}
+
+ss_err_t ss_proto_decode_detections(const ss_proto_part_t *parts, int n_parts,
+                                    const ss_proto_limits_t *lim, ss_result_t *res,
+                                    ss_proto_error_t *err)
+{
+    static const list_msg_t lm = { SS_MSG_DETECTIONS, "detections", DETECTIONS_PARTS_TEXT,
+                                   detection_entry };
+    int64_t truncated = 0;
+    res->dets.count = 0;
+    res->dets.truncated = 0;
+    ss_err_t e = decode_list_msg(parts, n_parts, lim, &lm, res, &truncated, err);
+    if (e == SS_OK)
+        res->dets.truncated += (int)SS_MIN(truncated, (int64_t)1 << 30);
+    return e;
+}
+
+/* A track's "first" or "last": {seq, time / mjd (null when untimed)}. */
+static int get_track_end(dctx_t *c, const char *name, uint64_t *seq, double *mjd)
+{
+    const cJSON *o = NULL;
+    if (get_typed(c, name, 1, 1, &o) < 0)
+        return -1;
+    dctx_t ec = { .obj = o, .err = c->err };
+    set_prefix(&ec, c->prefix, name, -1);
+    return get_u64(&ec, "seq", 1, seq) < 0 || get_time(&ec, 1, 1, mjd) < 0 ? -1 : 0;
+}
+
+/* A track's "position": {x, y}, finite numbers. */
+static int get_track_position(dctx_t *c, ss_track_t *t)
+{
+    const cJSON *o = NULL;
+    if (get_typed(c, "position", 1, 1, &o) < 0)
+        return -1;
+    dctx_t pc = { .obj = o, .err = c->err };
+    set_prefix(&pc, c->prefix, "position", -1);
+    return get_num(&pc, "x", 1, 0, &t->x) < 0 || get_num(&pc, "y", 1, 0, &t->y) < 0 ? -1 : 0;
+}
+
+/* A track's "velocity": {x, y, err_x, err_y (numbers or null), unit}; the
+ * unit says whether the track is timed. */
+static int get_track_velocity(dctx_t *c, ss_track_t *t)
+{
+    const cJSON *o = NULL;
+    char unit[SS_NAME_MAX];
+    if (get_typed(c, "velocity", 1, 1, &o) < 0)
+        return -1;
+    dctx_t vc = { .obj = o, .err = c->err };
+    set_prefix(&vc, c->prefix, "velocity", -1);
+    if (get_num(&vc, "x", 1, 1, &t->vx) < 0 || get_num(&vc, "y", 1, 1, &t->vy) < 0 ||
+        get_num(&vc, "err_x", 1, 1, &t->vx_err) < 0 ||
+        get_num(&vc, "err_y", 1, 1, &t->vy_err) < 0 ||
+        get_str(&vc, "unit", 1, CHARS_ANY, unit, sizeof unit) < 0)
+        return -1;
+    if (strcmp(unit, "px/s") != 0 && strcmp(unit, "px/frame") != 0)
+        return fail(c->err, SS_PR_BAD_VALUE,
+                    "field \"%sunit\" is \"%s\" (expected px/s or px/frame)", vc.prefix, unit);
+    t->timed = strcmp(unit, "px/s") == 0;
+    return 0;
+}
+
+/* A track's "points": at most SS_TRACK_POINTS objects {seq, x, y, mjd
+ * (null when untimed)}. */
+static int get_track_points(dctx_t *c, ss_track_t *t)
+{
+    const cJSON *a = NULL, *it;
+    if (get_typed(c, "points", 1, 0, &a) < 0)
+        return -1;
+    const int n = cJSON_GetArraySize(a);
+    if (n > SS_TRACK_POINTS)
+        return fail(c->err, SS_PR_BAD_VALUE, "field \"%spoints\" has %d entries (maximum %d)",
+                    c->prefix, n, SS_TRACK_POINTS);
+    int i = 0;
+    cJSON_ArrayForEach(it, a)
+    {
+        if (!cJSON_IsObject(it))
+            return fail(c->err, SS_PR_WRONG_TYPE,
+                        "field \"%spoints[%d]\" has the wrong type: expected an object, got %s",
+                        c->prefix, i, json_kind(it));
+        dctx_t pc = { .obj = it, .err = c->err };
+        set_prefix(&pc, c->prefix, "points", i);
+        ss_track_point_t *p = &t->points[i];
+        if (get_u64(&pc, "seq", 1, &p->seq) < 0 || get_num(&pc, "x", 1, 0, &p->x) < 0 ||
+            get_num(&pc, "y", 1, 0, &p->y) < 0 || get_num(&pc, "mjd", 1, 1, &p->mjd) < 0)
+            return -1;
+        i++;
+    }
+    t->n_points = n;
+    return 0;
+}
+
+/* One entry of "tracks", in the order of PROTOCOL.md §6a. */
+static int get_track(dctx_t *c, ss_track_t *t)
+{
+    memset(t, 0, sizeof *t);
+    t->mjd_first = t->mjd_last = t->rate = t->pa = NAN;
+    char kind[SS_NAME_MAX], state[SS_NAME_MAX];
+    int64_t id = 0;
+    if (get_int(c, "id", 1, 1, SS_PROTO_MAX_INT, "1 to 2^53", &id) < 0 ||
+        get_str(c, "kind", 1, CHARS_ANY, kind, sizeof kind) < 0)
+        return -1;
+    t->id = (uint64_t)id;
+    if (ss_kind_parse(kind, &t->kind) != 0 || t->kind == SS_KIND_COSMIC)
+        return fail(c->err, SS_PR_BAD_VALUE,
+                    "field \"%skind\" is \"%s\" (expected point or streak)", c->prefix, kind);
+    if (get_str(c, "state", 1, CHARS_ANY, state, sizeof state) < 0)
+        return -1;
+    if (ss_track_state_parse(state, &t->state) != 0)
+        return fail(c->err, SS_PR_BAD_VALUE,
+                    "field \"%sstate\" is \"%s\" (expected active, coasting or ended)", c->prefix,
+                    state);
+    if (get_int32(c, "n", 1, 1, 2147483647.0, "1 to 2^31-1", &t->n) < 0 ||
+        get_int32(c, "missed", 1, 0, 2147483647.0, "0 to 2^31-1", &t->missed) < 0 ||
+        get_track_end(c, "first", &t->seq_first, &t->mjd_first) < 0 ||
+        get_track_end(c, "last", &t->seq_last, &t->mjd_last) < 0 ||
+        get_track_position(c, t) < 0 || get_track_velocity(c, t) < 0 ||
+        get_num(c, "rms", 1, 1, &t->rms) < 0 || get_num(c, "snr", 1, 1, &t->snr) < 0)
+        return -1;
+    const int rr = get_num(c, "rate", 0, 0, &t->rate);
+    if (rr < 0)
+        return -1;
+    const int rp = get_num(c, "pa", 0, 0, &t->pa);
+    if (rp < 0)
+        return -1;
+    if (rr != rp)
+        return fail(c->err, SS_PR_MISSING_FIELD,
+                    "missing field \"%s%s\" (rate and pa go together)", c->prefix,
+                    rr ? "pa" : "rate");
+    t->has_rate = rr > 0;
+    return get_track_points(c, t);
+}
+
+static int track_entry(dctx_t *c, ss_result_t *res)
+{
+    ss_tracklist_t *l = &res->tracks;
+    ss_track_t tmp, *t = l->count < l->capacity && l->items ? &l->items[l->count] : &tmp;
+    if (get_track(c, t) < 0)
+        return -1;
+    if (t == &tmp)
+        l->truncated++;
+    else
+        l->count++;
+    return 0;
+}
+
+ss_err_t ss_proto_decode_tracks(const ss_proto_part_t *parts, int n_parts,
+                                const ss_proto_limits_t *lim, ss_result_t *res,
+                                ss_proto_error_t *err)
+{
+    static const list_msg_t lm = { SS_MSG_TRACKS, "tracks", TRACKS_PARTS_TEXT, track_entry };
+    int64_t truncated = 0;
+    res->tracks.count = 0;
+    res->tracks.truncated = 0;
+    ss_err_t e = decode_list_msg(parts, n_parts, lim, &lm, res, &truncated, err);
+    if (e == SS_OK)
+        res->tracks.truncated += (int)SS_MIN(truncated, (int64_t)1 << 30);
+    return e;
 }
 
 /* ---- status -------------------------------------------------------------- */

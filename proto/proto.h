@@ -10,6 +10,7 @@
  *   out  residual      [topic "residual.<feed>", header JSON, float32 pixels,
  *                       optional uint8 mask]
  *        detections    [topic "detections.<feed>", body JSON]
+ *        tracks        [topic "tracks.<feed>", body JSON]
  *        status        [topic "status", body JSON]
  *   control (REP)      request JSON -> response JSON
  *
@@ -67,6 +68,7 @@ typedef enum ss_msg_type {
     SS_MSG_RESIDUAL,
     SS_MSG_DETECTIONS,
     SS_MSG_STATUS,
+    SS_MSG_TRACKS,
     SS_MSG__COUNT
 } ss_msg_type_t;
 
@@ -192,11 +194,11 @@ int ss_proto_encode_frame_header(const ss_frame_t *f, char *buf, size_t n);
 int ss_proto_encode_series(ss_msg_type_t type, const char *series, const char *feed, double mjd,
                            int64_t frames, const char *meta_json, char *buf, size_t n);
 
-/* ---- output: topics, residual, detections ----------------------------- */
+/* ---- output: topics, residual, detections, tracks ---------------------- */
 
 /* Topic of an output message: "residual.<feed>", "detections.<feed>",
- * "status". Returns the length, or -1 if it does not fit / type is not an
- * output. */
+ * "tracks.<feed>", "status". Returns the length, or -1 if it does not fit /
+ * type is not an output. */
 int ss_proto_topic(ss_msg_type_t type, const char *feed, char *buf, size_t n);
 /* Classify a received topic part; copies the feed name (SS_NAME_MAX
  * bytes, may be NULL). SS_MSG_NONE when it is no skysieve topic. */
@@ -233,6 +235,23 @@ size_t ss_proto_detections_bound(const ss_result_t *res);
 ss_err_t ss_proto_decode_detections(const ss_proto_part_t *parts, int n_parts,
                                     const ss_proto_limits_t *lim, ss_result_t *res,
                                     ss_proto_error_t *err);
+
+/* Tracks body from a result (PROTOCOL.md §6a): the members of the
+ * detections body up to history_reset, then count, truncated and one
+ * object per entry of res->tracks. The publisher sends it for frames whose
+ * res->tracks.count > 0; the encoder takes an empty list too. */
+int ss_proto_encode_tracks(const ss_result_t *res, char *buf, size_t n);
+/* A buffer size that always holds the tracks body of res. */
+size_t ss_proto_tracks_bound(const ss_result_t *res);
+
+/* Decode a tracks message [topic, body] into res: the fields the
+ * detections decoder fills, except res->dets (not touched), plus
+ * res->tracks (items up to its capacity; the remainder, and the message's
+ * own "truncated", are added to tracks.truncated). A track's timed is 1
+ * when its velocity's unit is "px/s". */
+ss_err_t ss_proto_decode_tracks(const ss_proto_part_t *parts, int n_parts,
+                                const ss_proto_limits_t *lim, ss_result_t *res,
+                                ss_proto_error_t *err);
 
 /* One detection as a self-contained JSON line (PROTOCOL.md, "JSON
  * lines"): the frame's feed, series, seq, time, mjd, time_mid, mjd_mid,

@@ -600,23 +600,67 @@ START_TEST(test_zmq_end_to_end)
         sender_send(&s, &truth[i]);
 
     /* every frame: one detections message; frames with a residual (status
-     * ok): one residual message, decoded and checked against its pair */
-    ss_result_t res, rres;
+     * ok): one residual message, decoded and checked against its pair;
+     * frames with track reports: one tracks message after the detections,
+     * which reports every track its detections name */
+    ss_result_t res, rres, tres;
     ck_assert_int_eq(ss_result_init(&res, (size_t)W * H, 1000), 0);
     ck_assert_int_eq(ss_result_init(&rres, (size_t)W * H, 1), 0);
+    ck_assert_int_eq(ss_result_init(&tres, 1, 1000), 0);
     ss_proto_limits_t lim = limits();
     int got_det[E2E_FRAMES] = { 0 }, got_res[E2E_FRAMES] = { 0 }, ok_status[E2E_FRAMES] = { 0 };
-    int n_det = 0, n_ok = 0, found = 0, wanted = 0;
+    int got_trk[E2E_FRAMES] = { 0 };
+    uint64_t linked[E2E_FRAMES][MOVERS + 1] = { { 0 } };    /* track ids the detections name */
+    int n_det = 0, n_ok = 0, n_trk = 0, found = 0, wanted = 0, tracked = 0, movers_last = 0;
     uint8_t *mask = malloc((size_t)W * H);
-    double t0 = now_s();
-    while ((n_det < E2E_FRAMES || n_ok > 0) && now_s() - t0 < 120.0) {
+    double t0 = now_s(), last_result = now_s();
+    /* until every detections and residual message, and 1 s more for the
+     * tracks message that follows the last detections */
+    while ((n_det < E2E_FRAMES || n_ok > 0 || now_s() - last_result < 1.0) &&
+           now_s() - t0 < 120.0) {
         ss_proto_rx_t rx;
         if (ss_proto_recv_parts(sub, 0, &rx) != SS_OK)
             continue;
         ss_proto_error_t err;
         char feed[SS_NAME_MAX];
         ss_msg_type_t t = ss_proto_topic_parse(rx.part[0].data, rx.part[0].len, feed);
-        if (t == SS_MSG_DETECTIONS) {
+        if (t != SS_MSG_STATUS)
+            last_result = now_s();
+        if (t == SS_MSG_TRACKS) {
+            ck_assert_str_eq(feed, "f0");
+            ck_assert_msg(ss_proto_decode_tracks(rx.part, rx.n, &lim, &tres, &err) == SS_OK, "%s",
+                          err.text);
+            uint64_t k = tres.meta.seq;
+            ck_assert_uint_lt(k, E2E_FRAMES);
+            ck_assert_int_eq(got_det[k], 1);            /* after its detections */
+            ck_assert_int_eq(got_trk[k]++, 0);
+            ck_assert_int_gt(tres.tracks.count, 0);
+            n_trk++;
+            for (int i = 0; i < MOVERS + 1 && linked[k][i]; i++) {
+                int reported = 0;
+                for (int j = 0; j < tres.tracks.count; j++)
+                    reported |= tres.tracks.items[j].id == linked[k][i] &&
+                                tres.tracks.items[j].state == SS_TRACK_ACTIVE;
+                ck_assert_msg(reported, "frame %d: track %llu not reported", (int)k,
+                              (unsigned long long)linked[k][i]);
+            }
+            /* the last frame: each mover in the field is a track there */
+            if (k == E2E_FRAMES - 1) {
+                for (int m = 0; m < truth[k].n_obj; m++) {
+                    const ss_synth_obj_t *o = &truth[k].obj[m];
+                    if (o->kind != SS_SYNTH_MOVER || o->x < 8 || o->y < 8 || o->x > W - 9 ||
+                        o->y > H - 9)
+                        continue;
+                    movers_last++;
+                    for (int j = 0; j < tres.tracks.count; j++)
+                        if (hypot(tres.tracks.items[j].x - o->x, tres.tracks.items[j].y - o->y) <
+                            MATCH_PX) {
+                            tracked++;
+                            break;
+                        }
+                }
+            }
+        } else if (t == SS_MSG_DETECTIONS) {
             ck_assert_str_eq(feed, "f0");
             ck_assert_msg(ss_proto_decode_detections(rx.part, rx.n, &lim, &res, &err) == SS_OK,
                           "%s", err.text);
@@ -625,6 +669,13 @@ START_TEST(test_zmq_end_to_end)
             ck_assert_int_eq(got_det[k]++, 0);
             n_det++;
             ck_assert_uint_eq(k, truth[k].seq);
+            for (int j = 0, n = 0; j < res.dets.count && n < MOVERS + 1; j++) {
+                int seen = 0;
+                for (int i = 0; i < n; i++)
+                    seen |= linked[k][i] == res.dets.items[j].track;
+                if (res.dets.items[j].track && !seen)
+                    linked[k][n++] = res.dets.items[j].track;
+            }
             if (res.status == SS_STATUS_OK) {
                 ok_status[k] = 1;
                 n_ok++;     /* a residual is owed */
@@ -698,14 +749,19 @@ START_TEST(test_zmq_end_to_end)
     fprintf(stderr, "end to end: %d frames, %d with a residual, movers found %d of %d\n",
             E2E_FRAMES, n_ok_frames, found, wanted);
     ck_assert_msg(found >= (int)ceil(0.9 * wanted), "movers found %d of %d", found, wanted);
-
+    /* and tracked: a tracks message per frame with reports, each mover of
+     * the last frame among them */
+    fprintf(stderr, "end to end: %d tracks messages; the last frame's movers tracked: %d of %d\n",
+            n_trk, tracked, movers_last);
+    ck_assert_int_gt(movers_last, 0);
+    ck_assert_int_eq(tracked, movers_last);
     ss_proto_status_t *st = stats_of(&d);
     ck_assert_ptr_nonnull(st);
     ck_assert_uint_eq(st->feeds[0].received, E2E_FRAMES);
     ck_assert_uint_eq(st->feeds[0].accepted, E2E_FRAMES);
     ck_assert_uint_eq(st->feeds[0].processed, E2E_FRAMES);
     ck_assert_uint_eq(st->feeds[0].status_count[SS_STATUS_OK], (uint64_t)n_ok_frames);
-    ck_assert_uint_eq(st->feeds[0].published, (uint64_t)(E2E_FRAMES + n_res));
+    ck_assert_uint_eq(st->feeds[0].published, (uint64_t)(E2E_FRAMES + n_res + n_trk));
     ck_assert_uint_eq(st->feeds[0].pub_dropped, 0);
     free(st);
 
@@ -714,6 +770,7 @@ START_TEST(test_zmq_end_to_end)
     free(truth);
     ss_result_free(&res);
     ss_result_free(&rres);
+    ss_result_free(&tres);
     sender_close(&s);
     zmq_close(sub);
     dmn_cleanup(&d);
@@ -1278,7 +1335,7 @@ START_TEST(test_sigterm_drains)
     kill(d.pid, SIGTERM);
 
     /* everything the daemon processed reaches the subscriber */
-    int dets = 0, residuals = 0, status_after = 0;
+    int dets = 0, residuals = 0, tracks = 0, status_after = 0;
     t0 = now_s();
     int exited = 0, code = -1;
     double quiet_since = now_s();
@@ -1293,6 +1350,7 @@ START_TEST(test_sigterm_drains)
             ss_msg_type_t t = ss_proto_topic_parse(rx.part[0].data, rx.part[0].len, NULL);
             dets += t == SS_MSG_DETECTIONS;
             residuals += t == SS_MSG_RESIDUAL;
+            tracks += t == SS_MSG_TRACKS;
             status_after += t == SS_MSG_STATUS;
             ss_proto_rx_close(&rx);
             quiet_since = now_s();
@@ -1315,7 +1373,7 @@ START_TEST(test_sigterm_drains)
     ck_assert_uint_eq(f.dropped, 0);                    /* block policy: nothing dropped */
     ck_assert_uint_eq((unsigned long long)dets, f.processed);
     ck_assert_uint_eq((unsigned long long)residuals, f.processed);
-    ck_assert_uint_eq(f.published, 2 * f.processed);
+    ck_assert_uint_eq(f.published, 2 * f.processed + (unsigned long long)tracks);
     ck_assert(log_contains(&d, "shutting down"));
 
     sender_close(&s);
@@ -2266,7 +2324,15 @@ START_TEST(test_stalled_subscriber)
     const long rss1 = rss_kib(d.pid);
     ck_assert_msg(gaps == 0, "the reading subscriber missed %llu of %llu messages", gaps, got);
     ck_assert_msg(got > (unsigned long long)(span * 10), "only %llu messages in %.0f s", got, span);
-    ck_assert_msg(n_seen == 3, "topics seen: %d (residual, detections, status)", n_seen);
+    /* residual, detections and status; tracks too once the synthetic
+     * feed's movers are tracked */
+    int kinds = 0;
+    for (int i = 0; i < n_seen; i++)
+        kinds |= 1 << ss_proto_topic_parse(seen[i].topic, strlen(seen[i].topic), NULL);
+    const int base = 1 << SS_MSG_RESIDUAL | 1 << SS_MSG_DETECTIONS | 1 << SS_MSG_STATUS;
+    ck_assert_msg((kinds & base) == base && (kinds & ~(base | 1 << SS_MSG_TRACKS)) == 0 &&
+                      n_seen <= 4,
+                  "topics seen: %d (residual, detections, status, and tracks)", n_seen);
     ck_assert_msg(rss0 > 0 && rss1 > 0 && rss1 - rss0 < RSS_GROWTH_KIB,
                   "RSS %ld KiB after 5 s, %ld KiB at the end", rss0, rss1);
     zmq_close(stalled);

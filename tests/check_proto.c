@@ -7,8 +7,9 @@
  *    structs that clients/python/test_client.py produces too);
  *  - the golden message bytes themselves (tests/golden/<msg>/N-*.{txt,json,bin}),
  *    which the C encoder must reproduce byte for byte from the fixtures;
- *  - tests/golden/malformed.json: malformed inputs with the reason and the
- *    exact error text PROTOCOL.md documents (also run by the Python tests).
+ *  - tests/golden/malformed.json: malformed inputs (and output messages,
+ *    "decoder": "output") with the reason and the exact error text
+ *    PROTOCOL.md documents (also run by the Python tests).
  * Plus randomised encode -> decode round trips of every message, encoder
  * buffer-size edges, and real ZeroMQ sockets (inproc) for proto_zmq.c.
  *
@@ -335,8 +336,61 @@ static cJSON *view_detection(const ss_detection_t *d)
             cJSON_AddItemToArray(flags, cJSON_CreateString(ss_proto_flag_name(bit)));
     cJSON_AddItemToObject(o, "flags", flags);
     cJSON_AddNumberToObject(o, "label", d->label);
+    cJSON_AddNumberToObject(o, "track", (double)d->track);
     cJSON_AddItemToObject(o, "ra", d->has_radec ? cJSON_CreateNumber(d->ra) : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "dec", d->has_radec ? cJSON_CreateNumber(d->dec) : cJSON_CreateNull());
+    return o;
+}
+
+/* A track's first / last: seq, time (from mjd, as the Python client
+ * derives it) and mjd. */
+static cJSON *view_track_end(uint64_t seq, double mjd)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "seq", (double)seq);
+    char iso[40];
+    if (isfinite(mjd)) {
+        ss_mjd_to_iso(mjd, iso, sizeof iso);
+        cJSON_AddStringToObject(o, "time", iso);
+    } else {
+        cJSON_AddNullToObject(o, "time");
+    }
+    cJSON_AddItemToObject(o, "mjd", num_or_null(mjd));
+    return o;
+}
+
+static cJSON *view_track(const ss_track_t *t)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "id", (double)t->id);
+    cJSON_AddStringToObject(o, "kind", ss_kind_name(t->kind));
+    cJSON_AddStringToObject(o, "state", ss_track_state_name(t->state));
+    cJSON_AddNumberToObject(o, "n", t->n);
+    cJSON_AddNumberToObject(o, "missed", t->missed);
+    cJSON_AddItemToObject(o, "first", view_track_end(t->seq_first, t->mjd_first));
+    cJSON_AddItemToObject(o, "last", view_track_end(t->seq_last, t->mjd_last));
+    cJSON *pos = cJSON_AddObjectToObject(o, "position");
+    cJSON_AddNumberToObject(pos, "x", t->x);
+    cJSON_AddNumberToObject(pos, "y", t->y);
+    cJSON *v = cJSON_AddObjectToObject(o, "velocity");
+    cJSON_AddItemToObject(v, "x", num_or_null(t->vx));
+    cJSON_AddItemToObject(v, "y", num_or_null(t->vy));
+    cJSON_AddItemToObject(v, "err_x", num_or_null(t->vx_err));
+    cJSON_AddItemToObject(v, "err_y", num_or_null(t->vy_err));
+    cJSON_AddStringToObject(v, "unit", t->timed ? "px/s" : "px/frame");
+    cJSON_AddItemToObject(o, "rms", num_or_null(t->rms));
+    cJSON_AddItemToObject(o, "snr", num_or_null(t->snr));
+    cJSON_AddItemToObject(o, "rate", t->has_rate ? cJSON_CreateNumber(t->rate) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "pa", t->has_rate ? cJSON_CreateNumber(t->pa) : cJSON_CreateNull());
+    cJSON *pts = cJSON_AddArrayToObject(o, "points");
+    for (int i = 0; i < t->n_points; i++) {
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "seq", (double)t->points[i].seq);
+        cJSON_AddNumberToObject(p, "x", t->points[i].x);
+        cJSON_AddNumberToObject(p, "y", t->points[i].y);
+        cJSON_AddItemToObject(p, "mjd", num_or_null(t->points[i].mjd));
+        cJSON_AddItemToArray(pts, p);
+    }
     return o;
 }
 
@@ -368,6 +422,12 @@ static cJSON *view_result(const ss_result_t *r, ss_msg_type_t type, const uint8_
         cJSON_AddItemToObject(v, "wcs", view_wcs(m));
         cJSON_AddItemToObject(v, "pixels", view_pixels(r->residual, SS_DT_F32, n));
         cJSON_AddItemToObject(v, "mask", view_mask(mask, n));
+    } else if (type == SS_MSG_TRACKS) {
+        cJSON_AddNumberToObject(v, "truncated", r->tracks.truncated);
+        cJSON *list = cJSON_CreateArray();
+        for (int i = 0; i < r->tracks.count; i++)
+            cJSON_AddItemToArray(list, view_track(&r->tracks.items[i]));
+        cJSON_AddItemToObject(v, "tracks", list);
     } else {
         cJSON_AddNumberToObject(v, "truncated", r->dets.truncated);
         cJSON *list = cJSON_CreateArray();
@@ -501,7 +561,8 @@ static void fx_frame_u16(ss_frame_t *f)
 
 static const float FX_RES_PIX[6] = { 0.5f, -1.25f, NAN, 3.0f, 0.125f, -7.5f };
 
-/* a result buffer of its own (ss_result_init belongs to the pipeline) */
+/* a result buffer of its own (ss_result_init belongs to the pipeline), with
+ * room for max_dets detections and as many track reports */
 static void result_alloc(ss_result_t *r, size_t max_pixels, int max_dets)
 {
     memset(r, 0, sizeof *r);
@@ -509,7 +570,9 @@ static void result_alloc(ss_result_t *r, size_t max_pixels, int max_dets)
     r->residual_capacity = max_pixels;
     r->dets.items = calloc((size_t)(max_dets > 0 ? max_dets : 1), sizeof(ss_detection_t));
     r->dets.capacity = max_dets;
-    ck_assert(r->residual && r->dets.items);
+    r->tracks.items = calloc((size_t)(max_dets > 0 ? max_dets : 1), sizeof(ss_track_t));
+    r->tracks.capacity = max_dets;
+    ck_assert(r->residual && r->dets.items && r->tracks.items);
     r->sigma = NAN;
 }
 
@@ -517,6 +580,7 @@ static void result_release(ss_result_t *r)
 {
     free(r->residual);
     free(r->dets.items);
+    free(r->tracks.items);
     memset(r, 0, sizeof *r);
 }
 
@@ -605,6 +669,7 @@ static void fx_detections(ss_result_t *r)
     d[0].has_radec = 1;
     d[0].ra = 83.6;
     d[0].dec = 22.01;
+    d[0].track = 7;                 /* tracks golden: track 7 took it */
     d[1] = det(100.5, 50.25, 8000, 90.5, 9.75, 101, 50, 240, 70, 45, 131, 56, 18.5, 1.625, -0.125,
                SS_KIND_STREAK, 1, 0.01, SS_DET_TOUCHES_EDGE, 2);
     d[1].x0 = 70.5;
@@ -617,6 +682,78 @@ static void fx_detections(ss_result_t *r)
                0.625, 0, 3);
     r->dets.count = 4;
     r->dets.truncated = 2;
+}
+
+static ss_track_point_t tpoint(uint64_t seq, double mjd, double x, double y)
+{
+    ss_track_point_t p = { .seq = seq, .mjd = mjd, .x = x, .y = y };
+    return p;
+}
+
+/* The frame of fx_detections with two track reports: 7, a timed point
+ * that took detections[0] (0.0625, -0.03125 px/s over 8.64 s frames), and
+ * 8, an untimed streak that missed this frame. */
+static void fx_tracks(ss_result_t *r)
+{
+    fx_result_common(r);
+    r->width = 160;
+    r->height = 120;
+    r->has_residual = 0;
+    r->dets.count = 0;
+    ss_track_t *t = r->tracks.items;
+    memset(t, 0, 2 * sizeof *t);
+    t[0].id = 7;
+    t[0].kind = SS_KIND_POINT;
+    t[0].state = SS_TRACK_ACTIVE;
+    t[0].n = 5;
+    t[0].missed = 0;
+    t[0].timed = 1;
+    t[0].seq_first = 53;
+    t[0].seq_last = 57;
+    t[0].mjd_first = 61366.250114467596;
+    t[0].mjd_last = 61366.250514467596;
+    t[0].x = 10.25;
+    t[0].y = 20.5;
+    t[0].vx = 0.0625;
+    t[0].vy = -0.03125;
+    t[0].vx_err = 0.0025;
+    t[0].vy_err = 0.003;
+    t[0].rms = 0.125;
+    t[0].snr = 11.75;
+    t[0].has_rate = 1;
+    t[0].rate = 0.0699;
+    t[0].pa = 243.4;
+    t[0].n_points = 5;
+    t[0].points[0] = tpoint(53, 61366.250114467596, 8.09, 21.58);
+    t[0].points[1] = tpoint(54, 61366.250214467596, 8.63, 21.31);
+    t[0].points[2] = tpoint(55, 61366.250314467596, 9.17, 21.04);
+    t[0].points[3] = tpoint(56, 61366.250414467596, 9.71, 20.77);
+    t[0].points[4] = tpoint(57, 61366.250514467596, 10.25, 20.5);
+    t[1].id = 8;
+    t[1].kind = SS_KIND_STREAK;
+    t[1].state = SS_TRACK_COASTING;
+    t[1].n = 3;
+    t[1].missed = 1;
+    t[1].timed = 0;
+    t[1].seq_first = 54;
+    t[1].seq_last = 56;
+    t[1].mjd_first = t[1].mjd_last = NAN;
+    t[1].x = 130.75;
+    t[1].y = 88.5;
+    t[1].vx = 2.5;
+    t[1].vy = 1.25;
+    t[1].vx_err = 0.0625;
+    t[1].vy_err = 0.05;
+    t[1].rms = 0.375;
+    t[1].snr = 7.25;
+    t[1].has_rate = 0;
+    t[1].rate = t[1].pa = NAN;
+    t[1].n_points = 3;
+    t[1].points[0] = tpoint(54, NAN, 125.75, 86);
+    t[1].points[1] = tpoint(55, NAN, 128.25, 87.25);
+    t[1].points[2] = tpoint(56, NAN, 130.75, 88.5);
+    r->tracks.count = 2;
+    r->tracks.truncated = 0;
 }
 
 static void fx_regfail(ss_result_t *r)
@@ -857,24 +994,46 @@ START_TEST(test_golden_residual)
 }
 END_TEST
 
-static void golden_detections(const char *name, void (*fixture)(ss_result_t *))
+/* The list messages' encoders and decoders by type: detections or tracks. */
+static size_t list_bound(ss_msg_type_t type, const ss_result_t *r)
+{
+    return type == SS_MSG_TRACKS ? ss_proto_tracks_bound(r) : ss_proto_detections_bound(r);
+}
+
+static int encode_list(ss_msg_type_t type, const ss_result_t *r, char *buf, size_t n)
+{
+    return type == SS_MSG_TRACKS ? ss_proto_encode_tracks(r, buf, n)
+                                 : ss_proto_encode_detections(r, buf, n);
+}
+
+static ss_err_t decode_list(ss_msg_type_t type, const ss_proto_part_t *parts, int n,
+                            const ss_proto_limits_t *lim, ss_result_t *r, ss_proto_error_t *err)
+{
+    return type == SS_MSG_TRACKS ? ss_proto_decode_tracks(parts, n, lim, r, err)
+                                 : ss_proto_decode_detections(parts, n, lim, r, err);
+}
+
+/* A golden [topic, body] message of a list type (detections, tracks): the
+ * encoder writes it from the fixture byte for byte, and the fixture and the
+ * decoded golden both read as its expected.json. */
+static void golden_list(const char *name, ss_msg_type_t type, void (*fixture)(ss_result_t *))
 {
     ss_result_t fx, r;
     result_alloc(&fx, 1, 8);
     result_alloc(&r, 1, 8);
     fixture(&fx);
     char topic[SS_PROTO_TOPIC_MAX];
-    int tn = ss_proto_topic(SS_MSG_DETECTIONS, fx.meta.feed, topic, sizeof topic);
+    int tn = ss_proto_topic(type, fx.meta.feed, topic, sizeof topic);
     ck_assert_int_gt(tn, 0);
-    size_t cap = ss_proto_detections_bound(&fx);
+    size_t cap = list_bound(type, &fx);
     char *buf = malloc(cap);
-    int n = ss_proto_encode_detections(&fx, buf, cap);
+    int n = encode_list(type, &fx, buf, cap);
     ck_assert_int_gt(n, 0);
     golden_bytes(name, "0-topic.txt", topic, (size_t)tn);
     golden_bytes(name, "1-body.json", buf, (size_t)n);
 
     cJSON *want = load_expected(name);
-    cJSON *v = view_result(&fx, SS_MSG_DETECTIONS, NULL);
+    cJSON *v = view_result(&fx, type, NULL);
     assert_json_equal(v, want, "fixture vs expected.json");
     cJSON_Delete(v);
 
@@ -883,9 +1042,9 @@ static void golden_detections(const char *name, void (*fixture)(ss_result_t *))
     ck_assert_int_eq(g.n, 2);
     ss_proto_limits_t lim = limits();
     ss_proto_error_t err;
-    ss_err_t e = ss_proto_decode_detections(g.part, g.n, &lim, &r, &err);
+    ss_err_t e = decode_list(type, g.part, g.n, &lim, &r, &err);
     ck_assert_msg(e == SS_OK, "%s: decode: %s", name, err.text);
-    v = view_result(&r, SS_MSG_DETECTIONS, NULL);
+    v = view_result(&r, type, NULL);
     assert_json_equal(v, want, name);
     cJSON_Delete(v);
     cJSON_Delete(want);
@@ -897,8 +1056,14 @@ static void golden_detections(const char *name, void (*fixture)(ss_result_t *))
 
 START_TEST(test_golden_detections)
 {
-    golden_detections("detections", fx_detections);
-    golden_detections("detections_regfail", fx_regfail);
+    golden_list("detections", SS_MSG_DETECTIONS, fx_detections);
+    golden_list("detections_regfail", SS_MSG_DETECTIONS, fx_regfail);
+}
+END_TEST
+
+START_TEST(test_golden_tracks)
+{
+    golden_list("tracks", SS_MSG_TRACKS, fx_tracks);
 }
 END_TEST
 
@@ -1069,6 +1234,23 @@ END_TEST
 
 /* ---- malformed messages (tests/golden/malformed.json) -------------------- */
 
+/* Decode an output message by its topic part, as a subscriber does (the
+ * cases of malformed.json with "decoder": "output"). */
+static ss_err_t decode_output(const ss_proto_part_t *parts, int n, const ss_proto_limits_t *lim,
+                              ss_result_t *r, ss_proto_error_t *err)
+{
+    static ss_proto_status_t st;
+    ss_msg_type_t t = ss_proto_topic_parse(parts[0].data, parts[0].len, NULL);
+    switch (t) {
+    case SS_MSG_RESIDUAL: return ss_proto_decode_residual(parts, n, lim, r, NULL, NULL, err);
+    case SS_MSG_DETECTIONS: return ss_proto_decode_detections(parts, n, lim, r, err);
+    case SS_MSG_TRACKS: return ss_proto_decode_tracks(parts, n, lim, r, err);
+    case SS_MSG_STATUS: return ss_proto_decode_status(parts, n, lim, &st, err);
+    default: ck_abort_msg("an output case needs a skysieve topic as its first part");
+    }
+    return SS_ERR_INVALID;
+}
+
 START_TEST(test_malformed)
 {
     char path[1024];
@@ -1080,7 +1262,9 @@ START_TEST(test_malformed)
     ck_assert_msg(cJSON_IsArray(cases), "%s is not a JSON array", path);
     ss_frame_pool_t *pool = ss_frame_pool_new(1, 1 << 16, 1 << 16, NULL);
     static ss_proto_input_t in;
-    int n_cases = 0;
+    ss_result_t res;
+    result_alloc(&res, 64, 8);
+    int n_cases = 0, n_outputs = 0;
     const cJSON *c;
     cJSON_ArrayForEach(c, cases)
     {
@@ -1129,7 +1313,11 @@ START_TEST(test_malformed)
         }
         ss_frame_t *f = ss_frame_pool_get(pool);
         ss_proto_error_t err;
-        ss_err_t e = ss_proto_decode_input(parts, np, &lim, &in, f, &err);
+        const cJSON *dec = cJSON_GetObjectItem(c, "decoder");
+        const int output = dec && strcmp(dec->valuestring, "output") == 0;
+        ss_err_t e = output ? decode_output(parts, np, &lim, &res, &err)
+                            : ss_proto_decode_input(parts, np, &lim, &in, f, &err);
+        n_outputs += output;
         const char *want_reason = cJSON_GetObjectItem(c, "reason")->valuestring;
         const char *want_text = cJSON_GetObjectItem(c, "error")->valuestring;
         ck_assert_msg(e != SS_OK, "case %s: accepted", name);
@@ -1144,6 +1332,8 @@ START_TEST(test_malformed)
         n_cases++;
     }
     ck_assert_int_ge(n_cases, 30);
+    ck_assert_int_ge(n_outputs, 10);
+    result_release(&res);
     ss_frame_pool_destroy(&pool);
     cJSON_Delete(cases);
     free(txt);
@@ -1214,12 +1404,47 @@ START_TEST(test_malformed_outputs)
     ck_assert_int_ne(ss_proto_decode_detections(d, 2, &lim, &r, &err), SS_OK);
     ck_assert_str_eq(err.text, "missing field \"detections[1].x\"");
     free(bad);
+    /* "track" is optional (older senders): 0 */
+    bad = strdup(body);
+    x = strstr(bad, ",\"track\":7");
+    ck_assert_ptr_nonnull(x);
+    memmove(x, x + 10, strlen(x + 10) + 1);
+    d[1].data = bad;
+    d[1].len = strlen(bad);
+    ck_assert_msg(ss_proto_decode_detections(d, 2, &lim, &r, &err) == SS_OK, "%s", err.text);
+    ck_assert_uint_eq(r.dets.items[0].track, 0);
+    free(bad);
     /* a smaller list capacity: the overflow is counted as truncated */
     d[1].data = body;
+    d[1].len = strlen(body);
     r.dets.capacity = 3;
     ck_assert_int_eq(ss_proto_decode_detections(d, 2, &lim, &r, &err), SS_OK);
     ck_assert_int_eq(r.dets.count, 3);
     ck_assert_int_eq(r.dets.truncated, 2 + 1);
+
+    /* tracks: parts, and a list longer than the result's room */
+    fx_tracks(&fx);
+    fx.tracks.truncated = 4;
+    char tbody[16384];
+    n = ss_proto_encode_tracks(&fx, tbody, sizeof tbody);
+    ck_assert_int_gt(n, 0);
+    ss_proto_part_t t[3] = { { "tracks.cam1", 11 }, { tbody, (size_t)n }, { "x", 1 } };
+    ck_assert_int_ne(ss_proto_decode_tracks(t, 3, &lim, &r, &err), SS_OK);
+    ck_assert_str_eq(err.text, "too many parts: 3 (a tracks message has a topic and a body)");
+    ck_assert_int_ne(ss_proto_decode_tracks(t, 1, &lim, &r, &err), SS_OK);
+    ck_assert_str_eq(err.text, "missing part: 1 of 2 (a tracks message has a topic and a body)");
+    /* a detections body on the tracks topic, and the other way round */
+    ck_assert_int_ne(ss_proto_decode_tracks(d, 2, &lim, &r, &err), SS_OK);
+    ck_assert_str_eq(err.text, "unknown message type \"detections\" (expected tracks)");
+    ck_assert_int_ne(ss_proto_decode_detections(t, 2, &lim, &r, &err), SS_OK);
+    ck_assert_str_eq(err.text, "unknown message type \"tracks\" (expected detections)");
+    r.dets.count = 3;
+    r.tracks.capacity = 1;
+    ck_assert_int_eq(ss_proto_decode_tracks(t, 2, &lim, &r, &err), SS_OK);
+    ck_assert_int_eq(r.tracks.count, 1);
+    ck_assert_int_eq(r.tracks.truncated, 4 + 1);
+    ck_assert_uint_eq(r.tracks.items[0].id, 7);
+    ck_assert_int_eq(r.dets.count, 3);              /* not touched */
     result_release(&fx);
     result_release(&r);
 
@@ -1282,8 +1507,59 @@ static void assert_det_equal(const ss_detection_t *a, const ss_detection_t *b, i
         EQD(ra);
         EQD(dec);
     }
+    ck_assert_msg(a->track == b->track, "det %d: track %llu != %llu", i,
+                  (unsigned long long)a->track, (unsigned long long)b->track);
 #undef EQD
 #undef EQI
+}
+
+static void assert_track_equal(const ss_track_t *a, const ss_track_t *b, int i)
+{
+#define EQD(f) ck_assert_msg(a->f == b->f || (isnan(a->f) && isnan(b->f)), "track %d: " #f " %.17g != %.17g", i, a->f, b->f)
+#define EQI(f) ck_assert_msg(a->f == b->f, "track %d: " #f " %lld != %lld", i, (long long)a->f, (long long)b->f)
+    EQI(id); EQI(kind); EQI(state); EQI(n); EQI(missed); EQI(timed); EQD(mjd_first);
+    EQD(mjd_last); EQI(seq_first); EQI(seq_last); EQD(x); EQD(y); EQD(vx); EQD(vy); EQD(vx_err);
+    EQD(vy_err); EQD(rms); EQD(snr); EQI(has_rate); EQI(n_points);
+    if (a->has_rate) {
+        EQD(rate);
+        EQD(pa);
+    }
+    for (int k = 0; k < a->n_points; k++) {
+        EQI(points[k].seq); EQD(points[k].mjd); EQD(points[k].x); EQD(points[k].y);
+    }
+#undef EQD
+#undef EQI
+}
+
+/* A track of random values, timed or not, with or without a rate. */
+static void random_track(ss_track_t *t)
+{
+    memset(t, 0, sizeof *t);
+    t->id = 1 + rnd() % (1ull << 52);
+    t->kind = rnd() % 2 ? SS_KIND_STREAK : SS_KIND_POINT;
+    t->state = (ss_track_state_t)(rnd() % 3);
+    t->n = 1 + (int)(rnd() % 1000);
+    t->missed = (int)(rnd() % 10);
+    t->timed = (int)(rnd() % 2);
+    t->seq_first = rnd() % (1ull << 53);
+    t->seq_last = rnd() % (1ull << 53);
+    t->mjd_first = t->timed ? 50000.0 + urand() * 20000.0 : NAN;
+    t->mjd_last = t->timed ? 50000.0 + urand() * 20000.0 : NAN;
+    t->x = anyd();
+    t->y = anyd();
+    t->vx = anyd();
+    t->vy = rnd() % 9 ? anyd() : NAN;
+    t->vx_err = rnd() % 5 ? fabs(anyd()) : NAN;
+    t->vy_err = fabs(anyd());
+    t->rms = rnd() % 5 ? fabs(anyd()) : NAN;
+    t->snr = anyd();
+    t->has_rate = t->timed && rnd() % 2;
+    t->rate = t->has_rate ? fabs(anyd()) : NAN;
+    t->pa = t->has_rate ? urand() * 360.0 : NAN;
+    t->n_points = (int)(rnd() % (SS_TRACK_POINTS + 1));
+    for (int k = 0; k < t->n_points; k++)
+        t->points[k] = tpoint(rnd() % (1ull << 53), t->timed ? 50000.0 + urand() * 20000.0 : NAN,
+                              anyd(), anyd());
 }
 
 static void random_meta(ss_frame_meta_t *m, int with_wcs)
@@ -1461,7 +1737,13 @@ START_TEST(test_roundtrip_results)
                 a.dets.items[i].ra = urand() * 360;
                 a.dets.items[i].dec = (urand() - 0.5) * 180;
             }
+            if (rnd() % 2)
+                a.dets.items[i].track = 1 + rnd() % (1ull << 53);
         }
+        a.tracks.count = (int)(rnd() % (MAXD + 1));
+        a.tracks.truncated = (int)(rnd() % 3);
+        for (int i = 0; i < a.tracks.count; i++)
+            random_track(&a.tracks.items[i]);
         char topic[SS_PROTO_TOPIC_MAX];
         ss_proto_error_t err;
 
@@ -1520,6 +1802,25 @@ START_TEST(test_roundtrip_results)
         ck_assert_int_eq(b.dets.truncated, a.dets.truncated);
         for (int i = 0; i < a.dets.count; i++)
             assert_det_equal(&a.dets.items[i], &b.dets.items[i], i);
+
+        /* tracks */
+        tn = ss_proto_topic(SS_MSG_TRACKS, a.meta.feed, topic, sizeof topic);
+        cap = ss_proto_tracks_bound(&a);
+        n = ss_proto_encode_tracks(&a, buf, cap);
+        ck_assert_msg(n > 0, "tracks bound %zu too small", cap);
+        p[0].len = (size_t)tn;
+        p[1].len = (size_t)n;
+        b.tracks.count = -1;
+        e = ss_proto_decode_tracks(p, 2, &lim, &b, &err);
+        ck_assert_msg(e == SS_OK, "tracks %d: %s\n%s", it, err.text, buf);
+        assert_meta_equal(&a.meta, &b.meta, 0);
+        ck_assert_int_eq(b.status, a.status);
+        ck_assert_int_eq(b.tracks.count, a.tracks.count);
+        ck_assert_int_eq(b.tracks.truncated, a.tracks.truncated);
+        for (int i = 0; i < a.tracks.count; i++)
+            assert_track_equal(&a.tracks.items[i], &b.tracks.items[i], i);
+        /* the tracks decoder leaves the detections alone */
+        ck_assert_int_eq(b.dets.count, a.dets.count);
     }
     free(buf);
     result_release(&a);
@@ -1636,6 +1937,19 @@ START_TEST(test_encoder_buffer_sizes)
     ck_assert(memcmp(b, full, (size_t)need + 1) == 0);
     free(b);
 
+    fx_tracks(&r);
+    need = ss_proto_encode_tracks(&r, full, BUF_BIG);
+    ck_assert_int_gt(need, 0);
+    ck_assert_uint_le((size_t)need, ss_proto_tracks_bound(&r));
+    for (int n = 1; n <= need; n++) {
+        b = malloc((size_t)n);
+        ck_assert_int_eq(ss_proto_encode_tracks(&r, b, (size_t)n), -1);
+        free(b);
+    }
+    /* no feed: no topic to publish on */
+    r.meta.feed[0] = '\0';
+    ck_assert_int_eq(ss_proto_encode_tracks(&r, full, BUF_BIG), -1);
+
     fx_residual(&r);
     need = ss_proto_encode_residual(&r, full, BUF_BIG);
     for (int n = 1; n <= need; n++) {
@@ -1666,9 +1980,15 @@ START_TEST(test_encoder_buffer_sizes)
     ck_assert_int_eq(ss_proto_topic(SS_MSG_DETECTIONS, "cam12", t, sizeof t), -1);
     ck_assert_int_eq(ss_proto_topic(SS_MSG_RESIDUAL, "", t, sizeof t), -1);
     ck_assert_int_eq(ss_proto_topic(SS_MSG_FRAME, "cam1", t, sizeof t), -1);
+    ck_assert_int_eq(ss_proto_topic(SS_MSG_TRACKS, "cam1", t, sizeof t), 11);
+    ck_assert_str_eq(t, "tracks.cam1");
+    ck_assert_int_eq(ss_proto_topic(SS_MSG_TRACKS, "", t, sizeof t), -1);
     char feed[SS_NAME_MAX];
     ck_assert_int_eq(ss_proto_topic_parse("detections.cam1", 15, feed), SS_MSG_DETECTIONS);
     ck_assert_str_eq(feed, "cam1");
+    ck_assert_int_eq(ss_proto_topic_parse("tracks.cam-2", 12, feed), SS_MSG_TRACKS);
+    ck_assert_str_eq(feed, "cam-2");
+    ck_assert_int_eq(ss_proto_topic_parse("tracks.", 7, feed), SS_MSG_NONE);
     ck_assert_int_eq(ss_proto_topic_parse("status", 6, feed), SS_MSG_STATUS);
     ck_assert_int_eq(ss_proto_topic_parse("statusx", 7, feed), SS_MSG_NONE);
     ck_assert_int_eq(ss_proto_topic_parse("residual.", 9, feed), SS_MSG_NONE);
@@ -1687,6 +2007,12 @@ START_TEST(test_names)
     ck_assert_str_eq(ss_status_name(SS_STATUS_REG_FAILED), "regfail");
     ck_assert_str_eq(ss_kind_name(SS_KIND_STREAK), "streak");
     ck_assert_str_eq(ss_msg_type_name(SS_MSG_SERIES_END), "series_end");
+    ck_assert_str_eq(ss_msg_type_name(SS_MSG_TRACKS), "tracks");
+    for (int t = 0; t < 3; t++) {
+        ss_track_state_t back;
+        ck_assert_int_eq(ss_track_state_parse(ss_track_state_name((ss_track_state_t)t), &back), 0);
+        ck_assert_int_eq(back, t);
+    }
     ck_assert_str_eq(ss_ctl_cmd_name(SS_CTL_CONFIG), "config");
     ss_proto_limits_t l = limits();
     ck_assert_uint_eq(ss_proto_max_data_bytes(&l), (size_t)16384 * 16384 * 4);
@@ -1843,6 +2169,7 @@ static Suite *proto_suite(void)
     tcase_add_test(g, test_golden_series);
     tcase_add_test(g, test_golden_residual);
     tcase_add_test(g, test_golden_detections);
+    tcase_add_test(g, test_golden_tracks);
     tcase_add_test(g, test_topic_seq);
     tcase_add_test(g, test_detection_lines);
     tcase_add_test(g, test_golden_status);

@@ -1,7 +1,7 @@
 /*
  * sub_cli.c — skysieve-sub: subscribe to a skysieve publisher and print
- * what arrives, one readable line per frame (or, with --json, as JSON
- * lines); optionally save the residuals as FITS.
+ * what arrives, one readable line per frame and per track report (or, with
+ * --json, as JSON lines); optionally save the residuals as FITS.
  *
  *   skysieve-sub [--endpoint EP] [--feed NAME] [--count N] [--timeout S]
  *                [--save-residuals DIR] ...
@@ -39,6 +39,11 @@
 /* A detection takes at least this many bytes on the wire: sizes the
  * detection list from the body before decoding it. */
 #define MIN_DET_WIRE_BYTES 150
+/* The same for a track (its members without points), and the most track
+ * reports of a message kept (the rest are counted as truncated: a report
+ * takes 1.2 kB in memory, six times its least on the wire). */
+#define MIN_TRACK_WIRE_BYTES 200
+#define MAX_TRACK_REPORTS 65536
 #define MAX_TOPICS_SEEN 64          /* topics whose topic_seq is followed */
 
 static volatile sig_atomic_t g_stop;
@@ -57,14 +62,20 @@ static void usage(FILE *out)
 "arrives on stdout. By default, for people, one line per frame —\n"
 "  FEED #SEQ TIME STATUS shift (X, Y) sigma S: N point, N streak, N cosmic\n"
 "and below it one indented line per detection that is not a cosmic (kind,\n"
-"position, SNR, flux; a streak's two ends; \"gone\" for a negative one);\n"
-"reference, warm-up and failed frames say so, with the reason.\n"
+"position, SNR, flux, the track it belongs to; a streak's two ends; \"gone\"\n"
+"for a negative one); reference, warm-up and failed frames say so, with the\n"
+"reason. With --tracks, one line per track report (a confirmed track that was\n"
+"linked, coasted or ended at a frame) —\n"
+"  FEED #SEQ track ID KIND STATE n=N at (X, Y) v (VX, VY) px/s|px/frame\n"
+"with its angular rate and position angle when known.\n"
 "With --json, for programs, JSON lines (proto/PROTOCOL.md, \"JSON lines\"):\n"
 "  detections  one line per detection: the frame's feed, series, seq, time,\n"
 "              mjd, time_mid, mjd_mid, status and sigma, then the detection's\n"
 "              fields (x, y, flux, ...); a frame without detections prints\n"
 "              nothing. With --per-message: one line per detections message\n"
 "              (its whole body, empty lists included).\n"
+"  tracks      one line per tracks message (with --tracks or --topic tracks.):\n"
+"              its whole body (\"type\": \"tracks\").\n"
 "  status      one line per status message (with --status or --topic status).\n"
 "  residual    nothing on stdout; saved as FITS with --save-residuals.\n"
 "Malformed messages are reported on stderr and skipped (not counted).\n"
@@ -76,8 +87,10 @@ static void usage(FILE *out)
 "      --bind              bind EP instead of connecting\n"
 "  -t, --topic PREFIX      subscribe to a topic prefix (repeatable, up to %d)\n"
 "                          [detections. ; and residual. with --save-residuals]\n"
-"      --feed NAME         only this feed: subscribes residual.NAME and/or\n"
-"                          detections.NAME and matches the topic exactly\n"
+"      --feed NAME         only this feed: subscribes residual.NAME,\n"
+"                          detections.NAME and/or tracks.NAME and matches the\n"
+"                          topic exactly\n"
+"      --tracks            also subscribe to tracks. (tracks.NAME with --feed)\n"
 "      --status            also subscribe to \"status\"\n"
 "      --json              JSON lines instead of the readable lines\n"
 "      --per-message       one line per detections message, not per detection (JSON)\n"
@@ -108,6 +121,7 @@ typedef struct opts {
     int n_topics;
     const char *feed;
     int status;
+    int tracks;
     int per_message;
     int json;
     const char *save_dir;
@@ -124,15 +138,16 @@ static int bad(const char *opt, const char *val)
     return -1;
 }
 
-enum { O_BIND = 256, O_FEED, O_STATUS, O_PER_MESSAGE, O_SAVE, O_COMPRESS, O_TIMEOUT, O_JSON,
-       O_CURVE_KEY, O_SERVER_KEY };
+enum { O_BIND = 256, O_FEED, O_STATUS, O_TRACKS, O_PER_MESSAGE, O_SAVE, O_COMPRESS, O_TIMEOUT,
+       O_JSON, O_CURVE_KEY, O_SERVER_KEY };
 
 static int parse_args(int argc, char **argv, opts_t *o)
 {
     static const struct option lo[] = {
         { "endpoint", required_argument, 0, 'e' }, { "bind", no_argument, 0, O_BIND },
         { "topic", required_argument, 0, 't' }, { "feed", required_argument, 0, O_FEED },
-        { "status", no_argument, 0, O_STATUS }, { "per-message", no_argument, 0, O_PER_MESSAGE },
+        { "status", no_argument, 0, O_STATUS }, { "tracks", no_argument, 0, O_TRACKS },
+        { "per-message", no_argument, 0, O_PER_MESSAGE },
         { "json", no_argument, 0, O_JSON },
         { "save-residuals", required_argument, 0, O_SAVE },
         { "compress", no_argument, 0, O_COMPRESS }, { "count", required_argument, 0, 'n' },
@@ -160,6 +175,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
             o->feed = optarg;
             break;
         case O_STATUS: o->status = 1; break;
+        case O_TRACKS: o->tracks = 1; break;
         case O_PER_MESSAGE: o->per_message = o->json = 1; break;
         case O_JSON: o->json = 1; break;
         case O_SAVE: o->save_dir = optarg; break;
@@ -199,7 +215,7 @@ typedef struct state {
     size_t mask_cap;
     char *buf;                      /* encoder output */
     size_t buf_cap;
-    unsigned long long messages, detections, residuals, malformed, missed;
+    unsigned long long messages, detections, track_reports, residuals, malformed, missed;
     /* per topic: the topic_seq expected next (gap reports) */
     struct { char topic[SS_PROTO_TOPIC_MAX]; uint64_t next; } seen[MAX_TOPICS_SEEN];
     int n_seen;
@@ -262,6 +278,18 @@ static int ensure_dets(state_t *s, int n)
     return 0;
 }
 
+static int ensure_tracks(state_t *s, int n)
+{
+    if (n <= s->res.tracks.capacity)
+        return 0;
+    ss_track_t *t = realloc(s->res.tracks.items, (size_t)n * sizeof *t);
+    if (!t)
+        return -1;
+    s->res.tracks.items = t;
+    s->res.tracks.capacity = n;
+    return 0;
+}
+
 static int ensure_buf(state_t *s, size_t n)
 {
     if (n <= s->buf_cap)
@@ -312,12 +340,30 @@ static void print_frame(const ss_result_t *r)
         if (d->kind == SS_KIND_COSMIC)
             continue;
         if (d->kind == SS_KIND_STREAK)
-            printf("    streak  (%.1f, %.1f) to (%.1f, %.1f)  SNR %.1f  flux %.4g\n", d->x0, d->y0,
+            printf("    streak  (%.1f, %.1f) to (%.1f, %.1f)  SNR %.1f  flux %.4g", d->x0, d->y0,
                    d->x1, d->y1, d->peak_snr, d->flux);
         else
-            printf("    %-6s  (%.2f, %.2f)  SNR %.1f  flux %.4g%s\n", d->sign < 0 ? "gone" : "point",
+            printf("    %-6s  (%.2f, %.2f)  SNR %.1f  flux %.4g%s", d->sign < 0 ? "gone" : "point",
                    d->x, d->y, d->peak_snr, d->flux, d->flags ? "  (near invalid pixels)" : "");
+        if (d->track)
+            printf("  track %llu", (unsigned long long)d->track);
+        putchar('\n');
     }
+}
+
+/* The readable form of a track report: one line, with the frame's feed
+ * and seq (a tracks message follows its frame's detections message). */
+static void print_track(const ss_result_t *r, const ss_track_t *t)
+{
+    printf("%s #%llu track %llu %s %s n=%d at (%.2f, %.2f) v (%+.4g, %+.4g) %s", r->meta.feed,
+           (unsigned long long)r->meta.seq, (unsigned long long)t->id, ss_kind_name(t->kind),
+           ss_track_state_name(t->state), t->n, t->x, t->y, t->vx, t->vy,
+           t->timed ? "px/s" : "px/frame");
+    if (t->has_rate)
+        printf(" %.3g\"/s PA %.1f", t->rate, t->pa);
+    if (t->missed)
+        printf(" (%d missed)", t->missed);
+    putchar('\n');
 }
 
 static int on_detections(state_t *s, const ss_proto_rx_t *rx)
@@ -354,6 +400,36 @@ static int on_detections(state_t *s, const ss_proto_rx_t *rx)
         fprintf(stderr, PROG ": %s #%llu: %d detections beyond the list\n", s->res.meta.feed,
                 (unsigned long long)s->res.meta.seq, s->res.dets.truncated);
     s->detections += (unsigned long long)s->res.dets.count;
+    fflush(stdout);
+    return 0;
+}
+
+static int on_tracks(state_t *s, const ss_proto_rx_t *rx)
+{
+    ss_proto_error_t err;
+    size_t body = rx->n > 1 ? rx->part[1].len : 0;
+    if (ensure_tracks(s, (int)SS_MIN(body / MIN_TRACK_WIRE_BYTES + 16, MAX_TRACK_REPORTS)) != 0)
+        return -1;
+    if (ss_proto_decode_tracks(rx->part, rx->total > rx->n ? rx->total : rx->n, &s->lim,
+                               &s->res, &err) != SS_OK) {
+        malformed(s, SS_MSG_TRACKS, &err);
+        return 1;
+    }
+    if (s->res.has_topic_seq)
+        note_topic_seq(s, &rx->part[0], s->res.topic_seq);
+    if (s->o->json) {
+        if (ensure_buf(s, ss_proto_tracks_bound(&s->res)) != 0 ||
+            ss_proto_encode_tracks(&s->res, s->buf, s->buf_cap) < 0)
+            return -1;
+        puts(s->buf);
+    } else {
+        for (int i = 0; i < s->res.tracks.count; i++)
+            print_track(&s->res, &s->res.tracks.items[i]);
+    }
+    if (s->res.tracks.truncated && s->o->verbose)
+        fprintf(stderr, PROG ": %s #%llu: %d track reports beyond the list\n", s->res.meta.feed,
+                (unsigned long long)s->res.meta.seq, s->res.tracks.truncated);
+    s->track_reports += (unsigned long long)s->res.tracks.count;
     fflush(stdout);
     return 0;
 }
@@ -442,6 +518,7 @@ static int on_message(state_t *s, const ss_proto_rx_t *rx)
         return 1; /* a prefix match of another feed (cam1 vs cam10) */
     switch (t) {
     case SS_MSG_DETECTIONS: return on_detections(s, rx);
+    case SS_MSG_TRACKS: return on_tracks(s, rx);
     case SS_MSG_RESIDUAL: return on_residual(s, rx);
     case SS_MSG_STATUS: return on_status(s, rx);
     default: {
@@ -462,9 +539,9 @@ static int subscribe(void *sock, const char *topic)
     return 0;
 }
 
-/* Topics: --topic as given; default detections. (+ residual. when saving,
- * + status with --status); with --feed, the feed is appended to the
- * residual./detections. prefixes. */
+/* Topics: --topic as given; default detections. (+ residual. when saving);
+ * + tracks. with --tracks, + status with --status; with --feed, the feed is
+ * appended to the residual./detections./tracks. prefixes. */
 static int subscribe_all(void *sock, const opts_t *o)
 {
     const char *defaults[3];
@@ -483,6 +560,12 @@ static int subscribe_all(void *sock, const opts_t *o)
         size_t len = strlen(list[i]);
         int per_feed = o->feed && len > 0 && list[i][len - 1] == '.';
         snprintf(t, sizeof t, "%s%s", list[i], per_feed ? o->feed : "");
+        if (subscribe(sock, t) != 0)
+            return -1;
+    }
+    if (o->tracks) {
+        char t[SS_PROTO_TOPIC_MAX];
+        snprintf(t, sizeof t, "tracks.%s", o->feed ? o->feed : "");
         if (subscribe(sock, t) != 0)
             return -1;
     }
@@ -583,11 +666,12 @@ out:
         zmq_ctx_term(ctx);
     if (!o.quiet)
         fprintf(stderr,
-                PROG ": %llu messages (%llu detections, %llu residuals), %llu malformed skipped, "
-                     "%llu missed\n",
-                s.messages, s.detections, s.residuals, s.malformed, s.missed);
+                PROG ": %llu messages (%llu detections, %llu track reports, %llu residuals), "
+                     "%llu malformed skipped, %llu missed\n",
+                s.messages, s.detections, s.track_reports, s.residuals, s.malformed, s.missed);
     free(s.res.residual);
     free(s.res.dets.items);
+    free(s.res.tracks.items);
     free(s.mask);
     free(s.buf);
     return rc;

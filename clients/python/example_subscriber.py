@@ -2,8 +2,9 @@
 """Example: watch a skysieved publisher from Python.
 
 Prints every detection as one JSON line on stdout (the message's feed, seq
-and time added), a one-line summary of every residual on stderr, and can
-save the residuals as .npy files (or FITS files when astropy is present).
+and time added), a one-line summary of every residual on stderr (and, with
+--tracks, of every track report), and can save the residuals as .npy files
+(or FITS files when astropy is present).
 
     /usr/bin/python3 clients/python/example_subscriber.py tcp://127.0.0.1:5560 \
         --feed cam1 --count 100 --save-residuals /tmp/res
@@ -27,6 +28,8 @@ def main(argv=None):
     ap.add_argument("endpoint", help="skysieved's PUB endpoint, e.g. tcp://127.0.0.1:5560")
     ap.add_argument("--feed", help="only this feed (exact match)")
     ap.add_argument("--status", action="store_true", help="also print status messages")
+    ap.add_argument("--tracks", action="store_true",
+                    help="also print a line per track report (tracks.<feed> messages)")
     ap.add_argument("--count", type=int, default=0, help="stop after N messages (0: never)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="exit with status 3 when nothing arrives for this many seconds")
@@ -39,6 +42,8 @@ def main(argv=None):
     if args.save_residuals:
         os.makedirs(args.save_residuals, exist_ok=True)
         topics.append("residual.")
+    if args.tracks:
+        topics.append("tracks.")
     if args.status:
         topics.append("status")
     n = 0
@@ -69,6 +74,13 @@ def main(argv=None):
                 except ImportError:
                     np.save(sc.free_residual_file_name(args.save_residuals, m.feed, m.seq, m.time,
                                                        ".npy"), px)
+            elif m.type == "tracks":
+                for t in m.tracks:
+                    v = t["velocity"]
+                    print("track %s #%d: %d %s %s n=%d at (%.2f, %.2f) v (%+.4g, %+.4g) %s"
+                          % (m.feed, m.seq, t["id"], t["kind"], t["state"], t["n"],
+                             t["position"]["x"], t["position"]["y"], v["x"], v["y"], v["unit"]),
+                          file=sys.stderr)
             elif m.type == "status":
                 print(json.dumps({"status": m.header}), flush=True)
     return 0

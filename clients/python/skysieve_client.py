@@ -11,9 +11,16 @@ Receiving (what skysieved publishes)::
         for msg in sub:                      # Residual, Detections or Status
             if msg.type == "detections":
                 for d in msg.detections:     # plain dicts, keys as on the wire
-                    print(d["x"], d["y"], d["peak_snr"], d["kind"])
+                    print(d["x"], d["y"], d["peak_snr"], d["kind"], d["track"])
             elif msg.type == "residual":
                 img = msg.pixels             # numpy float32 (height, width), no copy
+
+Tracks (detections linked across frames) come on their own topic::
+
+    with Subscriber(endpoint, topics=("tracks.",), feed="cam1") as sub:
+        for msg in sub:                      # Tracks
+            for t in msg.tracks:             # dicts, keys as on the wire
+                print(t["id"], t["state"], t["position"], t["velocity"])
 
 Sending frames (driving skysieved from Python)::
 
@@ -47,7 +54,7 @@ import zmq
 
 __all__ = [
     "PROTOCOL_VERSION", "ProtocolError", "Limits",
-    "Frame", "Series", "Residual", "Detections", "Status",
+    "Frame", "Series", "Residual", "Detections", "Tracks", "Status",
     "decode_input", "decode_output", "decode_request", "decode_response",
     "decode_status_body", "encode_frame", "encode_series",
     "mjd_to_iso", "iso_to_mjd", "Subscriber", "Sender", "control",
@@ -73,6 +80,10 @@ DTYPE_ALIASES = {"uint8": "u8", "uint16": "u16", "int16": "i16", "int32": "i32",
                  "float32": "f32"}
 STATUS_NAMES = ("ok", "reference", "warmup", "regfail", "error")
 KIND_NAMES = ("point", "streak", "cosmic")
+TRACK_KINDS = ("point", "streak")
+TRACK_STATES = ("active", "coasting", "ended")
+TRACK_UNITS = ("px/s", "px/frame")
+TRACK_POINTS = 32                       # positions a track carries at most (PROTOCOL.md §6a)
 FLAG_NAMES = ("touches_invalid", "touches_edge")
 REASONS = ("not_json", "not_object", "too_long", "missing_field", "wrong_type",
            "duplicate_field", "bad_value", "protocol_version", "unknown_type",
@@ -85,6 +96,7 @@ COMMANDS = ("status", "stats", "reset", "reload", "config")
 RESIDUAL_PARTS_TEXT = ("a residual message has a topic, a header, a pixel part and an "
                        "optional mask part")
 DETECTIONS_PARTS_TEXT = "a detections message has a topic and a body"
+TRACKS_PARTS_TEXT = "a tracks message has a topic and a body"
 STATUS_PARTS_TEXT = "a status message has a topic and a body"
 DETECTIONS_BODY_MAX = 64 << 20         # a detections body may pass the header cap by this
 
@@ -575,6 +587,14 @@ class Detections(_Msg):
     type = "detections"
 
 
+class Tracks(_Msg):
+    """A tracks message: header fields (as a detections message has them),
+    count, truncated and tracks, a list of dicts with the wire's keys
+    ("time" of first/last derived from their "mjd"; "rate" and "pa" None
+    when not known)."""
+    type = "tracks"
+
+
 class Status(_Msg):
     """The daemon's periodic status: version, mjd, uptime_s, feeds (dicts)."""
     type = "status"
@@ -675,7 +695,7 @@ def decode_input(parts, limits=None):
     return m
 
 
-# ---- output messages (residual, detections, status) -------------------------
+# ---- output messages (residual, detections, tracks, status) -----------------
 
 def _topic_of(part):
     t = bytes(_part_bytes(part))
@@ -835,6 +855,7 @@ def _detection(c):
     # flags this version does not know are ignored (compatibility rule)
     d["flags"] = [f for f in FLAG_NAMES if f in fl]
     d["label"] = c.int("label", False, -2147483647.0, 2147483647.0, "a 32-bit integer", 0)
+    d["track"] = c.u64("track", False)
     ra = c.num("ra", False)
     dec = c.num("dec", False)
     if ("ra" in c.obj) != ("dec" in c.obj):
@@ -844,29 +865,94 @@ def _detection(c):
     return d
 
 
-def _decode_detections(parts, limits):
-    _parts_count(len(parts), 2, 2, DETECTIONS_PARTS_TEXT)
+def _decode_list(parts, limits, m, name, parts_text, entry):
+    """A detections or tracks message into m: the result's header members,
+    count, truncated and the list (entry decodes one of its objects)."""
+    _parts_count(len(parts), 2, 2, parts_text)
     cap = limits.max_header_bytes + DETECTIONS_BODY_MAX
     obj = _parse_object(_part_bytes(parts[1]), cap, "body")
     c = _Ctx(obj)
-    m = Detections()
     m.header = obj
-    _result_common(c, limits, m, "detections")
+    _result_common(c, limits, m, m.type)
     m.count = c.int("count", True, 0, MAX_INT, "0 to 2^53")
     m.truncated = c.int("truncated", False, 0, MAX_INT, "0 to 2^53", 0)
-    lst = c.typed("detections", True, False)
+    lst = c.typed(name, True, False)
     if m.count != len(lst):
-        c.fail("bad_value", 'field "count" is %d but "detections" has %d entries'
-               % (m.count, len(lst)))
+        c.fail("bad_value", 'field "count" is %d but "%s" has %d entries'
+               % (m.count, name, len(lst)))
     m.topic = _topic_of(parts[0])
-    _check_topic(m.topic, "detections", m.feed)
-    m.detections = []
+    _check_topic(m.topic, m.type, m.feed)
+    out = []
     for i, it in enumerate(lst):
         if not isinstance(it, dict):
-            c.fail("wrong_type", 'field "detections[%d]" has the wrong type: expected an object, '
-                   'got %s' % (i, _kind(it)))
-        m.detections.append(_detection(_ctx(it, "", "detections", i)))
+            c.fail("wrong_type", 'field "%s[%d]" has the wrong type: expected an object, '
+                   'got %s' % (name, i, _kind(it)))
+        out.append(entry(_ctx(it, "", name, i)))
+    setattr(m, name, out)
     return m
+
+
+def _decode_detections(parts, limits):
+    return _decode_list(parts, limits, Detections(), "detections", DETECTIONS_PARTS_TEXT,
+                        _detection)
+
+
+def _track_end(c, name):
+    o = c.typed(name, True, True)
+    ec = _ctx(o, c.prefix, name)
+    seq = ec.u64("seq", True)
+    mjd = ec.time_pair(required=True, nullable=True)
+    return {"seq": seq, "time": mjd_to_iso(mjd) if mjd is not None else None, "mjd": mjd}
+
+
+def _track(c):
+    """One entry of "tracks", in the order of PROTOCOL.md §6a."""
+    t = {"id": c.int("id", True, 1, MAX_INT, "1 to 2^53")}
+    t["kind"] = c.str("kind", True)
+    if t["kind"] not in TRACK_KINDS:
+        c.fail("bad_value", 'field "%skind" is "%s" (expected point or streak)'
+               % (c.prefix, t["kind"]))
+    t["state"] = c.str("state", True)
+    if t["state"] not in TRACK_STATES:
+        c.fail("bad_value", 'field "%sstate" is "%s" (expected active, coasting or ended)'
+               % (c.prefix, t["state"]))
+    t["n"] = c.int("n", True, 1, 2147483647.0, "1 to 2^31-1")
+    t["missed"] = c.int("missed", True, 0, 2147483647.0, "0 to 2^31-1")
+    t["first"] = _track_end(c, "first")
+    t["last"] = _track_end(c, "last")
+    pc = _ctx(c.typed("position", True, True), c.prefix, "position")
+    t["position"] = {"x": pc.num("x", True), "y": pc.num("y", True)}
+    vc = _ctx(c.typed("velocity", True, True), c.prefix, "velocity")
+    v = {k: vc.num(k, True, True) for k in ("x", "y", "err_x", "err_y")}
+    v["unit"] = vc.str("unit", True)
+    if v["unit"] not in TRACK_UNITS:
+        c.fail("bad_value", 'field "%sunit" is "%s" (expected px/s or px/frame)'
+               % (vc.prefix, v["unit"]))
+    t["velocity"] = v
+    t["rms"] = c.num("rms", True, True)
+    t["snr"] = c.num("snr", True, True)
+    t["rate"] = c.num("rate", False)
+    t["pa"] = c.num("pa", False)
+    if ("rate" in c.obj) != ("pa" in c.obj):
+        c.fail("missing_field", 'missing field "%s%s" (rate and pa go together)'
+               % (c.prefix, "pa" if "rate" in c.obj else "rate"))
+    pts = c.typed("points", True, False)
+    if len(pts) > TRACK_POINTS:
+        c.fail("bad_value", 'field "%spoints" has %d entries (maximum %d)'
+               % (c.prefix, len(pts), TRACK_POINTS))
+    t["points"] = []
+    for i, p in enumerate(pts):
+        if not isinstance(p, dict):
+            c.fail("wrong_type", 'field "%spoints[%d]" has the wrong type: expected an object, '
+                   'got %s' % (c.prefix, i, _kind(p)))
+        pc = _ctx(p, c.prefix, "points", i)
+        t["points"].append({"seq": pc.u64("seq", True), "x": pc.num("x", True),
+                            "y": pc.num("y", True), "mjd": pc.num("mjd", True, True)})
+    return t
+
+
+def _decode_tracks(parts, limits):
+    return _decode_list(parts, limits, Tracks(), "tracks", TRACKS_PARTS_TEXT, _track)
 
 
 def _feed_stats(c):
@@ -933,7 +1019,7 @@ def _decode_status(parts, limits):
 
 def decode_output(parts, limits=None):
     """Decode a message skysieved publishes (topic part first): returns a
-    Residual, Detections or Status; raises ProtocolError."""
+    Residual, Detections, Tracks or Status; raises ProtocolError."""
     limits = limits or Limits()
     if not parts:
         raise ProtocolError("missing_part", "empty message")
@@ -942,6 +1028,8 @@ def decode_output(parts, limits=None):
         return _decode_residual(parts, limits)
     if topic.startswith("detections."):
         return _decode_detections(parts, limits)
+    if topic.startswith("tracks."):
+        return _decode_tracks(parts, limits)
     if topic == "status":
         return _decode_status(parts, limits)
     raise ProtocolError("bad_topic", 'topic "%s" is not a skysieve topic' % topic[:79])
@@ -1093,8 +1181,8 @@ class Subscriber:
     """A SUB socket on skysieved's publisher.
 
     topics: topic prefixes to subscribe to ("detections.", "residual.",
-    "status"); with feed, only that feed's residual/detections topics are
-    subscribed and matched exactly (ZeroMQ matches prefixes: "cam1" would
+    "tracks.", "status"); with feed, only that feed's residual/detections/
+    tracks topics are subscribed and matched exactly (ZeroMQ matches prefixes: "cam1" would
     also take "cam10"). recv() returns decoded messages; messages of
     other topics are skipped. curve=(this client's key file, the daemon's
     public key file) makes it a CURVE client (daemon with security.curve_key:
@@ -1138,9 +1226,9 @@ class Subscriber:
         self._next_seq[topic] = seq + 1
 
     def recv(self, timeout=None):
-        """The next message, decoded (Residual, Detections or Status); None
-        when timeout (seconds) passes first. Raises ProtocolError on a
-        malformed message (it has been consumed)."""
+        """The next message, decoded (Residual, Detections, Tracks or
+        Status); None when timeout (seconds) passes first. Raises
+        ProtocolError on a malformed message (it has been consumed)."""
         deadline = None if timeout is None else _time.monotonic() + timeout
         while True:
             wait = None if deadline is None else max(0.0, deadline - _time.monotonic())

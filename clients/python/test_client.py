@@ -4,8 +4,9 @@
  - The golden messages of tests/golden/ decode to what their expected.json
    says: the same canonical views tests/check_proto.c compares, so the C
    codec and this client read every message identically.
- - Every malformed input of tests/golden/malformed.json is rejected with
-   the reason and the exact text the C codec gives.
+ - Every malformed message of tests/golden/malformed.json (inputs, and
+   outputs marked "decoder": "output") is rejected with the reason and the
+   exact text the C codec gives.
  - Live sockets on 127.0.0.1: Sender -> PULL, PUB -> Subscriber (feed
    filter, zero-copy pixels), control() against a REP socket.
  - When the tools are built (SKYSIEVE_BINARY_DIR/tools), skysieve-send
@@ -86,6 +87,8 @@ def view_result(m):
     if m.type == "residual":
         v.update(weights=[nn(w) for w in m.weights], wcs=m.wcs, pixels=pixels_view(m.pixels),
                  mask=None if m.mask is None else [int(x) for x in m.mask.ravel()])
+    elif m.type == "tracks":
+        v.update(truncated=m.truncated, tracks=m.tracks)
     else:
         v.update(truncated=m.truncated, detections=m.detections)
     return v
@@ -133,11 +136,33 @@ class TestGolden(unittest.TestCase, JsonEqual):
         self.assertTrue(np.signbit(sc.decode_input(golden_parts("frame_f32_minimal")).pixels[1, 2]))
 
     def test_outputs(self):
-        for name in ("residual", "detections", "detections_regfail", "status"):
+        for name in ("residual", "detections", "detections_regfail", "tracks", "status"):
             with self.subTest(name=name):
                 m = sc.decode_output(golden_parts(name))
                 v = view_status(m) if m.type == "status" else view_result(m)
                 self.assertJsonEqual(v, expected(name))
+
+    def test_tracks(self):
+        m = sc.decode_output(golden_parts("tracks"))
+        self.assertIsInstance(m, sc.Tracks)
+        self.assertEqual((m.topic, m.count, [t["id"] for t in m.tracks]), ("tracks.cam1", 2, [7, 8]))
+        t7, t8 = m.tracks
+        self.assertEqual((t7["velocity"]["unit"], t8["velocity"]["unit"]), ("px/s", "px/frame"))
+        self.assertEqual(t7["last"]["time"], m.header["time_mid"])   # mid-exposure of its frame
+        self.assertEqual(t7["points"][-1]["seq"], m.seq)
+        self.assertIsNone(t8["rate"])
+        self.assertIsNone(t8["first"]["mjd"])
+        # the detection it took carries its id
+        d = sc.decode_output(golden_parts("detections"))
+        self.assertEqual([x["track"] for x in d.detections], [7, 0, 0, 0])
+        self.assertEqual((d.detections[0]["x"], d.detections[0]["y"]),
+                         (t7["position"]["x"], t7["position"]["y"]))
+
+    def test_detection_track_optional(self):
+        # a body without "track" (an older sender) reads as 0
+        body = golden_parts("detections")[1].replace(b',"track":7', b"")
+        m = sc.decode_output([b"detections.cam1", body])
+        self.assertEqual(m.detections[0]["track"], 0)
 
     def test_residual_without_mask(self):
         m = sc.decode_output(golden_parts("residual")[:3])
@@ -200,8 +225,9 @@ class TestMalformed(unittest.TestCase):
                         parts.append(bytes(p["bytes"]))
                     else:
                         parts.append(bytes([p.get("fill", 0)]) * p["size"])
+                decode = sc.decode_output if c.get("decoder") == "output" else sc.decode_input
                 with self.assertRaises(sc.ProtocolError) as cm:
-                    sc.decode_input(parts, lim)
+                    decode(parts, lim)
                 self.assertEqual(cm.exception.reason, c["reason"], cm.exception.text)
                 self.assertEqual(cm.exception.text, c["error"])
 
@@ -221,6 +247,11 @@ class TestMalformed(unittest.TestCase):
         with self.assertRaises(sc.ProtocolError) as cm:
             sc.decode_output([b"detections.cam1", body])
         self.assertEqual(cm.exception.text, 'field "count" is 5 but "detections" has 4 entries')
+        body = golden_parts("tracks")[1].replace(b'"unit":"px/frame"', b'"unit":"px"')
+        with self.assertRaises(sc.ProtocolError) as cm:
+            sc.decode_output([b"tracks.cam1", body])
+        self.assertEqual(cm.exception.text,
+                         'field "tracks[1].velocity.unit" is "px" (expected px/s or px/frame)')
         with self.assertRaises(sc.ProtocolError) as cm:
             sc.decode_request(b'{"cmd":"shutdown"}')
         self.assertEqual(cm.exception.text, 'unknown command "shutdown" (expected status, stats, '
@@ -344,6 +375,37 @@ class TestLive(unittest.TestCase, JsonEqual):
             self.assertEqual(m.detections[1]["ends"], [[70.5, 48.25], [130.5, 52.25]])
             self.assertIsNone(sub.recv(timeout=0.2))
 
+    def test_tracks_subscriber(self):
+        """A Subscriber to "tracks." with a feed gets that feed's tracks
+        messages as Tracks, and follows their topic_seq."""
+        pub = self.socket(zmq.PUB)
+        ep = free_tcp_endpoint(pub)
+        parts = golden_parts("tracks")
+        body = json.loads(parts[1])
+        other = [b"tracks.cam10", parts[1].replace(b'"feed":"cam1"', b'"feed":"cam10"')]
+        with sc.Subscriber(ep, topics=("tracks.",), feed="cam1", context=self.ctx) as sub:
+            m, q = None, 0
+            deadline = time.monotonic() + 10
+            while m is None and time.monotonic() < deadline:
+                pub.send_multipart(other)
+                body["topic_seq"] = q
+                pub.send_multipart([parts[0], json.dumps(body).encode()])
+                q += 1
+                m = sub.recv(timeout=0.1)
+            self.assertIsNotNone(m, "no message within 10 s")
+            self.assertIsInstance(m, sc.Tracks)
+            self.assertEqual((m.type, m.feed, m.count), ("tracks", "cam1", 2))
+            self.assertJsonEqual(view_result(m), expected("tracks"))
+            # a gap on this topic
+            body["topic_seq"] = q + 5
+            pub.send_multipart(other)
+            pub.send_multipart([parts[0], json.dumps(body).encode()])
+            prev, m2 = m.topic_seq, sub.recv(timeout=5)
+            while m2 is not None and m2.topic_seq < q + 5:     # late repeats of the probe
+                prev, m2 = m2.topic_seq, sub.recv(timeout=5)
+            self.assertIsNotNone(m2)
+            self.assertEqual(m2.gap, q + 5 - (prev + 1))
+
     def test_control(self):
         rep = self.socket(zmq.REP)
         ep = free_tcp_endpoint(rep)
@@ -466,17 +528,18 @@ class TestTools(unittest.TestCase):
                 v = subprocess.run(["fitsverify", "-q", "-e", path], capture_output=True, text=True)
                 self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
 
-    def run_sub(self, *args):
-        """skysieve-sub on one golden detections message: (stdout, stderr)."""
+    def run_sub(self, *args, golden="detections"):
+        """skysieve-sub on one golden message (detections by default):
+        (stdout, stderr)."""
         pub = self.socket(zmq.PUB)
         ep = free_tcp_endpoint(pub)
         proc = subprocess.Popen([tool("skysieve-sub"), "--endpoint", ep, "--count", "1",
                                  "--timeout", "20", *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-        dets = golden_parts("detections")
+        msg = golden_parts(golden)
         deadline = time.monotonic() + 20
         while proc.poll() is None and time.monotonic() < deadline:
-            pub.send_multipart(dets)
+            pub.send_multipart(msg)
             time.sleep(0.05)
         out, err = proc.communicate(timeout=20)
         self.assertEqual(proc.returncode, 0, err)
@@ -501,6 +564,28 @@ class TestTools(unittest.TestCase):
             label = "gone" if d.get("sign", 1) < 0 else d["kind"]
             self.assertTrue(line.startswith("    " + label), line)
             self.assertLess(len(line), 100)
+            # the track a detection belongs to, when it belongs to one
+            self.assertEqual(line.endswith("  track %d" % d["track"]), d["track"] != 0, line)
+
+    @unittest.skipUnless(tool("skysieve-sub"), "skysieve-sub not built")
+    def test_sub_prints_tracks(self):
+        """--tracks: one readable line per track report; with --json one
+        line per tracks message, its body."""
+        out, _ = self.run_sub("--tracks", "--feed", "cam1", golden="tracks")
+        lines = out.splitlines()
+        want = expected("tracks")["tracks"]
+        self.assertEqual(len(lines), len(want), out)
+        for line, t in zip(lines, want):
+            head = "cam1 #57 track %d %s %s n=%d at (%.2f, %.2f) v (" % (
+                t["id"], t["kind"], t["state"], t["n"], t["position"]["x"], t["position"]["y"])
+            self.assertTrue(line.startswith(head), line)
+            self.assertIn(") %s" % t["velocity"]["unit"], line)
+            self.assertEqual('"/s PA ' in line, t["rate"] is not None, line)
+            self.assertLess(len(line), 100)
+        out, _ = self.run_sub("--json", "--topic", "tracks.", golden="tracks")
+        lines = out.splitlines()
+        self.assertEqual(len(lines), 1, out)
+        self.assertEqual(json.loads(lines[0]), json.loads(golden_parts("tracks")[1]))
 
     @unittest.skipUnless(tool("skysieve-sub"), "skysieve-sub not built")
     def test_sub_prints_detections(self):

@@ -5,10 +5,13 @@ Starts the built daemon ($SKYSIEVE_BINARY_DIR/daemon/skysieved) on ipc://
 endpoints in a temporary directory, then, with skysieve_client only:
  - Subscriber: waits for a status message, then receives a detections
    message for every frame sent and a residual (numpy float32, a read-only
-   view of the received buffer) for every frame with status "ok";
+   view of the received buffer) for every frame with status "ok", and the
+   tracks messages;
  - Sender: streams a star field rendered here with numpy (jitter, noise,
    two movers);
- - the movers are found near where they were drawn;
+ - the movers are found near where they were drawn, and tracked: a track
+   each, at their position with their velocity (px/s), whose id their
+   detections carry;
  - control(): status, stats (the counters add up), config, reset, and an
    error response for an unknown feed;
  - SIGTERM: the daemon drains and exits 0.
@@ -123,7 +126,8 @@ class LiveDaemon(unittest.TestCase):
         mover_start = [(60.0, 70.0, 1.3, 0.9), (190.0, 180.0, -1.1, 1.2)]
         mover_flux = 6000.0
         truth = {}
-        with sc.Subscriber(self.pub, topics=("detections.", "residual.", "status")) as sub, \
+        topics = ("detections.", "residual.", "tracks.", "status")
+        with sc.Subscriber(self.pub, topics=topics) as sub, \
                 sc.Sender(self.inp, feed="cam1", sndhwm=100) as tx:
             # a status message proves the subscription reached the daemon
             deadline = time.monotonic() + 20
@@ -138,18 +142,27 @@ class LiveDaemon(unittest.TestCase):
                 truth[k] = [(x, y) for x, y, _ in movers]
                 tx.send_frame(render(rng, stars, movers, shift), seq=k, mjd=61000.0 + k / 86400.0,
                               exposure=1.0)
-            dets, residuals, ok = {}, {}, set()
+            dets, residuals, tracks, ok = {}, {}, {}, set()
             deadline = time.monotonic() + 120
-            while (len(dets) < FRAMES or len(residuals) < FRAMES) and time.monotonic() < deadline:
-                m = sub.recv(timeout=1.0)
+            last_result = time.monotonic()
+            # every frame's detections and residual, then the tracks messages
+            # that follow the last ones (1 s without a result message)
+            while (len(dets) < FRAMES or len(residuals) < FRAMES
+                   or time.monotonic() - last_result < 1.0) and time.monotonic() < deadline:
+                m = sub.recv(timeout=0.5)
                 if m is None or m.type == "status":
                     continue
+                last_result = time.monotonic()
                 self.assertEqual(m.feed, "cam1")
                 if m.type == "detections":
                     self.assertNotIn(m.seq, dets)
                     dets[m.seq] = m
                     if m.status == "ok":
                         ok.add(m.seq)
+                elif m.type == "tracks":
+                    self.assertNotIn(m.seq, tracks)
+                    self.assertIn(m.seq, dets, "a tracks message after its frame's detections")
+                    tracks[m.seq] = m
                 else:
                     self.assertNotIn(m.seq, residuals)
                     residuals[m.seq] = m
@@ -187,6 +200,43 @@ class LiveDaemon(unittest.TestCase):
               % (FRAMES, len(ok), found, wanted))
         self.assertGreaterEqual(found, 0.9 * wanted)
 
+        # each mover is a track by the last frame: at its position, with its
+        # velocity (frames 1 s apart: px/s = px/frame), and its detection
+        # there names the track
+        last = max(ok)
+        self.assertIn(last, tracks, "no track reports at the last frame")
+        ids = set()
+        for (x, y), (_, _, vx, vy) in zip(truth[last], mover_start):
+            near = [t for t in tracks[last].tracks
+                    if np.hypot(t["position"]["x"] - x, t["position"]["y"] - y) < MATCH_PX]
+            self.assertEqual(len(near), 1, tracks[last].tracks)
+            t = near[0]
+            self.assertEqual((t["kind"], t["state"], t["velocity"]["unit"]),
+                             ("point", "active", "px/s"))
+            self.assertEqual(t["last"]["seq"], last)
+            self.assertGreaterEqual(t["n"], 3)
+            # the movers are drawn in frame pixels: the pointing jitter (0.7 px)
+            # is in their motion on the sky, and in the velocity's error
+            for axis, v in (("x", vx), ("y", vy)):
+                dv = abs(t["velocity"][axis] - v)
+                self.assertLess(dv, 0.15, t)
+                self.assertLess(dv, 4 * t["velocity"]["err_" + axis], t)
+            self.assertEqual(t["points"][-1]["seq"], last)
+            print("live: mover (%+.1f, %+.1f) px/s: track %d, n %d, velocity (%+.3f, %+.3f) "
+                  "+- (%.3f, %.3f), rms %.3f px" % (vx, vy, t["id"], t["n"], t["velocity"]["x"],
+                                                    t["velocity"]["y"], t["velocity"]["err_x"],
+                                                    t["velocity"]["err_y"], t["rms"]))
+            d = [d for d in dets[last].detections
+                 if np.hypot(d["x"] - x, d["y"] - y) < MATCH_PX and d["sign"] > 0]
+            self.assertEqual([e["track"] for e in d], [t["id"]])
+            ids.add(t["id"])
+        self.assertEqual(len(ids), 2)
+        # every id a detection carries is reported at that frame
+        for k, m in dets.items():
+            linked = {d["track"] for d in m.detections if d["track"]}
+            reported = {t["id"] for t in tracks[k].tracks} if k in tracks else set()
+            self.assertLessEqual(linked, reported, "frame %d" % k)
+
         stats = sc.control(self.ctl, "stats")
         self.assertTrue(stats["ok"])
         f = stats["feeds"][0]
@@ -196,7 +246,8 @@ class LiveDaemon(unittest.TestCase):
         self.assertEqual(f["processed"], FRAMES)
         self.assertEqual(f["received"], f["accepted"] + f["rejected"])
         self.assertEqual(f["status"]["ok"], len(ok))
-        self.assertEqual(f["published"], 2 * FRAMES)   # a detections and a residual message per frame
+        # a detections and a residual message per frame, and the tracks messages
+        self.assertEqual(f["published"], 2 * FRAMES + len(tracks))
 
     def test_2_control(self):
         st = sc.control(self.ctl, "status")

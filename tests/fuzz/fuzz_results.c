@@ -1,6 +1,7 @@
 /*
  * fuzz_results.c — libFuzzer target: the result decoders a subscriber
- * runs (residual, detections, status), chosen by the first part's topic.
+ * runs (residual, detections, tracks, status), chosen by the first part's
+ * topic.
  */
 #include <stdlib.h>
 
@@ -29,6 +30,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case SS_MSG_DETECTIONS:
         ss_proto_decode_detections(parts, n, &lim, &res, &err);
+        break;
+    case SS_MSG_TRACKS:
+        ss_proto_decode_tracks(parts, n, &lim, &res, &err);
         break;
     case SS_MSG_STATUS:
         ss_proto_decode_status(parts, n, &lim, &st, &err);

@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """Write the fuzz targets' seed corpora into tests/fuzz/corpus/<target>/
-from the golden messages (tests/golden/), the example configs and a few
-small FITS files made here. Run from anywhere; rewrites the corpora:
+from the golden messages (tests/golden/), the malformed output messages
+of tests/golden/malformed.json, the example configs and a few small FITS
+files made here. Run from anywhere; rewrites the corpora:
 
     python3 tests/fuzz/make_seeds.py
 
 Message inputs use fuzz_parts.h's framing: [n][len16 part]...[last part].
 """
 import gzip
+import json
 import os
 import struct
 
@@ -67,8 +69,14 @@ def write(target, name, data):
 def main():
     for g in ("frame_u16", "frame_f32_minimal", "series_start", "series_end"):
         write("frame", g, framed(golden(g)))
-    for g in ("residual", "detections", "detections_regfail", "status"):
+    for g in ("residual", "detections", "detections_regfail", "tracks", "status"):
         write("results", g, framed(golden(g)))
+    # the refused output messages: a start next to each rejection path
+    with open(os.path.join(GOLDEN, "malformed.json"), "rb") as fp:
+        for c in json.load(fp):
+            if c.get("decoder") == "output":
+                parts = [p.encode("utf-8") for p in c["parts"]]
+                write("results", "malformed-" + c["name"], framed(parts))
     for g in ("control_request", "control_response_ok", "control_response_error",
               "control_response_status"):
         write("control", g, golden(g)[0])
