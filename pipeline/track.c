@@ -56,7 +56,7 @@ void ss_tracklist_free(ss_tracklist_t *l)
 #define CENTROID_FLOOR 0.2      /* px: the least position scatter a fit assumes */
 #define STREAK_ANGLE 0.26       /* rad (15°): streaks of one track agree in direction */
 #define MIN_MOTION 1.0          /* px a confirmed track must have moved */
-#define MOTION_SIGNIFICANCE 3.0 /* |v| / its standard error, to confirm */
+#define MOTION_SIGNIFICANCE 5.0 /* |v| / its standard error, to confirm */
 #define BIRTHS_MEMORY 0.1       /* weight of a frame in the running mean of births */
 #define GATE_CANDS 8            /* detections considered per track and frame */
 #define GRID_CELL 32.0          /* px: the observations' lookup grid */
@@ -227,8 +227,8 @@ static int has_key(const trk_t *k, uint64_t key)
  * by more than its scatter (a detection that repeats at one place — a
  * star's residual, a hot pixel — is no mover), and unlikely to be chance
  * detections lined up: the tracks started per frame times the chance of
- * each later link (candidates per px² times the gate's area) at most
- * 1 / SS_TRACK_CHANCE. */
+ * each later link (free candidates per px² times the gate's area times
+ * the frames it waited) at most 1 / SS_TRACK_CHANCE. */
 static int confirmable(const ss_tracker_t *T, const trk_t *k)
 {
     if (k->n < T->cfg.min_points)
@@ -358,7 +358,10 @@ static int reserve(ss_tracker_t *T, int n, int m)
     return 0;
 }
 
-/* This frame's candidates: positive point and streak detections. */
+/* This frame's candidates: every positive detection. A `cosmic` counts
+ * too: on an undersampled camera (PSF sigma under about 0.8 px) most
+ * point sources are sharp enough to be called so, and a true cosmic-ray
+ * hit never lines up with others (the chance test below counts it). */
 static int collect(ss_tracker_t *T, ss_detlist_t *dets, uint64_t seq, double t, double mjd,
                    double ox, double oy)
 {
@@ -366,7 +369,7 @@ static int collect(ss_tracker_t *T, ss_detlist_t *dets, uint64_t seq, double t, 
     for (int i = 0; dets && i < dets->count; i++) {
         ss_detection_t *d = &dets->items[i];
         d->track = 0;
-        if (d->sign <= 0 || d->kind == SS_KIND_COSMIC || !isfinite(d->x) || !isfinite(d->y))
+        if (d->sign <= 0 || !isfinite(d->x) || !isfinite(d->y))
             continue;
         obs_t *o = &T->obs[n];
         o->key = ((uint64_t)T->frame << 20) | (uint64_t)i;
@@ -546,9 +549,12 @@ static void link_tentative(ss_tracker_t *T, double t)
         trk_t *k = &T->tent[T->cands[c].track];
         if (!k->alive || k->updated || T->taken[T->cands[c].obs])
             continue;
+        /* the chance of this link: a chance detection in the gate in any
+         * of the frames the track waited for it */
+        double wait = 1.0 + k->missed;
         T->taken[T->cands[c].obs] = 1;
         add_obs(k, &T->obs[T->cands[c].obs]);
-        k->lchance += log10(fmin(1.0, T->rho * M_PI * T->cands[c].g * T->cands[c].g));
+        k->lchance += log10(fmin(1.0, wait * T->rho * M_PI * T->cands[c].g * T->cands[c].g));
         if (!confirmable(T, k))
             continue;
         trk_t *slot = free_slot(T->conf, &T->n_conf, MAX_CONFIRMED);
@@ -666,8 +672,11 @@ int ss_tracker_frame(ss_tracker_t *T, const ss_track_frame_t *f, ss_detlist_t *d
         ss_tracker_reset(T, out);
         return -1;
     }
-    T->rho = nobs / fmax(f->area, 1.0);
     link_confirmed(T, t);
+    int free_obs = 0;       /* what tentative tracks may take: chance detections among them */
+    for (int j = 0; j < nobs; j++)
+        free_obs += !T->taken[j];
+    T->rho = free_obs / fmax(f->area, 1.0);
     link_tentative(T, t);
     T->births_now = 0;
     start_tracks(T, nobs);

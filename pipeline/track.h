@@ -2,7 +2,7 @@
  * track.h — detections linked across frames into tracks (ALGORITHM.md §8).
  *
  * A constant-velocity model on the registered (sky-fixed) pixel frame:
- * every positive point or streak detection of an ok frame that no track
+ * every positive detection of an ok frame that no track
  * takes starts a seed; a seed and a later detection within max_speed px per
  * frame form a tentative track; a tentative track that collects min_points
  * detections, each within the gate of its prediction, moves by more than

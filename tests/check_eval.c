@@ -16,8 +16,19 @@
  *    the shift error stays small (wrong epoch bookkeeping reads pixels);
  *  - frames of varying height with overscan columns and an unreadable
  *    file: no crash, every readable frame counted, exit status 1;
- *  - usage errors exit 2.
- * Skipped when skysieve-eval is not built.
+ *  - usage errors exit 2;
+ *  - the track figures (tools/eval_track.c) on hand-built detections,
+ *    truth samples and track reports, where every figure is known: a
+ *    segment in one track only when the detections linked before the
+ *    track's confirmation are credited through its points, a split, an
+ *    untracked and a too short segment, the 80 % boundary, pure, false
+ *    and mixed tracks, the velocity error in px/frame from timed and
+ *    untimed tracks; the speed bins; the motion derived for truth files
+ *    without it (velocity from the median step, a segment per wrap);
+ *  - the track figures end to end: a field of movers at three speeds with
+ *    a crossing pair scored with the tracker on and off, and the same
+ *    figures from a truth without velocities and segments (derived).
+ * The end-to-end cases are skipped when skysieve-eval is not built.
  */
 #include <cJSON.h>
 #include <check.h>
@@ -29,6 +40,7 @@
 #include <unistd.h>
 
 #include "pipeline/frame_fits.h"
+#include "tools/eval_track.h"
 #include "tools/synth.h"
 
 static char g_exe[1024];
@@ -56,6 +68,7 @@ typedef struct corrupt {
     double mover_dx;        /* added to every mover's x in the truth */
     double shift_wobble;    /* added to the truth sx, + on odd frames, - on even */
     int blank_frame;        /* this frame (> 0) is replaced by a star-free one */
+    int no_motion;          /* the truth without the movers' velocities and segments */
 } corrupt_t;
 
 /* Write frames 0..n-1 of cfg as dir/frame_NNNNN.fits and dir/truth.jsonl. */
@@ -99,6 +112,7 @@ static void write_seq(const char *dir, const ss_synth_cfg_t *cfg, int n, const c
                 if (t.obj[i].kind == SS_SYNTH_MOVER)
                     t.obj[i].x += cor->mover_dx;
             t.sx += (k % 2 ? 1.0 : -1.0) * cor->shift_wobble;
+            t.motion = t.motion && !cor->no_motion;
         }
         ck_assert_int_gt(ss_synth_truth_json(&t, line, line_max), 0);
         fprintf(tf, "%s\n", line);
@@ -407,6 +421,287 @@ START_TEST(test_usage)
 }
 END_TEST
 
+/* The track figures end to end: movers of SNR 20 at 1, 5 and 20 px/frame
+ * and a crossing pair on a 256² field. With the tracker on, most segments
+ * are in one track, the tracks are pure and their velocities right; off,
+ * nothing is tracked; a truth without velocities and segments gives the
+ * same figures (eval derives them). */
+START_TEST(test_tracks_end_to_end)
+{
+    if (!have_eval())
+        return;
+    ss_synth_cfg_t c;
+    field_cfg(&c, 256, 256, 41);
+    c.n_stars = 300;
+    c.n_movers = 12;
+    c.mover_snr = 20;
+    c.n_mover_speed = 3;
+    c.mover_speed_list[0] = 1;
+    c.mover_speed_list[1] = 5;
+    c.mover_speed_list[2] = 20;
+    c.n_crossing = 1;
+    c.crossing_at = 16;
+    char seq[128], bare[128];
+    snprintf(seq, sizeof seq, "%s/tracks", g_dir);
+    snprintf(bare, sizeof bare, "%s/bare", g_dir);
+    write_seq(seq, &c, 24, NULL);
+    corrupt_t nm = { .no_motion = 1 };
+    write_seq(bare, &c, 24, &nm);
+    const char *args = "--truth %s/truth.jsonl --set pipeline.history=8 --no-baselines %s";
+    cJSON *a, *b, *off;
+    ck_assert_int_eq(run_eval(seq, args, &a), 0);
+    ck_assert_int_eq(run_eval(bare, args, &b), 0);
+    ck_assert_int_eq(run_eval(seq, "--truth %s/truth.jsonl --set pipeline.history=8 "
+                                   "--set track.enabled=false --no-baselines %s", &off), 0);
+    ck_assert(a && b && off);
+    /* 16 ok frames: 14 movers, more segments where the fast ones wrap */
+    double segs = jget(a, "tracks.segments");
+    ck_assert_msg(segs >= 14 && jget(a, "tracks.min_points") >= 3, "%g segments", segs);
+    ck_assert(jget(a, "tracks.reports") > 0 && jget(a, "tracks.crossing_segments") >= 2);
+    double comp = jget(a, "tracks.completeness_snr7");
+    ck_assert_msg(comp >= 0.75, "SNR >= 7 in one track: %f", comp);
+    ck_assert(jget(a, "tracks.segments_snr7") == segs);
+    /* 14 movers on 256²: a mover passing within another's gate in a frame
+     * where that one was missed gives it one foreign detection (measured:
+     * 2 of 17 tracks, 7 of 8 and 8 of 9 their own, since cosmic-labelled
+     * detections are tracked too) */
+    ck_assert_msg(jget(a, "tracks.purity") >= 0.85, "purity %f", jget(a, "tracks.purity"));
+    ck_assert_msg(jget(a, "tracks.false_tracks") <= 1, "%g false tracks",
+                  jget(a, "tracks.false_tracks"));
+    double vr = jget(a, "tracks.velocity_rms");
+    ck_assert_msg(jget(a, "tracks.velocity_n") >= 10 && vr < 0.2, "velocity RMS %f px/frame", vr);
+    ck_assert(fabs(jget(a, "tracks.frame_interval") - c.frame_interval) < 1e-3);
+    double by_speed = 0;
+    for (int k = 0; k < 8; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "tracks.segments_by_speed.%d", k);
+        by_speed += jget(a, key);
+    }
+    ck_assert(by_speed == segs && jget(a, "tracks.segments_by_speed.2") >= 4);
+    /* the derived motion: the same segments, tracks and velocities */
+    ck_assert(jget(b, "tracks.segments") == segs);
+    ck_assert(jget(b, "tracks.in_one") == jget(a, "tracks.in_one"));
+    ck_assert(jget(b, "tracks.pure") == jget(a, "tracks.pure"));
+    ck_assert_msg(fabs(jget(b, "tracks.velocity_rms") - vr) < 1e-3, "derived %f, truth %f",
+                  jget(b, "tracks.velocity_rms"), vr);
+    /* the tracker off: the same segments, none tracked */
+    ck_assert(jget(off, "tracks.segments") == segs && jget(off, "tracks.reports") == 0);
+    ck_assert(jget(off, "tracks.in_one") == 0 && jget(off, "tracks.untracked") == segs);
+    ck_assert(jget(off, "tracks.tracks") == 0 && isnan(jget(off, "tracks.purity")));
+    /* the detection figures do not depend on the tracker */
+    ck_assert(jget(off, "pipeline.completeness_all") == jget(a, "pipeline.completeness_all"));
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    cJSON_Delete(off);
+}
+END_TEST
+
+/* ---- the track figures on hand-built inputs ----------------------------- */
+
+/* Detections of one truth mover segment in frames seq0.. seq0+n-1, found
+ * in every frame except `miss` (-1: none), each with tracks[k] (NULL: 0). */
+static void add_segment(ss_evt_t *e, int mover, int seg, int pair, uint64_t seq0, int n,
+                        double snr, double vx, double vy, const uint64_t *tracks, int miss)
+{
+    for (int k = 0; k < n; k++) {
+        uint64_t seq = seq0 + (uint64_t)k;
+        long di = -1;
+        if (k != miss) {
+            ss_evt_det_t d = { seq, 100.0 * mover + k * vx, 50.0 + k * vy, tracks ? tracks[k] : 0,
+                               mover, seg, vx, vy };
+            di = ss_evt_add_det(e, &d);
+            ck_assert_int_ge(di, 0);
+        }
+        ss_evt_sample_t sm = { mover, seg, pair, seq, snr, hypot(vx, vy), di };
+        ck_assert_int_eq(ss_evt_add_sample(e, &sm), 0);
+    }
+}
+
+/* A report of track id naming the detections of mover at frames
+ * seq0..seq0+n-1 (positions as add_segment makes them). */
+static void add_report(ss_evt_t *e, uint64_t id, int mover, uint64_t seq0, int n, double vx,
+                       double vy, int timed, double rvx, double rvy)
+{
+    static ss_track_t r;
+    memset(&r, 0, sizeof r);
+    r.id = id;
+    r.timed = timed;
+    r.vx = rvx;
+    r.vy = rvy;
+    r.n = n;
+    r.seq_first = seq0;
+    r.seq_last = seq0 + (uint64_t)n - 1;
+    r.n_points = n < SS_TRACK_POINTS ? n : SS_TRACK_POINTS;
+    for (int i = 0; i < r.n_points; i++) {
+        int k = n - r.n_points + i;
+        r.points[i] = (ss_track_point_t){ seq0 + (uint64_t)k, NAN, 100.0 * mover + k * vx,
+                                          50.0 + k * vy };
+    }
+    ck_assert_int_eq(ss_evt_add_report(e, &r), 0);
+}
+
+START_TEST(test_track_scoring)
+{
+    ss_evt_t e;
+    memset(&e, 0, sizeof e);
+    /* mover 0: 10 frames, the first 3 linked before confirmation (id 0),
+     * named by track 1's points; 7/10 alone would not be "in one" */
+    uint64_t t0[10] = { 0, 0, 0, 1, 1, 1, 1, 1, 1, 1 };
+    add_segment(&e, 0, 0, -1, 10, 10, 10.0, 1.0, 0.1, t0, -1);
+    /* mover 1 (a crossing pair): split 5 + 5 over tracks 2 and 3; its
+     * segment 1 has 2 detections only: not counted */
+    uint64_t t1[10] = { 2, 2, 2, 2, 2, 3, 3, 3, 3, 3 };
+    add_segment(&e, 1, 0, 0, 10, 10, 8.0, 10.0, 0.0, t1, -1);
+    add_segment(&e, 1, 1, 0, 20, 2, 8.0, 10.0, 0.0, NULL, -1);
+    /* mover 2: found 5 of 6, never tracked */
+    add_segment(&e, 2, 0, -1, 10, 6, 20.0, 0.2, 0.0, NULL, 2);
+    /* mover 3, SNR 5: 4 of its 5 found detections in track 4: 80 %, in one */
+    uint64_t t3[5] = { 0, 4, 4, 4, 4 };
+    add_segment(&e, 3, 0, -1, 10, 5, 5.0, 3.0, 0.0, t3, -1);
+    /* track 5 on nothing (false); track 6: 3 on mover 4, 2 on nothing */
+    for (int k = 0; k < 4; k++) {
+        ss_evt_det_t d = { 30 + (uint64_t)k, 500.0 + k, 500.0, 5, -1, 0, NAN, NAN };
+        ck_assert_int_ge(ss_evt_add_det(&e, &d), 0);
+    }
+    for (int k = 0; k < 5; k++) {
+        ss_evt_det_t d = { 30 + (uint64_t)k, 700.0 + k, 700.0, 6, k < 3 ? 4 : -1, 0, 1.0, 0.0 };
+        ck_assert_int_ge(ss_evt_add_det(&e, &d), 0);
+    }
+    /* the reports, in frame order: track 1 first with its first 3 points,
+     * then with more (the points merge without doubles); timed at 0.5 s
+     * per frame: 2 px/s = 1 px/frame against the truth (1, 0.1) */
+    add_report(&e, 1, 0, 10, 3, 1.0, 0.1, 1, 9.0, 9.0);
+    add_report(&e, 1, 0, 10, 10, 1.0, 0.1, 1, 2.0, 0.0);
+    add_report(&e, 2, 1, 10, 5, 10.0, 0.0, 0, 10.0, 0.0);
+    add_report(&e, 3, 1, 15, 5, 10.0, 0.0, 0, 10.0, 0.0);
+    add_report(&e, 4, 3, 11, 4, 3.0, 0.0, 0, 3.3, 0.0);   /* untimed px/frame: 0.3 off */
+    ck_assert_int_eq(e.n_tracks, 4);
+    ck_assert_int_eq(e.tracks[0].n_pts, 10);
+    ck_assert_int_eq(e.reports, 5);
+
+    ss_evt_cfg_t c = { 3, 0.5, 50.0 };
+    ss_evt_result_t r;
+    ck_assert_int_eq(ss_evt_score(&e, &c, &r, NULL), 0);
+    ck_assert_int_eq(r.segments, 4);
+    ck_assert_int_eq(r.in_one, 2);
+    ck_assert_int_eq(r.split, 1);
+    ck_assert_int_eq(r.untracked, 1);
+    ck_assert_int_eq(r.partial, 0);
+    ck_assert(r.completeness == 0.5);
+    ck_assert_int_eq(r.segments_snr7, 3);
+    ck_assert_int_eq(r.in_one_snr7, 1);
+    ck_assert_int_eq(r.crossing_segments, 1);
+    ck_assert_int_eq(r.crossing_in_one, 0);
+    ck_assert_int_eq(r.seg_speed[2], 1);        /* 1 px/frame */
+    ck_assert_int_eq(r.in_one_speed[2], 1);
+    ck_assert_int_eq(r.seg_speed[4], 1);        /* 10 */
+    ck_assert_int_eq(r.in_one_speed[4], 0);
+    ck_assert_int_eq(r.seg_speed[0], 1);        /* 0.2 */
+    ck_assert_int_eq(r.in_one_speed[3], 1);     /* 3 */
+    ck_assert(isnan(r.completeness_speed[7]));
+    ck_assert_int_eq(r.tracks, 6);
+    ck_assert_int_eq(r.pure, 4);
+    ck_assert_int_eq(r.false_tracks, 1);
+    ck_assert(fabs(r.purity - 4.0 / 6.0) < 1e-12);
+    ck_assert(fabs(r.false_per_100mpix - 2.0) < 1e-12);
+    /* velocity: errors 0.1 (track 1), 0, 0, 0.3 (track 4) px/frame */
+    ck_assert_int_eq(r.vel_n, 4);
+    ck_assert_msg(fabs(r.vel_rms - sqrt(0.1 / 4.0)) < 1e-9, "velocity RMS %f", r.vel_rms);
+    double rel1 = 0.1 / hypot(1.0, 0.1), rel4 = 0.1;
+    ck_assert(fabs(r.vel_rel_rms - sqrt((rel1 * rel1 + rel4 * rel4) / 4.0)) < 1e-9);
+    ck_assert_int_eq(r.vel_n_speed[4], 2);
+    ck_assert(r.vel_rel_rms_speed[4] == 0.0);
+    ck_assert(fabs(r.vel_rel_rms_speed[3] - 0.1) < 1e-9);
+
+    /* frame interval unknown: the timed track's velocity is not scored;
+     * min_points 6: mover 3's 5 detections no longer count */
+    c.frame_interval = NAN;
+    c.min_points = 6;
+    ck_assert_int_eq(ss_evt_score(&e, &c, &r, NULL), 0);
+    ck_assert_int_eq(r.vel_n, 3);
+    ck_assert_int_eq(r.segments, 2);
+    ck_assert_int_eq(r.in_one, 1);
+    /* split needs two tracks of >= min_points each: 5 + 5 is partly tracked now */
+    ck_assert_int_eq(r.split, 0);
+    ck_assert_int_eq(r.partial, 1);
+    /* the cases listing names the failures */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(mf);
+    c.min_points = 3;
+    ck_assert_int_eq(ss_evt_score(&e, &c, &r, mf), 0);
+    fclose(mf);
+    ck_assert_ptr_nonnull(strstr(buf, "mover 1/0 (crossing)"));
+    ck_assert_ptr_nonnull(strstr(buf, "track 2: 5 track 3: 5"));
+    ck_assert_ptr_nonnull(strstr(buf, "track 5 (false)"));
+    ck_assert_ptr_nonnull(strstr(buf, "track 6: 5 detections"));
+    ck_assert_ptr_null(strstr(buf, "mover 0/0"));
+    free(buf);
+    ss_evt_free(&e);
+    ck_assert_int_eq(e.n_dets, 0);
+
+    /* nothing collected: no figures, no failure */
+    ck_assert_int_eq(ss_evt_score(&e, &c, &r, NULL), 0);
+    ck_assert(r.segments == 0 && r.tracks == 0 && isnan(r.completeness) && isnan(r.purity));
+    ck_assert(r.false_per_100mpix == 0.0);
+}
+END_TEST
+
+/* Speed bins: the nearest in log. */
+START_TEST(test_track_speed_bins)
+{
+    ck_assert_int_eq(ss_evt_speed_bin(0.0), 0);
+    ck_assert_int_eq(ss_evt_speed_bin(0.2), 0);
+    ck_assert_int_eq(ss_evt_speed_bin(0.35), 1);
+    ck_assert_int_eq(ss_evt_speed_bin(2.0), 3);     /* log: nearer 3 than 1 */
+    ck_assert_int_eq(ss_evt_speed_bin(1.5), 2);
+    ck_assert_int_eq(ss_evt_speed_bin(150.0), 6);
+    ck_assert_int_eq(ss_evt_speed_bin(1e5), 7);
+}
+END_TEST
+
+/* Motion from positions: the velocity most pairs of positions agree on,
+ * a branch per line (p - v t), numbered as skysieve-synth does: a wrap
+ * (either axis) starts a new one, gaps in seq are fine, and a mover that
+ * goes back and forth across an edge in every frame (no step is its
+ * velocity) keeps its velocity and two numbers. */
+START_TEST(test_track_derive_motion)
+{
+    uint64_t seq[40];
+    double px[40], py[40];
+    int seg[40], n = 0;
+    for (uint64_t s = 0; s < 14; s++) {
+        if (s == 3 || s == 10)
+            continue;                               /* frames without this mover */
+        seq[n] = s;
+        px[n] = 40.0 + 2.5 * (double)s - (s >= 5 ? 1000.0 : 0.0);
+        py[n] = 70.0 - 1.0 * (double)s + (s >= 9 ? 800.0 : 0.0);
+        n++;
+    }
+    double vx, vy;
+    ck_assert_int_eq(ss_evt_derive_motion(seq, px, py, n, &vx, &vy, seg), 0);
+    ck_assert_msg(fabs(vx - 2.5) < 1e-9 && fabs(vy + 1.0) < 1e-9, "velocity %f %f", vx, vy);
+    static const int want[12] = { 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2 };
+    for (int k = 0; k < n; k++)
+        ck_assert_msg(seg[k] == want[k], "position %d (seq %llu): segment %d want %d", k,
+                      (unsigned long long)seq[k], seg[k], want[k]);
+    ck_assert_int_eq(ss_evt_derive_motion(seq, px, py, 1, &vx, &vy, seg), 0);
+    ck_assert(vx == 0.0 && vy == 0.0 && seg[0] == 0);
+    /* back and forth across x = 0 of a 1014-px frame in every frame, with
+     * the truth's 4 decimals */
+    for (int k = 0; k < 40; k++) {
+        seq[k] = (uint64_t)k;
+        px[k] = round((3.0 + 0.3 * k + (k % 2 ? 1014.0 : 0.0)) * 1e4) / 1e4;
+        py[k] = round((500.0 - 0.7 * k) * 1e4) / 1e4;
+    }
+    ck_assert_int_eq(ss_evt_derive_motion(seq, px, py, 40, &vx, &vy, seg), 0);
+    ck_assert_msg(fabs(vx - 0.3) < 1e-3 && fabs(vy + 0.7) < 1e-3, "velocity %f %f", vx, vy);
+    for (int k = 0; k < 40; k++)
+        ck_assert_int_eq(seg[k], k % 2);
+}
+END_TEST
+
 static Suite *eval_suite(void)
 {
     Suite *s = suite_create("eval");
@@ -418,6 +713,10 @@ static Suite *eval_suite(void)
     tcase_add_test(tc, test_rereference_epochs);
     tcase_add_test(tc, test_varying_frames_and_read_error);
     tcase_add_test(tc, test_usage);
+    tcase_add_test(tc, test_track_scoring);
+    tcase_add_test(tc, test_track_speed_bins);
+    tcase_add_test(tc, test_track_derive_motion);
+    tcase_add_test(tc, test_tracks_end_to_end);
     suite_add_tcase(s, tc);
     return s;
 }

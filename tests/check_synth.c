@@ -16,6 +16,12 @@
  * overscan columns and frames cut short (with their FITS sections), a
  * pointing jump at a given frame, movers at a list of SNRs and extended
  * (comet) movers, and hot pixels listed once in the truth.
+ * Movers for the tracker: speeds from a list (mixed with the SNR list),
+ * crossing pairs that meet at a given frame at their angles, and the
+ * truth's velocity and segment (a new one exactly at each wrap); the
+ * truth JSON carries them only when asked, and a speed list equal to the
+ * single speed renders the very same frames; wrap_scatter puts a wrapped
+ * mover at a random place (no aliasing of a fast mover's wraps).
  */
 #include <check.h>
 #include <math.h>
@@ -811,7 +817,7 @@ START_TEST(test_knobs_off_identical)
     uint64_t ref[4];
     static ss_synth_truth_t t;
     ss_frame_t *f = frame_alloc(160 + 16, 128, SS_DT_U16);
-    for (int variant = 0; variant < 12; variant++) {
+    for (int variant = 0; variant < 16; variant++) {
         ss_synth_cfg_t v = c;
         switch (variant) {
         case 0: break;
@@ -826,6 +832,13 @@ START_TEST(test_knobs_off_identical)
         case 9: v.jump_at = 2; v.jump_px = 30; break;
         case 10: v.n_mover_snr = 2; v.mover_snr_list[0] = 5; v.mover_snr_list[1] = 20; break;
         case 11: v.mover_sigma = 2.5; break;
+        /* the tracker's movers: a speed list of the one speed and the truth's
+         * motion fields leave the frames alone; other speeds and crossing
+         * pairs change them */
+        case 12: v.n_mover_speed = 1; v.mover_speed_list[0] = v.mover_speed; break;
+        case 13: v.truth_motion = 1; v.crossing_at = 3; break;
+        case 14: v.n_mover_speed = 2; v.mover_speed_list[0] = 1; v.mover_speed_list[1] = 9; break;
+        case 15: v.n_crossing = 1; v.crossing_at = 2; break;
         }
         ss_synth_t *s = ss_synth_new(&v);
         ck_assert_ptr_nonnull(s);
@@ -837,8 +850,8 @@ START_TEST(test_knobs_off_identical)
                 ref[k] = h;
             same &= h == ref[k];
         }
-        ck_assert_msg(same == (variant <= 1), "variant %d: frames %s", variant,
-                      same ? "unchanged" : "changed");
+        ck_assert_msg(same == (variant <= 1 || variant == 12 || variant == 13),
+                      "variant %d: frames %s", variant, same ? "unchanged" : "changed");
         ss_synth_destroy(&s);
     }
     frame_free(f);
@@ -1185,6 +1198,303 @@ START_TEST(test_mover_snr_list_and_comets)
 }
 END_TEST
 
+/* The speed list: mover i at list[(i + i / n_snr) % n_speed] in a random
+ * direction, so that every speed meets both SNRs; the truth's velocity is
+ * that (px/frame, and px/s over the frame interval), and the image shows
+ * each mover where the truth says. */
+START_TEST(test_mover_speed_list)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 512, 512);
+    c.frame_interval = 2.0;
+    c.n_movers = 8;
+    c.n_mover_snr = 2;
+    c.mover_snr_list[0] = 200;
+    c.mover_snr_list[1] = 400;
+    c.n_mover_speed = 4;
+    const double sp[4] = { 0.2, 3, 30, 100 };
+    memcpy(c.mover_speed_list, sp, sizeof sp);
+    ss_synth_t *s = ss_synth_new(&c);
+    ck_assert_ptr_nonnull(s);
+    ss_frame_t *f = frame_alloc(512, 512, SS_DT_F32);
+    static ss_synth_truth_t t;
+    int seen[4][2] = { { 0 } };
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        ck_assert_int_eq(t.n_obj, 8);
+        ck_assert_int_eq(t.motion, 1);
+        for (int i = 0; i < 8; i++) {
+            const ss_synth_obj_t *o = &t.obj[i];
+            int j = (i + i / 2) % 4;
+            ck_assert_msg(fabs(hypot(o->vx, o->vy) - sp[j]) < 1e-9, "mover %d speed %f want %f",
+                          i, hypot(o->vx, o->vy), sp[j]);
+            ck_assert(fabs(o->vx_s - o->vx / 2.0) < 1e-12 && fabs(o->vy_s - o->vy / 2.0) < 1e-12);
+            ck_assert(fabs(o->snr - c.mover_snr_list[i % 2]) < 1e-9);
+            ck_assert_int_eq(o->pair, -1);
+            seen[j][i % 2] = 1;
+            int cx = (int)lround(o->x), cy = (int)lround(o->y);
+            if (cx < 8 || cy < 8 || cx > 503 || cy > 503)
+                continue;
+            double mx, my;
+            centroid(f, cx, cy, 6, 0.0, &mx, &my, NULL);
+            ck_assert_msg(hypot(mx - o->x, my - o->y) < 0.05, "mover %d at %f,%f, truth %f,%f",
+                          i, mx, my, o->x, o->y);
+        }
+    }
+    for (int j = 0; j < 4; j++)
+        ck_assert_msg(seen[j][0] && seen[j][1], "speed %g does not meet both SNRs", sp[j]);
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* Crossing pairs: the two movers of pair k are at one position at frame
+ * crossing_at and apart before and after, their directions differ by
+ * π(k + 0.5)/n, they follow the normal movers (pair k in the truth), and
+ * the normal movers are the very ones of the configuration without pairs. */
+START_TEST(test_crossing_pairs)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 400, 300);
+    c.n_movers = 3;
+    c.n_crossing = 3;
+    c.crossing_at = 4;
+    c.mover_speed = 5.0;
+    ss_synth_cfg_t plain = c;
+    plain.n_crossing = 0;
+    ss_synth_t *s = ss_synth_new(&c), *p = ss_synth_new(&plain);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_ptr_nonnull(p);
+    ss_frame_t *f = frame_alloc(400, 300, SS_DT_F32);
+    static ss_synth_truth_t t, tp;
+    for (int k = 0; k < 8; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        ck_assert_int_eq(ss_synth_next(p, f, &tp), SS_OK);
+        ck_assert_int_eq(t.n_obj, 9);
+        ck_assert_int_eq(t.motion, 1);
+        ck_assert_int_eq(tp.motion, 0);
+        for (int i = 0; i < 3; i++)
+            ck_assert(t.obj[i].x == tp.obj[i].x && t.obj[i].y == tp.obj[i].y &&
+                      t.obj[i].pair == -1);
+        for (int q = 0; q < 3; q++) {
+            const ss_synth_obj_t *a = &t.obj[3 + 2 * q], *b = &t.obj[4 + 2 * q];
+            ck_assert_int_eq(a->id, 3 + 2 * q);
+            ck_assert(a->pair == q && b->pair == q);
+            double d = hypot(a->x - b->x, a->y - b->y);
+            if (k == 4)
+                ck_assert_msg(d < 1e-6, "pair %d apart by %g at the crossing", q, d);
+            else
+                ck_assert_msg(d > 0.5, "pair %d only %g apart at frame %d", q, d, k);
+            double ang = fabs(remainder(atan2(b->vy, b->vx) - atan2(a->vy, a->vx), 2.0 * M_PI));
+            double want = M_PI * (q + 0.5) / 3.0;
+            ck_assert_msg(fabs(ang - fmin(want, 2.0 * M_PI - want)) < 1e-9,
+                          "pair %d at %f rad, want %f", q, ang, want);
+            ck_assert(fabs(hypot(a->vx, a->vy) - 5.0) < 1e-9);
+        }
+    }
+    ss_synth_destroy(&s);
+    ss_synth_destroy(&p);
+    frame_free(f);
+}
+END_TEST
+
+/* The segment is the branch of the path: 0 at frame 0; it changes exactly
+ * where the mover's sky-frame step (frame position + true shift) is not its
+ * velocity (a wrap); on one segment the positions lie on one line of the
+ * sky (p - v t constant), on two segments on two lines; new numbers come in
+ * order; a mover that the jitter takes across an edge and back gets its
+ * old number back. The JSON carries the motion fields only with
+ * truth_motion (or the options that imply it). */
+START_TEST(test_truth_motion_and_segments)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 200, 160);
+    c.jitter = 2.0;
+    c.drift_x = 0.7;
+    c.n_movers = 4;
+    c.n_mover_speed = 2;
+    c.mover_speed_list[0] = 0.3;
+    c.mover_speed_list[1] = 70.0;
+    ss_synth_t *s = ss_synth_new(&c);
+    ck_assert_ptr_nonnull(s);
+    ss_frame_t *f = frame_alloc(200, 160, SS_DT_F32);
+    static ss_synth_truth_t t, prev;
+    static char buf[1 << 16];
+    int wraps[4] = { 0 }, top[4] = { 0 };
+    double qx[4][64], qy[4][64];
+    for (int k = 0; k < 30; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        for (int i = 0; i < 4; i++) {
+            const ss_synth_obj_t *o = &t.obj[i];
+            double x = o->x + t.sx - o->vx * k, y = o->y + t.sy - o->vy * k;
+            ck_assert(o->segment >= 0 && o->segment <= top[i] && o->segment < 64);
+            if (o->segment == top[i]) {             /* a new branch: the next number */
+                for (int g = 0; g < top[i]; g++)
+                    ck_assert_msg(fabs(qx[i][g] - x) > 1.0 || fabs(qy[i][g] - y) > 1.0,
+                                  "mover %d: segment %d on the line of %d", i, top[i], g);
+                qx[i][top[i]] = x;
+                qy[i][top[i]] = y;
+                top[i]++;
+            }
+            ck_assert_msg(fabs(qx[i][o->segment] - x) < 1e-6 && fabs(qy[i][o->segment] - y) < 1e-6,
+                          "mover %d frame %d: off the line of segment %d", i, k, o->segment);
+            if (k == 0) {
+                ck_assert_int_eq(o->segment, 0);
+                continue;
+            }
+            const ss_synth_obj_t *q = &prev.obj[i];
+            double ex = (o->x + t.sx) - (q->x + prev.sx) - o->vx;
+            double ey = (o->y + t.sy) - (q->y + prev.sy) - o->vy;
+            int jump = fabs(ex) > 1e-6 || fabs(ey) > 1e-6;
+            ck_assert_msg((o->segment != q->segment) == jump, "mover %d frame %d: segment %d "
+                          "after %d, step off by %g,%g", i, k, o->segment, q->segment, ex, ey);
+            wraps[i] += jump;
+        }
+        ck_assert_int_gt(ss_synth_truth_json(&t, buf, sizeof buf), 0);
+        char want[64];
+        snprintf(want, sizeof want, "\"segment\":%d", t.obj[1].segment);
+        ck_assert_ptr_nonnull(strstr(buf, want));
+        ck_assert_ptr_nonnull(strstr(buf, "\"vx\":"));
+        ck_assert_ptr_nonnull(strstr(buf, "\"vy_s\":"));
+        ck_assert_ptr_null(strstr(buf, "\"pair\""));
+        prev = t;
+    }
+    /* the fast movers wrap every few frames; a slow one only near an edge
+     * (where the jitter can take it across and back) */
+    ck_assert_msg(wraps[1] >= 10 && wraps[3] >= 10 && wraps[0] <= 4 && wraps[2] <= 4,
+                  "wraps %d %d %d %d", wraps[0], wraps[1], wraps[2], wraps[3]);
+    /* the fields in the JSON line read back; without the motion knobs none */
+    double vx, vy, vxs;
+    int seg;
+    const char *m = strstr(buf, "\"vx\":");
+    ck_assert_int_eq(sscanf(m, "\"vx\":%lf,\"vy\":%lf,\"vx_s\":%lf", &vx, &vy, &vxs), 3);
+    ck_assert(fabs(vx - t.obj[0].vx) < 1e-6 && fabs(vy - t.obj[0].vy) < 1e-6);
+    ck_assert(fabs(vxs - t.obj[0].vx / c.frame_interval) < 1e-6);
+    ck_assert_int_eq(sscanf(strstr(m, "\"segment\":"), "\"segment\":%d", &seg), 1);
+    ck_assert_int_eq(seg, t.obj[0].segment);
+    t.motion = 0;
+    ck_assert_int_gt(ss_synth_truth_json(&t, buf, sizeof buf), 0);
+    ck_assert_ptr_null(strstr(buf, "\"vx\""));
+    ck_assert_ptr_null(strstr(buf, "\"segment\""));
+    /* no interval: no px/s */
+    t.motion = 1;
+    t.obj[0].vx_s = t.obj[0].vy_s = NAN;
+    ck_assert_int_gt(ss_synth_truth_json(&t, buf, sizeof buf), 0);
+    char *o1 = strstr(buf, "\"id\":1,");
+    ck_assert_ptr_nonnull(o1);
+    *o1 = '\0';                                 /* object 0's text alone */
+    ck_assert_ptr_null(strstr(buf, "\"vx_s\""));
+    ck_assert_ptr_nonnull(strstr(buf, "\"vx\""));
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* Still movers near the edges of a jittering frame: the jitter takes them
+ * across an edge and back, and each keeps two numbers (four at a corner)
+ * however often it goes back and forth. */
+START_TEST(test_segment_toggle)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 100, 80);
+    c.jitter = 4.0;
+    c.n_movers = 40;
+    c.mover_speed = 0.0;
+    ss_synth_t *s = ss_synth_new(&c);
+    ck_assert_ptr_nonnull(s);
+    ss_frame_t *f = frame_alloc(100, 80, SS_DT_F32);
+    static ss_synth_truth_t t;
+    int last[40], changes[40] = { 0 }, top[40] = { 0 };
+    for (int k = 0; k < 40; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        for (int i = 0; i < 40; i++) {
+            int g = t.obj[i].segment;
+            changes[i] += k > 0 && g != last[i];
+            top[i] = g > top[i] ? g : top[i];
+            last[i] = g;
+        }
+    }
+    int toggling = 0;
+    for (int i = 0; i < 40; i++) {
+        ck_assert_msg(top[i] <= 3, "mover %d: %d segments", i, top[i] + 1);
+        toggling += changes[i] >= 4;
+    }
+    ck_assert_msg(toggling >= 1, "no mover went back and forth");
+    ss_synth_destroy(&s);
+    frame_free(f);
+}
+END_TEST
+
+/* wrap_scatter: each mover is where it would be until its first wrap (a
+ * crossing pair: in the stretch where it meets); the segment still changes
+ * exactly at each jump; a crossing pair still meets; and the aliasing is
+ * gone: without it a fast mover's sky positions at t, t + k, t + 2k
+ * (k <= 4 frames) in different segments often lie on a line at equal
+ * steps, as a slower mover's would; with it never. */
+START_TEST(test_wrap_scatter)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 300, 200);
+    c.jitter = 1.0;
+    c.n_movers = 6;
+    c.mover_speed = 90.0;
+    c.n_crossing = 1;
+    c.crossing_at = 12;
+    c.truth_motion = 1;
+    enum { N = 30, NM = 8 };
+    static double px[2][N][NM], py[2][N][NM];
+    static int seg[2][N][NM];
+    static ss_synth_truth_t t[2];
+    ss_frame_t *f = frame_alloc(300, 200, SS_DT_F32);
+    int jumps[2] = { 0, 0 }, aliased[2] = { 0, 0 };
+    for (int m = 0; m < 2; m++) {
+        c.wrap_scatter = m;
+        ss_synth_t *sy = ss_synth_new(&c);
+        ck_assert_ptr_nonnull(sy);
+        for (int k = 0; k < N; k++) {
+            ck_assert_int_eq(ss_synth_next(sy, f, &t[m]), SS_OK);
+            for (int i = 0; i < NM; i++) {
+                const ss_synth_obj_t *o = &t[m].obj[i];
+                px[m][k][i] = o->x + t[m].sx;       /* sky (registered) position */
+                py[m][k][i] = o->y + t[m].sy;
+                seg[m][k][i] = o->segment;
+                if (k == 0)
+                    continue;
+                double ex = px[m][k][i] - px[m][k - 1][i] - o->vx;
+                double ey = py[m][k][i] - py[m][k - 1][i] - o->vy;
+                int jump = fabs(ex) > 1e-6 || fabs(ey) > 1e-6;
+                ck_assert_msg((seg[m][k][i] != seg[m][k - 1][i]) == jump,
+                              "wrap_scatter %d, mover %d frame %d: segment %d after %d", m, i, k,
+                              seg[m][k][i], seg[m][k - 1][i]);
+                jumps[m] += jump;
+            }
+            if (k == 12)
+                ck_assert(fabs(t[m].obj[6].x - t[m].obj[7].x) < 1e-6 &&
+                          fabs(t[m].obj[6].y - t[m].obj[7].y) < 1e-6);
+        }
+        ss_synth_destroy(&sy);
+        for (int i = 0; i < NM; i++)
+            for (int s0 = 0; s0 < N; s0++)
+                for (int k = 1; k <= 4 && s0 + 2 * k < N; k++) {
+                    int a = s0, b = s0 + k, e = s0 + 2 * k;
+                    if (seg[m][a][i] == seg[m][e][i])
+                        continue;                   /* one stretch: a line indeed */
+                    aliased[m] += fabs(px[m][e][i] - 2 * px[m][b][i] + px[m][a][i]) < 1e-6 &&
+                                  fabs(py[m][e][i] - 2 * py[m][b][i] + py[m][a][i]) < 1e-6;
+                }
+    }
+    /* the same positions until the first wrap (the pair starts elsewhere) */
+    for (int i = 0; i < 6; i++)
+        for (int k = 0; k < N && seg[1][k][i] == 0; k++)
+            ck_assert_msg(px[1][k][i] == px[0][k][i] && py[1][k][i] == py[0][k][i],
+                          "mover %d moved at frame %d before its first wrap", i, k);
+    ck_assert_msg(jumps[0] >= 20 && jumps[1] >= 20, "jumps %d %d", jumps[0], jumps[1]);
+    ck_assert_msg(aliased[0] >= 10 && aliased[1] == 0, "aliased triples: plain %d, scattered %d",
+                  aliased[0], aliased[1]);
+    frame_free(f);
+}
+END_TEST
+
 /* Hot pixels are listed once, in frame 0's truth (and its JSON line), at
  * the pixels that are hot in the image. */
 START_TEST(test_hot_pixels_in_truth)
@@ -1228,7 +1538,7 @@ END_TEST
 START_TEST(test_new_knob_ranges)
 {
     ss_synth_cfg_t c;
-    for (int k = 0; k < 11; k++) {
+    for (int k = 0; k < 19; k++) {
         quiet_cfg(&c, 64, 64);
         switch (k) {
         case 0: c.sky_var = -0.1; break;
@@ -1242,6 +1552,14 @@ START_TEST(test_new_knob_ranges)
         case 8: c.n_mover_snr = 1; c.mover_snr_list[0] = NAN; break;
         case 9: c.mover_sigma = 0.1; break;
         case 10: c.jump_at = -3; break;
+        case 11: c.n_mover_speed = SS_SYNTH_MAX_SNR_LIST + 1; break;
+        case 12: c.n_mover_speed = 2; c.mover_speed_list[1] = -1; break;
+        case 13: c.n_mover_speed = 1; c.mover_speed_list[0] = 2e6; break;
+        case 14: c.n_movers = 200; c.n_crossing = 29; break;
+        case 15: c.n_crossing = -1; break;
+        case 16: c.crossing_at = -1; break;
+        case 17: c.truth_motion = 2; break;
+        case 18: c.wrap_scatter = -1; break;
         }
         ss_synth_t *s = ss_synth_new(&c);
         ck_assert_msg(s == NULL, "case %d accepted", k);
@@ -1470,6 +1788,105 @@ START_TEST(test_cli_station_knobs)
 }
 END_TEST
 
+/* The CLI with the tracker's movers: the speed list, crossing pairs
+ * (crossing at frames/2 unless --crossing-at) and --wrap-scatter give the
+ * in-process truth,
+ * motion fields included; --truth-motion alone adds them to a sequence
+ * whose pixels stay those of the plain run; bad values exit 2. */
+START_TEST(test_cli_motion)
+{
+    const char *bin = getenv("SKYSIEVE_BINARY_DIR");
+    char exe[1024];
+    snprintf(exe, sizeof exe, "%s/tools/skysieve-synth", bin ? bin : "..");
+    if (access(exe, X_OK) != 0) {
+        fprintf(stderr, "check_synth: %s not built; CLI test skipped\n", exe);
+        return;
+    }
+    char dir[] = "/tmp/check_synth.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "'%s' --quiet --out '%s/seq' --frames 6 --size 96x80 --seed 5 --stars 20 "
+             "--start-mjd 60100 --interval 2 --movers 4 --mover-snr-list 5,20 "
+             "--mover-speed-list 0.5,3,40 --crossing 2 --wrap-scatter",
+             exe, dir);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    ss_synth_cfg_t c;
+    ck_assert_int_eq(ss_feed_synth_defaults(&c), 0);
+    c.width = 96;
+    c.height = 80;
+    c.seed = 5;
+    c.n_stars = 20;
+    c.start_mjd = 60100;
+    c.frame_interval = 2;
+    c.n_movers = 4;
+    c.n_mover_snr = 2;
+    c.mover_snr_list[0] = 5;
+    c.mover_snr_list[1] = 20;
+    c.n_mover_speed = 3;
+    c.mover_speed_list[0] = 0.5;
+    c.mover_speed_list[1] = 3;
+    c.mover_speed_list[2] = 40;
+    c.n_crossing = 2;
+    c.crossing_at = 3;
+    c.wrap_scatter = 1;
+    ss_synth_t *s = ss_synth_new(&c);
+    ck_assert_ptr_nonnull(s);
+    ss_frame_t *f = frame_alloc(96, 80, SS_DT_U16);
+    static ss_synth_truth_t t;
+    static char line[1 << 16], want[1 << 16];
+    char path[1200];
+    snprintf(path, sizeof path, "%s/seq/truth.jsonl", dir);
+    FILE *tf = fopen(path, "r");
+    ck_assert_ptr_nonnull(tf);
+    for (int k = 0; k < 6; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        ck_assert_ptr_nonnull(fgets(line, sizeof line, tf));
+        ck_assert_int_gt(ss_synth_truth_json(&t, want, sizeof want), 0);
+        line[strcspn(line, "\n")] = '\0';
+        ck_assert_str_eq(line, want);
+        ck_assert_ptr_nonnull(strstr(line, "\"pair\":1"));
+        ck_assert((k == 3) == (fabs(t.obj[4].x - t.obj[5].x) < 1e-6));
+    }
+    fclose(tf);
+    ss_synth_destroy(&s);
+    frame_free(f);
+
+    /* --truth-motion: the same frames as without it, the truth with motion */
+    const char *plain = "--quiet --frames 3 --size 64x64 --seed 6 --stars 10 --start-mjd 60100 "
+                        "--movers 3";
+    static char big[8192];
+    snprintf(big, sizeof big,
+             "'%s' %s --out '%s/a' && '%s' %s --truth-motion --out '%s/b' && "
+             "for i in 0 1 2; do cmp -s -i 2880 '%s/a/frame_0000'$i.fits '%s/b/frame_0000'$i.fits "
+             "|| exit 1; done && ! grep -q segment '%s/a/truth.jsonl' && "
+             "test $(grep -o '\"segment\":' '%s/b/truth.jsonl' | wc -l) = 9",
+             exe, plain, dir, exe, plain, dir, dir, dir, dir, dir);
+    ck_assert_int_eq(run_cmd(big), 0);
+
+    static const char *const bad[] = {
+        "--out %s/x --frames 3 --mover-speed-list 1,,2",
+        "--out %s/x --frames 3 --mover-speed-list -1",
+        "--out %s/x --frames 3 --mover-speed-list 2e6",
+        "--out %s/x --frames 3 --crossing -1",
+        "--out %s/x --frames 3 --movers 200 --crossing 29",
+        "--out %s/x --frames 3 --crossing 1 --crossing-at x",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[512];
+        snprintf(args, sizeof args, bad[i], dir);
+        snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", exe, args);
+        ck_assert_msg(run_cmd(cmd) == 2, "'%s' did not exit 2", args);
+    }
+    snprintf(path, sizeof path, "%s/x", dir);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    snprintf(cmd, sizeof cmd, "'%s' --help | grep -q -- --mover-speed-list", exe);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+}
+END_TEST
+
 static Suite *synth_suite(void)
 {
     Suite *s = suite_create("synth");
@@ -1496,10 +1913,16 @@ static Suite *synth_suite(void)
     tcase_add_test(tc, test_overscan_and_height);
     tcase_add_test(tc, test_jump_at);
     tcase_add_test(tc, test_mover_snr_list_and_comets);
+    tcase_add_test(tc, test_mover_speed_list);
+    tcase_add_test(tc, test_crossing_pairs);
+    tcase_add_test(tc, test_truth_motion_and_segments);
+    tcase_add_test(tc, test_segment_toggle);
+    tcase_add_test(tc, test_wrap_scatter);
     tcase_add_test(tc, test_hot_pixels_in_truth);
     tcase_add_test(tc, test_new_knob_ranges);
     tcase_add_test(tc, test_cli);
     tcase_add_test(tc, test_cli_station_knobs);
+    tcase_add_test(tc, test_cli_motion);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -21,6 +21,9 @@
  *    hot pixels, centroid RMS at SNR >= 20, negative twins, streaks found
  *    whole, invalid pixels of the residual and of the calibrated frame,
  *    truncated components;
+ *  - tracks (ok frames; tools/eval_track.c): truth mover segments in one
+ *    track (overall, SNR >= 7, per speed), the tracks' purity, false
+ *    tracks per 100 Mpix-frames, the velocity error of the pure tracks;
  *  - the same detection figures for two baselines on the same frames:
  *    (a) x_t - x_{t-1} and (b) x_t - the per-pixel median of the last N
  *    calibrated frames, both unregistered, through ss_calibrate,
@@ -44,6 +47,7 @@
 #include "config/config.h"
 #include "pipeline/frame_fits.h"
 #include "pipeline/pipeline.h"
+#include "tools/eval_track.h"
 
 #define PROG "skysieve-eval"
 #define EXIT_READ 1
@@ -66,6 +70,11 @@ static const double SNR_BINS[N_BINS] = { 4, 5, 6, 7, 8, 10, 15, 20 };
 #define MAX_COMPONENTS (1 << 18)    /* baseline components measured per frame (as the CPU backend) */
 #define MAX_SETS 64                 /* --set options */
 #define MAX_SEQ 10000000            /* largest truth seq accepted */
+#define MAX_MOVER_ID (1 << 20)      /* largest truth mover id accepted */
+#define TRACK_MATCH_PX 5.0          /* track figures: a detection belongs to the nearest truth
+                                     * mover within this (or its found radius, if larger) */
+#define TRACK_MIN_POINTS 3          /* segments need this many found detections (unless the
+                                     * pipeline's track.min_points says otherwise) */
 
 enum { KIND_N = 3 };                /* point, streak, cosmic (ss_kind_t) */
 enum { M_PIPE = 0, M_DIFF, M_MEDIAN, M__COUNT };
@@ -77,8 +86,14 @@ typedef enum tkind { T_MOVER = 0, T_STREAK, T_COSMIC } tkind_t;
 
 typedef struct tobj {
     tkind_t kind;
+    int id;                         /* the truth id (movers: stable across frames), -1 none */
     double x, y, x0, y0, x1, y1;    /* input-frame pixels, 0-based */
     double snr, sigma;
+    /* movers: motion on the sky-fixed frame, from the truth or derived
+     * (truth_motion) */
+    int has_motion;                 /* the truth gave vx, vy and segment */
+    double vx, vy;                  /* px/frame */
+    int segment, pair;              /* pair: crossing pair, -1 none */
 } tobj_t;
 
 typedef struct tframe {
@@ -245,6 +260,20 @@ static void usage(FILE *out)
 "              backend's FRAME plane) in ok frames, whole and without a border\n"
 "              band as wide as the largest |shift difference| to the history.\n"
 "  truncated   components beyond the detection list (res.dets.truncated).\n"
+"  tracks      in ok frames, from the detections' track ids and the track reports.\n"
+"              A detection is credited to its track, or (linked before the track\n"
+"              was confirmed) to the track whose points name it. Per truth mover\n"
+"              segment (a branch of its path between wraps; from the truth, or\n"
+"              derived from the positions) with >= track.min_points found\n"
+"              detections: in one track when one track holds >= 80 %% of them;\n"
+"              completeness = segments in one track / segments, all, SNR >= 7\n"
+"              (median SNR > 6.5), per speed bin 0.2 .. 300 px/frame, crossing\n"
+"              pairs. Detections belong to the nearest truth mover within\n"
+"              max(5 px, the found radius); a track is pure when >= 90 %% of its\n"
+"              detections belong to one mover segment, false when more than half\n"
+"              belong to none (per 100 Mpix-frames); velocity error of the pure\n"
+"              tracks' last report against the truth, px/frame (px/s times the\n"
+"              frame interval of the frames' times). -v lists the failures.\n"
 "\n"
 "Exit status: 0 done, 1 a file could not be read (the others are scored), the\n"
 "backend broke or --json-out could not be written, 2 bad usage.\n");
@@ -432,6 +461,14 @@ static int parse_objects(const cJSON *arr, tframe_t *tf)
         o->y1 = jnum(it, "y1", o->y);
         o->snr = jnum(it, "snr", NAN);
         o->sigma = jnum(it, "sigma", tf->psf_sigma);
+        double id = jnum(it, "id", -1.0);
+        o->id = id >= 0.0 && id < MAX_MOVER_ID && id == floor(id) ? (int)id : -1;
+        o->vx = jnum(it, "vx", NAN);
+        o->vy = jnum(it, "vy", NAN);
+        double seg = jnum(it, "segment", NAN);
+        o->has_motion = isfinite(o->vx) && isfinite(o->vy) && seg >= 0.0;
+        o->segment = o->has_motion ? (int)seg : 0;
+        o->pair = (int)jnum(it, "pair", -1.0);
         if (isfinite(o->x) && isfinite(o->y))
             tf->n++;
     }
@@ -493,6 +530,71 @@ static int truth_put(truth_t *t, const cJSON *j, long lineno, const char *path)
     return cJSON_IsArray(hot) ? parse_hot(hot, t) : 0;
 }
 
+/* Movers whose truth line has no velocity and segment (skysieve-synth
+ * without the motion options) get them from their positions:
+ * ss_evt_derive_motion on the sky positions (frame position + true
+ * shift) of each mover id, in seq order. Returns 0, or -1 out of memory. */
+static int truth_motion(truth_t *t)
+{
+    int max_id = -1;
+    long total = 0;
+    for (long s = 0; s < t->n_f; s++)
+        for (int i = 0; t->f[s].present && i < t->f[s].n; i++) {
+            const tobj_t *o = &t->f[s].o[i];
+            if (o->kind == T_MOVER && !o->has_motion && o->id >= 0) {
+                max_id = SS_MAX(max_id, o->id);
+                total++;
+            }
+        }
+    if (max_id < 0)
+        return 0;
+    size_t n = (size_t)total;
+    long *start = calloc((size_t)max_id + 2, sizeof *start);
+    uint64_t *seq = malloc(n * sizeof *seq);
+    double *px = malloc(n * sizeof *px), *py = malloc(n * sizeof *py);
+    int *seg = malloc(n * sizeof *seg);
+    tobj_t **at = malloc(n * sizeof *at);
+    int rc = start && seq && px && py && seg && at ? 0 : -1;
+    for (int pass = 0; rc == 0 && pass < 2; pass++) {
+        for (long s = 0; s < t->n_f; s++)
+            for (int i = 0; t->f[s].present && i < t->f[s].n; i++) {
+                tobj_t *o = &t->f[s].o[i];
+                if (o->kind != T_MOVER || o->has_motion || o->id < 0)
+                    continue;
+                if (pass == 0) {
+                    start[o->id + 1]++;         /* counts, turned into starts below */
+                    continue;
+                }
+                long k = start[o->id]++;        /* the fill moves each start to the next id's */
+                seq[k] = (uint64_t)s;
+                px[k] = o->x + t->f[s].sx;
+                py[k] = o->y + t->f[s].sy;
+                at[k] = o;
+            }
+        if (pass == 0)
+            for (int id = 0; id <= max_id; id++)
+                start[id + 1] += start[id];
+    }
+    for (int id = 0, a = 0; rc == 0 && id <= max_id; id++) {
+        int b = (int)start[id];                 /* after the fill: the end of id's run */
+        double vx, vy;
+        rc = ss_evt_derive_motion(seq + a, px + a, py + a, b - a, &vx, &vy, seg + a);
+        for (int k = a; rc == 0 && k < b; k++) {
+            at[k]->vx = vx;
+            at[k]->vy = vy;
+            at[k]->segment = seg[k];
+        }
+        a = b;
+    }
+    free(start);
+    free(seq);
+    free(px);
+    free(py);
+    free(seg);
+    free(at);
+    return rc;
+}
+
 static int truth_load(const char *path, truth_t *t)
 {
     FILE *f = fopen(path, "r");
@@ -519,6 +621,10 @@ static int truth_load(const char *path, truth_t *t)
     }
     free(line);
     fclose(f);
+    if (rc == 0 && truth_motion(t) != 0) {
+        fprintf(stderr, PROG ": %s: out of memory\n", path);
+        rc = -1;
+    }
     return rc;
 }
 
@@ -1069,6 +1175,12 @@ typedef struct eval {
     long epoch;
     double ref_sx, ref_sy;
     totals_t T;
+    ss_evt_t evt;                   /* the inputs of the track figures */
+    long *det_ix;                   /* this frame's detection j -> its ss_evt index, -1 none */
+    int evt_failed;                 /* out of memory collecting them: no track figures */
+    long n_timed;                   /* frames with a time: the frame interval */
+    uint64_t seq_t0, seq_t1;
+    double mjd_t0, mjd_t1;
 } eval_t;
 
 /* NaN counts of a w×h plane, whole and without a band of `band` px. */
@@ -1116,6 +1228,80 @@ static void run_baselines(eval_t *E, const fctx_t *c, int ok)
     base_ring_push(&E->bring, E->plane, w, h, roi.x, roi.y);
 }
 
+/* The truth mover nearest to (x, y) within max(TRACK_MATCH_PX, its found
+ * radius), or NULL: looser than the false-alarm radius, because the track
+ * figures ask which object a track follows, and a mover blended with a
+ * star's residual is measured a few px off. */
+static const tobj_t *nearest_mover(const fctx_t *c, double x, double y)
+{
+    const tobj_t *best = NULL;
+    double bd = INFINITY;
+    for (int i = 0; i < c->t->n; i++) {
+        const tobj_t *o = &c->t->o[i];
+        double d = hypot(x - o->x, y - o->y);
+        if (o->kind == T_MOVER && d <= fmax(TRACK_MATCH_PX, found_radius(o)) && d < bd) {
+            bd = d;
+            best = o;
+        }
+    }
+    return best;
+}
+
+/* The track figures' inputs of an ok frame: its positive detections, each
+ * with the truth mover it matches, and the movers the completeness counts
+ * (same border, same found radius), each with the detection that found it. */
+static void record_tracks(eval_t *E, const fctx_t *c)
+{
+    const ss_detlist_t *dl = &E->res.dets;
+    const uint64_t seq = E->frame.meta.seq;
+    for (int j = 0; j < dl->count && !E->evt_failed; j++) {
+        const ss_detection_t *d = &dl->items[j];
+        E->det_ix[j] = -1;
+        if (d->sign <= 0)
+            continue;
+        const tobj_t *m = nearest_mover(c, d->x, d->y);
+        ss_evt_det_t ed = { seq, d->x, d->y, d->track, m ? m->id : -1, m ? m->segment : 0,
+                            m ? m->vx : NAN, m ? m->vy : NAN };
+        E->det_ix[j] = ss_evt_add_det(&E->evt, &ed);
+        E->evt_failed |= E->det_ix[j] < 0;
+    }
+    for (int i = 0; i < c->t->n && !E->evt_failed; i++) {
+        const tobj_t *o = &c->t->o[i];
+        if (o->kind != T_MOVER || !inside(c, o->x, o->y, c->border))
+            continue;
+        int j = nearest_positive(dl, o->x, o->y, found_radius(o));
+        ss_evt_sample_t es = { o->id, o->segment, o->pair, seq, o->snr, hypot(o->vx, o->vy),
+                               j >= 0 ? E->det_ix[j] : -1 };
+        E->evt_failed |= ss_evt_add_sample(&E->evt, &es) != 0;
+    }
+}
+
+/* Every track report of a processed frame, and the frame's time (for the
+ * frame interval that turns px/s into px/frame). */
+static void record_reports(eval_t *E)
+{
+    const ss_tracklist_t *tl = &E->res.tracks;
+    for (int i = 0; i < tl->count && !E->evt_failed; i++)
+        E->evt_failed |= ss_evt_add_report(&E->evt, &tl->items[i]) != 0;
+    double mjd = E->frame.meta.mjd_obs;
+    if (!isfinite(mjd))
+        return;
+    if (E->n_timed++ == 0) {
+        E->seq_t0 = E->frame.meta.seq;
+        E->mjd_t0 = mjd;
+    }
+    E->seq_t1 = E->frame.meta.seq;
+    E->mjd_t1 = mjd;
+}
+
+/* s per frame from the first and last timed frames; NAN when unknown. */
+static double frame_interval(const eval_t *E)
+{
+    if (E->n_timed < 2 || E->seq_t1 == E->seq_t0)
+        return NAN;
+    return (E->mjd_t1 - E->mjd_t0) * 86400.0 / ((double)E->seq_t1 - (double)E->seq_t0);
+}
+
 /* Score an ok frame of the pipeline. */
 static void score_ok_frame(eval_t *E, const fctx_t *c, int band)
 {
@@ -1124,6 +1310,7 @@ static void score_ok_frame(eval_t *E, const fctx_t *c, int band)
     g_verbose = E->o.verbose;
     score_frame(&T->sc[M_PIPE], &r->dets, c, 1);
     g_verbose = 0;
+    record_tracks(E, c);
     count_nan(r->residual, r->width, r->height, band, &T->res_nan, &T->res_px, &T->res_nan_in,
               &T->res_px_in);
     const ss_backend_ops_t *ops;
@@ -1176,8 +1363,10 @@ static int eval_file(eval_t *E, const char *path)
     if (r->history_reset)
         E->hist.n = E->hist.head = 0;
     double spread = t ? ring_spread(&E->hist, t->sx, t->sy) : 0.0;
-    if (st != SS_STATUS_ERROR)
+    if (st != SS_STATUS_ERROR) {
         track_shift(E, t);
+        record_reports(E);
+    }
     fctx_t c = { t, &E->truth, r->origin_x, r->origin_y, r->width, r->height,
                  fmax(BORDER_MIN_PX, ceil(spread)) };
     int ok = st == SS_STATUS_OK && t;
@@ -1239,7 +1428,58 @@ static void print_score_rows(const score_t *s, const char *name)
     printf(" %7.3f\n", ratio((double)sum_bins(s->found), (double)sum_bins(s->seen)));
 }
 
-static void print_text(const eval_t *E, const shift_stats_t *sh)
+/* Found detections a truth mover segment needs for the track figures. */
+static int track_min_points(const eval_t *E)
+{
+    return E->pc.track.min_points > 0 ? E->pc.track.min_points : TRACK_MIN_POINTS;
+}
+
+/* The track figures (docs/QUALITY.md, "Tracks"); with -v the failures are
+ * listed on stderr. Returns out, or NULL when they could not be computed. */
+static const ss_evt_result_t *score_tracks(const eval_t *E, ss_evt_result_t *out)
+{
+    if (E->evt_failed)
+        return NULL;
+    ss_evt_cfg_t c = { track_min_points(E), frame_interval(E), E->T.sc[M_PIPE].mpix_frames };
+    return ss_evt_score(&E->evt, &c, out, E->o.verbose ? stderr : NULL) == 0 ? out : NULL;
+}
+
+static void print_tracks(const eval_t *E, const ss_evt_result_t *t)
+{
+    printf("tracks (ok frames; pipeline.track %s; %ld reports): truth mover segments with >= %d "
+           "found detections, in one track = one track holds >= %.0f %% of them\n",
+           E->pc.track.enabled ? "on" : "off", E->evt.reports, track_min_points(E),
+           100.0 * SS_EVT_ONE_TRACK);
+    printf("  segments %ld: in one track %ld = %.3f, split %ld, partly %ld, untracked %ld; "
+           "SNR >= 7: %ld/%ld = %.3f; crossing pairs %ld/%ld\n",
+           t->segments, t->in_one, t->completeness, t->split, t->partial, t->untracked,
+           t->in_one_snr7, t->segments_snr7, t->completeness_snr7, t->crossing_in_one,
+           t->crossing_segments);
+    printf("  speed (px/frame) ");
+    for (int b = 0; b < SS_EVT_SPEED_BINS; b++)
+        printf(" %6g", ss_evt_speed_bins[b]);
+    printf("\n  segments         ");
+    for (int b = 0; b < SS_EVT_SPEED_BINS; b++)
+        printf(" %6ld", t->seg_speed[b]);
+    printf("\n  in one track     ");
+    for (int b = 0; b < SS_EVT_SPEED_BINS; b++)
+        printf(" %6ld", t->in_one_speed[b]);
+    printf("\n  complete         ");
+    for (int b = 0; b < SS_EVT_SPEED_BINS; b++)
+        printf(" %6.3f", t->completeness_speed[b]);
+    printf("\n  velocity rel. RMS");
+    for (int b = 0; b < SS_EVT_SPEED_BINS; b++)
+        printf(" %6.3f", t->vel_rel_rms_speed[b]);
+    printf("\n  confirmed tracks %ld: pure (>= %.0f %% on one mover segment) %ld = %.3f, false "
+           "(most detections on no mover) %ld = %.3f per 100 Mpix-frames\n",
+           t->tracks, 100.0 * SS_EVT_PURE, t->pure, t->purity, t->false_tracks,
+           t->false_per_100mpix);
+    printf("  velocity error (pure tracks, last report, px/frame; frame interval %.4g s): RMS "
+           "%.4f, relative RMS %.4f (%ld tracks)\n",
+           frame_interval(E), t->vel_rms, t->vel_rel_rms, t->vel_n);
+}
+
+static void print_text(const eval_t *E, const shift_stats_t *sh, const ss_evt_result_t *tr)
 {
     const totals_t *T = &E->T;
     const char *const kinds[KIND_N] = { "point", "streak", "cosmic" };
@@ -1320,6 +1560,10 @@ static void print_text(const eval_t *E, const shift_stats_t *sh)
            ratio((double)T->cal_nan_in, (double)T->cal_px_in));
     printf("truncated components: %ld in %ld frames (at most %ld in one)\n", T->truncated,
            T->truncated_frames, T->truncated_max);
+    if (tr)
+        print_tracks(E, tr);
+    else
+        printf("tracks: not scored (out of memory)\n");
 }
 
 static cJSON *num_array(const double *v, int n)
@@ -1370,9 +1614,57 @@ static cJSON *score_json(const score_t *s)
     return o;
 }
 
+static cJSON *long_array(const long *v, int n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
+    return a;
+}
+
+/* The "tracks" member. */
+static cJSON *tracks_json(const eval_t *E, const ss_evt_result_t *t)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddBoolToObject(o, "enabled", E->pc.track.enabled);
+    cJSON_AddNumberToObject(o, "reports", (double)E->evt.reports);
+    cJSON_AddNumberToObject(o, "min_points", track_min_points(E));
+    cJSON_AddNumberToObject(o, "frame_interval", frame_interval(E));
+    cJSON_AddNumberToObject(o, "segments", (double)t->segments);
+    cJSON_AddNumberToObject(o, "in_one", (double)t->in_one);
+    cJSON_AddNumberToObject(o, "split", (double)t->split);
+    cJSON_AddNumberToObject(o, "partial", (double)t->partial);
+    cJSON_AddNumberToObject(o, "untracked", (double)t->untracked);
+    cJSON_AddNumberToObject(o, "completeness", t->completeness);
+    cJSON_AddNumberToObject(o, "segments_snr7", (double)t->segments_snr7);
+    cJSON_AddNumberToObject(o, "in_one_snr7", (double)t->in_one_snr7);
+    cJSON_AddNumberToObject(o, "completeness_snr7", t->completeness_snr7);
+    cJSON_AddNumberToObject(o, "crossing_segments", (double)t->crossing_segments);
+    cJSON_AddNumberToObject(o, "crossing_in_one", (double)t->crossing_in_one);
+    cJSON_AddNumberToObject(o, "completeness_crossing", t->completeness_crossing);
+    cJSON_AddItemToObject(o, "speed_bins", num_array(ss_evt_speed_bins, SS_EVT_SPEED_BINS));
+    cJSON_AddItemToObject(o, "segments_by_speed", long_array(t->seg_speed, SS_EVT_SPEED_BINS));
+    cJSON_AddItemToObject(o, "in_one_by_speed", long_array(t->in_one_speed, SS_EVT_SPEED_BINS));
+    cJSON_AddItemToObject(o, "completeness_by_speed",
+                          num_array(t->completeness_speed, SS_EVT_SPEED_BINS));
+    cJSON_AddNumberToObject(o, "tracks", (double)t->tracks);
+    cJSON_AddNumberToObject(o, "pure", (double)t->pure);
+    cJSON_AddNumberToObject(o, "purity", t->purity);
+    cJSON_AddNumberToObject(o, "false_tracks", (double)t->false_tracks);
+    cJSON_AddNumberToObject(o, "false_per_100_mpix_frames", t->false_per_100mpix);
+    cJSON_AddNumberToObject(o, "velocity_n", (double)t->vel_n);
+    cJSON_AddNumberToObject(o, "velocity_rms", t->vel_rms);
+    cJSON_AddNumberToObject(o, "velocity_rel_rms", t->vel_rel_rms);
+    cJSON_AddItemToObject(o, "velocity_n_by_speed", long_array(t->vel_n_speed, SS_EVT_SPEED_BINS));
+    cJSON_AddItemToObject(o, "velocity_rel_rms_by_speed",
+                          num_array(t->vel_rel_rms_speed, SS_EVT_SPEED_BINS));
+    return o;
+}
+
 /* The figures as one JSON object, to out. Returns 0, or -1 when it could
  * not be written. */
-static int print_json(const eval_t *E, const shift_stats_t *sh, FILE *out)
+static int print_json(const eval_t *E, const shift_stats_t *sh, const ss_evt_result_t *tr,
+                      FILE *out)
 {
     const totals_t *T = &E->T;
     cJSON *o = cJSON_CreateObject();
@@ -1429,6 +1721,8 @@ static int print_json(const eval_t *E, const shift_stats_t *sh, FILE *out)
     cJSON_AddNumberToObject(p, "truncated", (double)T->truncated);
     cJSON_AddNumberToObject(p, "truncated_frames", (double)T->truncated_frames);
     cJSON_AddNumberToObject(p, "truncated_max", (double)T->truncated_max);
+    if (tr)
+        cJSON_AddItemToObject(o, "tracks", tracks_json(E, tr));
     char *txt = cJSON_PrintUnformatted(o);
     int rc = txt && fprintf(out, "%s\n", txt) > 0 ? 0 : -1;
     free(txt);
@@ -1437,10 +1731,11 @@ static int print_json(const eval_t *E, const shift_stats_t *sh, FILE *out)
 }
 
 /* --json-out: the JSON object into a file as well. */
-static int write_json_file(const eval_t *E, const shift_stats_t *sh, const char *path)
+static int write_json_file(const eval_t *E, const shift_stats_t *sh, const ss_evt_result_t *tr,
+                           const char *path)
 {
     FILE *f = fopen(path, "w");
-    int rc = f ? print_json(E, sh, f) : -1;
+    int rc = f ? print_json(E, sh, tr, f) : -1;
     if (f && fclose(f) != 0)
         rc = -1;
     if (rc != 0)
@@ -1556,6 +1851,9 @@ static int eval_open(eval_t *E, size_t max_px)
     if (!E->frame.pixels || !E->plane || ss_result_init(&E->res, max_px, E->pc.max_detections) ||
         ring_init(&E->hist, E->pc.history) != 0)
         return -1;
+    E->det_ix = malloc((size_t)SS_MAX(E->res.dets.capacity, 1) * sizeof *E->det_ix);
+    if (!E->det_ix)
+        return -1;
     if (E->o.baselines && (base_ring_init(&E->bring, E->pc.history, max_px) != 0 ||
                            base_work_init(&E->bw, max_px, E->pc.history, E->pc.max_detections) != 0))
         return -1;
@@ -1573,6 +1871,8 @@ static void eval_close(eval_t *E)
     base_ring_free(&E->bring);
     base_work_free(&E->bw);
     free(E->T.shifts);
+    free(E->det_ix);
+    ss_evt_free(&E->evt);
     truth_free(&E->truth);
 }
 
@@ -1619,11 +1919,13 @@ int main(int argc, char **argv)
     if (E.pipe && E.T.files > 0) {
         shift_stats_t sh;
         shift_summary(&E.T, &sh);
+        ss_evt_result_t trs;
+        const ss_evt_result_t *tr = score_tracks(&E, &trs);
         if (E.o.json)
-            (void)print_json(&E, &sh, stdout);
+            (void)print_json(&E, &sh, tr, stdout);
         else
-            print_text(&E, &sh);
-        if (E.o.json_out && write_json_file(&E, &sh, E.o.json_out) != 0)
+            print_text(&E, &sh, tr);
+        if (E.o.json_out && write_json_file(&E, &sh, tr, E.o.json_out) != 0)
             rc = EXIT_READ;
     }
     eval_close(&E);

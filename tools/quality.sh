@@ -1,8 +1,8 @@
 #!/bin/sh
-# The quality run of docs/QUALITY.md: five synthetic scenarios of what real
+# The quality run of docs/QUALITY.md: six synthetic scenarios of what real
 # stations see, each generated with skysieve-synth and scored with
-# skysieve-eval (pipeline defaults, CPU backend), then one summary table
-# against the targets.
+# skysieve-eval (pipeline defaults, CPU backend), then two summary tables
+# against the targets (detection, tracks).
 #
 # Usage: tools/quality.sh BUILD_DIR OUT_DIR [FRAMES]
 #   BUILD_DIR  a build tree with tools/skysieve-synth and tools/skysieve-eval
@@ -28,10 +28,15 @@
 #   5 space     50 cosmic rays per Mpix, 200 hot pixels, 32 overscan columns,
 #               frame height 1024 - U{0..9}, 0.3 px jitter; the movers are
 #               slow comets (0.5 px/frame, sigma 2 px)
+#   6 tracks    calm, the movers at 0.2 .. 300 px/frame (a speed list that
+#               mixes with the SNR list), 4 crossing pairs (8 more movers)
+#               that meet at frame FRAMES/2 at 22.5, 67.5, 112.5 and 157.5
+#               degrees; a wrapped mover re-appears at a random place
+#               (--wrap-scatter: no aliasing of the fast ones' wraps)
 set -eu
 
 if [ $# -lt 2 ]; then
-    sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 build=$1
@@ -46,6 +51,7 @@ done
 mkdir -p "$out"
 
 SNRS=4,5,6,7,8,10,15,20
+SPEEDS=0.2,0.5,1,3,10,30,100,300
 # The generator's settings before each scenario's own, spelled out: the
 # scenarios were defined on them, and skysieve-synth's defaults (those of
 # the daemon's synthetic feed) differ.
@@ -59,19 +65,18 @@ S2="$USUAL $STREAKS --jitter 10 --drift 0.5,0.3 --jump-at $((frames / 2)) --jump
 S3="$USUAL $STREAKS --jitter 1 --sky-var 0.05 --transparency 0.05 --seeing-wobble 0.10 --stray 100 --seed 103"
 S4="--stars 2000 --jitter 0 --sky 20 --noise uniform --uniform-max 9 --psf-sigma 0.68 --star-snap --hot 50 --cosmic-rate 5 $STREAKS --seed 104"
 S5="--stars 2000 --sky 1000 --sky-grad 0.05,0 --bias 100 --jitter 0.3 --cosmic-rate 50 --hot 200 --overscan 32 --height-jitter 9 --mover-speed 0.5 --mover-sigma 2 --streak-prob 0.05 --streak-len 40,200 --seed 105"
+S6="$USUAL $STREAKS --jitter 1 --mover-speed-list $SPEEDS --crossing 4 --wrap-scatter --seed 106"
 
-# Per-scenario eval options: the pipeline defaults everywhere for now.
-# HOOK (scenario 4): the pipeline's psf_sigma stays at its default 1.4 while
-#   the PSF is 0.68 px; a matched kernel would be --set pipeline.psf_sigma=0.68.
-# HOOK (scenario 5): once the pipeline subtracts the overscan (BIASSEC), set
-#   it here, e.g. E5="--set pipeline.overscan=..." (the key does not exist yet).
+# Per-scenario eval options (the pipeline defaults otherwise): scenario 4's
+# matched filter at the PSF's 0.68 px, scenario 5's overscan by rows.
 E1=""
 E2=""
 E3=""
 E4="--set pipeline.psf_sigma=0.68"
 E5="--set pipeline.overscan=row"
+E6=""
 
-names="calm jitter sky static space"
+names="calm jitter sky static space tracks"
 echo "skysieve quality run, $(date -u '+%Y-%m-%d %H:%MZ'), $frames frames per scenario"
 if command -v git >/dev/null 2>&1 && git -C "$(dirname "$0")" rev-parse --short HEAD >/dev/null 2>&1; then
     echo "tree: $(git -C "$(dirname "$0")" rev-parse --short HEAD)$(git -C "$(dirname "$0")" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
@@ -121,4 +126,20 @@ for i, n in enumerate(names, 1):
           f(s["shift"]["ratio"], "%.2f"), f(comp(s, 7), "%.3f"), f(comp(s, 10), "%.3f"),
           f(comp(s, 20), "%.3f"), f(fa("pipeline"), "%.3f"), f(fa("diff"), "%.2f"),
           f(fa("median"), "%.2f")))
+print()
+print("tracks (targets: >= 0.95 of the mover segments at SNR >= 7 in one track each, <= 1 false")
+print("track per 100 Mpix-frames; segments: the branches of a mover's path between wraps with")
+print(">= 3 found detections; velocity error of the pure tracks, px/frame)")
+print("%-10s %5s %6s %7s %8s %6s %6s %7s %7s" % ("scenario", "segs", "in-one", "@SNR>=7",
+      "crossing", "purity", "tracks", "FT/100M", "v RMS"))
+for i, n in enumerate(names, 1):
+    try:
+        t = json.load(open("%s/s%d.json" % (out, i)))["tracks"]
+    except (OSError, ValueError, KeyError):
+        print("%-10s (no result)" % n)
+        continue
+    print("%-10s %5d %6s %7s %8s %6s %6d %7s %7s" % (n, t["segments"],
+          f(t["completeness"], "%.3f"), f(t["completeness_snr7"], "%.3f"),
+          f(t["completeness_crossing"], "%.3f"), f(t["purity"], "%.3f"), t["tracks"],
+          f(t["false_per_100_mpix_frames"], "%.2f"), f(t["velocity_rms"], "%.4f")))
 EOF

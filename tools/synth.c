@@ -41,7 +41,11 @@
  *   which is what the pipeline's matched filter uses), times T_t. Movers move
  *   at constant velocity in sky coordinates; their frame position wraps
  *   inside the frame (an edge band of a few σ is kept free) so every mover is
- *   visible in every frame.
+ *   visible in every frame. The truth numbers the branches of each mover's
+ *   path between wraps (segment: on one branch it moves on one line). Optional: a speed per mover from a list, pairs of extra
+ *   movers whose paths cross at a given frame (their draws come from a
+ *   stream of their own, so the other movers stay as they were), and a
+ *   random place after each wrap (wrap_scatter; see mover_position).
  * - Streak: a segment of linear flux density λ (ADU per px of length) convolved
  *   with a Gaussian of this frame's σ (also for the Moffat PSF: the cross
  *   profile of a streak stays Gaussian). streak_snr is the value of the SNR
@@ -100,13 +104,16 @@
 #define MAX_SKY_TREND 1.0           /* sky_trend in [-0.5, 1] per frame */
 #define MIN_SKY_TREND (-0.5)
 #define MAX_DIM 65536
+#define RECENT_BRANCHES 16          /* a mover back on one of its last 16 branches keeps its
+                                     * segment number */
 #define MAX_PIXELS (1ull << 30)
 
 /* independent random streams (see the header comment) */
 enum {
     STREAM_SETUP = 1, STREAM_FRAME, STREAM_STREAK, STREAM_COSMIC, STREAM_NOISE,
     /* later knobs: each its own stream, drawn from only when the knob is on */
-    STREAM_SKY, STREAM_STRAY, STREAM_STRAY_SETUP, STREAM_GEOM, STREAM_OVERSCAN, STREAM_UNIFORM
+    STREAM_SKY, STREAM_STRAY, STREAM_STRAY_SETUP, STREAM_GEOM, STREAM_OVERSCAN, STREAM_UNIFORM,
+    STREAM_CROSSING, STREAM_SCATTER
 };
 
 /* ---- PRNG: splitmix64-seeded xoshiro256**, Box-Muller normals ---------- */
@@ -225,6 +232,15 @@ typedef struct streak {
     int bx0, by0, bx1, by1; /* bounding box of the rendered pixels, inclusive */
 } streak_t;
 
+/* A mover's recent branches (the wrap cells of its frame position: on one
+ * branch it moves on one straight line of the sky), most recent first,
+ * with their segment numbers. */
+typedef struct mover_branches {
+    long cell[RECENT_BRANCHES][4];
+    int seg[RECENT_BRANCHES];
+    int n, next;
+} mover_branches_t;
+
 struct ss_synth {
     ss_synth_cfg_t c;
     double start_mjd;
@@ -240,9 +256,10 @@ struct ss_synth {
     float *hot_adu;
     int *hot_x, *hot_y;         /* the same pixels as coordinates (the truth lists them) */
 
-    int n_movers;
+    int n_movers;               /* n_movers + 2·n_crossing */
     double *mov_x, *mov_y, *mov_vx, *mov_vy;
     double *mov_f;              /* flux of each mover at transparency 1, ADU */
+    mover_branches_t *mov_br;   /* the branches each mover was on lately (wrap_segment) */
     double mover_edge;          /* px kept free at the frame edges */
     double stray_phi0;          /* stray-light direction at frame 0, rad */
 
@@ -403,6 +420,18 @@ static int cfg_check(const ss_synth_cfg_t *c)
     CHECK(c->mover_sigma == 0.0 || (isfinite(c->mover_sigma) && c->mover_sigma >= 0.3 &&
                                     c->mover_sigma <= MAX_PSF_SIGMA),
           "mover_sigma %g must be 0 or in [0.3, %g]", c->mover_sigma, MAX_PSF_SIGMA);
+    CHECK(c->n_mover_speed >= 0 && c->n_mover_speed <= SS_SYNTH_MAX_SNR_LIST,
+          "mover_speed_list: %d entries, at most %d", c->n_mover_speed, SS_SYNTH_MAX_SNR_LIST);
+    for (int i = 0; i < c->n_mover_speed; i++)
+        CHECK(finite_nonneg(c->mover_speed_list[i]) && c->mover_speed_list[i] <= SS_SYNTH_MAX_SPEED,
+              "mover_speed_list[%d] = %g out of range [0, %g]", i, c->mover_speed_list[i],
+              SS_SYNTH_MAX_SPEED);
+    CHECK(c->n_crossing >= 0 && c->n_crossing <= (SS_SYNTH_MAX_OBJ - c->n_movers) / 2,
+          "n_crossing %d out of range (n_movers + 2 n_crossing <= %d)", c->n_crossing,
+          SS_SYNTH_MAX_OBJ);
+    CHECK(c->crossing_at >= 0, "crossing_at must be >= 0");
+    CHECK(c->truth_motion == 0 || c->truth_motion == 1, "truth_motion must be 0 or 1");
+    CHECK(c->wrap_scatter == 0 || c->wrap_scatter == 1, "wrap_scatter must be 0 or 1");
     return 0;
 }
 
@@ -419,6 +448,30 @@ static double powerlaw_draw(double u, double fmin, double fmax, double alpha)
 }
 
 static double fmod_pos(double a, double p) { return a - p * floor(a / p); }
+
+/* Mover i's cells this frame (see mover_position); returns its segment:
+ * that of the branch if the mover was on it within its last
+ * RECENT_BRANCHES branches (the jitter can take a mover at an edge across
+ * it and back), else the next number. The branch moves to the front. */
+static int wrap_segment(ss_synth_t *s, int i, const long cell[4])
+{
+    mover_branches_t *b = &s->mov_br[i];
+    if (s->seq == 0)
+        b->n = b->next = 0;
+    int k = 0;
+    while (k < b->n && memcmp(b->cell[k], cell, sizeof b->cell[k]) != 0)
+        k++;
+    int seg = k < b->n ? b->seg[k] : b->next++;
+    if (k == b->n && b->n < RECENT_BRANCHES)
+        b->n++;
+    for (int j = SS_MIN(k, RECENT_BRANCHES - 1); j > 0; j--) {  /* to the front */
+        memcpy(b->cell[j], b->cell[j - 1], sizeof b->cell[j]);
+        b->seg[j] = b->seg[j - 1];
+    }
+    memcpy(b->cell[0], cell, sizeof b->cell[0]);
+    b->seg[0] = seg;
+    return seg;
+}
 
 void ss_synth_destroy(ss_synth_t **ps)
 {
@@ -438,6 +491,7 @@ void ss_synth_destroy(ss_synth_t **ps)
     free(s->mov_y);
     free(s->mov_vx);
     free(s->mov_vy);
+    free(s->mov_br);
     free(s->model);
     free(s->srcs);
     free(s->cosmic);
@@ -455,6 +509,44 @@ static double mover_flux(const ss_synth_cfg_t *c, double sigma_ref, int i)
         return snr * sigma_ref * sqrt(M_PI) *
                (c->mover_sigma * c->mover_sigma + c->psf_sigma * c->psf_sigma) / c->psf_sigma;
     return snr * sigma_ref * sqrt(4.0 * M_PI) * c->psf_sigma;
+}
+
+/* Speed of mover i, px per frame: mover_speed, or its entry of the speed
+ * list (each round of the SNR list starts one entry further on). */
+static double mover_speed_of(const ss_synth_cfg_t *c, int i)
+{
+    if (c->n_mover_speed <= 0)
+        return c->mover_speed;
+    int k = c->n_mover_snr > 0 ? i + i / c->n_mover_snr : i;
+    return c->mover_speed_list[k % c->n_mover_speed];
+}
+
+/* The crossing pairs (movers n_movers .. n_movers + 2·n_crossing - 1): pair
+ * k meets at a sky point p_k drawn in the central half of the free area at
+ * frame crossing_at, its two directions θ_k and θ_k + π·(k + 0.5)/n_crossing.
+ * Draws from a stream of their own. */
+static void setup_crossings(ss_synth_t *s)
+{
+    const ss_synth_cfg_t *c = &s->c;
+    rng_t r;
+    rng_seed(&r, c->seed, STREAM_CROSSING, 0, 0);
+    const double fw = c->width - 2.0 * s->mover_edge, fh = c->height - 2.0 * s->mover_edge;
+    const double tc = (double)c->crossing_at;
+    for (int k = 0; k < c->n_crossing; k++) {
+        double px = s->mover_edge + (0.25 + 0.5 * rng_uniform(&r)) * fw;
+        double py = s->mover_edge + (0.25 + 0.5 * rng_uniform(&r)) * fh;
+        double th = 2.0 * M_PI * rng_uniform(&r);
+        double ang = M_PI * (k + 0.5) / c->n_crossing;
+        for (int m = 0; m < 2; m++) {
+            int i = c->n_movers + 2 * k + m;
+            double v = mover_speed_of(c, i), a = th + m * ang;
+            s->mov_vx[i] = v * cos(a);
+            s->mov_vy[i] = v * sin(a);
+            s->mov_x[i] = px - s->mov_vx[i] * tc;
+            s->mov_y[i] = py - s->mov_vy[i] * tc;
+            s->mov_f[i] = mover_flux(c, s->sigma_ref, i);
+        }
+    }
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -507,16 +599,18 @@ ss_synth_t *ss_synth_new(const ss_synth_cfg_t *c)
     s->hot_adu = malloc(nh * sizeof *s->hot_adu);
     s->hot_x = malloc(nh * sizeof *s->hot_x);
     s->hot_y = malloc(nh * sizeof *s->hot_y);
-    size_t nm = (size_t)(c->n_movers > 0 ? c->n_movers : 1);
+    const int n_mov = c->n_movers + 2 * c->n_crossing;
+    size_t nm = (size_t)(n_mov > 0 ? n_mov : 1);
     s->mov_x = malloc(nm * sizeof(double));
     s->mov_y = malloc(nm * sizeof(double));
     s->mov_vx = malloc(nm * sizeof(double));
     s->mov_vy = malloc(nm * sizeof(double));
     s->mov_f = malloc(nm * sizeof(double));
+    s->mov_br = calloc(nm, sizeof *s->mov_br);
     s->stray_col = malloc((size_t)W * sizeof *s->stray_col);
     if (!s->star_x || !s->star_y || !s->star_f || !s->model || !s->srcs || !s->cosmic || !s->hot_idx ||
         !s->hot_adu || !s->hot_x || !s->hot_y || !s->mov_x || !s->mov_y || !s->mov_vx ||
-        !s->mov_vy || !s->mov_f || !s->stray_col) {
+        !s->mov_vy || !s->mov_f || !s->mov_br || !s->stray_col) {
         SS_LOG(SS_LOG_ERR, TAG, "out of memory for %d stars", s->n_stars);
         ss_synth_destroy(&s);
         return NULL;
@@ -564,15 +658,17 @@ ss_synth_t *ss_synth_new(const ss_synth_cfg_t *c)
     s->mover_edge = ceil(3.0 * c->psf_sigma) + 1.0;
     if (W - 2.0 * s->mover_edge < 1.0 || H - 2.0 * s->mover_edge < 1.0)
         s->mover_edge = 0.0;
-    s->n_movers = c->n_movers;
-    for (int i = 0; i < s->n_movers; i++) {
+    s->n_movers = n_mov;
+    for (int i = 0; i < c->n_movers; i++) {
         s->mov_x[i] = s->mover_edge + rng_uniform(&r) * (W - 2.0 * s->mover_edge);
         s->mov_y[i] = s->mover_edge + rng_uniform(&r) * (H - 2.0 * s->mover_edge);
         double th = 2.0 * M_PI * rng_uniform(&r);
-        s->mov_vx[i] = c->mover_speed * cos(th);
-        s->mov_vy[i] = c->mover_speed * sin(th);
+        double v = mover_speed_of(c, i);
+        s->mov_vx[i] = v * cos(th);
+        s->mov_vy[i] = v * sin(th);
         s->mov_f[i] = mover_flux(c, s->sigma_ref, i);
     }
+    setup_crossings(s);
     if (c->stray > 0.0) {
         rng_t rs;
         rng_seed(&rs, c->seed, STREAM_STRAY_SETUP, 0, 0);
@@ -1041,6 +1137,35 @@ size_t ss_synth_frame_bytes(const ss_synth_cfg_t *c)
     return (size_t)(c->width + c->overscan) * (size_t)c->height * ss_dtype_size(c->dtype);
 }
 
+/* Mover i's frame position this frame (true shift (sx, sy)), and its
+ * segment. a = its sky position less the shift, from the free area's
+ * corner; the position is a wrapped into the free area (cell w =
+ * floor(a / size)). With wrap_scatter, a + o(w) is wrapped instead, o
+ * drawn per (mover, w) (0 in w = (0, 0), where every mover starts and the
+ * crossing pairs meet): linear within a cell, a random jump between cells.
+ * The branch (w and the cell of a + o) is its segment (wrap_segment). */
+static void mover_position(ss_synth_t *s, int i, double sx, double sy, double *x, double *y,
+                           int *segment)
+{
+    const ss_synth_cfg_t *c = &s->c;
+    const double mw = c->width - 2.0 * s->mover_edge, mh = c->height - 2.0 * s->mover_edge;
+    double ax = s->mov_x[i] + s->mov_vx[i] * (double)s->seq - sx - s->mover_edge;
+    double ay = s->mov_y[i] + s->mov_vy[i] * (double)s->seq - sy - s->mover_edge;
+    long cell[4] = { (long)floor(ax / mw), (long)floor(ay / mh), 0, 0 };
+    if (c->wrap_scatter && (cell[0] != 0 || cell[1] != 0)) {
+        rng_t r;
+        uint64_t key = ((uint64_t)(uint32_t)cell[0] << 32) | (uint64_t)(uint32_t)cell[1];
+        rng_seed(&r, c->seed, STREAM_SCATTER, (uint64_t)i, key);
+        ax += mw * rng_uniform(&r);
+        ay += mh * rng_uniform(&r);
+    }
+    cell[2] = (long)floor(ax / mw);
+    cell[3] = (long)floor(ay / mh);
+    *segment = wrap_segment(s, i, cell);
+    *x = s->mover_edge + fmod_pos(ax, mw);
+    *y = s->mover_edge + fmod_pos(ay, mh);
+}
+
 ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth)
 {
     if (!s || !f || !f->pixels)
@@ -1093,6 +1218,7 @@ ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth)
         truth->width = s->out_w;
         truth->height = s->out_h;
         truth->overscan = c->overscan;
+        truth->motion = c->truth_motion || c->n_mover_speed > 0 || c->n_crossing > 0;
         if (s->seq == 0 && s->n_hot > 0) {
             truth->n_hot = s->n_hot;
             truth->hot_x = s->hot_x;
@@ -1113,13 +1239,11 @@ ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth)
         s->srcs[s->n_srcs++] = (src_t){x, y, fl, r, 0.0};
     }
     int next_id = 0;
-    double mw = W - 2.0 * s->mover_edge, mh = H - 2.0 * s->mover_edge;
     const double msg = c->mover_sigma;     /* 0: the frame's PSF */
     for (int i = 0; i < s->n_movers; i++) {
-        double x = s->mover_edge +
-                   fmod_pos(s->mov_x[i] + s->mov_vx[i] * (double)s->seq - sx - s->mover_edge, mw);
-        double y = s->mover_edge +
-                   fmod_pos(s->mov_y[i] + s->mov_vy[i] * (double)s->seq - sy - s->mover_edge, mh);
+        double x, y;
+        int segment;
+        mover_position(s, i, sx, sy, &x, &y, &segment);
         double fl = s->mov_f[i] * T;
         s->srcs[s->n_srcs++] = (src_t){x, y, fl, src_radius_sg(s, fl, msg), msg};
         ss_synth_obj_t o;
@@ -1135,6 +1259,12 @@ ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth)
         else
             o.snr = fl / (s->sigma_ref * sqrt(4.0 * M_PI) * c->psf_sigma);
         o.sigma = msg > 0.0 ? msg : s->sigma_t;
+        o.vx = s->mov_vx[i];
+        o.vy = s->mov_vy[i];
+        o.vx_s = c->frame_interval > 0.0 ? o.vx / c->frame_interval : NAN;
+        o.vy_s = c->frame_interval > 0.0 ? o.vy / c->frame_interval : NAN;
+        o.segment = segment;
+        o.pair = i >= c->n_movers ? (i - c->n_movers) / 2 : -1;
         add_obj(truth, &o);
     }
     /* ids: movers 0..n_movers-1, then streaks and cosmics numbered on */
@@ -1264,6 +1394,14 @@ int ss_synth_truth_json(const ss_synth_truth_t *t, char *buf, size_t n)
         APPEND(",\"flux\":%.6g,\"snr\":%.4f", o->flux, o->snr);
         if (o->kind == SS_SYNTH_MOVER)
             APPEND(",\"sigma\":%.4f", o->sigma);
+        if (o->kind == SS_SYNTH_MOVER && t->motion) {
+            APPEND(",\"vx\":%.6f,\"vy\":%.6f", o->vx, o->vy);
+            if (isfinite(o->vx_s) && isfinite(o->vy_s))
+                APPEND(",\"vx_s\":%.9g,\"vy_s\":%.9g", o->vx_s, o->vy_s);
+            APPEND(",\"segment\":%d", o->segment);
+            if (o->pair >= 0)
+                APPEND(",\"pair\":%d", o->pair);
+        }
         APPEND("}");
     }
     APPEND("]");
@@ -1280,9 +1418,11 @@ int ss_synth_truth_json(const ss_synth_truth_t *t, char *buf, size_t n)
 }
 
 /* The header fields take < 400 bytes, an object < 260 (five coordinates
- * and a flux of up to ~24 characters each), a hot pixel < 26. */
+ * and a flux of up to ~24 characters each) and < 420 with the motion
+ * fields (velocities of at most 1e6 px/frame: vx, vy < 30 characters each,
+ * vx_s, vy_s < 32), a hot pixel < 26. */
 #define TRUTH_HEAD_BYTES 512
-#define TRUTH_OBJ_BYTES 320
+#define TRUTH_OBJ_BYTES 480
 #define TRUTH_HOT_BYTES 26
 
 size_t ss_synth_truth_json_max(const ss_synth_cfg_t *c)

@@ -19,7 +19,8 @@ extern "C" {
 #endif
 
 #define SS_SYNTH_MAX_OBJ 256        /* truth objects per frame */
-#define SS_SYNTH_MAX_SNR_LIST 32    /* entries of mover_snr_list */
+#define SS_SYNTH_MAX_SNR_LIST 32    /* entries of mover_snr_list (and mover_speed_list) */
+#define SS_SYNTH_MAX_SPEED 1e6      /* px per frame: the largest mover_speed_list entry */
 #define SS_SYNTH_STRAY_WOBBLE 0.2   /* stray-light amplitude: fractional rms per frame */
 #define SS_SYNTH_STRAY_TURN 0.01    /* stray-light direction drift, rad per frame */
 
@@ -105,6 +106,30 @@ typedef struct ss_synth_cfg {
                                      * instead of mover_snr; 0 = off */
     double mover_snr_list[SS_SYNTH_MAX_SNR_LIST];
     double mover_speed;             /* px per frame, random direction */
+    int n_mover_speed;              /* > 0: mover i moves at mover_speed_list[k % n_mover_speed]
+                                     * instead of mover_speed, k = i + i / n_mover_snr with an
+                                     * SNR list (each round of the SNR list starts one speed
+                                     * further on, so speeds and SNRs mix), else k = i; a
+                                     * random direction as always; 0 = off */
+    double mover_speed_list[SS_SYNTH_MAX_SNR_LIST];   /* px per frame, [0, SS_SYNTH_MAX_SPEED] */
+    int n_crossing;                 /* pairs of movers whose paths cross at frame crossing_at,
+                                     * appended after the n_movers (ids n_movers + 2k and
+                                     * n_movers + 2k + 1 for pair k); each gets the speed and
+                                     * SNR of its index as above; pair k's directions differ
+                                     * by π·(k + 0.5)/n_crossing; they meet at a sky point
+                                     * drawn in the central half of frame 0's free area;
+                                     * 0 = none; n_movers + 2·n_crossing <= SS_SYNTH_MAX_OBJ */
+    int crossing_at;                /* the frame of the crossings; >= 0 */
+    int wrap_scatter;               /* 1: a mover that wraps re-appears at a random place (drawn
+                                     * per mover and wrap cell) instead of the periodic one:
+                                     * a mover that wraps every k frames otherwise sits, every
+                                     * k frames, on a line of its own (aliasing: a slower
+                                     * mover that a tracker may follow); a mover keeps its
+                                     * place until its first wrap, a crossing pair in the
+                                     * stretch where it meets (they still meet) */
+    int truth_motion;               /* 1: the truth JSON gives each mover its velocity and
+                                     * segment (vx, vy, vx_s, vy_s, segment; ss_synth_obj_t);
+                                     * on by itself with a speed list or crossings */
     double mover_sigma;             /* > 0: movers are extended Gaussians of this sigma (px;
                                      * comets), not the star PSF; the SNR keeps its meaning
                                      * (the peak of the §6 SNR map with the kernel psf_sigma):
@@ -139,6 +164,18 @@ typedef struct ss_synth_obj {
     double sigma;                   /* movers: the Gaussian sigma they are drawn with, px (this
                                      * frame's seeing, or mover_sigma; Moffat: the Gaussian of
                                      * the same FWHM); 0 for other kinds */
+    /* movers only (0 for other kinds): */
+    double vx, vy;                  /* velocity on the sky-fixed (registered) frame, px/frame */
+    double vx_s, vy_s;              /* the same in px/s (frame_interval > 0), else NAN */
+    int segment;                    /* the branch of its path: 0 at frame 0, a new number at
+                                     * every frame where its frame position wrapped (either
+                                     * axis; with wrap_scatter also where it re-appeared
+                                     * elsewhere) onto a branch it was not on lately — a jump,
+                                     * so a new track for any tracker —; back on one of its
+                                     * last 16 branches (the jitter took a mover at an edge
+                                     * across and back) that branch's number: its positions
+                                     * on one branch lie on one line of the sky */
+    int pair;                       /* crossing pair k (n_crossing), -1 for the other movers */
 } ss_synth_obj_t;
 
 typedef struct ss_synth_truth {
@@ -161,6 +198,9 @@ typedef struct ss_synth_truth {
      * generator and live as long as it does. */
     int n_hot;
     const int *hot_x, *hot_y;
+    int motion;                     /* 1: the JSON carries the movers' vx, vy, vx_s, vy_s,
+                                     * segment and pair (truth_motion, a speed list or
+                                     * crossings) */
     int n_obj;
     ss_synth_obj_t obj[SS_SYNTH_MAX_OBJ];
 } ss_synth_truth_t;
@@ -189,7 +229,9 @@ ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth);
 /* The truth of one frame as one JSON line (no newline): seq, sx, sy,
  * psf_sigma, transparency, sigma_pix, sky, width, height (written frame),
  * overscan and stray/stray_angle when on, "objects" (each with id, kind,
- * x, y, streak end points, flux, snr, and sigma for movers), and in frame
+ * x, y, streak end points, flux, snr, and sigma for movers; with
+ * t->motion also vx, vy (px/frame), vx_s, vy_s (px/s, when the frames
+ * have an interval), segment, and pair for crossing movers), and in frame
  * 0's line "hot": [[x, y], ...]. Returns the length, or -1 if buf is too
  * small (ss_synth_truth_json_max bytes always suffice). */
 int ss_synth_truth_json(const ss_synth_truth_t *t, char *buf, size_t n);

@@ -8,7 +8,9 @@
  * pixel type; u16 as BITPIX 16 + BZERO 32768) and DIR/truth.jsonl (one JSON
  * line per frame: true shift, seeing, transparency, pixel noise, sky level,
  * frame size, and every mover, streak and cosmic ray with its frame
- * position, flux and SNR; frame 0's line also lists the hot pixels).
+ * position, flux and SNR; frame 0's line also lists the hot pixels; with
+ * a speed list, crossing pairs or --truth-motion each mover also carries
+ * its sky-fixed velocity and its segment, the count of its wraps).
  * With overscan columns or a varying height, each file carries TRIMSEC and
  * DATASEC (the image columns, the full configured height: past NAXIS2 on a
  * cut frame, as real cameras write them) and BIASSEC (the overscan
@@ -112,6 +114,18 @@ static void usage(FILE *out)
 "      --mover-snr S                                                [%g]\n"
 "      --mover-snr-list L  comma list: mover i gets L[i %% len]       [off]\n"
 "      --mover-speed PX    px per frame, random direction           [%g]\n"
+"      --mover-speed-list L  comma list of speeds (px per frame): mover i gets\n"
+"                          L[(i + i / len(snr list)) %% len], so that with an SNR\n"
+"                          list every speed meets several SNRs        [off]\n"
+"      --crossing N        N pairs of extra movers whose paths cross at frame\n"
+"                          --crossing-at, at angles 180*(k+0.5)/N deg  [0]\n"
+"      --crossing-at T     the frame of the crossings              [frames/2]\n"
+"      --wrap-scatter      a mover that wraps re-appears at a random place, not at\n"
+"                          the periodic one (where a fast mover's positions every\n"
+"                          few frames line up like a slower mover's)   [off]\n"
+"      --truth-motion      each mover's velocity (vx, vy px/frame; vx_s, vy_s\n"
+"                          px/s) and segment (+1 at every wrap) in the truth;\n"
+"                          on with --mover-speed-list or --crossing   [off]\n"
 "      --mover-sigma PX    movers as Gaussians of this sigma (comets),\n"
 "                          SNR kept as the peak matched-filter SNR; 0 = the PSF [%g]\n"
 "      --streak-prob P     probability per frame of a streak        [%g]\n"
@@ -278,7 +292,8 @@ enum {
     O_MOVERS, O_MOVER_SNR, O_MOVER_SPEED, O_STREAK_PROB, O_STREAK_SNR, O_STREAK_LEN,
     O_WCS, O_WCS_CENTER, O_WCS_SCALE,
     O_SKY_VAR, O_SKY_TREND, O_STRAY, O_STAR_SNAP, O_NOISE, O_UNIFORM_MAX, O_OVERSCAN,
-    O_HEIGHT_JITTER, O_JUMP_AT, O_MOVER_SNR_LIST, O_MOVER_SIGMA
+    O_HEIGHT_JITTER, O_JUMP_AT, O_MOVER_SNR_LIST, O_MOVER_SIGMA, O_MOVER_SPEED_LIST,
+    O_CROSSING, O_CROSSING_AT, O_TRUTH_MOTION, O_WRAP_SCATTER
 };
 
 static const struct option long_opts[] = {
@@ -336,6 +351,11 @@ static const struct option long_opts[] = {
     { "jump-at", required_argument, NULL, O_JUMP_AT },
     { "mover-snr-list", required_argument, NULL, O_MOVER_SNR_LIST },
     { "mover-sigma", required_argument, NULL, O_MOVER_SIGMA },
+    { "mover-speed-list", required_argument, NULL, O_MOVER_SPEED_LIST },
+    { "crossing", required_argument, NULL, O_CROSSING },
+    { "crossing-at", required_argument, NULL, O_CROSSING_AT },
+    { "truth-motion", no_argument, NULL, O_TRUTH_MOTION },
+    { "wrap-scatter", no_argument, NULL, O_WRAP_SCATTER },
     { NULL, 0, NULL, 0 },
 };
 
@@ -467,6 +487,19 @@ static int apply(int c, const char *name, const char *a, ss_synth_cfg_t *g)
         return 0;
     case O_MOVER_SNR_LIST: return parse_list(name, a, g->mover_snr_list, &g->n_mover_snr);
     case O_MOVER_SIGMA: return parse_dbl(name, a, &g->mover_sigma);
+    case O_MOVER_SPEED_LIST: return parse_list(name, a, g->mover_speed_list, &g->n_mover_speed);
+    case O_CROSSING:
+        if (parse_int(name, a, 0, SS_SYNTH_MAX_OBJ / 2, &v))
+            return -1;
+        g->n_crossing = (int)v;
+        return 0;
+    case O_CROSSING_AT:
+        if (parse_int(name, a, 0, INT_MAX, &v))
+            return -1;
+        g->crossing_at = (int)v;
+        return 0;
+    case O_TRUTH_MOTION: g->truth_motion = 1; return 0;
+    case O_WRAP_SCATTER: g->wrap_scatter = 1; return 0;
     }
     return -1;
 }
@@ -477,7 +510,7 @@ int main(int argc, char **argv)
     cli_defaults(&cfg);
     const char *out = NULL;
     long frames = -1;
-    int quiet = 0;
+    int quiet = 0, crossing_at_set = 0;
 
     opterr = 0;
     int c, idx;
@@ -503,6 +536,7 @@ int main(int argc, char **argv)
                     name = o->name;
             if (apply(c, name, optarg, &cfg) != 0)
                 return EXIT_USAGE;
+            crossing_at_set |= c == O_CROSSING_AT;
         }
         }
     }
@@ -515,6 +549,8 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
 
+    if (!crossing_at_set)
+        cfg.crossing_at = (int)(frames / 2);
     ss_synth_t *s = ss_synth_new(&cfg);
     if (!s) {
         fprintf(stderr, PROG ": configuration rejected (reason above)\n");
