@@ -6,9 +6,11 @@
 #
 # Usage: tools/demo.sh [seconds]     (default: run until Ctrl-C)
 # The daemon's log goes to build/demo/skysieved.log; skysieve-sub prints a
-# line per frame (warm-up included) and one per detection that is not a
-# cosmic. The demo first checks that its own daemon is up (a publish port
-# already taken, by another skysieved say, stops it with the reason).
+# line per frame (warm-up included), one per detection that is not a
+# cosmic and one per track report (a mover linked across frames: its id,
+# position and velocity). The demo first checks that its own daemon is up
+# (a publish port already taken, by another skysieved say, stops it with
+# the reason).
 set -eu
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
@@ -44,11 +46,11 @@ until grep -q " ready: " "$run/skysieved.log" 2>/dev/null; do
 done
 echo "skysieved (pid $daemon) runs the synthetic feed: a line per frame, the first ~15 warm up (Ctrl-C ends)..." >&2
 if [ $# -gt 0 ]; then
-    build/tools/skysieve-sub --endpoint tcp://127.0.0.1:5560 --timeout "$1" --count 0 &
+    build/tools/skysieve-sub --endpoint tcp://127.0.0.1:5560 --tracks --timeout "$1" --count 0 &
     sub=$!
     sleep "$1"
     kill -INT "$sub" 2>/dev/null || true
     wait "$sub" 2>/dev/null || true
 else
-    build/tools/skysieve-sub --endpoint tcp://127.0.0.1:5560
+    build/tools/skysieve-sub --endpoint tcp://127.0.0.1:5560 --tracks
 fi
