@@ -114,6 +114,7 @@ typedef struct ss_feed_cfg {
     char fits_dir[SS_PATH_MAX];     /* "sinks.fits.dir": residual FITS files ("" = off) */
     int fits_compress;              /* "sinks.fits.compress": lossless tile compression */
     char jsonl_path[SS_PATH_MAX];   /* "sinks.jsonl.path": detections, one JSON line per frame ("" = off) */
+    int jsonl_tracks;               /* "sinks.jsonl.tracks": also a line per frame with track reports */
 } ss_feed_cfg_t;
 
 /* ---- the daemon ---------------------------------------------------------- */

@@ -405,6 +405,8 @@ static const ss_config_key_t feed_keys[] = {
            "Write residuals tile-compressed (lossless)."),
     F_STR("sinks.jsonl.path", jsonl_path, "", RELOAD,
           "File the detections are appended to, one JSON line per detection as skysieve-sub --json prints them (\"\" = off)."),
+    F_BOOL("sinks.jsonl.tracks", jsonl_tracks, 1, RELOAD,
+           "Also append, for each frame with track reports, its tracks message body as one line (\"type\": \"tracks\"; detection lines have no \"type\")."),
 };
 
 const ss_config_key_t *ss_config_keys(ss_key_scope_t scope, size_t *n)

@@ -223,9 +223,10 @@ typedef struct ss_jsonl ss_jsonl_t;
 ss_jsonl_t *ss_jsonl_open(const char *path);
 void ss_jsonl_close(ss_jsonl_t **j);
 const char *ss_jsonl_path(const ss_jsonl_t *j);
-/* Append one line per detection of res; returns the lines written, or
- * -1 (logged). */
-int ss_jsonl_write(ss_jsonl_t *j, const ss_result_t *res);
+/* Append one line per detection of res and, when tracks is set and res
+ * has track reports, one line with its tracks message body; returns the
+ * lines written, or -1 (logged). */
+int ss_jsonl_write(ss_jsonl_t *j, const ss_result_t *res, int tracks);
 
 /* control.c: answer one request (main thread). buf receives the response
  * JSON (n bytes); returns its length. */

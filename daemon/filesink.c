@@ -1,6 +1,7 @@
 /*
  * filesink.c — the thread that writes results to files: residual FITS
- * files (sinks.fits.dir) and detection JSON lines (sinks.jsonl.path), for
+ * files (sinks.fits.dir) and detection and track JSON lines
+ * (sinks.jsonl.path, sinks.jsonl.tracks), for
  * every feed. It runs apart from the publisher so that a slow disk never
  * delays the network, and apart from the workers so that it never delays
  * a pipeline (it may hold SS_FILE_HELD_MAX result buffers; beyond that
@@ -34,11 +35,12 @@ void *ss_filesink_main(void *arg)
         ss_out_t *o = item;
         ss_feed_t *f = o->feed;
         char dir[SS_PATH_MAX], jpath[SS_PATH_MAX];
-        int compress;
+        int compress, jtracks;
         pthread_mutex_lock(&d->cfg_lock);
         ss_strlcpy(dir, f->cfg->fits_dir, sizeof dir);
         ss_strlcpy(jpath, f->cfg->jsonl_path, sizeof jpath);
         compress = f->cfg->fits_compress;
+        jtracks = f->cfg->jsonl_tracks;
         pthread_mutex_unlock(&d->cfg_lock);
 
         if (dir[0] && o->res.has_residual) {
@@ -59,8 +61,8 @@ void *ss_filesink_main(void *arg)
         if (jpath[0] && !*j && ss_now_mono() - open_failed[f->index] > REOPEN_INTERVAL_S &&
             !(*j = ss_jsonl_open(jpath)))
             open_failed[f->index] = ss_now_mono();
-        if (jpath[0] && o->res.dets.count > 0) {
-            int lines = *j ? ss_jsonl_write(*j, &o->res) : -1;
+        if (jpath[0] && (o->res.dets.count > 0 || (jtracks && o->res.tracks.count > 0))) {
+            int lines = *j ? ss_jsonl_write(*j, &o->res, jtracks) : -1;
             if (lines >= 0)
                 SS_SINK_ADD(f->stats, jsonl_written, (uint64_t)lines);
             else

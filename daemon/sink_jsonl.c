@@ -2,9 +2,12 @@
  * sink_jsonl.c — detections as JSON lines: one self-contained line per
  * detection, in proto/'s "JSON lines" form (the frame's feed, series, seq,
  * times, status and sigma, then the detection's members) — the same lines
- * skysieve-sub prints, so one parser reads both. A frame's lines are
- * written together and flushed once per frame; frames without detections
- * write nothing (the detections messages and the counters cover those).
+ * skysieve-sub prints, so one parser reads both — and, with
+ * sinks.jsonl.tracks, a frame's track reports as one more line: its tracks
+ * message body ("type": "tracks"), as skysieve-sub --json --tracks prints
+ * it. A frame's lines are written together and flushed once per frame;
+ * frames with neither write nothing (the messages and the counters cover
+ * those).
  */
 #include "daemon.h"
 
@@ -20,6 +23,8 @@ struct ss_jsonl {
     FILE *fp;
     char path[SS_PATH_MAX];
     char buf[LINE_MAX_BYTES];
+    char *tbuf;                     /* the tracks line, grown to its bound */
+    size_t tcap;
 };
 
 ss_jsonl_t *ss_jsonl_open(const char *path)
@@ -44,6 +49,7 @@ void ss_jsonl_close(ss_jsonl_t **pj)
     ss_jsonl_t *j = *pj;
     if (fclose(j->fp) != 0)
         SS_LOG(SS_LOG_ERR, TAG, "closing %s: %s", j->path, strerror(errno));
+    free(j->tbuf);
     free(j);
     *pj = NULL;
 }
@@ -53,7 +59,28 @@ const char *ss_jsonl_path(const ss_jsonl_t *j)
     return j->path;
 }
 
-int ss_jsonl_write(ss_jsonl_t *j, const ss_result_t *res)
+/* res's tracks message body as one line; 0 written, 1 on failure. */
+static int write_tracks(ss_jsonl_t *j, const ss_result_t *res)
+{
+    size_t need = ss_proto_tracks_bound(res) + 2;
+    if (need > j->tcap) {
+        char *nb = realloc(j->tbuf, need);
+        if (!nb)
+            return 1;
+        j->tbuf = nb;
+        j->tcap = need;
+    }
+    int len = ss_proto_encode_tracks(res, j->tbuf, j->tcap - 1);
+    if (len < 0) {
+        SS_LOG(SS_LOG_ERR, TAG, "%s: frame %llu: tracks do not encode", j->path,
+               (unsigned long long)res->meta.seq);
+        return 1;
+    }
+    j->tbuf[len++] = '\n';
+    return fwrite(j->tbuf, 1, (size_t)len, j->fp) != (size_t)len;
+}
+
+int ss_jsonl_write(ss_jsonl_t *j, const ss_result_t *res, int tracks)
 {
     int failed = 0;
     for (int i = 0; i < res->dets.count; i++) {
@@ -68,6 +95,9 @@ int ss_jsonl_write(ss_jsonl_t *j, const ss_result_t *res)
         if (fwrite(j->buf, 1, (size_t)len, j->fp) != (size_t)len)
             failed++;
     }
+    const int track_line = tracks && res->tracks.count > 0;
+    if (track_line)
+        failed += write_tracks(j, res);
     if (fflush(j->fp) != 0)
         failed++;
     if (failed) {
@@ -75,5 +105,5 @@ int ss_jsonl_write(ss_jsonl_t *j, const ss_result_t *res)
         clearerr(j->fp);
         return -1;
     }
-    return res->dets.count;
+    return res->dets.count + track_line;
 }

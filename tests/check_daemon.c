@@ -808,10 +808,17 @@ static void write_master(const char *path, int w, int h)
     free(px);
 }
 
+/* Track lines (sinks.jsonl.tracks: a frame's tracks message body) of the
+ * last jsonl_lines call. */
+static int g_track_lines;
+
 /* The JSON-lines sink: one object per detection, with the frame's seq and
- * the detection's position; returns the number of lines. */
+ * the detection's position; returns the number of detection lines, and
+ * counts the track lines ("type": "tracks", each a tracks body with its
+ * seq and a non-empty "tracks" array) in g_track_lines. */
 static int jsonl_lines(const char *path)
 {
+    g_track_lines = 0;
     char *text = read_all(path);
     if (!text)
         return 0;
@@ -826,6 +833,14 @@ static int jsonl_lines(const char *path)
         cJSON *o = cJSON_Parse(line);
         ck_assert_msg(o != NULL, "not JSON: %s", line);
         ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(o, "seq")));
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(o, "type"));
+        if (type) {
+            ck_assert_str_eq(type, "tracks");
+            ck_assert(cJSON_GetArraySize(cJSON_GetObjectItem(o, "tracks")) > 0);
+            g_track_lines++;
+            cJSON_Delete(o);
+            continue;
+        }
         ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(o, "x")));
         ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(o, "y")));
         ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(o, "feed")), "f0");
@@ -1208,11 +1223,13 @@ START_TEST(test_sighup_reload)
     write_synth_config_feed(&d, 5.0, NULL, sinks, NULL);
     dmn_start(&d, NULL);
     dmn_wait_ready(&d);
-    /* detections arrive in the JSON-lines file; then it is rotated away */
+    /* detections arrive in the JSON-lines file, and the movers' track
+     * reports (sinks.jsonl.tracks, on by default); then it is rotated away */
     double t1 = now_s();
-    while (jsonl_lines(jsonl) <= 0 && now_s() - t1 < 30.0)
+    while ((jsonl_lines(jsonl) <= 0 || g_track_lines <= 0) && now_s() - t1 < 30.0)
         sleep_s(0.05);
     ck_assert_int_gt(jsonl_lines(jsonl), 0);
+    ck_assert_msg(g_track_lines > 0, "no track line in the JSON-lines file");
     ck_assert_int_eq(rename(jsonl, rotated), 0);
     ss_config_t *c = malloc(sizeof *c);
     running_config(&d, c);
