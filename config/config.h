@@ -115,6 +115,7 @@ typedef struct ss_feed_cfg {
     int fits_compress;              /* "sinks.fits.compress": lossless tile compression */
     char jsonl_path[SS_PATH_MAX];   /* "sinks.jsonl.path": detections, one JSON line per frame ("" = off) */
     int jsonl_tracks;               /* "sinks.jsonl.tracks": also a line per frame with track reports */
+    char ds9_dir[SS_PATH_MAX];      /* "sinks.ds9.dir": DS9 region files ("" = off) */
 } ss_feed_cfg_t;
 
 /* ---- the daemon ---------------------------------------------------------- */

@@ -407,6 +407,8 @@ static const ss_config_key_t feed_keys[] = {
           "File the detections are appended to, one JSON line per detection as skysieve-sub --json prints them (\"\" = off)."),
     F_BOOL("sinks.jsonl.tracks", jsonl_tracks, 1, RELOAD,
            "Also append, for each frame with track reports, its tracks message body as one line (\"type\": \"tracks\"; detection lines have no \"type\")."),
+    F_STR("sinks.ds9.dir", ds9_dir, "", RELOAD,
+          "Directory for DS9 region files, one per frame with detections or track reports (\"\" = off): points as circles, streaks as lines, tracks as segments, colour by kind."),
 };
 
 const ss_config_key_t *ss_config_keys(ss_key_scope_t scope, size_t *n)

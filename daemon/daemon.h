@@ -20,6 +20,7 @@
 #define SS_DAEMON_H
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 
 #include "config/config.h"
@@ -218,6 +219,16 @@ void ss_daemon_status(ss_daemon_t *d, ss_proto_status_t *st);
 
 /* sink_fits.c: write one residual; 0 or -1 (logged). */
 int ss_sink_fits_write(const char *dir, int compress, const ss_result_t *res, const char *feed);
+/* Link the finished file tmp into dir under res's name (ss_residual_file_name
+ * with ext; the next "-k" when taken, never over a file) and remove tmp;
+ * 0, or -1 (logged with tag). */
+int ss_sink_place(const char *tmp, const char *dir, const char *feed, const ss_result_t *res,
+                  const char *ext, const char *tag);
+/* sink_ds9.c: res's detections and track reports as a DS9 region file
+ * (version 4.1, image coordinates) on fp; 0, or -1 on a write error. */
+int ss_ds9_regions(FILE *fp, const ss_result_t *res);
+/* One region file for res in dir (<feed>-<seq>-<time>.reg); 0 or -1 (logged). */
+int ss_sink_ds9_write(const char *dir, const ss_result_t *res, const char *feed);
 /* sink_jsonl.c: an appending writer of one JSON line per frame. */
 typedef struct ss_jsonl ss_jsonl_t;
 ss_jsonl_t *ss_jsonl_open(const char *path);

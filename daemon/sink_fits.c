@@ -24,9 +24,35 @@
 
 #define MAX_TWINS 1000              /* names tried for one frame */
 
+int ss_sink_place(const char *tmp, const char *dir, const char *feed, const ss_result_t *res,
+                  const char *ext, const char *tag)
+{
+    char path[2 * SS_PATH_MAX];
+    int rc = -1;
+    for (int k = 0; k < MAX_TWINS; k++) {
+        if (ss_residual_file_name(path, sizeof path, dir, feed, res->meta.seq, res->meta.mjd_obs,
+                                  ext, k) < 0)
+            break;
+        if (link(tmp, path) == 0) {
+            rc = 0;
+            break;
+        }
+        if (errno != EEXIST) {
+            SS_LOG(SS_LOG_ERR, tag, "feed %s: cannot link %s to %s: %s", feed, tmp, path,
+                   strerror(errno));
+            break;
+        }
+    }
+    if (rc != 0 && errno == EEXIST)
+        SS_LOG(SS_LOG_ERR, tag, "feed %s: %d files named for seq %llu already: not written", feed,
+               MAX_TWINS, (unsigned long long)res->meta.seq);
+    unlink(tmp);
+    return rc;
+}
+
 int ss_sink_fits_write(const char *dir, int compress, const ss_result_t *res, const char *feed)
 {
-    char path[2 * SS_PATH_MAX], tmp[2 * SS_PATH_MAX + 16], err[600];
+    char tmp[2 * SS_PATH_MAX + 16], err[600];
     snprintf(tmp, sizeof tmp, "%s/.%s-%010llu.part", dir, feed, (unsigned long long)res->meta.seq);
     unlink(tmp);
     ss_err_t e = ss_fits_write_residual(tmp, res, compress, err, sizeof err);
@@ -35,24 +61,5 @@ int ss_sink_fits_write(const char *dir, int compress, const ss_result_t *res, co
         unlink(tmp);
         return -1;
     }
-    int rc = -1;
-    for (int k = 0; k < MAX_TWINS; k++) {
-        if (ss_residual_file_name(path, sizeof path, dir, feed, res->meta.seq, res->meta.mjd_obs,
-                                  compress ? ".fits.fz" : ".fits", k) < 0)
-            break;
-        if (link(tmp, path) == 0) {
-            rc = 0;
-            break;
-        }
-        if (errno != EEXIST) {
-            SS_LOG(SS_LOG_ERR, TAG, "feed %s: cannot link %s to %s: %s", feed, tmp, path,
-                   strerror(errno));
-            break;
-        }
-    }
-    if (rc != 0 && errno == EEXIST)
-        SS_LOG(SS_LOG_ERR, TAG, "feed %s: %d files named for seq %llu already: not written", feed,
-               MAX_TWINS, (unsigned long long)res->meta.seq);
-    unlink(tmp);
-    return rc;
+    return ss_sink_place(tmp, dir, feed, res, compress ? ".fits.fz" : ".fits", TAG);
 }

@@ -1216,10 +1216,14 @@ START_TEST(test_sighup_reload)
 {
     dmn_t d;
     dmn_init(&d);
-    char jsonl[256], rotated[270], sinks[400];
+    char jsonl[256], rotated[270], sinks[700], ds9[256];
     snprintf(jsonl, sizeof jsonl, "%s/det.jsonl", d.dir);
     snprintf(rotated, sizeof rotated, "%s.1", jsonl);
-    snprintf(sinks, sizeof sinks, " \"sinks\": {\"jsonl\": {\"path\": \"%s\"}},", jsonl);
+    snprintf(ds9, sizeof ds9, "%s/regions", d.dir);
+    ck_assert_int_eq(mkdir(ds9, 0755), 0);
+    snprintf(sinks, sizeof sinks,
+             " \"sinks\": {\"jsonl\": {\"path\": \"%s\"}, \"ds9\": {\"dir\": \"%s\"}},", jsonl,
+             ds9);
     write_synth_config_feed(&d, 5.0, NULL, sinks, NULL);
     dmn_start(&d, NULL);
     dmn_wait_ready(&d);
@@ -1230,6 +1234,24 @@ START_TEST(test_sighup_reload)
         sleep_s(0.05);
     ck_assert_int_gt(jsonl_lines(jsonl), 0);
     ck_assert_msg(g_track_lines > 0, "no track line in the JSON-lines file");
+    /* and a DS9 region file per frame with results (sinks.ds9.dir) */
+    DIR *dp = opendir(ds9);
+    ck_assert_ptr_nonnull(dp);
+    struct dirent *de;
+    int regions = 0;
+    while ((de = readdir(dp)))
+        if (strncmp(de->d_name, "f0-", 3) == 0 && strstr(de->d_name, ".reg")) {
+            char rp[600];
+            snprintf(rp, sizeof rp, "%s/%s", ds9, de->d_name);
+            char *text = read_all(rp);
+            ck_assert_ptr_nonnull(text);
+            ck_assert(strncmp(text, "# Region file format: DS9 version 4.1\n", 38) == 0);
+            ck_assert_ptr_nonnull(strstr(text, "\nimage\n"));
+            free(text);
+            regions++;
+        }
+    closedir(dp);
+    ck_assert_msg(regions > 0, "no DS9 region file");
     ck_assert_int_eq(rename(jsonl, rotated), 0);
     ss_config_t *c = malloc(sizeof *c);
     running_config(&d, c);

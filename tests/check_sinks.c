@@ -1,0 +1,118 @@
+/*
+ * check_sinks.c — the file sinks' formats on hand-built results: the DS9
+ * region file (daemon/sink_ds9.c) line by line against the forms of the
+ * DS9 region reference (version 4.1: the header line, "global", the
+ * "image" coordinate system, circle(x,y,r), line(x1,y1,x2,y2) with
+ * "# line=0 0", segment(x1,y1,x2,y2,...), local properties after "#"),
+ * in DS9's 1-based image pixels, and its placing into a directory.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/daemon.h"
+
+/* A result with a point, a cosmic, a streak, a vanished point and two
+ * track reports (three points, and one). */
+static void sample(ss_result_t *r)
+{
+    ck_assert_int_eq(ss_result_init(r, 16, 8), 0);
+    ss_strlcpy(r->meta.feed, "cam1", sizeof r->meta.feed);
+    ss_strlcpy(r->meta.input, "img_0057.fits", sizeof r->meta.input);
+    r->meta.seq = 57;
+    r->meta.mjd_obs = 61366.2505;
+    ss_detection_t *d = ss_detlist_push(&r->dets);
+    d->sign = 1, d->kind = SS_KIND_POINT, d->x = 10.25, d->y = 20.5, d->a = 1.75;
+    d = ss_detlist_push(&r->dets);
+    d->sign = 1, d->kind = SS_KIND_COSMIC, d->x = 40, d->y = 50, d->a = 0.5;
+    d = ss_detlist_push(&r->dets);
+    d->sign = 1, d->kind = SS_KIND_STREAK, d->x0 = 99, d->y0 = 199, d->x1 = 199, d->y1 = 299;
+    d = ss_detlist_push(&r->dets);
+    d->sign = -1, d->kind = SS_KIND_POINT, d->x = 5, d->y = 6, d->a = 2.5;
+    ss_track_t *t = &r->tracks.items[r->tracks.count++];
+    memset(t, 0, sizeof *t);
+    t->id = 7;
+    t->n_points = 3;
+    for (int i = 0; i < 3; i++)
+        t->points[i] = (ss_track_point_t){ (uint64_t)(55 + i), NAN, 8.0 + i, 21.0 - i };
+    t->x = 10, t->y = 19;
+    t = &r->tracks.items[r->tracks.count++];
+    memset(t, 0, sizeof *t);
+    t->id = 8;
+    t->n_points = 1;
+    t->x = 70.5, t->y = 80.5;
+}
+
+START_TEST(test_ds9_regions)
+{
+    ss_result_t r;
+    sample(&r);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    ck_assert_int_eq(ss_ds9_regions(fp, &r), 0);
+    fclose(fp);
+    static const char *const want =
+        "# Region file format: DS9 version 4.1\n"
+        "# skysieve: feed cam1 seq 57 input img_0057.fits, 4 detections, 2 track reports\n"
+        "global color=green width=1 font=\"helvetica 10 normal roman\" select=1 highlite=1 "
+        "dash=0 fixed=0 edit=1 move=1 delete=1 include=1 source=1\n"
+        "image\n"
+        "circle(11.25,21.50,3.50) # color=green\n"
+        "circle(41.00,51.00,3.00) # color=magenta\n"
+        "line(100.00,200.00,200.00,300.00) # line=0 0 color=cyan\n"
+        "circle(6.00,7.00,5.00) # color=red\n"
+        "segment(9.00,22.00,10.00,21.00,11.00,20.00) # color=yellow text={track 7}\n"
+        "circle(71.50,81.50,3.00) # color=yellow text={track 8}\n";
+    ck_assert_str_eq(text, want);
+    free(text);
+    ss_result_free(&r);
+}
+END_TEST
+
+/* Placed under the residuals' naming rule with ".reg", a second file for
+ * the same frame beside it ("-1"), never over it, no temporary left. */
+START_TEST(test_ds9_files)
+{
+    char dir[] = "/tmp/check_sinks.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ss_result_t r;
+    sample(&r);
+    ck_assert_int_eq(ss_sink_ds9_write(dir, &r, "cam1"), 0);
+    ck_assert_int_eq(ss_sink_ds9_write(dir, &r, "cam1"), 0);
+    DIR *dp = opendir(dir);
+    struct dirent *e;
+    int files = 0, hidden = 0;
+    while ((e = readdir(dp))) {
+        if (e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            hidden++;
+        if (strncmp(e->d_name, "cam1-0000000057-", 16) == 0 && strstr(e->d_name, ".reg"))
+            files++;
+    }
+    closedir(dp);
+    ck_assert_int_eq(files, 2);
+    ck_assert_int_eq(hidden, 0);
+    ck_assert_int_eq(ss_sink_ds9_write("/nonexistent/dir", &r, "cam1"), -1);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ss_result_free(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("sinks");
+    TCase *tc = tcase_create("ds9");
+    tcase_add_test(tc, test_ds9_regions);
+    tcase_add_test(tc, test_ds9_files);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
