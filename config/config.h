@@ -116,6 +116,9 @@ typedef struct ss_feed_cfg {
     char jsonl_path[SS_PATH_MAX];   /* "sinks.jsonl.path": detections, one JSON line per frame ("" = off) */
     int jsonl_tracks;               /* "sinks.jsonl.tracks": also a line per frame with track reports */
     char ds9_dir[SS_PATH_MAX];      /* "sinks.ds9.dir": DS9 region files ("" = off) */
+    char iod_path[SS_PATH_MAX];     /* "sinks.iod.path": IOD lines appended ("" = off) */
+    int iod_station;                /* "sinks.iod.station": the station's 4-digit number */
+    double iod_min_rate;            /* "sinks.iod.min_rate": arcsec/s of a reported track */
 } ss_feed_cfg_t;
 
 /* ---- the daemon ---------------------------------------------------------- */

@@ -409,6 +409,12 @@ static const ss_config_key_t feed_keys[] = {
            "Also append, for each frame with track reports, its tracks message body as one line (\"type\": \"tracks\"; detection lines have no \"type\")."),
     F_STR("sinks.ds9.dir", ds9_dir, "", RELOAD,
           "Directory for DS9 region files, one per frame with detections or track reports (\"\" = off): points as circles, streaks as lines, tracks as segments, colour by kind."),
+    F_STR("sinks.iod.path", iod_path, "", RELOAD,
+          "File satellite observations are appended to as IOD lines (80 columns, as SeeSat-L and stvid use them): every streak, and the detections of tracks of at least min_rate, of frames with a celestial WCS and a time (\"\" = off)."),
+    F_INT("sinks.iod.station", iod_station, 0.0, 9999.0, 9999.0, RELOAD,
+          "The station's four-digit IOD number (columns 17-20)."),
+    F_DBL("sinks.iod.min_rate", iod_min_rate, 0.0, 1e6, 30.0, RELOAD,
+          "Angular rate from which a point track counts as a satellite, arcsec/s."),
 };
 
 const ss_config_key_t *ss_config_keys(ss_key_scope_t scope, size_t *n)

@@ -229,6 +229,15 @@ int ss_sink_place(const char *tmp, const char *dir, const char *feed, const ss_r
 int ss_ds9_regions(FILE *fp, const ss_result_t *res);
 /* One region file for res in dir (<feed>-<seq>-<time>.reg); 0 or -1 (logged). */
 int ss_sink_ds9_write(const char *dir, const ss_result_t *res, const char *feed);
+/* sink_iod.c: one IOD line (80-column satellite observation format) for a
+ * position at mjd (UTC) into out; snprintf's count. */
+int ss_iod_line(char *out, size_t n, int station, double mjd, double ra, double dec,
+                double pos_sigma_deg);
+/* res's streaks and detections of tracks of at least min_rate arcsec/s as
+ * IOD lines on fp (none without a WCS or time); the lines, or -1. */
+int ss_iod_write(FILE *fp, const ss_result_t *res, int station, double min_rate);
+/* The same appended to path; the lines, or -1 (logged). */
+int ss_sink_iod_append(const char *path, const ss_result_t *res, int station, double min_rate);
 /* sink_jsonl.c: an appending writer of one JSON line per frame. */
 typedef struct ss_jsonl ss_jsonl_t;
 ss_jsonl_t *ss_jsonl_open(const char *path);

@@ -1,8 +1,8 @@
 /*
  * filesink.c — the thread that writes results to files: residual FITS
  * files (sinks.fits.dir), detection and track JSON lines
- * (sinks.jsonl.path, sinks.jsonl.tracks) and DS9 region files
- * (sinks.ds9.dir), for
+ * (sinks.jsonl.path, sinks.jsonl.tracks), DS9 region files
+ * (sinks.ds9.dir) and IOD lines (sinks.iod.path), for
  * every feed. It runs apart from the publisher so that a slow disk never
  * delays the network, and apart from the workers so that it never delays
  * a pipeline (it may hold SS_FILE_HELD_MAX result buffers; beyond that
@@ -35,14 +35,18 @@ void *ss_filesink_main(void *arg)
             continue;
         ss_out_t *o = item;
         ss_feed_t *f = o->feed;
-        char dir[SS_PATH_MAX], jpath[SS_PATH_MAX], ds9[SS_PATH_MAX];
-        int compress, jtracks;
+        char dir[SS_PATH_MAX], jpath[SS_PATH_MAX], ds9[SS_PATH_MAX], iod[SS_PATH_MAX];
+        int compress, jtracks, station;
+        double min_rate;
         pthread_mutex_lock(&d->cfg_lock);
         ss_strlcpy(dir, f->cfg->fits_dir, sizeof dir);
         ss_strlcpy(jpath, f->cfg->jsonl_path, sizeof jpath);
         compress = f->cfg->fits_compress;
         jtracks = f->cfg->jsonl_tracks;
         ss_strlcpy(ds9, f->cfg->ds9_dir, sizeof ds9);
+        ss_strlcpy(iod, f->cfg->iod_path, sizeof iod);
+        station = f->cfg->iod_station;
+        min_rate = f->cfg->iod_min_rate;
         pthread_mutex_unlock(&d->cfg_lock);
 
         if (dir[0] && o->res.has_residual) {
@@ -56,6 +60,13 @@ void *ss_filesink_main(void *arg)
                 SS_SINK_ADD(f->stats, ds9_written, 1);
             else
                 SS_SINK_ADD(f->stats, ds9_errors, 1);
+        }
+        if (iod[0] && o->res.dets.count > 0) {
+            int lines = ss_sink_iod_append(iod, &o->res, station, min_rate);
+            if (lines >= 0)
+                SS_SINK_ADD(f->stats, iod_written, (uint64_t)lines);
+            else
+                SS_SINK_ADD(f->stats, iod_errors, 1);
         }
         const int reloads = atomic_load(&d->reloads);
         if (reloads != seen_reloads) {      /* reopen every file after a reload */

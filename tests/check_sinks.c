@@ -4,7 +4,8 @@
  * DS9 region reference (version 4.1: the header line, "global", the
  * "image" coordinate system, circle(x,y,r), line(x1,y1,x2,y2) with
  * "# line=0 0", segment(x1,y1,x2,y2,...), local properties after "#"),
- * in DS9's 1-based image pixels, and its placing into a directory.
+ * in DS9's 1-based image pixels, and its placing into a directory; the
+ * IOD lines (daemon/sink_iod.c) against the format's example line.
  */
 #include <check.h>
 #include <dirent.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "daemon/daemon.h"
+#include "pipeline/wcs.h"
 
 /* A result with a point, a cosmic, a streak, a vanished point and two
  * track reports (three points, and one). */
@@ -103,12 +105,90 @@ START_TEST(test_ds9_files)
 }
 END_TEST
 
+/* IOD: the columns of the format's own example line ("12345 98 123A   2007
+ * G 20081122112233444 56 14 1122334+112233 39 S", G. D. Lewis 1998/2002):
+ * the same station, sky code, time and sign at the same columns; the
+ * angles in format 2 (HHMMmmm, DDMMmm) of the example's 11h22m33.4s
+ * +11°22'33", and the uncertainty codes M·10^(X-8). */
+START_TEST(test_iod_line)
+{
+    static const char *const spec =
+        "12345 98 123A   2007 G 20081122112233444 56 14 1122334+112233 39 S";
+    const double mjd = 54792.0 + (11 * 3600 + 22 * 60 + 33.444) / 86400.0;
+    const double ra = (11 + 22 / 60.0 + 33.4 / 3600.0) * 15.0;
+    const double dec = 11 + 22 / 60.0 + 33 / 3600.0;
+    char line[100];
+    ck_assert_int_eq(ss_iod_line(line, sizeof line, 2007, mjd, ra, dec, 0.01), 64);
+    ck_assert_str_eq(line, "99999 00 000UNK 2007 G 20081122112233444 17 25 1122557+112255 16");
+    /* column by column (1-based as the format counts): 17-20, 22, 24-40, 55 */
+    ck_assert(strncmp(line + 16, spec + 16, 4) == 0);
+    ck_assert(line[21] == spec[21]);
+    ck_assert(strncmp(line + 23, spec + 23, 17) == 0);
+    ck_assert(line[54] == spec[54]);
+    ck_assert(line[41] != ' ' && line[44] != ' ' && line[62] != ' ');
+    /* south, RA near 24h rounding to 0, uncertainties 0.3 and 2e-4 deg */
+    ck_assert_int_eq(ss_iod_line(line, sizeof line, 42, mjd, 359.99999999, -5.5, 0.3), 64);
+    ck_assert_str_eq(line + 47, "0000000-053000 37");
+    ss_iod_line(line, sizeof line, 42, mjd, 10.0, 0.0, 2e-4);
+    ck_assert_str_eq(line + 47, "0040000+000000 24");
+}
+END_TEST
+
+/* Which detections become IOD lines: streaks, and the detections of
+ * tracks of at least min_rate arcsec/s; nothing without a WCS or a time. */
+START_TEST(test_iod_write)
+{
+    ss_result_t r;
+    sample(&r);
+    static const struct { const char *k; const char *s; double v; } wcs[] = {
+        { "CTYPE1", "RA---TAN", 0 }, { "CTYPE2", "DEC--TAN", 0 }, { "CRPIX1", NULL, 100 },
+        { "CRPIX2", NULL, 100 }, { "CRVAL1", NULL, 150 }, { "CRVAL2", NULL, 20 },
+        { "CD1_1", NULL, -2.8e-4 }, { "CD2_2", NULL, 2.8e-4 },
+    };
+    r.meta.exposure = 2.0;
+    for (int i = 0; i < 4; i++) {
+        r.dets.items[i].has_radec = 1;
+        r.dets.items[i].ra = 150.01 + 0.001 * i;
+        r.dets.items[i].dec = 20.02;
+    }
+    /* detection 0 (a point) on track 7, detection 1 (a cosmic) on none */
+    r.dets.items[0].track = 7;
+    r.tracks.items[0].has_rate = 1;
+    r.tracks.items[0].rate = 100.0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    ck_assert_int_eq(ss_iod_write(fp, &r, 1234, 30.0), 0);   /* no WCS yet */
+    for (size_t i = 0; i < sizeof wcs / sizeof wcs[0]; i++) {
+        ss_wcs_key_t *k = &r.meta.wcs[r.meta.n_wcs++];
+        memset(k, 0, sizeof *k);
+        ss_strlcpy(k->key, wcs[i].k, sizeof k->key);
+        k->is_string = wcs[i].s != NULL;
+        if (wcs[i].s)
+            ss_strlcpy(k->sval, wcs[i].s, sizeof k->sval);
+        k->dval = wcs[i].v;
+    }
+    ck_assert_int_eq(ss_iod_write(fp, &r, 1234, 30.0), 2);   /* the track's point, the streak */
+    r.tracks.items[0].rate = 10.0;                            /* an asteroid: not a satellite */
+    ck_assert_int_eq(ss_iod_write(fp, &r, 1234, 30.0), 1);
+    fclose(fp);
+    /* mid-exposure: 06:00:43.200 + 1 s; 1 px = 1.008" -> 0.5 px = 1.4e-4 deg: "14" */
+    ck_assert_ptr_nonnull(strstr(text, "99999 00 000UNK 1234 G 20261122060044200 17 25 "));
+    ck_assert_ptr_nonnull(strstr(text, " 14\n"));
+    ck_assert_ptr_nonnull(strstr(text, " 34\n"));    /* the streak: a pixel, 2.8e-4 deg */
+    free(text);
+    ss_result_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sinks");
     TCase *tc = tcase_create("ds9");
     tcase_add_test(tc, test_ds9_regions);
     tcase_add_test(tc, test_ds9_files);
+    tcase_add_test(tc, test_iod_line);
+    tcase_add_test(tc, test_iod_write);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
