@@ -1366,6 +1366,8 @@ ss_err_t ss_config_check_paths(const ss_config_t *c, char *err, size_t n)
             return SS_ERR_CONFIG;
         if (f->iod_path[0] && jsonl_usable(KEY("sinks.iod.path"), f->iod_path, err, n))
             return SS_ERR_CONFIG;
+        if (f->ades_path[0] && jsonl_usable(KEY("sinks.ades.path"), f->ades_path, err, n))
+            return SS_ERR_CONFIG;
         if (f->source != SS_SOURCE_FITS)
             continue;
         const ss_fits_source_cfg_t *s = &f->fits;

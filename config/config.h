@@ -119,6 +119,9 @@ typedef struct ss_feed_cfg {
     char iod_path[SS_PATH_MAX];     /* "sinks.iod.path": IOD lines appended ("" = off) */
     int iod_station;                /* "sinks.iod.station": the station's 4-digit number */
     double iod_min_rate;            /* "sinks.iod.min_rate": arcsec/s of a reported track */
+    char ades_path[SS_PATH_MAX];    /* "sinks.ades.path": ADES PSV rows appended ("" = off) */
+    char ades_stn[8];               /* "sinks.ades.stn": MPC observatory code */
+    char ades_astcat[16];           /* "sinks.ades.astcat": the WCS's reference catalogue */
 } ss_feed_cfg_t;
 
 /* ---- the daemon ---------------------------------------------------------- */

@@ -415,6 +415,12 @@ static const ss_config_key_t feed_keys[] = {
           "The station's four-digit IOD number (columns 17-20)."),
     F_DBL("sinks.iod.min_rate", iod_min_rate, 0.0, 1e6, 30.0, RELOAD,
           "Angular rate from which a point track counts as a satellite, arcsec/s."),
+    F_STR("sinks.ades.path", ades_path, "", RELOAD,
+          "File slow movers are appended to as ADES PSV rows (version 2022): every detection of a track slower than sinks.iod.min_rate, of frames with a celestial WCS and a time (\"\" = off)."),
+    F_STR("sinks.ades.stn", ades_stn, "XXX", RELOAD,
+          "The station's MPC observatory code (XXX: none assigned)."),
+    F_STR("sinks.ades.astcat", ades_astcat, "UNK", RELOAD,
+          "The ADES astCat value: the star catalogue the frames' WCS was fitted to."),
 };
 
 const ss_config_key_t *ss_config_keys(ss_key_scope_t scope, size_t *n)

@@ -634,7 +634,8 @@ static void log_summary(ss_daemon_t *d)
                "detections=%llu published=%llu pub_dropped=%llu sink_dropped=%llu "
                "file_dropped=%llu fits_written=%llu fits_errors=%llu jsonl_written=%llu "
                "jsonl_errors=%llu ds9_written=%llu ds9_errors=%llu iod_written=%llu "
-               "iod_errors=%llu detections_truncated=%llu peer_disconnects=%llu",
+               "iod_errors=%llu ades_written=%llu ades_errors=%llu detections_truncated=%llu "
+               "peer_disconnects=%llu",
                s.name, (unsigned long long)s.received, (unsigned long long)s.accepted,
                (unsigned long long)s.rejected, (unsigned long long)s.dropped_queue,
                (unsigned long long)s.processed,
@@ -650,6 +651,7 @@ static void log_summary(ss_daemon_t *d)
                (unsigned long long)k.jsonl_written, (unsigned long long)k.jsonl_errors,
                (unsigned long long)k.ds9_written, (unsigned long long)k.ds9_errors,
                (unsigned long long)k.iod_written, (unsigned long long)k.iod_errors,
+               (unsigned long long)k.ades_written, (unsigned long long)k.ades_errors,
                (unsigned long long)s.detections_truncated,
                (unsigned long long)k.peer_disconnects);
     }
@@ -677,19 +679,22 @@ static uint64_t report_losses(ss_daemon_t *d)
         const int block = f->cfg->queue_policy == SS_QUEUE_BLOCK;
         const uint64_t skipped = block ? k.sink_dropped + k.file_dropped : 0;
         const uint64_t lost =
-            drained + skipped + k.fits_errors + k.jsonl_errors + k.ds9_errors + k.iod_errors;
+            drained + skipped + k.fits_errors + k.jsonl_errors + k.ds9_errors + k.iod_errors +
+            k.ades_errors;
         if (!lost)
             continue;
         total += lost;
         int w = snprintf(line + at, sizeof line - at,
                          "%sfeed %s: %llu frames dropped at the drain timeout, %llu results no "
                          "sink saw (sink_dropped), %llu skipped by the file sinks (file_dropped), "
-                         "%llu FITS, %llu JSON-lines, %llu DS9 and %llu IOD write errors",
+                         "%llu FITS, %llu JSON-lines, %llu DS9, %llu IOD and %llu ADES write "
+                         "errors",
                          at ? "; " : "", f->name, (unsigned long long)drained,
                          (unsigned long long)(block ? k.sink_dropped : 0),
                          (unsigned long long)(block ? k.file_dropped : 0),
                          (unsigned long long)k.fits_errors, (unsigned long long)k.jsonl_errors,
-                         (unsigned long long)k.ds9_errors, (unsigned long long)k.iod_errors);
+                         (unsigned long long)k.ds9_errors, (unsigned long long)k.iod_errors,
+                         (unsigned long long)k.ades_errors);
         if (w > 0 && (size_t)w < sizeof line - at)
             at += (size_t)w;
     }

@@ -2,7 +2,8 @@
  * filesink.c — the thread that writes results to files: residual FITS
  * files (sinks.fits.dir), detection and track JSON lines
  * (sinks.jsonl.path, sinks.jsonl.tracks), DS9 region files
- * (sinks.ds9.dir) and IOD lines (sinks.iod.path), for
+ * (sinks.ds9.dir), IOD lines (sinks.iod.path) and ADES PSV rows
+ * (sinks.ades.path), for
  * every feed. It runs apart from the publisher so that a slow disk never
  * delays the network, and apart from the workers so that it never delays
  * a pipeline (it may hold SS_FILE_HELD_MAX result buffers; beyond that
@@ -36,6 +37,7 @@ void *ss_filesink_main(void *arg)
         ss_out_t *o = item;
         ss_feed_t *f = o->feed;
         char dir[SS_PATH_MAX], jpath[SS_PATH_MAX], ds9[SS_PATH_MAX], iod[SS_PATH_MAX];
+        char ades[SS_PATH_MAX], stn[8], astcat[16];
         int compress, jtracks, station;
         double min_rate;
         pthread_mutex_lock(&d->cfg_lock);
@@ -47,6 +49,9 @@ void *ss_filesink_main(void *arg)
         ss_strlcpy(iod, f->cfg->iod_path, sizeof iod);
         station = f->cfg->iod_station;
         min_rate = f->cfg->iod_min_rate;
+        ss_strlcpy(ades, f->cfg->ades_path, sizeof ades);
+        ss_strlcpy(stn, f->cfg->ades_stn, sizeof stn);
+        ss_strlcpy(astcat, f->cfg->ades_astcat, sizeof astcat);
         pthread_mutex_unlock(&d->cfg_lock);
 
         if (dir[0] && o->res.has_residual) {
@@ -67,6 +72,13 @@ void *ss_filesink_main(void *arg)
                 SS_SINK_ADD(f->stats, iod_written, (uint64_t)lines);
             else
                 SS_SINK_ADD(f->stats, iod_errors, 1);
+        }
+        if (ades[0] && o->res.tracks.count > 0) {
+            int rows = ss_sink_ades_append(ades, &o->res, stn, astcat, min_rate);
+            if (rows >= 0)
+                SS_SINK_ADD(f->stats, ades_written, (uint64_t)rows);
+            else
+                SS_SINK_ADD(f->stats, ades_errors, 1);
         }
         const int reloads = atomic_load(&d->reloads);
         if (reloads != seen_reloads) {      /* reopen every file after a reload */

@@ -38,6 +38,8 @@ typedef struct ss_sink_counters {
     uint64_t ds9_errors;        /* DS9 region files that failed */
     uint64_t iod_written;       /* IOD lines appended */
     uint64_t iod_errors;        /* frames whose IOD lines failed */
+    uint64_t ades_written;      /* ADES PSV rows appended */
+    uint64_t ades_errors;       /* frames whose ADES rows failed */
     uint64_t source_errors;     /* FITS source: files that could not be moved/deleted, socket errors */
     uint64_t series;            /* series_start/series_end messages received */
     uint64_t peer_disconnects;  /* ZeroMQ source: peers that went (a part over the size limit

@@ -866,6 +866,7 @@ START_TEST(test_check_paths)
         { "\"sinks\": {\"jsonl\": {\"path\": \"%s/none/d.jsonl\"}}", "feeds[0].sinks.jsonl.path: " },
         { "\"sinks\": {\"ds9\": {\"dir\": \"%s/none\"}}", "feeds[0].sinks.ds9.dir: " },
         { "\"sinks\": {\"iod\": {\"path\": \"%s/none/obs.iod\"}}", "feeds[0].sinks.iod.path: " },
+        { "\"sinks\": {\"ades\": {\"path\": \"%s/none/obs.psv\"}}", "feeds[0].sinks.ades.path: " },
         { "\"source\": {\"type\": \"fits\", \"fits\": {\"path\": \"%s/none\"}}",
           "feeds[0].source.fits.path: " },
         { "\"source\": {\"type\": \"fits\", \"fits\": {\"mode\": \"list\", \"list\": \"%s/none.txt\"}}",

@@ -5,7 +5,8 @@
  * "image" coordinate system, circle(x,y,r), line(x1,y1,x2,y2) with
  * "# line=0 0", segment(x1,y1,x2,y2,...), local properties after "#"),
  * in DS9's 1-based image pixels, and its placing into a directory; the
- * IOD lines (daemon/sink_iod.c) against the format's example line.
+ * IOD lines (daemon/sink_iod.c) against the format's example line; the
+ * ADES PSV rows (daemon/sink_ades.c) against the standard's examples.
  */
 #include <check.h>
 #include <dirent.h>
@@ -46,6 +47,40 @@ static void sample(ss_result_t *r)
     t->id = 8;
     t->n_points = 1;
     t->x = 70.5, t->y = 80.5;
+}
+
+/* A 1.008"/px TAN WCS at (150, 20) in r's frame keys. */
+static void add_wcs(ss_result_t *r)
+{
+    static const struct { const char *k; const char *s; double v; } wcs[] = {
+        { "CTYPE1", "RA---TAN", 0 }, { "CTYPE2", "DEC--TAN", 0 }, { "CRPIX1", NULL, 100 },
+        { "CRPIX2", NULL, 100 }, { "CRVAL1", NULL, 150 }, { "CRVAL2", NULL, 20 },
+        { "CD1_1", NULL, -2.8e-4 }, { "CD2_2", NULL, 2.8e-4 },
+    };
+    for (size_t i = 0; i < sizeof wcs / sizeof wcs[0]; i++) {
+        ss_wcs_key_t *k = &r->meta.wcs[r->meta.n_wcs++];
+        memset(k, 0, sizeof *k);
+        ss_strlcpy(k->key, wcs[i].k, sizeof k->key);
+        k->is_string = wcs[i].s != NULL;
+        if (wcs[i].s)
+            ss_strlcpy(k->sval, wcs[i].s, sizeof k->sval);
+        k->dval = wcs[i].v;
+    }
+}
+
+/* The sample on the sky: 2 s exposures, every detection with RA/Dec,
+ * detection 0 (a point) on track 7 moving at rate arcsec/s. */
+static void on_sky(ss_result_t *r, double rate)
+{
+    r->meta.exposure = 2.0;
+    for (int i = 0; i < 4; i++) {
+        r->dets.items[i].has_radec = 1;
+        r->dets.items[i].ra = 150.01 + 0.001 * i;
+        r->dets.items[i].dec = 20.02;
+    }
+    r->dets.items[0].track = 7;
+    r->tracks.items[0].has_rate = 1;
+    r->tracks.items[0].rate = rate;
 }
 
 START_TEST(test_ds9_regions)
@@ -140,34 +175,12 @@ START_TEST(test_iod_write)
 {
     ss_result_t r;
     sample(&r);
-    static const struct { const char *k; const char *s; double v; } wcs[] = {
-        { "CTYPE1", "RA---TAN", 0 }, { "CTYPE2", "DEC--TAN", 0 }, { "CRPIX1", NULL, 100 },
-        { "CRPIX2", NULL, 100 }, { "CRVAL1", NULL, 150 }, { "CRVAL2", NULL, 20 },
-        { "CD1_1", NULL, -2.8e-4 }, { "CD2_2", NULL, 2.8e-4 },
-    };
-    r.meta.exposure = 2.0;
-    for (int i = 0; i < 4; i++) {
-        r.dets.items[i].has_radec = 1;
-        r.dets.items[i].ra = 150.01 + 0.001 * i;
-        r.dets.items[i].dec = 20.02;
-    }
-    /* detection 0 (a point) on track 7, detection 1 (a cosmic) on none */
-    r.dets.items[0].track = 7;
-    r.tracks.items[0].has_rate = 1;
-    r.tracks.items[0].rate = 100.0;
+    on_sky(&r, 100.0);
     char *text = NULL;
     size_t len = 0;
     FILE *fp = open_memstream(&text, &len);
     ck_assert_int_eq(ss_iod_write(fp, &r, 1234, 30.0), 0);   /* no WCS yet */
-    for (size_t i = 0; i < sizeof wcs / sizeof wcs[0]; i++) {
-        ss_wcs_key_t *k = &r.meta.wcs[r.meta.n_wcs++];
-        memset(k, 0, sizeof *k);
-        ss_strlcpy(k->key, wcs[i].k, sizeof k->key);
-        k->is_string = wcs[i].s != NULL;
-        if (wcs[i].s)
-            ss_strlcpy(k->sval, wcs[i].s, sizeof k->sval);
-        k->dval = wcs[i].v;
-    }
+    add_wcs(&r);
     ck_assert_int_eq(ss_iod_write(fp, &r, 1234, 30.0), 2);   /* the track's point, the streak */
     r.tracks.items[0].rate = 10.0;                            /* an asteroid: not a satellite */
     ck_assert_int_eq(ss_iod_write(fp, &r, 1234, 30.0), 1);
@@ -181,6 +194,54 @@ START_TEST(test_iod_write)
 }
 END_TEST
 
+/* ADES PSV against the standard's own examples (IAU-ADES tests, e.g.
+ * pass.psv: "# version=2022", "# observatory", "! mpcCode 250", then a
+ * column row "permID|trkSub|mode|stn|obsTime|ra|dec|rmsRA|rmsDec|astCat|..."
+ * and rows of as many '|'-separated values): a slow track's detection is
+ * one row, a satellite's none, and nothing without a WCS. */
+START_TEST(test_ades)
+{
+    ss_result_t r;
+    sample(&r);
+    on_sky(&r, 1.0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    ss_ades_header(fp, "XXX");
+    ck_assert_int_eq(ss_ades_rows(fp, &r, "XXX", "UNK", 30.0), 0);     /* no WCS */
+    add_wcs(&r);
+    ck_assert_int_eq(ss_ades_rows(fp, &r, "XXX", "UNK", 30.0), 1);
+    r.tracks.items[0].rate = 100.0;                                   /* a satellite */
+    ck_assert_int_eq(ss_ades_rows(fp, &r, "XXX", "UNK", 30.0), 0);
+    fclose(fp);
+    ck_assert(strncmp(text, "# version=2022\n# observatory\n! mpcCode XXX\n", 43) == 0);
+    char *cols = strstr(text, "\ntrkSub");
+    ck_assert_ptr_nonnull(cols);
+    char *row = strchr(cols + 1, '\n') + 1;
+    /* the column names, trimmed, are ADES fields in the examples' order */
+    static const char *const names[] = { "trkSub", "mode", "stn", "obsTime", "ra", "dec",
+                                         "rmsRA", "rmsDec", "astCat" };
+    char hdr[256], val[256];
+    snprintf(hdr, sizeof hdr, "%.*s", (int)(strchr(cols + 1, '\n') - cols - 1), cols + 1);
+    snprintf(val, sizeof val, "%.*s", (int)(strchr(row, '\n') - row), row);
+    char *hs = NULL, *vs = NULL, *h = strtok_r(hdr, "|", &hs), *v = strtok_r(val, "|", &vs);
+    static const char *const want[] = { "ss7", "CCD", "XXX", "2026-11-22T06:00:44.200Z",
+                                        "150.0100000", "+20.0200000", "0.504", "0.504", "UNK" };
+    for (int i = 0; i < 9; i++, h = strtok_r(NULL, "|", &hs), v = strtok_r(NULL, "|", &vs)) {
+        ck_assert_msg(h && v, "field %d missing", i);
+        char a[64], b[64];
+        ck_assert_int_eq(sscanf(h, "%63s", a), 1);
+        ck_assert_int_eq(sscanf(v, "%63s", b), 1);
+        ck_assert_str_eq(a, names[i]);
+        ck_assert_str_eq(b, want[i]);
+    }
+    ck_assert_ptr_null(h);
+    ck_assert_ptr_null(v);
+    free(text);
+    ss_result_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sinks");
@@ -189,6 +250,7 @@ int main(void)
     tcase_add_test(tc, test_ds9_files);
     tcase_add_test(tc, test_iod_line);
     tcase_add_test(tc, test_iod_write);
+    tcase_add_test(tc, test_ades);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
