@@ -87,10 +87,17 @@ static void nap_ms(int ms)
 /* Give a finished result to the sinks. The publisher's queue has room for
  * every buffer of every feed; the file sink may hold SS_FILE_HELD_MAX, and
  * beyond that the worker waits where sinks_may_wait says so. */
+/* Whether any file sink of feed config c is on (under cfg_lock). */
+static int file_sinks_on(const ss_feed_cfg_t *c)
+{
+    return c->fits_dir[0] || c->jsonl_path[0] || c->ds9_dir[0] || c->iod_path[0] ||
+           c->ades_path[0];
+}
+
 static void publish(ss_feed_t *f, ss_out_t *o)
 {
     pthread_mutex_lock(&f->d->cfg_lock);
-    int files = f->cfg->fits_dir[0] != '\0' || f->cfg->jsonl_path[0] != '\0';
+    int files = file_sinks_on(f->cfg);
     pthread_mutex_unlock(&f->d->cfg_lock);
     while (files && atomic_load(&f->file_held) >= SS_FILE_HELD_MAX && sinks_may_wait(f))
         nap_ms(2);

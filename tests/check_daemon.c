@@ -1127,6 +1127,59 @@ static void write_synth_config(const dmn_t *d, double thresh, const char *extra)
     write_synth_config_feed(d, thresh, extra, NULL, NULL);
 }
 
+/* The sky report sinks end to end: the synthetic feed with a WCS, its two
+ * movers tracked; with sinks.iod.min_rate above their rate they are slow
+ * movers, appended as ADES PSV rows (header once, rows with the track's
+ * trkSub), and no IOD line (no streaks); the final counters say so. */
+START_TEST(test_sky_reports)
+{
+    dmn_t d;
+    dmn_init(&d);
+    char ades[256], iod[256], dk[1024];
+    snprintf(ades, sizeof ades, "%s/slow.psv", d.dir);
+    snprintf(iod, sizeof iod, "%s/sat.iod", d.dir);
+    daemon_keys(&d, dk, sizeof dk);
+    write_text(d.cfg,
+               "{ %s, \"feeds\": [ { \"name\": \"f0\","
+               " \"source\": {\"type\": \"synth\", \"synth\": {\"rate\": 20, \"width\": %d,"
+               " \"height\": %d, \"n_stars\": 150, \"n_hot\": 0, \"cosmic_rate\": 0,"
+               " \"streak_prob\": 0, \"n_movers\": 2, \"mover_snr\": 20, \"wcs\": true}},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
+               " \"queue\": {\"depth\": 4, \"policy\": \"block\"},"
+               " \"sinks\": {\"ades\": {\"path\": \"%s\", \"stn\": \"Z99\"},"
+               " \"iod\": {\"path\": \"%s\", \"min_rate\": 1000000}}, %s } ] }\n",
+               dk, W, H, W, H, ades, iod, pipeline_keys(5.0));
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    const double t0 = now_s();
+    char *text = NULL;
+    while (now_s() - t0 < 40.0) {
+        free(text);
+        text = read_all(ades);
+        if (text && strstr(text, "|CCD |Z99 |"))
+            break;
+        sleep_s(0.1);
+    }
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    free(text);
+    text = read_all(ades);
+    ck_assert_msg(text && strstr(text, "|CCD |Z99 |"), "no ADES row: %s", text ? text : "(no file)");
+    ck_assert(strncmp(text, "# version=2022\n# observatory\n! mpcCode Z99\n", 43) == 0);
+    const char *first = strstr(text, "# version"), *again = strstr(first + 1, "# version");
+    ck_assert_msg(again == NULL, "the header written twice");
+    ck_assert_ptr_nonnull(strstr(text, "\nss"));
+    free(text);
+    char *log = read_all(d.log);
+    unsigned long long rows = 0, lines = 9;
+    const char *p = log ? strstr(log, "ades_written=") : NULL;
+    ck_assert(p && sscanf(p, "ades_written=%llu", &rows) == 1 && rows > 0);
+    p = strstr(log, "iod_written=");
+    ck_assert(p && sscanf(p, "iod_written=%llu", &lines) == 1 && lines == 0);
+    free(log);
+    dmn_cleanup(&d);
+}
+END_TEST
+
 START_TEST(test_sd_notify_sequence)
 {
     dmn_t d;
@@ -2581,6 +2634,7 @@ int main(void)
     tcase_add_test(tc, test_fits_move_after_processing);
     tcase_add_test(tc, test_control_fallback);
     tcase_add_test(tc, test_residual_names_unique);
+    tcase_add_test(tc, test_sky_reports);
     suite_add_tcase(s, tc);
     /* its own case, so that CK_RUN_CASE=batch runs it alone */
     TCase *batch = tcase_create("batch");
