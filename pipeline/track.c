@@ -115,6 +115,8 @@ struct ss_tracker {
     uint64_t next_id;
     trk_t *conf, *tent;
     int n_conf, n_tent;         /* high-water marks of the arrays (slots may be dead) */
+    int *tent_free;             /* dead tentative slots, listed once per frame */
+    int n_tent_free;
     obs_t *seeds;
     int n_seeds;
     obs_t *obs;                 /* this frame's candidates */
@@ -298,7 +300,8 @@ ss_tracker_t *ss_tracker_new(const ss_track_cfg_t *cfg)
     T->conf = calloc(MAX_CONFIRMED, sizeof *T->conf);
     T->tent = calloc(MAX_TENTATIVE, sizeof *T->tent);
     T->seeds = calloc(MAX_SEEDS, sizeof *T->seeds);
-    if (!T->conf || !T->tent || !T->seeds)
+    T->tent_free = calloc(MAX_TENTATIVE, sizeof *T->tent_free);
+    if (!T->conf || !T->tent || !T->seeds || !T->tent_free)
         ss_tracker_destroy(&T);
     return T;
 }
@@ -311,6 +314,7 @@ void ss_tracker_destroy(ss_tracker_t **pt)
     free(T->conf);
     free(T->tent);
     free(T->seeds);
+    free(T->tent_free);
     free(T->obs);
     free(T->obs_det);
     free(T->taken);
@@ -572,14 +576,48 @@ static int pairable(const ss_tracker_t *T, const obs_t *s, const obs_t *o)
 {
     if (s->streak != o->streak)
         return 0;
-    double du = o->u - s->u, dv = o->v - s->v, d = hypot(du, dv);
-    if (d > T->cfg.max_speed * (double)(o->frame - s->frame))
+    double du = o->u - s->u, dv = o->v - s->v, reach = T->cfg.max_speed * (double)(o->frame - s->frame);
+    if (du * du + dv * dv > reach * reach)
         return 0;
     if (!o->streak)
         return 1;
+    double d = hypot(du, dv);
     double dth = fabs(remainder(o->theta - s->theta, M_PI));
     double dir = d > T->cfg.gate ? fabs(remainder(atan2(dv, du) - s->theta, M_PI)) : 0.0;
     return dth <= STREAK_ANGLE && dir <= STREAK_ANGLE;
+}
+
+/* The (at most PAIRS_PER_DET) nearest seeds o may pair with, nearest
+ * first, as indices in best; returns their count. An insertion into a
+ * short sorted list: the seeds are many, the pairs few. */
+static int nearest_seeds(const ss_tracker_t *T, const obs_t *o, int best[PAIRS_PER_DET])
+{
+    double d2[PAIRS_PER_DET];
+    int n = 0;
+    for (int s = 0; s < T->n_seeds; s++) {
+        if (!pairable(T, &T->seeds[s], o))
+            continue;
+        const double du = o->u - T->seeds[s].u, dv = o->v - T->seeds[s].v, e = du * du + dv * dv;
+        if (n == PAIRS_PER_DET && e >= d2[n - 1])
+            continue;
+        int i = n < PAIRS_PER_DET ? n++ : n - 1;
+        for (; i > 0 && d2[i - 1] > e; i--) {
+            d2[i] = d2[i - 1];
+            best[i] = best[i - 1];
+        }
+        d2[i] = e;
+        best[i] = s;
+    }
+    return n;
+}
+
+/* A free slot for a tentative track: one that died (listed once per frame
+ * by start_tracks), else the next unused; NULL when all are in use. */
+static trk_t *new_tentative(ss_tracker_t *T)
+{
+    if (T->n_tent_free > 0)
+        return &T->tent[T->tent_free[--T->n_tent_free]];
+    return T->n_tent < MAX_TENTATIVE ? &T->tent[T->n_tent++] : NULL;
 }
 
 /* New tentative tracks from this frame's free observations and the seeds
@@ -587,22 +625,23 @@ static int pairable(const ss_tracker_t *T, const obs_t *s, const obs_t *o)
  * observation; then the free observations become seeds. */
 static void start_tracks(ss_tracker_t *T, int nobs)
 {
+    T->n_tent_free = 0;
+    for (int i = T->n_tent - 1; i >= 0; i--)
+        if (!T->tent[i].alive)
+            T->tent_free[T->n_tent_free++] = i;
     for (int j = 0; j < nobs; j++) {
         if (T->taken[j])
             continue;
         const obs_t *o = &T->obs[j];
-        int m = 0;
-        for (int s = 0; s < T->n_seeds && m < T->cand_cap; s++)
-            if (pairable(T, &T->seeds[s], o))
-                T->cands[m++] = (cand_t){ s, j, hypot(o->u - T->seeds[s].u, o->v - T->seeds[s].v), 0 };
-        qsort(T->cands, (size_t)m, sizeof *T->cands, cmp_cand);
-        for (int c = 0; c < m && c < PAIRS_PER_DET; c++) {
-            trk_t *k = free_slot(T->tent, &T->n_tent, MAX_TENTATIVE);
+        int best[PAIRS_PER_DET];
+        const int m = nearest_seeds(T, o, best);
+        for (int c = 0; c < m; c++) {
+            trk_t *k = new_tentative(T);
             if (!k)
                 break;
             memset(k, 0, sizeof *k);
             k->alive = 1;
-            add_obs(k, &T->seeds[T->cands[c].track]);
+            add_obs(k, &T->seeds[best[c]]);
             add_obs(k, o);
             T->births_now++;
         }
@@ -662,8 +701,7 @@ int ss_tracker_frame(ss_tracker_t *T, const ss_track_frame_t *f, ss_detlist_t *d
     T->frame++;
     double t = timed ? (f->mjd_mid - T->mjd0) * 86400.0 : (double)T->frame;
     int ndet = dets ? dets->count : 0;
-    int cap = (MAX_CONFIRMED + MAX_TENTATIVE) * GATE_CANDS;
-    if (reserve(T, ndet > 0 ? ndet : 1, cap > MAX_SEEDS ? cap : MAX_SEEDS) != 0) {
+    if (reserve(T, ndet > 0 ? ndet : 1, (MAX_CONFIRMED + MAX_TENTATIVE) * GATE_CANDS) != 0) {
         ss_tracker_reset(T, out);
         return -1;
     }
