@@ -60,6 +60,7 @@ void ss_tracklist_free(ss_tracklist_t *l)
 #define BIRTHS_MEMORY 0.1       /* weight of a frame in the running mean of births */
 #define GATE_CANDS 8            /* detections considered per track and frame */
 #define GRID_CELL 32.0          /* px: the observations' lookup grid */
+#define SEED_CELL 64.0          /* px: the seeds' lookup grid (births search far) */
 #define GRID_CELLS 65536        /* at most; the cell grows for wide spreads */
 
 /* One linked detection. u, v: registered px; x, y: input-frame px. */
@@ -98,6 +99,15 @@ typedef struct trk {
     pt_t pts[SS_TRACK_POINTS];
 } trk_t;
 
+/* Points (observations or seeds) by grid cell, a counting sort: the
+ * points of cell c are items[start[c] .. start[c + 1]). */
+typedef struct grid {
+    double u0, v0, cell;
+    int w, h;
+    int *start, *items;
+    int cap;
+} grid_t;
+
 typedef struct cand {
     int track, obs;
     double d;                   /* distance / gate */
@@ -125,11 +135,9 @@ struct ss_tracker {
     int obs_cap;
     cand_t *cands;
     int cand_cap;
-    /* this frame's observations by grid cell (counting sort) */
-    double g_u0, g_v0, g_cell, max_half;
-    int g_w, g_h;
-    int *g_start, *g_items;
-    int g_cap;
+    grid_t og;                  /* this frame's observations */
+    double max_half;            /* the longest half streak among them */
+    grid_t sg;                  /* the seeds, while new tracks start */
 };
 
 static void fit_line(const trk_t *k, double S, double St, double Stt, double Sa, double Sta,
@@ -319,7 +327,8 @@ void ss_tracker_destroy(ss_tracker_t **pt)
     free(T->obs_det);
     free(T->taken);
     free(T->cands);
-    free(T->g_start);
+    free(T->og.start);
+    free(T->sg.start);
     free(T);
     *pt = NULL;
 }
@@ -405,51 +414,58 @@ static int cmp_cand(const void *a, const void *b)
     return (x->d > y->d) - (x->d < y->d);
 }
 
-/* Sort this frame's observations into a grid of cells, so that a gate
- * looks at the cells it covers only. Returns 0, or -1 out of memory. */
-static int build_grid(ss_tracker_t *T, int nobs)
+/* Sort the n points into g's cells of at least min_cell px (doubled
+ * until there are at most GRID_CELLS). Returns 0, or -1 out of memory. */
+static int grid_build(grid_t *g, const obs_t *pts, int n, double min_cell)
 {
     double u0 = INFINITY, v0 = INFINITY, u1 = -INFINITY, v1 = -INFINITY;
-    T->max_half = 0.0;
-    for (int j = 0; j < nobs; j++) {
-        const obs_t *o = &T->obs[j];
-        u0 = fmin(u0, o->u), u1 = fmax(u1, o->u);
-        v0 = fmin(v0, o->v), v1 = fmax(v1, o->v);
-        if (o->streak)
-            T->max_half = fmax(T->max_half, 0.5 * o->half_len);
+    for (int j = 0; j < n; j++) {
+        u0 = fmin(u0, pts[j].u), u1 = fmax(u1, pts[j].u);
+        v0 = fmin(v0, pts[j].v), v1 = fmax(v1, pts[j].v);
     }
-    if (nobs == 0)
+    if (n == 0)
         u0 = v0 = u1 = v1 = 0.0;
-    double cell = GRID_CELL;
+    double cell = min_cell;
     while ((floor((u1 - u0) / cell) + 1) * (floor((v1 - v0) / cell) + 1) > GRID_CELLS)
         cell *= 2.0;
-    T->g_u0 = u0, T->g_v0 = v0, T->g_cell = cell;
-    T->g_w = (int)floor((u1 - u0) / cell) + 1;
-    T->g_h = (int)floor((v1 - v0) / cell) + 1;
-    int cells = T->g_w * T->g_h, need = cells + 1 + nobs;
-    if (need > T->g_cap) {
-        free(T->g_start);
-        T->g_start = malloc((size_t)need * sizeof *T->g_start);
-        T->g_cap = T->g_start ? need : 0;
-        if (!T->g_start)
+    g->u0 = u0, g->v0 = v0, g->cell = cell;
+    g->w = (int)floor((u1 - u0) / cell) + 1;
+    g->h = (int)floor((v1 - v0) / cell) + 1;
+    int cells = g->w * g->h, need = cells + 1 + n;
+    if (need > g->cap) {
+        free(g->start);
+        g->start = malloc((size_t)need * sizeof *g->start);
+        g->cap = g->start ? need : 0;
+        if (!g->start)
             return -1;
     }
-    T->g_items = T->g_start + cells + 1;
-    memset(T->g_start, 0, (size_t)(cells + 1) * sizeof *T->g_start);
-    for (int j = 0; j < nobs; j++) {
-        int cx = (int)((T->obs[j].u - u0) / cell), cy = (int)((T->obs[j].v - v0) / cell);
-        T->g_start[cy * T->g_w + cx + 1]++;
+    g->items = g->start + cells + 1;
+    memset(g->start, 0, (size_t)(cells + 1) * sizeof *g->start);
+    for (int j = 0; j < n; j++) {
+        int cx = (int)((pts[j].u - u0) / cell), cy = (int)((pts[j].v - v0) / cell);
+        g->start[cy * g->w + cx + 1]++;
     }
     for (int c = 0; c < cells; c++)
-        T->g_start[c + 1] += T->g_start[c];
-    for (int j = 0; j < nobs; j++) {
-        int cx = (int)((T->obs[j].u - u0) / cell), cy = (int)((T->obs[j].v - v0) / cell);
-        T->g_items[T->g_start[cy * T->g_w + cx]++] = j;
+        g->start[c + 1] += g->start[c];
+    for (int j = 0; j < n; j++) {
+        int cx = (int)((pts[j].u - u0) / cell), cy = (int)((pts[j].v - v0) / cell);
+        g->items[g->start[cy * g->w + cx]++] = j;
     }
     for (int c = cells; c > 0; c--)     /* the fills moved each start to the next cell's */
-        T->g_start[c] = T->g_start[c - 1];
-    T->g_start[0] = 0;
+        g->start[c] = g->start[c - 1];
+    g->start[0] = 0;
     return 0;
+}
+
+/* This frame's observations into og, and their longest half streak, so
+ * that a gate looks at the cells it covers only. Returns 0, or -1. */
+static int build_grid(ss_tracker_t *T, int nobs)
+{
+    T->max_half = 0.0;
+    for (int j = 0; j < nobs; j++)
+        if (T->obs[j].streak)
+            T->max_half = fmax(T->max_half, 0.5 * T->obs[j].half_len);
+    return grid_build(&T->og, T->obs, nobs, GRID_CELL);
 }
 
 static int clampi(int v, int lo, int hi)
@@ -467,16 +483,17 @@ static int track_cands(ss_tracker_t *T, const trk_t *k, int ki, double t, int m)
     double g = T->cfg.gate + 3.0 * spread, r = g + T->max_half;
     if (!isfinite(r))
         return m;
-    int x0 = clampi((int)floor((pu - r - T->g_u0) / T->g_cell), 0, T->g_w - 1);
-    int x1 = clampi((int)floor((pu + r - T->g_u0) / T->g_cell), 0, T->g_w - 1);
-    int y0 = clampi((int)floor((pv - r - T->g_v0) / T->g_cell), 0, T->g_h - 1);
-    int y1 = clampi((int)floor((pv + r - T->g_v0) / T->g_cell), 0, T->g_h - 1);
+    const grid_t *og = &T->og;
+    int x0 = clampi((int)floor((pu - r - og->u0) / og->cell), 0, og->w - 1);
+    int x1 = clampi((int)floor((pu + r - og->u0) / og->cell), 0, og->w - 1);
+    int y0 = clampi((int)floor((pv - r - og->v0) / og->cell), 0, og->h - 1);
+    int y1 = clampi((int)floor((pv + r - og->v0) / og->cell), 0, og->h - 1);
     const int m0 = m;
     for (int cy = y0; cy <= y1; cy++)
         for (int cx = x0; cx <= x1; cx++) {
-            int c = cy * T->g_w + cx;
-            for (int e = T->g_start[c]; e < T->g_start[c + 1]; e++) {
-                int j = T->g_items[e];
+            int c = cy * og->w + cx;
+            for (int e = og->start[c]; e < og->start[c + 1]; e++) {
+                int j = og->items[e];
                 double d = T->taken[j] ? INFINITY : obs_dist(&T->obs[j], pu, pv);
                 if (!(d <= g))
                     continue;
@@ -587,26 +604,54 @@ static int pairable(const ss_tracker_t *T, const obs_t *s, const obs_t *o)
     return dth <= STREAK_ANGLE && dir <= STREAK_ANGLE;
 }
 
+/* Seed s into best / d2 (n of them, nearest first, at most
+ * PAIRS_PER_DET) when it is pairable with o and nearer than the last. */
+static void offer_seed(const ss_tracker_t *T, const obs_t *o, int s, int *best, double *d2,
+                       int *n)
+{
+    if (!pairable(T, &T->seeds[s], o))
+        return;
+    const double du = o->u - T->seeds[s].u, dv = o->v - T->seeds[s].v, e = du * du + dv * dv;
+    if (*n == PAIRS_PER_DET && e >= d2[*n - 1])
+        return;
+    int i = *n < PAIRS_PER_DET ? (*n)++ : *n - 1;
+    for (; i > 0 && d2[i - 1] > e; i--) {
+        d2[i] = d2[i - 1];
+        best[i] = best[i - 1];
+    }
+    d2[i] = e;
+    best[i] = s;
+}
+
 /* The (at most PAIRS_PER_DET) nearest seeds o may pair with, nearest
- * first, as indices in best; returns their count. An insertion into a
- * short sorted list: the seeds are many, the pairs few. */
+ * first, as indices in best; returns their count. The seed grid (sg) is
+ * searched ring by ring around o's cell until a ring lies beyond the
+ * farthest kept seed, or beyond the birth reach, or the grid ends. */
 static int nearest_seeds(const ss_tracker_t *T, const obs_t *o, int best[PAIRS_PER_DET])
 {
+    const grid_t *g = &T->sg;
     double d2[PAIRS_PER_DET];
     int n = 0;
-    for (int s = 0; s < T->n_seeds; s++) {
-        if (!pairable(T, &T->seeds[s], o))
-            continue;
-        const double du = o->u - T->seeds[s].u, dv = o->v - T->seeds[s].v, e = du * du + dv * dv;
-        if (n == PAIRS_PER_DET && e >= d2[n - 1])
-            continue;
-        int i = n < PAIRS_PER_DET ? n++ : n - 1;
-        for (; i > 0 && d2[i - 1] > e; i--) {
-            d2[i] = d2[i - 1];
-            best[i] = best[i - 1];
+    const int cx = (int)floor((o->u - g->u0) / g->cell), cy = (int)floor((o->v - g->v0) / g->cell);
+    const int last = SS_MAX(SS_MAX(abs(cx), abs(cx - g->w + 1)), SS_MAX(abs(cy), abs(cy - g->h + 1)));
+    const double reach = T->cfg.max_speed * (T->cfg.max_missed + 1);
+    for (int r = 0; r <= last; r++) {
+        const double near = (r - 1) * g->cell;     /* no point of ring r is nearer */
+        if (near > reach || (n == PAIRS_PER_DET && near * near > d2[n - 1]))
+            break;
+        for (int y = SS_MAX(cy - r, 0); y <= SS_MIN(cy + r, g->h - 1); y++) {
+            /* the ring's top and bottom rows whole, its sides' two cells */
+            const int whole = y == cy - r || y == cy + r;
+            for (int x = SS_MAX(cx - r, 0); x <= SS_MIN(cx + r, g->w - 1); x++) {
+                if (!whole && x != cx - r && x != cx + r) {
+                    x = cx + r - 1;     /* jump to the right side */
+                    continue;
+                }
+                const int c = y * g->w + x;
+                for (int e = g->start[c]; e < g->start[c + 1]; e++)
+                    offer_seed(T, o, g->items[e], best, d2, &n);
+            }
         }
-        d2[i] = e;
-        best[i] = s;
     }
     return n;
 }
@@ -623,8 +668,10 @@ static trk_t *new_tentative(ss_tracker_t *T)
 /* New tentative tracks from this frame's free observations and the seeds
  * of the last max_missed + 1 frames, the nearest PAIRS_PER_DET per
  * observation; then the free observations become seeds. */
-static void start_tracks(ss_tracker_t *T, int nobs)
+static int start_tracks(ss_tracker_t *T, int nobs)
 {
+    if (grid_build(&T->sg, T->seeds, T->n_seeds, SEED_CELL) != 0)
+        return -1;
     T->n_tent_free = 0;
     for (int i = T->n_tent - 1; i >= 0; i--)
         if (!T->tent[i].alive)
@@ -654,6 +701,7 @@ static void start_tracks(ss_tracker_t *T, int nobs)
     for (int j = 0; j < nobs && T->n_seeds < MAX_SEEDS; j++)
         if (!T->taken[j])
             T->seeds[T->n_seeds++] = T->obs[j];
+    return 0;
 }
 
 /* Age every track by the frame; report the confirmed ones; set the
@@ -717,7 +765,10 @@ int ss_tracker_frame(ss_tracker_t *T, const ss_track_frame_t *f, ss_detlist_t *d
     T->rho = free_obs / fmax(f->area, 1.0);
     link_tentative(T, t);
     T->births_now = 0;
-    start_tracks(T, nobs);
+    if (start_tracks(T, nobs) != 0) {
+        ss_tracker_reset(T, out);
+        return -1;
+    }
     T->births += BIRTHS_MEMORY * (T->births_now - T->births);
     age_and_report(T, dets, out);
     return 0;
