@@ -51,15 +51,6 @@ static void trk_sub(uint64_t id, char out[9])
     out[2 + n] = '\0';
 }
 
-/* Degrees per pixel at (x, y), or NAN. */
-static double scale_deg(const ss_wcs_t *w, double x, double y)
-{
-    double r0, d0, r1, d1;
-    if (ss_wcs_pix2sky(w, x, y, &r0, &d0) || ss_wcs_pix2sky(w, x, y + 1.0, &r1, &d1))
-        return NAN;
-    return hypot((r1 - r0) * cos(d0 * M_PI / 180.0), d1 - d0);
-}
-
 /* The slow track detection d is linked to, or NULL. */
 static const ss_track_t *slow_track(const ss_result_t *res, const ss_detection_t *d,
                                     double max_rate)
@@ -90,7 +81,7 @@ int ss_ades_rows(FILE *fp, const ss_result_t *res, const char *stn, const char *
     if (ss_wcs_from_meta(&w, &res->meta, NULL, 0) != SS_OK)
         return 0;
     char when[40];
-    ss_mjd_to_iso(res->meta.mjd_obs + 0.5 * res->meta.exposure / 86400.0, when, sizeof when);
+    ss_mjd_to_iso(ss_frame_mid_mjd(&res->meta), when, sizeof when);
     int rows = 0;
     for (int i = 0; i < res->dets.count; i++) {
         const ss_detection_t *d = &res->dets.items[i];
@@ -99,7 +90,7 @@ int ss_ades_rows(FILE *fp, const ss_result_t *res, const char *stn, const char *
             continue;
         char sub[9];
         trk_sub(t->id, sub);
-        double rms = 0.5 * scale_deg(&w, d->x, d->y) * 3600.0;
+        double rms = 0.5 * ss_wcs_pixel_scale(&w, d->x, d->y) * 3600.0;
         fprintf(fp, "%-8s|CCD |%-4s|%-24s|%-11.7f|%+-11.7f|%-6.3f|%-6.3f|%s\n", sub, stn, when,
                 d->ra, d->dec, rms, rms, astcat);
         rows++;

@@ -70,17 +70,6 @@ int ss_iod_line(char *out, size_t n, int station, double mjd, double ra, double 
                     dd % 6000, pp);
 }
 
-/* Degrees per pixel at (x, y) of w, or NAN. */
-static double pixel_scale(const ss_wcs_t *w, double x, double y)
-{
-    double r0, d0, r1, d1;
-    if (ss_wcs_pix2sky(w, x, y, &r0, &d0) || ss_wcs_pix2sky(w, x + 1.0, y, &r1, &d1))
-        return NAN;
-    double c = sin(d0 * M_PI / 180) * sin(d1 * M_PI / 180) +
-               cos(d0 * M_PI / 180) * cos(d1 * M_PI / 180) * cos((r1 - r0) * M_PI / 180);
-    return acos(fmin(1.0, c)) * 180.0 / M_PI;
-}
-
 /* Whether detection d belongs in the report: a streak, or linked to a
  * track of at least min_rate arcsec/s. */
 static int reported(const ss_result_t *res, const ss_detection_t *d, double min_rate)
@@ -104,7 +93,7 @@ int ss_iod_write(FILE *fp, const ss_result_t *res, int station, double min_rate)
     ss_wcs_t w;
     if (ss_wcs_from_meta(&w, &res->meta, NULL, 0) != SS_OK)
         return 0;
-    const double mjd = res->meta.mjd_obs + 0.5 * res->meta.exposure / 86400.0;
+    const double mjd = ss_frame_mid_mjd(&res->meta);
     int lines = 0;
     for (int i = 0; i < res->dets.count; i++) {
         const ss_detection_t *d = &res->dets.items[i];
@@ -113,7 +102,7 @@ int ss_iod_write(FILE *fp, const ss_result_t *res, int station, double min_rate)
         double sigma_px = d->kind == SS_KIND_STREAK ? 1.0 : 0.5;
         char line[96];
         ss_iod_line(line, sizeof line, station, mjd, d->ra, d->dec,
-                    sigma_px * pixel_scale(&w, d->x, d->y));
+                    sigma_px * ss_wcs_pixel_scale(&w, d->x, d->y));
         fprintf(fp, "%s\n", line);
         lines++;
     }

@@ -56,6 +56,11 @@ void ss_input_name(char *dst, size_t n, const char *path)
     dst[o] = '\0';
 }
 
+double ss_frame_mid_mjd(const ss_frame_meta_t *m)
+{
+    return isfinite(m->mjd_obs) ? m->mjd_obs + m->exposure / 2.0 / 86400.0 : NAN;
+}
+
 const ss_wcs_key_t *ss_frame_wcs_find(const ss_frame_meta_t *m, const char *key)
 {
     for (int i = 0; i < m->n_wcs; i++)

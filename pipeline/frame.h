@@ -85,6 +85,9 @@ void ss_frame_meta_clear(ss_frame_meta_t *m);
 void ss_input_name(char *dst, size_t n, const char *path);
 /* Find a WCS keyword; NULL if absent. */
 const ss_wcs_key_t *ss_frame_wcs_find(const ss_frame_meta_t *m, const char *key);
+/* The middle of the exposure, MJD UTC (ALGORITHM §9: a detection's time);
+ * NAN when the frame has no time. */
+double ss_frame_mid_mjd(const ss_frame_meta_t *m);
 
 /* Create a pool of `count` frames of `max_bytes` pixel bytes each, and,
  * when max_mask > 0, a mask buffer of max_mask bytes per frame (one byte

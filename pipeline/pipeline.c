@@ -755,7 +755,7 @@ static void track(ss_pipeline_t *p, ss_result_t *res)
         p->track_lost = 0;
     }
     const ss_frame_meta_t *m = &res->meta;
-    double mjd = isfinite(m->mjd_obs) ? m->mjd_obs + 0.5 * m->exposure / 86400.0 : NAN;
+    double mjd = ss_frame_mid_mjd(m);
     int ok = res->status == SS_STATUS_OK && res->shift.ok;
     /* the registered frame: x + s against the current reference (its
      * earlier re-references in ref_off; a frame that re-referenced has

@@ -321,6 +321,16 @@ int ss_wcs_sky2pix(const ss_wcs_t *w, double ra, double dec, double *x, double *
     return 0;
 }
 
+double ss_wcs_pixel_scale(const ss_wcs_t *w, double x, double y)
+{
+    double r0, d0, r1, d1;
+    if (ss_wcs_pix2sky(w, x, y, &r0, &d0) || ss_wcs_pix2sky(w, x + 1.0, y, &r1, &d1))
+        return NAN;
+    const double k = M_PI / 180.0;
+    double c = sin(d0 * k) * sin(d1 * k) + cos(d0 * k) * cos(d1 * k) * cos((r1 - r0) * k);
+    return acos(fmin(1.0, c)) / k;
+}
+
 void ss_wcs_apply(const ss_wcs_t *w, ss_detlist_t *l)
 {
     for (int i = 0; i < l->count; i++) {

@@ -58,6 +58,10 @@ int ss_wcs_pix2sky(const ss_wcs_t *w, double x, double y, double *ra, double *de
  * without a pixel (beyond the projection's horizon). */
 int ss_wcs_sky2pix(const ss_wcs_t *w, double ra, double dec, double *x, double *y);
 
+/* The size of pixel (x, y) on the sky, degrees (the great-circle distance
+ * to its neighbour in x); NAN where pix2sky fails. */
+double ss_wcs_pixel_scale(const ss_wcs_t *w, double x, double y);
+
 /* Set ra, dec and has_radec of every detection in l from its centroid
  * (has_radec = 0 where pix2sky fails). w may be NULL: all has_radec = 0. */
 void ss_wcs_apply(const ss_wcs_t *w, ss_detlist_t *l);

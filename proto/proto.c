@@ -1265,12 +1265,6 @@ static void jw_shift(jw_t *w, const ss_shift_t *s)
     jw_close(w, '}');
 }
 
-/* ALGORITHM §9: a detection's time is the middle of the exposure. */
-static double mid_mjd(const ss_frame_meta_t *m)
-{
-    return isfinite(m->mjd_obs) ? m->mjd_obs + m->exposure / 2.0 / 86400.0 : NAN;
-}
-
 int ss_proto_add_topic_seq(char *json, int len, size_t cap, uint64_t seq)
 {
     if (len < 2 || json[0] != '{' || json[len - 1] != '}')
@@ -1325,7 +1319,7 @@ static void jw_result_common(jw_t *w, const ss_result_t *res, ss_msg_type_t type
     jw_u64(w, "seq", m->seq);
     jw_input(w, m);
     jw_time(w, "time", "mjd", m->mjd_obs);
-    jw_time(w, "time_mid", "mjd_mid", mid_mjd(m));
+    jw_time(w, "time_mid", "mjd_mid", ss_frame_mid_mjd(m));
     jw_num(w, "exposure", m->exposure);
     jw_int(w, "width", res->width);
     jw_int(w, "height", res->height);
@@ -1442,7 +1436,7 @@ int ss_proto_encode_detection_line(const ss_result_t *res, int index, char *buf,
     jw_u64(&w, "seq", m->seq);
     jw_input(&w, m);
     jw_time(&w, "time", "mjd", m->mjd_obs);
-    jw_time(&w, "time_mid", "mjd_mid", mid_mjd(m));
+    jw_time(&w, "time_mid", "mjd_mid", ss_frame_mid_mjd(m));
     jw_str(&w, "status", ss_status_name(res->status));
     jw_f32(&w, "sigma", res->sigma);
     jw_detection_members(&w, &res->dets.items[index]);
