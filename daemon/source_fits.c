@@ -84,7 +84,7 @@ double ss_fits_date_obs_mjd(const char *path)
     fitsfile *fp = NULL;
     int status = 0, proxy_fd = -1;
     double mjd = NAN;
-    if (ss_fits_open_readonly(path, (void **)&fp, &proxy_fd) != 0) {
+    if (ss_fits_open_header(path, (void **)&fp, &proxy_fd) != 0) {
         ss_fits_close_readonly(fp, proxy_fd);
         return NAN;
     }
@@ -143,24 +143,30 @@ static int take_file(ss_source_t *s, const char *path)
     ss_feed_t *f = s->feed;
     char err[600], text[SS_PROTO_ERR_MAX];
     int w, h;
-    ss_dtype_t dt;
+    ss_fits_image_t *im;
     ss_stats_received(f->stats);
-    if (ss_fits_probe(path, &w, &h, &dt, err, sizeof err) != SS_OK) {
+    /* one open for the size check and the read: a gzip'ed file is
+     * inflated once */
+    if (ss_fits_image_open(path, &im, err, sizeof err) != SS_OK) {
         reject_file(f, REASON_BAD_FILE, err);
         return 1;
     }
+    ss_fits_image_size(im, &w, &h, NULL);
     if (w > f->cfg->max_width || h > f->cfg->max_height) {
         snprintf(text, sizeof text, "%s: %d x %d is above the limits (%d x %d)", path, w, h,
                  f->cfg->max_width, f->cfg->max_height);
+        ss_fits_image_close(&im);
         reject_file(f, SS_PR_DIMENSIONS, text);
         return 2;
     }
     ss_frame_t *fr = ss_feed_frame_get(f, &s->stop);
     if (!fr) {
+        ss_fits_image_close(&im);
         reject_file(f, SS_PR_NO_BUFFER, "shutting down");
         return 2;
     }
-    ss_err_t e = ss_fits_read_frame(path, fr, err, sizeof err);
+    ss_err_t e = ss_fits_image_read(im, fr, err, sizeof err);
+    ss_fits_image_close(&im);
     if (e != SS_OK) {
         ss_frame_pool_put(fr);
         reject_file(f, e == SS_ERR_SIZE ? SS_PR_NO_BUFFER : REASON_BAD_FILE, err);

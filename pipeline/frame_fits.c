@@ -197,6 +197,14 @@ size_t ss_fits_inflate_limit(void)
     return atomic_load(&inflate_limit);
 }
 
+/* Bytes inflated from gzip'ed files since the start (ss_fits_inflated_bytes). */
+static _Atomic size_t inflated_bytes;
+
+size_t ss_fits_inflated_bytes(void)
+{
+    return atomic_load(&inflated_bytes);
+}
+
 /* Whether the file at path starts with the gzip magic. */
 static int is_gzip(const char *path)
 {
@@ -212,8 +220,10 @@ static int is_gzip(const char *path)
 #ifdef SS_HAVE_ZLIB
 /* Inflate the gzip'ed file at path into a new memfd, stopping as soon as
  * more than limit bytes come out: the fd (at offset 0), or -1 with
- * *too_big set when the limit was passed (else a read or memory error). */
-static int inflate_bounded(const char *path, size_t limit, int *too_big)
+ * *too_big set when the limit was passed (else a read or memory error).
+ * With peek > 0 only the first peek bytes are inflated (a header read):
+ * no error when the file is longer. */
+static int inflate_bounded(const char *path, size_t limit, size_t peek, int *too_big)
 {
     *too_big = 0;
     gzFile gz = gzopen(path, "rb");
@@ -224,6 +234,14 @@ static int inflate_bounded(const char *path, size_t limit, int *too_big)
     size_t total = 0;
     int n = 0;
     while (fd >= 0 && (n = gzread(gz, buf, sizeof buf)) > 0) {
+        if (peek > 0 && total + (size_t)n >= peek) {
+            n = (int)(peek - total);
+            total = peek;
+            if (write(fd, buf, (size_t)n) != n)
+                break;
+            n = 0;          /* stop here, as at the end of the stream */
+            break;
+        }
         total += (size_t)n;
         if (total > limit) {
             *too_big = 1;
@@ -232,6 +250,7 @@ static int inflate_bounded(const char *path, size_t limit, int *too_big)
         if (write(fd, buf, (size_t)n) != n)
             break;
     }
+    atomic_fetch_add(&inflated_bytes, total);
     gzclose(gz);
     if (fd < 0 || n != 0 || lseek(fd, 0, SEEK_SET) != 0) {
         if (fd >= 0)
@@ -245,8 +264,9 @@ static int inflate_bounded(const char *path, size_t limit, int *too_big)
  * which CFITSIO allocates up front, is held to the limit; a file that lies
  * about it is inflated by CFITSIO unbounded. The fd of path, or -1 with
  * *too_big set. */
-static int inflate_bounded(const char *path, size_t limit, int *too_big)
+static int inflate_bounded(const char *path, size_t limit, size_t peek, int *too_big)
 {
+    (void)peek;
     *too_big = 0;
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
     unsigned char t[4];
@@ -267,7 +287,9 @@ static int inflate_bounded(const char *path, size_t limit, int *too_big)
 }
 #endif
 
-int ss_fits_open_readonly(const char *path, void **fptr, int *proxy_fd)
+/* ss_fits_open_readonly, inflating only the first peek bytes of a
+ * gzip'ed file when peek > 0. */
+static int open_readonly(const char *path, size_t peek, void **fptr, int *proxy_fd)
 {
     *fptr = NULL;
     *proxy_fd = -1;
@@ -281,7 +303,7 @@ int ss_fits_open_readonly(const char *path, void **fptr, int *proxy_fd)
     const char *open_path = path;
     if (is_gzip(path)) {
         int too_big = 0;
-        *proxy_fd = inflate_bounded(path, ss_fits_inflate_limit(), &too_big);
+        *proxy_fd = inflate_bounded(path, ss_fits_inflate_limit(), peek, &too_big);
         if (*proxy_fd < 0)
             return too_big ? SS_FITS_TOO_LARGE : FILE_NOT_OPENED;
         snprintf(proxy, sizeof proxy, "/proc/self/fd/%d", *proxy_fd);
@@ -296,6 +318,16 @@ int ss_fits_open_readonly(const char *path, void **fptr, int *proxy_fd)
         *proxy_fd = -1;
     }
     return st;
+}
+
+int ss_fits_open_readonly(const char *path, void **fptr, int *proxy_fd)
+{
+    return open_readonly(path, 0, fptr, proxy_fd);
+}
+
+int ss_fits_open_header(const char *path, void **fptr, int *proxy_fd)
+{
+    return open_readonly(path, SS_FITS_HEADER_PEEK, fptr, proxy_fd);
 }
 
 void ss_fits_close_readonly(void *fptr, int proxy_fd)
@@ -834,21 +866,84 @@ static void read_meta(fitsfile *fp, const img_info_t *ii, ss_frame_meta_t *m, co
 
 /* ---- public: reading ---------------------------------------------------- */
 
+struct ss_fits_image {
+    fitsfile *fp;
+    img_info_t ii;
+    char *path;
+};
+
+ss_err_t ss_fits_image_open(const char *path, ss_fits_image_t **out, char *err, size_t err_len)
+{
+    *out = NULL;
+    ss_fits_image_t *im = calloc(1, sizeof *im);
+    if (!im || !(im->path = strdup(path ? path : ""))) {
+        free(im);
+        set_err(err, err_len, path ? path : "(null)", "out of memory");
+        return SS_ERR_NOMEM;
+    }
+    ss_err_t e = open_image(path, &im->fp, &im->ii, err, err_len);
+    if (e != SS_OK) {
+        free(im->path);
+        free(im);
+        return e;
+    }
+    *out = im;
+    return SS_OK;
+}
+
+void ss_fits_image_size(const ss_fits_image_t *im, int *w, int *h, ss_dtype_t *dt)
+{
+    if (w)
+        *w = im->ii.w;
+    if (h)
+        *h = im->ii.h;
+    if (dt)
+        *dt = im->ii.dtype;
+}
+
+ss_err_t ss_fits_image_read(ss_fits_image_t *im, ss_frame_t *f, char *err, size_t err_len)
+{
+    const img_info_t *ii = &im->ii;
+    if (!f || !f->pixels) {
+        set_err(err, err_len, im->path, "no frame buffer");
+        return SS_ERR_INVALID;
+    }
+    size_t need = (size_t)ii->w * ii->h * ss_dtype_size(ii->dtype);
+    if (need > f->capacity) {
+        set_err(err, err_len, im->path, "%dx%d %s image needs %zu bytes, the frame holds %zu",
+                ii->w, ii->h, ss_dtype_name(ii->dtype), need, f->capacity);
+        return SS_ERR_SIZE;
+    }
+    ss_err_t e = read_pixels(im->fp, ii, ii->read_type, f->pixels, im->path, err, err_len);
+    if (e != SS_OK)
+        return e;
+    f->width = ii->w;
+    f->height = ii->h;
+    f->dtype = ii->dtype;
+    f->valid = NULL;
+    read_meta(im->fp, ii, &f->meta, im->path);
+    return SS_OK;
+}
+
+void ss_fits_image_close(ss_fits_image_t **im)
+{
+    if (!im || !*im)
+        return;
+    close_image((*im)->fp, &(*im)->ii);
+    free((*im)->path);
+    free(*im);
+    *im = NULL;
+}
+
 ss_err_t ss_fits_probe(const char *path, int *w, int *h, ss_dtype_t *dt, char *err,
                        size_t err_len)
 {
-    fitsfile *fp;
-    img_info_t ii;
-    ss_err_t e = open_image(path, &fp, &ii, err, err_len);
+    ss_fits_image_t *im;
+    ss_err_t e = ss_fits_image_open(path, &im, err, err_len);
     if (e != SS_OK)
         return e;
-    if (w)
-        *w = ii.w;
-    if (h)
-        *h = ii.h;
-    if (dt)
-        *dt = ii.dtype;
-    close_image(fp, &ii);
+    ss_fits_image_size(im, w, h, dt);
+    ss_fits_image_close(&im);
     return SS_OK;
 }
 
@@ -858,28 +953,12 @@ ss_err_t ss_fits_read_frame(const char *path, ss_frame_t *f, char *err, size_t e
         set_err(err, err_len, path, "no frame buffer");
         return SS_ERR_INVALID;
     }
-    fitsfile *fp;
-    img_info_t ii;
-    ss_err_t e = open_image(path, &fp, &ii, err, err_len);
+    ss_fits_image_t *im;
+    ss_err_t e = ss_fits_image_open(path, &im, err, err_len);
     if (e != SS_OK)
         return e;
-    size_t need = (size_t)ii.w * ii.h * ss_dtype_size(ii.dtype);
-    if (need > f->capacity) {
-        set_err(err, err_len, path, "%dx%d %s image needs %zu bytes, the frame holds %zu", ii.w,
-                ii.h, ss_dtype_name(ii.dtype), need, f->capacity);
-        e = SS_ERR_SIZE;
-        goto done;
-    }
-    e = read_pixels(fp, &ii, ii.read_type, f->pixels, path, err, err_len);
-    if (e != SS_OK)
-        goto done;
-    f->width = ii.w;
-    f->height = ii.h;
-    f->dtype = ii.dtype;
-    f->valid = NULL;
-    read_meta(fp, &ii, &f->meta, path);
-done:
-    close_image(fp, &ii);
+    e = ss_fits_image_read(im, f, err, err_len);
+    ss_fits_image_close(&im);
     return e;
 }
 

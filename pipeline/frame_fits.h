@@ -41,12 +41,36 @@ ss_err_t ss_fits_probe(const char *path, int *w, int *h, ss_dtype_t *dt, char *e
  * path). */
 ss_err_t ss_fits_read_frame(const char *path, ss_frame_t *f, char *err, size_t err_len);
 
+/* An image opened once for a look at its size and then a read (a gzip'ed
+ * file is inflated once, not per call as probe + read would). */
+typedef struct ss_fits_image ss_fits_image_t;
+
+/* Open path at its image HDU: SS_OK and *out (close it with
+ * ss_fits_image_close), or an error with a message in err (*out NULL). */
+ss_err_t ss_fits_image_open(const char *path, ss_fits_image_t **out, char *err, size_t err_len);
+/* The image's size and the pixel type a read gives (any pointer may be NULL). */
+void ss_fits_image_size(const ss_fits_image_t *im, int *w, int *h, ss_dtype_t *dt);
+/* Read the pixels and metadata into f, as ss_fits_read_frame does. */
+ss_err_t ss_fits_image_read(ss_fits_image_t *im, ss_frame_t *f, char *err, size_t err_len);
+/* Close; accepts NULL and *im NULL, sets *im to NULL. */
+void ss_fits_image_close(ss_fits_image_t **im);
+
 /* Open a FITS file for reading with CFITSIO (*fptr: a fitsfile *), a path
  * being a path (no extended-name syntax), gzip'ed files included wherever
  * they are (CFITSIO alone misreads them under a directory with ".Z" or
  * ".bz2" in its name). Returns the CFITSIO status; close with
  * ss_fits_close_readonly(*fptr, *proxy_fd), also after a failure. */
 int ss_fits_open_readonly(const char *path, void **fptr, int *proxy_fd);
+
+/* As ss_fits_open_readonly, for reading headers only: of a gzip'ed file
+ * only the first SS_FITS_HEADER_PEEK bytes are inflated (the primary
+ * header and, for most files, the first extension's), so that a look at
+ * DATE-OBS does not inflate the whole file. */
+int ss_fits_open_header(const char *path, void **fptr, int *proxy_fd);
+#define SS_FITS_HEADER_PEEK ((size_t)64 * 2880)
+
+/* Bytes inflated from gzip'ed files by this process so far (all opens). */
+size_t ss_fits_inflated_bytes(void);
 
 /* The status ss_fits_open_readonly returns for a gzip'ed file that
  * inflates to more than ss_fits_inflate_limit() bytes (outside CFITSIO's

@@ -1217,6 +1217,57 @@ START_TEST(test_gzip_inflate_limit)
 }
 END_TEST
 
+/* Issue 11: a gzip'ed file is inflated once on its way in — the FITS
+ * source opens it once for the size check and the read
+ * (ss_fits_image_open), and the DATE-OBS look of the directory and glob
+ * modes inflates only the headers (ss_fits_open_header). Before, probe,
+ * read and date look inflated it three times. */
+START_TEST(test_gzip_inflated_once)
+{
+    enum { W = 600, H = 600 };
+    make_tmpdir();
+    char cmd[1400], err[512];
+    const char *plain = tpath("big.fits"), *gz = tpath("big.fits.gz");
+    ss_frame_t *f = frame_alloc(W * H * 2);
+    f->width = W;
+    f->height = H;
+    f->dtype = SS_DT_U16;
+    for (int i = 0; i < W * H; i++)
+        ((uint16_t *)f->pixels)[i] = (uint16_t)(i % 1000);
+    f->meta.mjd_obs = 61000.25;
+    ck_assert_int_eq(ss_fits_write_frame(plain, f, err, sizeof err), SS_OK);
+    struct stat st;
+    ck_assert_int_eq(stat(plain, &st), 0);
+    snprintf(cmd, sizeof cmd, "gzip -c '%s' > '%s'", plain, gz);
+    ck_assert_int_eq(system(cmd), 0);
+
+    size_t before = ss_fits_inflated_bytes();
+    const double mjd = ss_fits_date_obs_mjd(gz);
+    ck_assert_msg(fabs(mjd - 61000.25) < 1e-6, "date %.6f", mjd);
+    const size_t peeked = ss_fits_inflated_bytes() - before;
+    ck_assert_msg(peeked <= SS_FITS_HEADER_PEEK && peeked < (size_t)st.st_size, "%zu", peeked);
+
+    before = ss_fits_inflated_bytes();
+    ss_fits_image_t *im = NULL;
+    ck_assert_msg(ss_fits_image_open(gz, &im, err, sizeof err) == SS_OK, "%s", err);
+    int w = 0, h = 0;
+    ss_dtype_t dt;
+    ss_fits_image_size(im, &w, &h, &dt);
+    ck_assert(w == W && h == H && dt == SS_DT_U16);
+    ss_frame_t *g = frame_alloc(W * H * 2);
+    ck_assert_msg(ss_fits_image_read(im, g, err, sizeof err) == SS_OK, "%s", err);
+    ss_fits_image_close(&im);
+    ck_assert_ptr_null(im);
+    ss_fits_image_close(&im);   /* accepts NULL */
+    ck_assert_int_eq(ss_fits_inflated_bytes() - before, (size_t)st.st_size);
+    ck_assert_int_eq(memcmp(f->pixels, g->pixels, (size_t)W * H * 2), 0);
+    ck_assert(fabs(g->meta.mjd_obs - 61000.25) < 1e-6);
+    frame_free(f);
+    frame_free(g);
+    rm_tmpdir();
+}
+END_TEST
+
 /* The input name results carry (PROTOCOL.md §5 "input"): the base name,
  * valid UTF-8 kept, invalid bytes and control characters as '?', cut at a
  * character boundary. */
@@ -1250,6 +1301,7 @@ static Suite *fits_suite(void)
     tcase_add_test(tc, test_roundtrip_every_dtype);
     tcase_add_test(tc, test_input_name);
     tcase_add_test(tc, test_gzip_inflate_limit);
+    tcase_add_test(tc, test_gzip_inflated_once);
     tcase_add_test(tc, test_bscale_bzero);
     tcase_add_test(tc, test_real_astride_bad_date);
     tcase_add_test(tc, test_real_decam_fz);
