@@ -132,6 +132,9 @@ typedef struct ss_config {
     char control_endpoint[SS_ENDPOINT_MAX]; /* "control.endpoint": REP socket ("" = none) */
     char publish_endpoint[SS_ENDPOINT_MAX]; /* "publish.endpoint": PUB socket ("" = none) */
     uint64_t publish_budget;        /* "publish.byte_budget": bytes queued per subscriber */
+    int publish_max_subs;           /* "publish.max_subscriptions": distinct topics held */
+    int publish_max_subs_peer;      /* "publish.max_subscriptions_per_peer" */
+    double publish_ban_s;           /* "publish.ban_s": s a flooding peer stays refused */
     int publish_residuals;          /* "publish.residuals" */
     int publish_mask;               /* "publish.residual_mask" */
     double status_interval;         /* "status_interval": s between STATUS= / status messages */

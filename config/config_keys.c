@@ -94,6 +94,8 @@ static const ss_enum_name_t whiten_mode_names[] = {
 
 #define D_BOOL(path, F, dflt, rl, doc) \
     ROW_NUM(SS_SCOPE_DAEMON, ss_config_t, path, SS_KEY_BOOL, F, 0, 1, dflt, rl, doc)
+#define D_INT(path, F, lo, hi, dflt, rl, doc) \
+    ROW_NUM(SS_SCOPE_DAEMON, ss_config_t, path, SS_KEY_INT, F, lo, hi, dflt, rl, doc)
 #define D_U64(path, F, lo, hi, dflt, rl, doc) \
     ROW_NUM(SS_SCOPE_DAEMON, ss_config_t, path, SS_KEY_U64, F, lo, hi, dflt, rl, doc)
 #define D_DBL(path, F, lo, hi, dflt, rl, doc) \
@@ -131,6 +133,12 @@ static const ss_config_key_t daemon_keys[] = {
           "ZeroMQ PUB endpoint for residual.<feed>, detections.<feed> and status (bound; \"\" = none)."),
     D_U64("publish.byte_budget", publish_budget, MIB, 1099511627776.0, 256.0 * MIB, FIXED,
           "Bytes a slow subscriber may have queued; SNDHWM = budget / largest message (then that subscriber loses messages, seen in topic_seq; the others do not)."),
+    D_INT("publish.max_subscriptions", publish_max_subs, 16, 1000000, 4096, RELOAD,
+          "Distinct topics subscribed that the publisher holds at most: past it, the peer address with the most subscriptions is banned (publish.ban_s) and its connections closed; counted in subscriptions_refused and peers_banned."),
+    D_INT("publish.max_subscriptions_per_peer", publish_max_subs_peer, 4, 1000000, 256, RELOAD,
+          "Subscriptions one peer address (a host over TCP, a process over IPC) may add: past it the address is banned (publish.ban_s) and its connections closed."),
+    D_DBL("publish.ban_s", publish_ban_s, 1.0, 86400.0, 600.0, RELOAD,
+          "Seconds a peer banned for a subscription flood is refused (by the ZAP handler) on every socket."),
     D_BOOL("publish.residuals", publish_residuals, 1, RELOAD,
            "Publish the residual frames (detections and status are always published)."),
     D_BOOL("publish.residual_mask", publish_mask, 1, RELOAD,

@@ -40,6 +40,8 @@
 #define MAIN_POLL_MS 100                /* main loop tick */
 #define STOP_GRACE_S 5.0                /* beyond the drain timeout, for a worker in a long frame */
 #define HEADER_ALLOWANCE 65536          /* bytes of a residual's JSON header, for SNDHWM */
+#define SUBSCRIPTION_MAX 4096           /* bytes of one message from a subscriber (CURVE's INITIATE
+                                         * is ~300): longer ones drop the peer */
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -268,10 +270,21 @@ static int open_sockets(ss_daemon_t *d, char *err, size_t n)
             snprintf(err, n, "publish: %s", zmq_strerror(zmq_errno()));
             return -1;
         }
+        /* subscriptions are short: a peer sending more is dropped */
+        const int64_t maxmsg = SUBSCRIPTION_MAX;
         zmq_setsockopt(d->pub_sock, ZMQ_SNDHWM, &d->pub_hwm, sizeof d->pub_hwm);
+        zmq_setsockopt(d->pub_sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
         ss_zmq_heartbeats(d->pub_sock, c->peer_timeout);
         if (ss_daemon_secure(d, d->pub_sock, "publish", err, n) != 0)
             return -1;
+        /* without CURVE too, the ZAP handler sees every subscriber: the
+         * subscription guard bans flooding addresses through it */
+        if (!ss_zap_curve(d->zap))
+            zmq_setsockopt(d->pub_sock, ZMQ_ZAP_DOMAIN, "skysieve", 8);
+        if (!(d->pub_guard = ss_subguard_new(d->zctx, d->pub_sock))) {
+            snprintf(err, n, "publish: the subscription guard cannot start");
+            return -1;
+        }
         zmq_setsockopt(d->pub_sock, ZMQ_LINGER, &linger, sizeof linger);
         if (bind_socket(d->pub_sock, c->publish_endpoint, "publish", err, n) != 0)
             return -1;
@@ -301,25 +314,29 @@ static int open_sockets(ss_daemon_t *d, char *err, size_t n)
     return 0;
 }
 
-/* CURVE on (security.curve_key): the daemon's key pair read and the ZAP
- * handler started, before any socket binds (libzmq admits anyone while no
- * handler is bound). */
-static int start_curve(ss_daemon_t *d, char *err, size_t n)
+/* The ZAP handler, started before any socket binds (libzmq admits anyone
+ * while no handler is bound): with CURVE on (security.curve_key) the
+ * daemon's key pair read and the admitted keys loaded; without it, when
+ * publishing, for the subscription guard's bans alone. */
+static int start_zap(ss_daemon_t *d, char *err, size_t n)
 {
     const ss_config_t *c = &d->cfg;
-    if (!c->curve_key[0])
-        return 0;
-    char why[480];
-    if (ss_curve_read_key(c->curve_key, 1, &d->curve, why, sizeof why) != 0) {
-        snprintf(err, n, "security.curve_key: %s", why);
-        return -1;
+    if (c->curve_key[0]) {
+        char why[480];
+        if (ss_curve_read_key(c->curve_key, 1, &d->curve, why, sizeof why) != 0) {
+            snprintf(err, n, "security.curve_key: %s", why);
+            return -1;
+        }
+        return (d->zap = ss_zap_start(d->zctx, c->client_keys, err, n)) ? 0 : -1;
     }
-    return (d->zap = ss_zap_start(d->zctx, c->client_keys, err, n)) ? 0 : -1;
+    if (!c->publish_endpoint[0])
+        return 0;
+    return (d->zap = ss_zap_start(d->zctx, NULL, err, n)) ? 0 : -1;
 }
 
 int ss_daemon_secure(const ss_daemon_t *d, void *sock, const char *what, char *err, size_t n)
 {
-    if (!d->zap || ss_curve_server(sock, &d->curve) == 0)
+    if (!ss_zap_curve(d->zap) || ss_curve_server(sock, &d->curve) == 0)
         return 0;
     snprintf(err, n, "%s: CURVE: %s", what, zmq_strerror(zmq_errno()));
     return -1;
@@ -358,7 +375,7 @@ ss_daemon_t *ss_daemon_new(const ss_config_t *cfg, const char *config_path)
         snprintf(err, sizeof err, "cannot create the event fd or the ZeroMQ context");
         goto fail;
     }
-    if (start_curve(d, err, sizeof err) != 0)
+    if (start_zap(d, err, sizeof err) != 0)
         goto fail;
     d->n_feeds = cfg->n_feeds;
     for (int i = 0; i < d->n_feeds; i++)
@@ -620,10 +637,17 @@ static void drain_workers(ss_daemon_t *d, uint64_t wd_us)
 
 static void log_summary(ss_daemon_t *d)
 {
-    if (d->zap)
+    if (ss_zap_curve(d->zap))
         SS_LOG(SS_LOG_NOTICE, TAG, "security final: admitted=%llu refused=%llu (peers by CURVE key)",
                (unsigned long long)ss_zap_admitted(d->zap),
                (unsigned long long)ss_zap_refused(d->zap));
+    if (d->cfg.publish_endpoint[0])
+        SS_LOG(SS_LOG_NOTICE, TAG,
+               "publish final: subscriptions_held=%lld subscriptions_refused=%llu "
+               "peers_banned=%llu refused_banned=%llu",
+               (long long)d->pub_counts.held, (unsigned long long)d->pub_counts.refused,
+               (unsigned long long)d->pub_counts.banned,
+               (unsigned long long)ss_zap_refused_banned(d->zap));
     for (int i = 0; i < d->n_feeds; i++) {
         ss_proto_feed_stats_t s;
         ss_sink_counters_t k;

@@ -27,6 +27,7 @@
 #include "pipeline/pipeline.h"
 #include "queue.h"
 #include "stats.h"
+#include "subguard.h"
 #include "zap.h"
 #include "proto/curve.h"
 
@@ -115,10 +116,12 @@ struct ss_daemon {
 
     void *zctx;
 
-    ss_zap_t *zap;                  /* the ZAP handler (CURVE on), else NULL */
+    ss_zap_t *zap;                  /* the ZAP handler (CURVE on, or publishing), else NULL */
 
     ss_curve_key_t curve;           /* the daemon's key pair (CURVE on) */
     void *pub_sock;                 /* owned by the publisher thread once it runs */
+    ss_subguard_t *pub_guard;       /* its subscription caps (the publisher thread's) */
+    ss_subguard_counts_t pub_counts; /* the guard's counts, kept when the publisher ends */
     void *ctl_sock;                 /* main thread */
     int pub_hwm;
 

@@ -20,6 +20,8 @@
  * loses the messages that do not fit — it alone (XPUB without NODROP),
  * and it sees the gap in topic_seq; the others get every message.
  * pub_dropped counts messages that could not be sent to anyone (errors).
+ * The (un)subscriptions the XPUB passes up go to the subscription guard
+ * (subguard.h), which caps them per peer and in total.
  */
 #include "daemon.h"
 
@@ -31,7 +33,6 @@
 #define TAG "publisher"
 #define HEADER_MAX 65536                /* residual JSON header */
 #define STATUS_MAX (256u * 1024u)       /* status body of SS_MAX_FEEDS feeds */
-#define SUBSCRIPTION_BUF 512
 #define TOPIC_SEQ_ROOM 48               /* bytes ,"topic_seq":<20 digits> needs */
 
 typedef struct pub {
@@ -174,20 +175,15 @@ static void publish_status(pub_t *p)
     send_parts(p, data, len, 2);
 }
 
-/* An XPUB socket passes (un)subscriptions up: read them so that they do
- * not pile up, and log them for whoever debugs a silent subscriber. */
-static void read_subscriptions(pub_t *p)
+/* The subscription caps of the config now. */
+static ss_subguard_limits_t guard_limits(ss_daemon_t *d)
 {
-    char buf[SUBSCRIPTION_BUF];
-    int n;
-    while ((n = zmq_recv(p->sock, buf, sizeof buf - 1, ZMQ_DONTWAIT)) >= 0) {
-        if (n == 0)
-            continue;
-        int len = SS_MIN(n, (int)sizeof buf - 1);
-        buf[len] = '\0';
-        SS_LOG(SS_LOG_DEBUG, TAG, "%s \"%s\"", buf[0] == 1 ? "subscribe" : "unsubscribe",
-               buf + 1);
-    }
+    pthread_mutex_lock(&d->cfg_lock);
+    const ss_subguard_limits_t lim = { .max_subs = d->cfg.publish_max_subs,
+                                       .max_subs_peer = d->cfg.publish_max_subs_peer,
+                                       .ban_s = d->cfg.publish_ban_s };
+    pthread_mutex_unlock(&d->cfg_lock);
+    return lim;
 }
 
 void *ss_publisher_main(void *arg)
@@ -214,7 +210,8 @@ void *ss_publisher_main(void *arg)
         }
         if (!can)
             continue;
-        read_subscriptions(&p);
+        const ss_subguard_limits_t lim = guard_limits(d);
+        ss_subguard_poll(d->pub_guard, p.sock, d->zap, &lim);
         now = ss_now_mono();
         if (now >= next_status) {
             publish_status(&p);
@@ -225,6 +222,8 @@ void *ss_publisher_main(void *arg)
     }
     if (can)
         publish_status(&p);     /* the final counters */
+    ss_subguard_counts(d->pub_guard, &d->pub_counts);
+    ss_subguard_destroy(&d->pub_guard);
     if (p.sock) {
         zmq_close(p.sock);      /* lingers SS_PUB_LINGER_MS to flush */
         d->pub_sock = NULL;

@@ -1,7 +1,8 @@
 /*
  * zap.c — the ZAP handler (zap.h): one thread, a REP socket bound at
  * inproc://zeromq.zap.01 in the daemon's context, a fixed set of admitted
- * public keys read at start.
+ * public keys read at start (none without CURVE), and a short list of
+ * banned peer addresses that the publisher adds to.
  */
 #include "zap.h"
 
@@ -21,14 +22,23 @@
 #define ZAP_MAX_KEYS 1024
 #define ZAP_POLL_MS 200
 #define ZAP_LOG_FIRST 20                /* refusals logged one by one, then every 100th */
+#define ZAP_BANS 64                     /* addresses banned at once (the oldest ban makes room) */
+
+typedef struct ban {
+    char address[SS_ZAP_ADDRESS_MAX];
+    double until;                       /* ss_now_mono() */
+} ban_t;
 
 struct ss_zap {
     void *sock;
     pthread_t thread;
     atomic_int stop;
+    int curve;                          /* CURVE on: admit only the keys below */
     int n_keys;
     uint8_t keys[ZAP_MAX_KEYS][32];     /* admitted public keys, binary */
-    _Atomic uint64_t refused, admitted;
+    pthread_mutex_t ban_lock;
+    ban_t bans[ZAP_BANS];
+    _Atomic uint64_t refused, admitted, refused_banned;
 };
 
 /* Whether name ends in suffix. */
@@ -99,8 +109,57 @@ static int recv_request(void *sock, zmq_msg_t *parts)
     return n;
 }
 
-/* Answer one request: 200 for a CURVE peer whose key is admitted, else
- * 400 (counted, logged). */
+/* Whether address is banned now. */
+static int banned(ss_zap_t *z, const char *address)
+{
+    const double now = ss_now_mono();
+    int hit = 0;
+    pthread_mutex_lock(&z->ban_lock);
+    for (int i = 0; i < ZAP_BANS && !hit; i++)
+        hit = z->bans[i].until > now && strcmp(z->bans[i].address, address) == 0;
+    pthread_mutex_unlock(&z->ban_lock);
+    return hit;
+}
+
+void ss_zap_ban(ss_zap_t *z, const char *address, double seconds)
+{
+    if (!z || !address || !*address)
+        return;
+    pthread_mutex_lock(&z->ban_lock);
+    int slot = -1;
+    for (int i = 0; i < ZAP_BANS && slot < 0; i++)
+        if (strcmp(z->bans[i].address, address) == 0)
+            slot = i;
+    if (slot < 0) {
+        slot = 0;
+        for (int i = 1; i < ZAP_BANS; i++)
+            if (z->bans[i].until < z->bans[slot].until)
+                slot = i;
+    }
+    ss_strlcpy(z->bans[slot].address, address, sizeof z->bans[slot].address);
+    z->bans[slot].until = ss_now_mono() + seconds;
+    pthread_mutex_unlock(&z->ban_lock);
+}
+
+/* The verdict on one request's address, mechanism and credentials: NULL
+ * to admit, else the reason. */
+static const char *verdict(ss_zap_t *z, const char *addr, zmq_msg_t *mech,
+                           zmq_msg_t *cred)
+{
+    if (banned(z, addr)) {
+        z->refused_banned++;
+        return "banned for a while (subscription flood)";
+    }
+    const int is_curve = zmq_msg_size(mech) == 5 && memcmp(zmq_msg_data(mech), "CURVE", 5) == 0;
+    if (!z->curve)
+        return NULL;
+    return is_curve && cred && zmq_msg_size(cred) == 32 && admitted(z, zmq_msg_data(cred))
+               ? NULL
+               : "unknown CURVE key";
+}
+
+/* Answer one request: 200 for an admitted peer (a known CURVE key with
+ * CURVE on, anyone not banned without), else 400 (counted, logged). */
 static void answer(ss_zap_t *z)
 {
     zmq_msg_t p[ZAP_PARTS];
@@ -108,19 +167,18 @@ static void answer(ss_zap_t *z)
     if (n < 0)
         return;
     /* version, request id, domain, address, identity, mechanism, credentials */
-    int ok = 0;
-    char addr[64] = "?";
-    if (n >= 7) {
+    char addr[SS_ZAP_ADDRESS_MAX] = "?";
+    const char *why = "malformed request";
+    if (n >= 6) {
         const size_t al = SS_MIN(zmq_msg_size(&p[3]), sizeof addr - 1);
         memcpy(addr, zmq_msg_data(&p[3]), al);
         addr[al] = '\0';
-        ok = zmq_msg_size(&p[5]) == 5 && memcmp(zmq_msg_data(&p[5]), "CURVE", 5) == 0 &&
-             zmq_msg_size(&p[6]) == 32 && admitted(z, zmq_msg_data(&p[6]));
+        why = verdict(z, addr, &p[5], n >= 7 ? &p[6] : NULL);
     }
-    const char *status = ok ? "200" : "400";
-    const char *text = ok ? "OK" : "unknown CURVE key";
-    const uint64_t k = ok ? ++z->admitted : ++z->refused;
-    if (!ok && (k <= ZAP_LOG_FIRST || k % 100 == 0))
+    const char *status = why ? "400" : "200";
+    const char *text = why ? why : "OK";
+    const uint64_t k = why ? ++z->refused : ++z->admitted;
+    if (why && (k <= ZAP_LOG_FIRST || k % 100 == 0))
         SS_LOG(SS_LOG_WARNING, TAG, "peer %s refused: %s (%llu refused so far)", addr, text,
                (unsigned long long)k);
     const void *req_id = n >= 2 ? zmq_msg_data(&p[1]) : "";
@@ -153,7 +211,9 @@ ss_zap_t *ss_zap_start(void *zctx, const char *dir, char *err, size_t n)
         snprintf(err, n, "out of memory");
         return NULL;
     }
-    if (load_keys(z, dir, err, n) != 0) {
+    pthread_mutex_init(&z->ban_lock, NULL);
+    z->curve = dir && *dir;
+    if (z->curve && load_keys(z, dir, err, n) != 0) {
         free(z);
         return NULL;
     }
@@ -167,8 +227,9 @@ ss_zap_t *ss_zap_start(void *zctx, const char *dir, char *err, size_t n)
         free(z);
         return NULL;
     }
-    SS_LOG(SS_LOG_INFO, TAG, "CURVE on: %d client key%s admitted from %s", z->n_keys,
-           z->n_keys == 1 ? "" : "s", dir);
+    if (z->curve)
+        SS_LOG(SS_LOG_INFO, TAG, "CURVE on: %d client key%s admitted from %s", z->n_keys,
+               z->n_keys == 1 ? "" : "s", dir);
     return z;
 }
 
@@ -180,10 +241,13 @@ void ss_zap_stop(ss_zap_t **pz)
     atomic_store(&z->stop, 1);
     pthread_join(z->thread, NULL);
     zmq_close(z->sock);
+    pthread_mutex_destroy(&z->ban_lock);
     free(z);
     *pz = NULL;
 }
 
 uint64_t ss_zap_refused(const ss_zap_t *z) { return z ? atomic_load(&z->refused) : 0; }
 uint64_t ss_zap_admitted(const ss_zap_t *z) { return z ? atomic_load(&z->admitted) : 0; }
+uint64_t ss_zap_refused_banned(const ss_zap_t *z) { return z ? atomic_load(&z->refused_banned) : 0; }
 int ss_zap_keys(const ss_zap_t *z) { return z ? z->n_keys : 0; }
+int ss_zap_curve(const ss_zap_t *z) { return z ? z->curve : 0; }

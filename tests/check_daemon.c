@@ -2488,6 +2488,93 @@ START_TEST(test_stalled_partial_message)
 }
 END_TEST
 
+/* Whether sub receives any message within wait_s. */
+static int receives(void *sub, double wait_s)
+{
+    const double t0 = now_s();
+    while (now_s() - t0 < wait_s) {
+        ss_proto_rx_t rx;
+        if (ss_proto_recv_parts(sub, 0, &rx) == SS_OK) {
+            ss_proto_rx_close(&rx);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The flooder of test_subscription_flood, in a process of its own (over
+ * IPC a peer is a process): n distinct subscriptions on endpoint, with a
+ * poll now and then so that libzmq keeps sending them, then a pause. */
+static void flood_subscriptions(const char *endpoint, int n)
+{
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_SUB);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_connect(s, endpoint);
+    char topic[64];
+    for (int i = 0; i < n; i++) {
+        const int len = snprintf(topic, sizeof topic, "flood-%d-xxxxxxxxxxxxxxxxxxxx", i);
+        zmq_setsockopt(s, ZMQ_SUBSCRIBE, topic, (size_t)len);
+        if (i % 100 == 0) {
+            zmq_pollitem_t it = { .socket = s, .events = ZMQ_POLLIN };
+            zmq_poll(&it, 1, 1);
+        }
+    }
+    for (int i = 0; i < 40; i++) {
+        zmq_pollitem_t it = { .socket = s, .events = ZMQ_POLLIN };
+        zmq_poll(&it, 1, 100);
+    }
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+}
+
+/* Issue 11: a subscription flood. Another process sends 20000 distinct
+ * subscriptions (libzmq alone keeps each, ~2 kB apiece); past
+ * publish.max_subscriptions_per_peer (100; loop 0) or, with that out of
+ * reach, past publish.max_subscriptions (1000; loop 1) it is banned, its
+ * connection closed and its reconnection refused by the ZAP handler,
+ * counted; the daemon's memory stays bounded and the test's own
+ * subscriber keeps receiving, not banned. */
+START_TEST(test_subscription_flood)
+{
+    dmn_t d;
+    dmn_init(&d);
+    snprintf(d.pub_extra, sizeof d.pub_extra,
+             ", \"max_subscriptions_per_peer\": %d, \"max_subscriptions\": 1000, "
+             "\"ban_s\": 60", _i == 0 ? 100 : 1000000);
+    const char *why = _i == 0 ? "banned for 60 s: over publish.max_subscriptions_per_peer"
+                              : "banned for 60 s: publish.max_subscriptions reached";
+    write_synth_config(&d, 5.0, NULL);
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    void *sub = subscribe(&d);
+    const long rss0 = rss_kib(d.pid);
+    const pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        flood_subscriptions(d.pub, 20000);
+        _exit(0);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    const long rss1 = rss_kib(d.pid);
+    ck_assert_msg(log_contains(&d, why), "the flooding peer was not banned: no \"%s\"", why);
+    /* the test's own subscriber still gets messages */
+    ck_assert_msg(receives(sub, 10.0), "the reading subscriber got nothing after the flood");
+    ck_assert_msg(rss0 > 0 && rss1 > 0 && rss1 - rss0 < 32 * 1024L,
+                  "RSS %ld KiB before the flood, %ld KiB after", rss0, rss1);
+    zmq_close(sub);
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    ck_assert_int_eq(log_counter(&d, "peers_banned"), 1);
+    ck_assert_int_ge(log_counter(&d, "subscriptions_refused"), 1);
+    /* its SUB reconnected after the close, and ZAP refused it */
+    ck_assert_int_ge(log_counter(&d, "refused_banned"), 1);
+    dmn_cleanup(&d);
+}
+END_TEST
+
 /* Issue 11: CURVE with ZAP on every socket. With security.curve_key and
  * security.client_keys set, a client whose key is listed gets in (control,
  * results, frames); one with an unknown key, or without CURVE, gets
@@ -2505,20 +2592,6 @@ static void *curve_socket(int type, const char *endpoint, const char *key, const
         zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
     ck_assert_int_eq(zmq_connect(s, endpoint), 0);
     return s;
-}
-
-/* Whether sub receives any message within wait_s. */
-static int receives(void *sub, double wait_s)
-{
-    const double t0 = now_s();
-    while (now_s() - t0 < wait_s) {
-        ss_proto_rx_t rx;
-        if (ss_proto_recv_parts(sub, 0, &rx) == SS_OK) {
-            ss_proto_rx_close(&rx);
-            return 1;
-        }
-    }
-    return 0;
 }
 
 START_TEST(test_curve)
@@ -2645,6 +2718,7 @@ int main(void)
     tcase_set_timeout(subs, 900);
     tcase_add_test(subs, test_stalled_subscriber);
     tcase_add_test(subs, test_stalled_partial_message);
+    tcase_add_loop_test(subs, test_subscription_flood, 0, 2);
     TCase *sec = tcase_create("security");
     tcase_set_timeout(sec, 300);
     tcase_add_test(sec, test_curve);
