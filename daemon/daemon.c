@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <zmq.h>
 
 #define TAG "daemon"
@@ -242,6 +243,15 @@ static int bind_control(void *sock, const char *endpoint, char *err, size_t n)
         SS_LOG(SS_LOG_NOTICE, TAG, "control.endpoint %s: %s; the control socket is on %s instead",
                endpoint, why, ep);
     return bind_socket(sock, ep, "control", err, n);
+}
+
+int ss_fd_in_headroom(int fd, int slices)
+{
+    struct rlimit rl;
+    if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    const long long limit = (long long)rl.rlim_cur;
+    return (long long)fd >= limit - slices * SS_MAX(64LL, limit / 16);
 }
 
 void ss_zmq_heartbeats(void *sock, double timeout_s)
@@ -644,10 +654,11 @@ static void log_summary(ss_daemon_t *d)
     if (d->cfg.publish_endpoint[0])
         SS_LOG(SS_LOG_NOTICE, TAG,
                "publish final: subscriptions_held=%lld subscriptions_refused=%llu "
-               "peers_banned=%llu refused_banned=%llu",
+               "peers_banned=%llu refused_banned=%llu connections_refused=%llu",
                (long long)d->pub_counts.held, (unsigned long long)d->pub_counts.refused,
                (unsigned long long)d->pub_counts.banned,
-               (unsigned long long)ss_zap_refused_banned(d->zap));
+               (unsigned long long)ss_zap_refused_banned(d->zap),
+               (unsigned long long)d->pub_counts.conns_refused);
     for (int i = 0; i < d->n_feeds; i++) {
         ss_proto_feed_stats_t s;
         ss_sink_counters_t k;
@@ -659,7 +670,7 @@ static void log_summary(ss_daemon_t *d)
                "file_dropped=%llu fits_written=%llu fits_errors=%llu jsonl_written=%llu "
                "jsonl_errors=%llu ds9_written=%llu ds9_errors=%llu iod_written=%llu "
                "iod_errors=%llu ades_written=%llu ades_errors=%llu detections_truncated=%llu "
-               "peer_disconnects=%llu",
+               "peer_disconnects=%llu connections_refused=%llu",
                s.name, (unsigned long long)s.received, (unsigned long long)s.accepted,
                (unsigned long long)s.rejected, (unsigned long long)s.dropped_queue,
                (unsigned long long)s.processed,
@@ -677,7 +688,8 @@ static void log_summary(ss_daemon_t *d)
                (unsigned long long)k.iod_written, (unsigned long long)k.iod_errors,
                (unsigned long long)k.ades_written, (unsigned long long)k.ades_errors,
                (unsigned long long)s.detections_truncated,
-               (unsigned long long)k.peer_disconnects);
+               (unsigned long long)k.peer_disconnects,
+               (unsigned long long)k.connections_refused);
     }
 }
 

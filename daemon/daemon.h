@@ -65,6 +65,20 @@ typedef struct ss_out {
  * dropped after timeout_s without traffic (config "peer_timeout"). */
 void ss_zmq_heartbeats(void *sock, double timeout_s);
 
+/* Whether a connection just accepted on descriptor fd eats into the
+ * open-files headroom: the last `slices` × max(64, limit / 16)
+ * descriptors below the soft limit. Descriptors are handed out lowest
+ * first, so every one below fd is in use. Such a connection is shut down
+ * at once by the socket monitors: the frame sockets keep two slices free
+ * (SS_FD_SLICES_FRAMES), the publish socket one (SS_FD_SLICES_PUBLISH),
+ * so that peers that hog frame connections leave room for new
+ * subscribers, and hogs of either leave the last slice to the control
+ * socket and the files (libzmq aborts the process when an IPC accept
+ * fails for want of a descriptor). */
+int ss_fd_in_headroom(int fd, int slices);
+#define SS_FD_SLICES_FRAMES 2
+#define SS_FD_SLICES_PUBLISH 1
+
 /* With CURVE on (d->zap), sock becomes a CURVE server with the daemon's
  * key (before it binds); nothing otherwise. Returns 0, or -1 with err. */
 int ss_daemon_secure(const ss_daemon_t *d, void *sock, const char *what, char *err, size_t n);

@@ -21,7 +21,9 @@
  * A socket monitor reports the peers that connect and go: libzmq drops a
  * peer whose part exceeds ZMQ_MAXMSGSIZE (or that breaks the protocol)
  * without a word to the socket, so every disconnect is counted
- * (peer_disconnects) and logged with its address.
+ * (peer_disconnects) and logged with its address; and the connections
+ * accepted into the open-files headroom (ss_fd_in_headroom) are shut
+ * down at once (connections_refused).
  */
 #include "daemon.h"
 
@@ -29,6 +31,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <zmq.h>
 
 #define TAG "zmq-source"
@@ -37,6 +40,7 @@
 typedef struct zmq_src {
     void *sock;
     void *mon;                      /* PAIR: the socket monitor's events; NULL without one */
+    uint64_t refused_logged;        /* connections shut for the open-files headroom */
     ss_proto_limits_t lim;
     size_t max_total;
     int max_parts;
@@ -197,7 +201,8 @@ fail:
 }
 
 /* One socket-monitor event (two parts: 16-bit event, 32-bit value; then
- * the peer's address): a disconnect is counted and logged. */
+ * the peer's address): a disconnect is counted and logged; a connection
+ * accepted into the open-files headroom is shut down, counted, logged. */
 static void monitor_event(ss_source_t *s)
 {
     zmq_src_t *z = s->impl;
@@ -208,8 +213,11 @@ static void monitor_event(ss_source_t *s)
         return;
     }
     uint16_t event = 0;
-    if (zmq_msg_size(&m) >= sizeof event)
+    uint32_t value = 0;
+    if (zmq_msg_size(&m) >= sizeof event + sizeof value) {
         memcpy(&event, zmq_msg_data(&m), sizeof event);
+        memcpy(&value, (const char *)zmq_msg_data(&m) + sizeof event, sizeof value);
+    }
     zmq_msg_close(&m);
     char addr[256] = "";
     if (more_parts(z->mon)) {
@@ -224,7 +232,14 @@ static void monitor_event(ss_source_t *s)
     int parts = 0;
     size_t bytes = 0;
     drain(z->mon, &parts, &bytes);
-    if (event == ZMQ_EVENT_DISCONNECTED) {
+    if (event == ZMQ_EVENT_ACCEPTED && ss_fd_in_headroom((int)value, SS_FD_SLICES_FRAMES)) {
+        shutdown((int)value, SHUT_RDWR);
+        SS_SINK_ADD(s->feed->stats, connections_refused, 1);
+        if (z->refused_logged++ % 100 == 0)
+            SS_LOG(SS_LOG_WARNING, TAG, "feed %s: open files near the limit: connection from %s "
+                   "closed (%llu so far; logged every 100th)", s->feed->name, addr[0] ? addr : "?",
+                   (unsigned long long)z->refused_logged);
+    } else if (event == ZMQ_EVENT_DISCONNECTED) {
         SS_SINK_ADD(s->feed->stats, peer_disconnects, 1);
         SS_LOG(SS_LOG_INFO, TAG, "feed %s: peer %s disconnected (a part over the size limit "
                "also ends a connection)", s->feed->name, addr[0] ? addr : "?");
@@ -281,7 +296,7 @@ static void monitor_open(zmq_src_t *z, void *zctx, const char *feed)
 {
     char ep[96];
     snprintf(ep, sizeof ep, "inproc://skysieve-monitor-%s-%p", feed, (void *)z);
-    if (zmq_socket_monitor(z->sock, ep, ZMQ_EVENT_DISCONNECTED) != 0) {
+    if (zmq_socket_monitor(z->sock, ep, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_ACCEPTED) != 0) {
         SS_LOG(SS_LOG_WARNING, TAG, "feed %s: no socket monitor (%s): disconnects are not counted",
                feed, zmq_strerror(zmq_errno()));
         return;

@@ -44,6 +44,8 @@ typedef struct ss_sink_counters {
     uint64_t series;            /* series_start/series_end messages received */
     uint64_t peer_disconnects;  /* ZeroMQ source: peers that went (a part over the size limit
                                  * ends a connection this way too) */
+    uint64_t connections_refused; /* ZeroMQ source: connections closed at once, the open
+                                   * files being near their limit */
 } ss_sink_counters_t;
 
 typedef struct ss_feed_stats ss_feed_stats_t;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "daemon.h"
 #include "pipeline/ss_common.h"
 
 #define TAG "publisher"
@@ -40,6 +41,7 @@ struct ss_subguard {
     int64_t held;                   /* distinct topics subscribed */
     int64_t doomed;                 /* of those, a banned peer's: going with its connections */
     uint64_t refused, banned;
+    uint64_t conns_refused;         /* connections shut for the open-files headroom */
 };
 
 ss_subguard_t *ss_subguard_new(void *zctx, void *xpub)
@@ -140,6 +142,14 @@ static int peer_of_address(ss_subguard_t *g, const char *addr)
 
 static void conn_opened(ss_subguard_t *g, int fd)
 {
+    if (ss_fd_in_headroom(fd, SS_FD_SLICES_PUBLISH)) {
+        shutdown(fd, SHUT_RDWR);
+        if (g->conns_refused++ % 100 == 0)
+            SS_LOG(SS_LOG_WARNING, TAG, "open files near the limit: a subscriber's connection "
+                   "closed (%llu so far; logged every 100th)",
+                   (unsigned long long)g->conns_refused);
+        return;
+    }
     if (g->n_conns == g->cap_conns) {
         const int cap = g->cap_conns ? 2 * g->cap_conns : 64;
         conn_t *c = realloc(g->conns, (size_t)cap * sizeof *c);
@@ -308,6 +318,7 @@ void ss_subguard_counts(const ss_subguard_t *g, ss_subguard_counts_t *out)
     out->held = g->held;
     out->refused = g->refused;
     out->banned = g->banned;
+    out->conns_refused = g->conns_refused;
     for (int i = 0; i < g->n_peers; i++)
         out->peers += g->peers[i].conns > 0;
 }

@@ -37,6 +37,7 @@ typedef struct ss_subguard_counts {
     uint64_t refused;               /* subscriptions over a limit or from a banned peer */
     uint64_t banned;                /* bans so far */
     int peers;                      /* peer addresses connected now */
+    uint64_t conns_refused;         /* connections shut for the open-files headroom */
 } ss_subguard_counts_t;
 
 /* Watch xpub (a ZMQ_XPUB of context zctx, not yet bound) through a socket

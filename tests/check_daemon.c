@@ -2488,6 +2488,62 @@ START_TEST(test_stalled_partial_message)
 }
 END_TEST
 
+/* Issue 11: peers that hog connections. The daemon's open-files limit is
+ * cut to 512 (prlimit), then 700 connections are opened to its frame
+ * socket, in bursts of 50. Connections accepted into the headroom (the
+ * last 64 descriptors) are shut down at once, counted; control answers, a
+ * new subscriber gets in, a frame is processed, and the daemon exits 0.
+ * Before: libzmq aborted the daemon at the first accept without a
+ * descriptor (an IPC listener's accept fails its assertion on EMFILE). */
+START_TEST(test_fd_exhaustion)
+{
+    enum { LIMIT = 512, HOGS = 700, BURST = 50 };
+    dmn_t d;
+    dmn_init(&d);
+    write_zmq_config(&d, 4, "block");
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    const struct rlimit rl = { .rlim_cur = LIMIT, .rlim_max = LIMIT };
+    ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &rl, NULL), 0);
+    static int hog[HOGS];
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    ss_strlcpy(sa.sun_path, d.in + 6, sizeof sa.sun_path);
+    for (int i = 0; i < HOGS; i++) {
+        hog[i] = socket(AF_UNIX, SOCK_STREAM, 0);
+        ck_assert_int_ge(hog[i], 0);
+        ck_assert_int_eq(connect(hog[i], (struct sockaddr *)&sa, sizeof sa), 0);
+        if (i % BURST == BURST - 1)
+            sleep_s(0.02);
+    }
+    sleep_s(0.5);
+    ck_assert_msg(kill(d.pid, 0) == 0, "the daemon died");
+    ss_ctl_response_t r;
+    ck_assert_int_eq(ctl_cmd(&d, SS_CTL_STATUS, NULL, &r), 0);
+    ck_assert(r.ok);
+    ss_ctl_response_free(&r);
+    void *sub = subscribe(&d);
+    sender_t snd;
+    sender_open(&snd, &d, 0);
+    sender_send(&snd, NULL);
+    ss_proto_status_t *st = NULL;
+    const double t0 = now_s();
+    do {
+        free(st);
+        sleep_s(0.05);
+        st = stats_of(&d);
+    } while (st->feeds[0].processed < 1 && now_s() - t0 < 30.0);
+    ck_assert_uint_eq(st->feeds[0].processed, 1);
+    free(st);
+    sender_close(&snd);
+    zmq_close(sub);
+    for (int i = 0; i < HOGS; i++)
+        close(hog[i]);
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    ck_assert_int_ge(log_counter(&d, "connections_refused"), HOGS - LIMIT);
+    dmn_cleanup(&d);
+}
+END_TEST
+
 /* Whether sub receives any message within wait_s. */
 static int receives(void *sub, double wait_s)
 {
@@ -2718,6 +2774,7 @@ int main(void)
     tcase_set_timeout(subs, 900);
     tcase_add_test(subs, test_stalled_subscriber);
     tcase_add_test(subs, test_stalled_partial_message);
+    tcase_add_test(subs, test_fd_exhaustion);
     tcase_add_loop_test(subs, test_subscription_flood, 0, 2);
     TCase *sec = tcase_create("security");
     tcase_set_timeout(sec, 300);
