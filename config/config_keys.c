@@ -148,7 +148,7 @@ static const ss_config_key_t daemon_keys[] = {
     D_STR("security.client_keys", client_keys, "", FIXED,
           "CURVE: the directory of the admitted clients' public key files (NAME.pub); required with security.curve_key."),
     D_DBL("peer_timeout", peer_timeout, 1.0, 3600.0, 60.0, FIXED,
-          "Seconds a ZeroMQ peer (sender, subscriber, control client) may stay silent to the heartbeat PINGs sent every quarter of this before its connection is dropped: dead peers and stalled partial messages free their memory."),
+          "Seconds a ZeroMQ peer (sender, subscriber, control client) may stay silent to the heartbeat PINGs sent every quarter of this, or take over its handshake, before its connection is dropped: dead peers and stalled partial messages free their memory."),
     D_DBL("status_interval", status_interval, 0.1, 3600.0, 5.0, RELOAD,
           "Seconds between systemd STATUS= updates and status messages."),
     D_DBL("watchdog.stall_timeout", watchdog_stall, 1.0, 86400.0, 30.0, RELOAD,

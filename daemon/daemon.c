@@ -257,6 +257,7 @@ int ss_fd_in_headroom(int fd, int slices)
 void ss_zmq_heartbeats(void *sock, double timeout_s)
 {
     const int timeout = (int)(timeout_s * 1000.0), ivl = SS_MAX(timeout / 4, 1);
+    zmq_setsockopt(sock, ZMQ_HANDSHAKE_IVL, &timeout, sizeof timeout);
     zmq_setsockopt(sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
     zmq_setsockopt(sock, ZMQ_HEARTBEAT_TIMEOUT, &timeout, sizeof timeout);
     zmq_setsockopt(sock, ZMQ_HEARTBEAT_TTL, &timeout, sizeof timeout);

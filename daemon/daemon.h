@@ -62,7 +62,8 @@ typedef struct ss_out {
 } ss_out_t;
 
 /* ZeroMQ heartbeats on sock: a PING every timeout_s / 4, the connection
- * dropped after timeout_s without traffic (config "peer_timeout"). */
+ * dropped after timeout_s without traffic (config "peer_timeout"), and a
+ * handshake not finished within timeout_s dropped too. */
 void ss_zmq_heartbeats(void *sock, double timeout_s);
 
 /* Whether a connection just accepted on descriptor fd eats into the

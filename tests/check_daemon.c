@@ -2435,7 +2435,8 @@ START_TEST(test_stalled_subscriber)
 END_TEST
 
 /* Issue 11: a peer that stops half-way through a message is dropped after
- * peer_timeout (heartbeats) and its partial message freed: here a raw
+ * peer_timeout (heartbeats) and its partial message freed, and one that
+ * never finishes its handshake after peer_timeout too: here a raw
  * ZMTP 3.0 peer on the frame socket (greeting, READY as PUSH, then a
  * 10000-byte frame cut after 100 bytes, then silence). The disconnect is
  * logged and counted; the daemon goes on serving. */
@@ -2452,6 +2453,11 @@ START_TEST(test_stalled_partial_message)
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     ss_strlcpy(sa.sun_path, d.in + 6, sizeof sa.sun_path);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    /* and one that never even greets: dropped after the handshake time
+     * (peer_timeout too) */
+    const int mute = socket(AF_UNIX, SOCK_STREAM, 0);
+    ck_assert_int_eq(connect(mute, (struct sockaddr *)&sa, sizeof sa), 0);
+    const double tm = now_s();
     unsigned char greet[64] = { 0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 0, 'N', 'U', 'L', 'L' };
     ck_assert_int_eq(write(fd, greet, sizeof greet), (ssize_t)sizeof greet);
     static const unsigned char ready[] = { 0x04, 26, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o',
@@ -2469,6 +2475,14 @@ START_TEST(test_stalled_partial_message)
                   "the stalled peer was not dropped in 20 s");
     ck_assert_msg(took < 10.0, "dropped after %.1f s", took);
     close(fd);
+    /* the mute peer: libzmq sent its own greeting, then closed */
+    char junk[128];
+    ssize_t got;
+    while ((got = read(mute, junk, sizeof junk)) > 0 && now_s() - tm < 20.0)
+        ;
+    ck_assert_msg(got == 0 && now_s() - tm < 10.0, "a peer that never greets kept for %.1f s",
+                  now_s() - tm);
+    close(mute);
     /* still serving */
     sender_t snd;
     sender_open(&snd, &d, 0);
@@ -2491,8 +2505,9 @@ END_TEST
 /* Issue 11: peers that hog connections. The daemon's open-files limit is
  * cut to 512 (prlimit), then 700 connections are opened to its frame
  * socket, in bursts of 50. Connections accepted into the headroom (the
- * last 64 descriptors) are shut down at once, counted; control answers, a
- * new subscriber gets in, a frame is processed, and the daemon exits 0.
+ * last 128 descriptors for frame sockets) are shut down at once, counted;
+ * control answers, a new subscriber gets in, the frame of a sender
+ * connected before is processed, and the daemon exits 0.
  * Before: libzmq aborted the daemon at the first accept without a
  * descriptor (an IPC listener's accept fails its assertion on EMFILE). */
 START_TEST(test_fd_exhaustion)
@@ -2505,6 +2520,8 @@ START_TEST(test_fd_exhaustion)
     dmn_wait_ready(&d);
     const struct rlimit rl = { .rlim_cur = LIMIT, .rlim_max = LIMIT };
     ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &rl, NULL), 0);
+    sender_t snd;                   /* a camera connected before the hogs */
+    sender_open(&snd, &d, 0);
     static int hog[HOGS];
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     ss_strlcpy(sa.sun_path, d.in + 6, sizeof sa.sun_path);
@@ -2522,8 +2539,6 @@ START_TEST(test_fd_exhaustion)
     ck_assert(r.ok);
     ss_ctl_response_free(&r);
     void *sub = subscribe(&d);
-    sender_t snd;
-    sender_open(&snd, &d, 0);
     sender_send(&snd, NULL);
     ss_proto_status_t *st = NULL;
     const double t0 = now_s();
