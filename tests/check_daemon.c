@@ -2621,11 +2621,14 @@ START_TEST(test_subscription_flood)
     dmn_wait_ready(&d);
     void *sub = subscribe(&d);
     const long rss0 = rss_kib(d.pid);
+    /* the flooder: this binary again (main's --flood-subscriptions), so
+     * that the child is single-threaded until exec */
     const pid_t child = fork();
     ck_assert_int_ge(child, 0);
     if (child == 0) {
-        flood_subscriptions(d.pub, 20000);
-        _exit(0);
+        execl("/proc/self/exe", "check_daemon", "--flood-subscriptions", d.pub, "20000",
+              (char *)NULL);
+        _exit(127);
     }
     int status = 0;
     ck_assert_int_eq(waitpid(child, &status, 0), child);
@@ -2760,8 +2763,12 @@ START_TEST(test_curve)
 }
 END_TEST
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--flood-subscriptions") == 0) {
+        flood_subscriptions(argv[2], atoi(argv[3]));    /* test_subscription_flood's child */
+        return 0;
+    }
     Suite *s = suite_create("daemon");
     TCase *tc = tcase_create("skysieved");
     tcase_set_timeout(tc, 300);
