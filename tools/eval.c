@@ -1140,7 +1140,7 @@ static void baseline_detect(base_work_t *w, int pw, int ph, int ox, int oy,
     float sigma = ss_noise_mad(w->diff, pw, ph, c->noise_stride, w->fscratch);
     if (!isfinite(sigma) || sigma <= 0.0f)
         return;
-    ss_matched_filter(w->diff, pw, ph, c->psf_sigma, sigma, w->z, w->fscratch);
+    ss_matched_filter(w->diff, pw, ph, c->psf_sigma, c->mf_phases, sigma, w->z, w->fscratch);
     int np = 0, nn = 0;
     ss_label(w->z, pw, ph, (float)c->thresh, (float)c->thresh_low, 0, w->labels, w->iscratch,
              &np, &nn);
