@@ -375,6 +375,8 @@ static const ss_config_key_t feed_keys[] = {
           "[5] Sample every stride-th row and column for the noise σ."),
     F_DBL("pipeline.psf_sigma", P(psf_sigma), 0.3, 8.0, 1.4, RELOAD,
           "[6] Gaussian PSF sigma of the matched filter, px."),
+    F_INT("pipeline.matched.phases", P(mf_phases), 0.0, SS_MF_MAX_PHASES, 0.0, RELOAD,
+          "[6] Sub-pixel phases of the PSF kernel per axis: z is the phase value of largest |z| over a bank of n x n kernels at offsets spaced 1/n px (1 = one kernel at the pixel centre). 0 = auto: 2 when psf_sigma < 1 px (there a mover half a pixel off loses up to a quarter of its z at whole-pixel phases), else 1. The bank raises the false-alarm rate of detect.thresh on noise (README, Matched filter)."),
     F_DBL("pipeline.detect.thresh", P(thresh), 0.5, 1000.0, 5.0, RELOAD,
           "[7] Seed threshold tau, in sigma of the SNR map."),
     F_DBL("pipeline.detect.thresh_low", P(thresh_low), 0.1, 1000.0, 2.5, RELOAD,

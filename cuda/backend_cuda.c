@@ -1543,13 +1543,17 @@ static ss_err_t cuda_noise(ss_backend_t *b, ss_plane_t which, int stride, float 
     return SS_OK;
 }
 
-static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, float sigma)
+static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, int phases, float sigma)
 {
     ss_err_t e = op_begin(b);
     if (e || (e = params_begin(b)))
         return e;
     cu_params_t *hp = b->h_params;
-    const int R = ss_psf_kernel(psf_sigma, hp->mf_k);
+    const int n = ss_mf_phases_used(psf_sigma, phases);
+    int R = 0;
+    for (int ph = 0; ph < n; ph++)
+        R = ss_psf_kernel_phase(psf_sigma, ss_mf_phase(n, ph), hp->mf_k[ph]);
+    hp->mf_phases = n;
     hp->mf_R = R;
     hp->mf_sigma = sigma;
     if ((e = enqueue(b, st_matched, R, SS_STAGE_MATCHED)))
@@ -1943,8 +1947,9 @@ HOST_TIMED(cuda_guided, SS_STAGE_GUIDED, (ss_backend_t *b, int radius, float eps
            (b, radius, eps))
 HOST_TIMED(cuda_noise, SS_STAGE_NOISE, (ss_backend_t *b, ss_plane_t which, int stride, float *sigma),
            (b, which, stride, sigma))
-HOST_TIMED(cuda_matched, SS_STAGE_MATCHED, (ss_backend_t *b, double psf_sigma, float sigma),
-           (b, psf_sigma, sigma))
+HOST_TIMED(cuda_matched, SS_STAGE_MATCHED,
+           (ss_backend_t *b, double psf_sigma, int phases, float sigma),
+           (b, psf_sigma, phases, sigma))
 HOST_TIMED(cuda_detect, SS_STAGE_DETECT, (ss_backend_t *b, float sigma, ss_detlist_t *out),
            (b, sigma, out))
 HOST_TIMED(cuda_history_store, SS_STAGE_HISTORY, (ss_backend_t *b, int slot, int remove, int radius),

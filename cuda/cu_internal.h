@@ -132,8 +132,9 @@ typedef struct cu_params {
 
     /* matched filter */
     int mf_R;
+    int mf_phases;                  /* sub-pixel phases per axis (ss_mf_phases_used) */
     float mf_sigma;                 /* the residual's σ */
-    float mf_k[CU_KTAPS];
+    float mf_k[SS_MF_MAX_PHASES][CU_KTAPS];   /* ss_psf_kernel_phase of each phase */
 
     /* detection */
     float thresh, thresh_low;

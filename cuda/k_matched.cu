@@ -7,7 +7,12 @@
  * rows plus the vertical apron (h1 = Σ k·v·in, hv1 = Σ k·v, hv2 = Σ k²·v,
  * float, taps ascending), keeps them in shared memory, and runs the
  * column pass (num = Σ k·h1, den = Σ k·hv1, den2 = Σ k²·hv2; z = num /
- * (σ·sqrtf(den2))). The row pass of the apron rows is
+ * (σ·sqrtf(den2))). With a sub-pixel phase bank (p->mf_phases = n > 1)
+ * the row pass runs once per x phase into the same shared buffers, the
+ * column pass once per y phase after it, and each thread folds its
+ * pixels' phase values in registers in matched.c's order (x phase outer,
+ * y phase inner; larger |z| wins, NaN gives way), so the bank costs n
+ * row passes and n² column passes over the tile, one load of it. The row pass of the apron rows is
  * recomputed by the neighbouring tiles instead of going through device
  * memory. Out-of-frame taps are loaded as NaN, i.e. as invalid taps: they
  * add +0 where the CPU skips them, which is the same float.
@@ -25,7 +30,8 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, const float 
                           int w, int h, float *__restrict__ z)
 {
     extern __shared__ float sm[];
-    __shared__ float k[CU_KTAPS], k2[CU_KTAPS];
+    __shared__ float k[SS_MF_MAX_PHASES][CU_KTAPS], k2[SS_MF_MAX_PHASES][CU_KTAPS];
+    const int n = p->mf_phases;
     const int TWI = MT + 2 * R;                 /* input tile width and height */
     float *tv = sm;                             /* TWI × TWI: the value, 0 where invalid */
     float *tf = tv + TWI * TWI;                 /* TWI × TWI: 1 where valid, else 0 */
@@ -34,9 +40,10 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, const float 
     float *hv2 = hv1 + TWI * MT;
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * MT + tx;
     const int x0 = blockIdx.x * MT, y0 = blockIdx.y * MT;
-    for (int i = tid; i <= 2 * R; i += MT * MTY) {
-        k[i] = p->mf_k[i];
-        k2[i] = p->mf_k[i] * p->mf_k[i];
+    for (int i = tid; i < n * (2 * R + 1); i += MT * MTY) {
+        const int ph = i / (2 * R + 1), t = i - ph * (2 * R + 1);
+        k[ph][t] = p->mf_k[ph][t];
+        k2[ph][t] = p->mf_k[ph][t] * p->mf_k[ph][t];
     }
     /* validity resolved once per input pixel, not once per tap: k·0 and
      * k·1 are the +0 and k the reference adds for an invalid / valid tap */
@@ -52,42 +59,62 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, const float 
             tf[ry * TWI + cx] = ok ? 1.0f : 0.0f;
         }
     }
-    __syncthreads();
-    /* rows: h1 = Σ k·v·in, hv1 = Σ k·v (taps ascending), the tile's rows
-     * plus the vertical apron, thread tx owns column tx */
-    for (int ry = ty; ry < TWI; ry += MTY) {
-        const float *rv = tv + ry * TWI + tx, *rf = tf + ry * TWI + tx;
-        float hs = 0.0f, vs = 0.0f, v2 = 0.0f;
-        for (int i = 0; i <= 2 * R; i++) {
-            hs += k[i] * rv[i];
-            vs += k[i] * rf[i];
-            v2 += k2[i] * rf[i];
-        }
-        h1[ry * MT + tx] = hs;
-        hv1[ry * MT + tx] = vs;
-        hv2[ry * MT + tx] = v2;
-    }
-    __syncthreads();
-    /* columns */
     const float sigma = p->mf_sigma;
     const int x = x0 + tx;
+    float zo[MT / MTY];                         /* the fold of the rows oy = ty + MTY·r */
+    for (int r = 0; r < MT / MTY; r++)
+        zo[r] = __int_as_float(0x7fc00000);
+    for (int px = 0; px < n; px++) {
+        __syncthreads();                        /* tiles loaded / the last x phase read */
+        /* rows: h1 = Σ k·v·in, hv1 = Σ k·v (taps ascending), the tile's rows
+         * plus the vertical apron, thread tx owns column tx */
+        const float *kx = k[px], *kx2 = k2[px];
+        for (int ry = ty; ry < TWI; ry += MTY) {
+            const float *rv = tv + ry * TWI + tx, *rf = tf + ry * TWI + tx;
+            float hs = 0.0f, vs = 0.0f, v2 = 0.0f;
+            for (int i = 0; i <= 2 * R; i++) {
+                hs += kx[i] * rv[i];
+                vs += kx[i] * rf[i];
+                v2 += kx2[i] * rf[i];
+            }
+            h1[ry * MT + tx] = hs;
+            hv1[ry * MT + tx] = vs;
+            hv2[ry * MT + tx] = v2;
+        }
+        __syncthreads();
+        /* columns, each y phase, folded as matched.c does (px outer, py
+         * inner; the first phase, then larger |z| or a NaN replaced) */
+        if (x >= w)
+            continue;
+        for (int r = 0, oy = ty; oy < MT; r++, oy += MTY) {
+            const int y = y0 + oy;
+            if (y >= h)
+                break;
+            const int j0 = max(0, R - y), j1 = min(2 * R, h - 1 - y + R);
+            const bool c_ok = tf[(oy + R) * TWI + tx + R] != 0.0f;
+            for (int py = 0; py < n; py++) {
+                const float *ky = k[py], *ky2 = k2[py];
+                float num = 0.0f, den = 0.0f, den2 = 0.0f;
+                for (int j = j0; j <= j1; j++) {
+                    const int e = (oy + j) * MT + tx;
+                    num += ky[j] * h1[e];
+                    den += ky[j] * hv1[e];
+                    den2 += ky2[j] * hv2[e];
+                }
+                const float v =
+                    c_ok && den >= 0.5f ? num / (sigma * sqrtf(den2)) : __int_as_float(0x7fc00000);
+                if ((px == 0 && py == 0) || isnan(zo[r]) || fabsf(v) > fabsf(zo[r]))
+                    zo[r] = v;
+            }
+        }
+    }
     if (x >= w)
         return;
-    for (int oy = ty; oy < MT; oy += MTY) {
+    for (int r = 0, oy = ty; oy < MT; r++, oy += MTY) {
         const int y = y0 + oy;
         if (y >= h)
             break;
-        const int j0 = max(0, R - y), j1 = min(2 * R, h - 1 - y + R);
-        float num = 0.0f, den = 0.0f, den2 = 0.0f;
-        for (int j = j0; j <= j1; j++) {
-            const int e = (oy + j) * MT + tx;
-            num += k[j] * h1[e];
-            den += k[j] * hv1[e];
-            den2 += k2[j] * hv2[e];
-        }
-        const bool c_ok = tf[(oy + R) * TWI + tx + R] != 0.0f;
-        z[(size_t)y * (size_t)w + (size_t)x] =
-            c_ok && den >= 0.5f ? num / (sigma * sqrtf(den2)) : __int_as_float(0x7fc00000);
+        z[(size_t)y * (size_t)w + (size_t)x] = zo[r];
     }
 }
 

@@ -140,8 +140,9 @@ typedef struct ss_backend_ops {
     ss_err_t (*guided)(ss_backend_t *b, int radius, float eps);
     /* §5: σ of a plane (RESIDUAL or CLEAN): ss_noise_clipped. */
     ss_err_t (*noise)(ss_backend_t *b, ss_plane_t which, int stride, float *sigma);
-    /* §6: CLEAN -> SNR. */
-    ss_err_t (*matched)(ss_backend_t *b, double psf_sigma, float sigma);
+    /* §6: CLEAN -> SNR (ss_matched_filter; phases as configured, <= 0 =
+     * auto). */
+    ss_err_t (*matched)(ss_backend_t *b, double psf_sigma, int phases, float sigma);
     /* §7: SNR -> LABELS (every component), then measurement into out: the
      * ss_detect_keep most significant eligible components, most
      * significant first, truncated exact (ss_measure_rank), whatever the

@@ -355,10 +355,10 @@ static ss_err_t cpu_noise(ss_backend_t *b, ss_plane_t which, int stride, float *
     return SS_OK;
 }
 
-static ss_err_t cpu_matched(ss_backend_t *b, double psf_sigma, float sigma)
+static ss_err_t cpu_matched(ss_backend_t *b, double psf_sigma, int phases, float sigma)
 {
     TIMED(b, SS_STAGE_MATCHED,
-          ss_matched_filter(b->plane[SS_PLANE_CLEAN], b->w, b->h, psf_sigma, sigma,
+          ss_matched_filter(b->plane[SS_PLANE_CLEAN], b->w, b->h, psf_sigma, phases, sigma,
                             b->plane[SS_PLANE_SNR], b->fscratch));
     return SS_OK;
 }

@@ -24,7 +24,7 @@
  * to trust (more than half the kernel was invalid). */
 #define SS_MF_MIN_WEIGHT 0.5f
 
-int ss_psf_kernel(double psf_sigma, float *k)
+int ss_psf_kernel_phase(double psf_sigma, double phase, float *k)
 {
     if (!(psf_sigma > 0.0) || !isfinite(psf_sigma)) {
         k[0] = 1.0f;            /* no PSF: a delta */
@@ -35,7 +35,7 @@ int ss_psf_kernel(double psf_sigma, float *k)
         R = SS_KERNEL_MAX_RADIUS;
     double t[2 * SS_KERNEL_MAX_RADIUS + 1], s = 0.0;
     for (int i = 0; i <= 2 * R; i++) {
-        const double d = i - R;
+        const double d = i - R - phase;
         t[i] = exp(-d * d / (2.0 * psf_sigma * psf_sigma));
         s += t[i];
     }
@@ -44,20 +44,33 @@ int ss_psf_kernel(double psf_sigma, float *k)
     return R;
 }
 
-void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float sigma, float *z,
-                       float *scratch)
+int ss_psf_kernel(double psf_sigma, float *k)
 {
-    float k[2 * SS_KERNEL_MAX_RADIUS + 1], k2[2 * SS_KERNEL_MAX_RADIUS + 1];
-    const int R = ss_psf_kernel(psf_sigma, k);
-    for (int i = 0; i <= 2 * R; i++)
-        k2[i] = k[i] * k[i];
-    const size_t npix = (size_t)w * (size_t)h;
-    float *h1 = scratch, *hv1 = scratch + npix, *hv2 = scratch + 2 * npix;
+    return ss_psf_kernel_phase(psf_sigma, 0.0, k);
+}
 
-    /* rows: h1 = Σ k·v·in, hv1 = Σ k·v, hv2 = Σ k²·v. Each chunk of a row is first
-     * copied with its apron into v·in and v (0 for invalid and
-     * out-of-frame taps: adding k·0 = 0 is exact), so the tap loops are
-     * plain multiply-adds */
+double ss_mf_phase(int phases, int p)
+{
+    return (double)(2 * p + 1 - phases) / (2.0 * phases);
+}
+
+int ss_mf_phases_used(double psf_sigma, int phases)
+{
+    if (!(psf_sigma > 0.0) || !isfinite(psf_sigma))
+        return 1;               /* a delta has no sub-pixel phase */
+    if (phases <= 0)
+        return psf_sigma < SS_MF_AUTO_SIGMA ? 2 : 1;
+    return SS_MIN(phases, SS_MF_MAX_PHASES);
+}
+
+/* Row pass with taps k (k2 = k·k) of radius R: h1 = Σ k·v·in, hv1 = Σ
+ * k·v, hv2 = Σ k2·v (ss_matched_filter's contract). Each chunk of a row
+ * is first copied with its apron into v·in and v (0 for invalid and
+ * out-of-frame taps: adding k·0 = 0 is exact), so the tap loops are plain
+ * multiply-adds. */
+static void row_pass(const float *in, int w, int h, int R, const float *k, const float *k2,
+                     float *h1, float *hv1, float *hv2)
+{
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
         const float *ir = in + (size_t)y * (size_t)w;
@@ -88,9 +101,16 @@ void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float si
             memcpy(hv2 + (size_t)y * (size_t)w + c0, w2, (size_t)len * sizeof(float));
         }
     }
+}
 
-    /* columns: num = Σ k·h1, den = Σ k·hv1, den2 = Σ k²·hv2;
-     * z = num / (σ·sqrt(den2)) */
+/* Column pass with taps k (k2 = k·k): num = Σ k·h1, den = Σ k·hv1, den2 =
+ * Σ k2·hv2; this phase's value v = num / (σ·sqrtf(den2)) where the centre
+ * is finite and den >= SS_MF_MIN_WEIGHT, else NaN. first: z = v; else z
+ * takes v where z is NaN or |v| > |z| (the fold of ss_matched_filter). */
+static void col_pass(const float *in, int w, int h, int R, const float *k, const float *k2,
+                     const float *h1, const float *hv1, const float *hv2, float sigma, int first,
+                     float *z)
+{
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
         const int j0 = SS_MAX(0, R - y), j1 = SS_MIN(2 * R, h - 1 - y + R);  /* rows in frame */
@@ -112,10 +132,36 @@ void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float si
             }
             const float *ir = in + (size_t)y * (size_t)w + c0;
             float *zr = z + (size_t)y * (size_t)w + c0;
-            for (int x = 0; x < len; x++)
-                zr[x] = isfinite(ir[x]) && den[x] >= SS_MF_MIN_WEIGHT
-                            ? num[x] / (sigma * sqrtf(den2[x]))
-                            : NAN;
+            for (int x = 0; x < len; x++) {
+                const float v = isfinite(ir[x]) && den[x] >= SS_MF_MIN_WEIGHT
+                                    ? num[x] / (sigma * sqrtf(den2[x]))
+                                    : NAN;
+                if (first || isnan(zr[x]) || fabsf(v) > fabsf(zr[x]))
+                    zr[x] = v;
+            }
+        }
+    }
+}
+
+void ss_matched_filter(const float *in, int w, int h, double psf_sigma, int phases, float sigma,
+                       float *z, float *scratch)
+{
+    const int n = ss_mf_phases_used(psf_sigma, phases);
+    const size_t npix = (size_t)w * (size_t)h;
+    float *h1 = scratch, *hv1 = scratch + npix, *hv2 = scratch + 2 * npix;
+    float kx[2 * SS_KERNEL_MAX_RADIUS + 1], kx2[2 * SS_KERNEL_MAX_RADIUS + 1];
+    float ky[2 * SS_KERNEL_MAX_RADIUS + 1], ky2[2 * SS_KERNEL_MAX_RADIUS + 1];
+    /* phases in the order (px, py), px outer: the row pass once per x phase */
+    for (int px = 0; px < n; px++) {
+        const int R = ss_psf_kernel_phase(psf_sigma, ss_mf_phase(n, px), kx);
+        for (int i = 0; i <= 2 * R; i++)
+            kx2[i] = kx[i] * kx[i];
+        row_pass(in, w, h, R, kx, kx2, h1, hv1, hv2);
+        for (int py = 0; py < n; py++) {
+            ss_psf_kernel_phase(psf_sigma, ss_mf_phase(n, py), ky);
+            for (int i = 0; i <= 2 * R; i++)
+                ky2[i] = ky[i] * ky[i];
+            col_pass(in, w, h, R, ky, ky2, h1, hv1, hv2, sigma, px == 0 && py == 0, z);
         }
     }
 }

@@ -948,7 +948,7 @@ static ss_err_t predict(ss_pipeline_t *p, ss_result_t *res, const int *slots, co
  * (processed-region coordinates). */
 static ss_err_t find(ss_pipeline_t *p, ss_result_t *res)
 {
-    ss_err_t e = p->ops->matched(p->be, p->cfg.psf_sigma, res->sigma);
+    ss_err_t e = p->ops->matched(p->be, p->cfg.psf_sigma, p->cfg.mf_phases, res->sigma);
     if (e == SS_OK)
         e = p->ops->detect(p->be, res->sigma, &res->dets);
     if (e == SS_OK)

@@ -97,6 +97,8 @@ typedef struct ss_pipeline_cfg {
 
     /* §6 matched filter */
     double psf_sigma;           /* "psf_sigma": Gaussian PSF sigma in px */
+    int mf_phases;              /* "matched.phases": sub-pixel kernel phases per axis
+                                 * (1..3); 0 = auto (ss_mf_phases_used) */
 
     /* §7 detection */
     double thresh;              /* "detect.thresh": τ, seed threshold in σ */

@@ -681,20 +681,52 @@ float ss_noise_clipped(const float *x, int w, int h, int stride);
  * psf_sigma <= 0 or not finite: R = 0, k[0] = 1 (no smoothing). */
 int ss_psf_kernel(double psf_sigma, float *k);
 
-/* Valid-aware separable matched filter and SNR map:
+/* The same kernel centred at sub-pixel offset `phase` (px, |phase| <= ½):
+ * taps exp(-(i-R-phase)²/(2σ²)) over the same i = 0..2R, normalised to
+ * sum 1; phase 0 is ss_psf_kernel to the bit. Returns R. */
+int ss_psf_kernel_phase(double psf_sigma, double phase, float *k);
+
+/* The sub-pixel phase bank of the matched filter (docs/QUALITY.md, the
+ * static scenario): n phases per axis, n² kernels k_px ⊗ k_py. */
+#define SS_MF_MAX_PHASES 3
+/* psf_sigma below which phases = 0 (auto) takes the 2×2 bank */
+#define SS_MF_AUTO_SIGMA 1.0
+
+/* Phase p (0..n-1) of an n-phase axis: (2p + 1 - n)/(2n) px — 0; ±¼;
+ * -⅓, 0, ⅓: a grid of spacing 1/n, symmetric about the pixel centre, so
+ * a source is at most 1/(2n) px from a phase in each axis. */
+double ss_mf_phase(int phases, int p);
+
+/* Phases per axis that ss_matched_filter uses for a configured value:
+ * 1..SS_MF_MAX_PHASES as given (more: SS_MF_MAX_PHASES); <= 0 (auto): 2
+ * when psf_sigma < SS_MF_AUTO_SIGMA, else 1; 1 whenever there is no PSF
+ * (psf_sigma <= 0 or not finite: a delta has no phase). */
+int ss_mf_phases_used(double psf_sigma, int phases);
+
+/* Valid-aware separable matched filter and SNR map, for each kernel phase
+ * (px, py) of n = ss_mf_phases_used(psf_sigma, phases) per axis (taps k =
+ * ss_psf_kernel_phase of ss_mf_phase(n, px) along rows, of py along
+ * columns, k2[i] = k[i]·k[i] in float):
  *   h1 = rows: Σ_i k[i]·v·in(x+i-R, y), hv1 = Σ_i k[i]·v, hv2 = Σ_i k2[i]·v
- *   (v = 1 if finite, k2[i] = k[i]·k[i] in float);
+ *   (v = 1 if finite);
  *   num, den, den2 = the same along columns on h1, hv1 (taps k) and hv2
  *   (taps k2) (float, taps ascending);
- *   z = num / (sigma · sqrtf(den2)) (float) where the centre is finite and
- *   den >= 0.5; NaN elsewhere. Out-of-frame taps count as invalid.
+ *   z_p = num / (sigma · sqrtf(den2)) (float) where the centre is finite
+ *   and den >= 0.5; NaN elsewhere. Out-of-frame taps count as invalid.
+ * z = the z_p of largest |z_p| over the finite ones, the phases taken in
+ * the order px outer, py inner and the first of equal |z_p| kept (signed,
+ * so that negative sources see the same bank); NaN when none is finite.
+ * n = 1 is the single kernel of phase 0.
  * The noise of num is sigma·sqrt(den2) wherever taps are missing (the
- * frame's edge, masked pixels, saturated stars): z has unit variance
- * everywhere. Dividing by the kept kernel weight instead (num/den) made
- * the noise √2 larger along an edge and doubled the false alarms there;
- * in the interior, den2 = (Σk²)² = ‖k⊗k‖² and z is the SNR of ALGORITHM §6.
+ * frame's edge, masked pixels, saturated stars): each z_p has unit
+ * variance everywhere. Dividing by the kept kernel weight instead
+ * (num/den) made the noise √2 larger along an edge and doubled the false
+ * alarms there; in the interior, den2 = (Σk²)² = ‖k⊗k‖² and z_p is the SNR
+ * of ALGORITHM §6 at that phase. The largest of n² correlated unit
+ * normals has a heavier upper tail than one: the false-alarm rate of a
+ * threshold on z rises (docs/QUALITY.md measures by how much).
  * scratch: 3·w·h floats. */
-void ss_matched_filter(const float *in, int w, int h, double psf_sigma, float sigma,
+void ss_matched_filter(const float *in, int w, int h, double psf_sigma, int phases, float sigma,
                        float *z, float *scratch);
 
 /* ======================================================================

@@ -1112,7 +1112,7 @@ static void mover_run(int remove, double *zmin, double *zmean, double *znow, int
         if (s.nh == N) {
             seq_whiten(&s, 1, 1e-3 * N, 1.0);
             const float sigma = ss_noise_mad(s.r, s.w, s.h, 2, s.fscr);
-            ss_matched_filter(s.r, s.w, s.h, psf, sigma, s.z, s.fscr);
+            ss_matched_filter(s.r, s.w, s.h, psf, 1, sigma, s.z, s.fscr);
             int np = 0, nn = 0;
             ss_label(s.z, s.w, s.h, 5.0f, 2.5f, 0, s.labels, s.iscr, &np, &nn);
             whitened = 1;

@@ -221,7 +221,8 @@ static void usage(FILE *out)
 "  -j, --json             one JSON object instead of the table\n"
 "      --json-out FILE    also write that JSON object to FILE\n"
 "  -q, --quiet            errors only on stderr\n"
-"  -v, --verbose          one line per frame, and its false alarms, on stderr\n"
+"  -v, --verbose          one line per frame, its false alarms and its missed movers\n"
+"                         (the largest z near each, the nearest detection), on stderr\n"
 "  -h, --help             this text\n"
 "\n"
 "What is measured\n"
@@ -1140,7 +1141,7 @@ static void baseline_detect(base_work_t *w, int pw, int ph, int ox, int oy,
     float sigma = ss_noise_mad(w->diff, pw, ph, c->noise_stride, w->fscratch);
     if (!isfinite(sigma) || sigma <= 0.0f)
         return;
-    ss_matched_filter(w->diff, pw, ph, c->psf_sigma, sigma, w->z, w->fscratch);
+    ss_matched_filter(w->diff, pw, ph, c->psf_sigma, c->mf_phases, sigma, w->z, w->fscratch);
     int np = 0, nn = 0;
     ss_label(w->z, pw, ph, (float)c->thresh, (float)c->thresh_low, 0, w->labels, w->iscratch,
              &np, &nn);
@@ -1302,6 +1303,34 @@ static double frame_interval(const eval_t *E)
     return (E->mjd_t1 - E->mjd_t0) * 86400.0 / ((double)E->seq_t1 - (double)E->seq_t0);
 }
 
+/* -v: each counted mover that no positive detection found, on stderr:
+ * its truth SNR, the largest z of the SNR map z within 1 px of it, and
+ * the nearest positive detection (distance, kind, peak SNR) within 8 px. */
+static void list_missed(const ss_detlist_t *dl, const fctx_t *c, const float *z)
+{
+    for (int i = 0; i < c->t->n; i++) {
+        const tobj_t *o = &c->t->o[i];
+        if (o->kind != T_MOVER || !inside(c, o->x, o->y, c->border) ||
+            nearest_positive(dl, o->x, o->y, found_radius(o)) >= 0)
+            continue;
+        const int px = (int)lround(o->x) - c->ox, py = (int)lround(o->y) - c->oy;
+        float zm = NAN;
+        for (int y = py - 1; y <= py + 1; y++)
+            for (int x = px - 1; x <= px + 1; x++)
+                if (x >= 0 && y >= 0 && x < c->w && y < c->h && !(z[(size_t)y * c->w + x] <= zm))
+                    zm = isnan(zm) ? z[(size_t)y * c->w + x] : fmaxf(zm, z[(size_t)y * c->w + x]);
+        const int j = nearest_positive(dl, o->x, o->y, 8.0);
+        fprintf(stderr, "  missed mover %d (%.2f, %.2f) snr %.2f: max z within 1 px %.2f", o->id,
+                o->x, o->y, o->snr, (double)zm);
+        if (j >= 0)
+            fprintf(stderr, "; nearest detection %.2f px, %s, snr %.1f, area %d\n",
+                    hypot(dl->items[j].x - o->x, dl->items[j].y - o->y),
+                    ss_kind_name(dl->items[j].kind), dl->items[j].peak_snr, dl->items[j].area);
+        else
+            fprintf(stderr, "; no detection within 8 px\n");
+    }
+}
+
 /* Score an ok frame of the pipeline. */
 static void score_ok_frame(eval_t *E, const fctx_t *c, int band)
 {
@@ -1315,6 +1344,8 @@ static void score_ok_frame(eval_t *E, const fctx_t *c, int band)
               &T->res_px_in);
     const ss_backend_ops_t *ops;
     ss_backend_t *be = ss_pipeline_backend(E->pipe, &ops);
+    if (E->o.verbose && be && ops->read_plane(be, SS_PLANE_SNR, 0, E->plane) == SS_OK)
+        list_missed(&r->dets, c, E->plane);
     if (be && ops->read_plane(be, SS_PLANE_FRAME, 0, E->plane) == SS_OK)
         count_nan(E->plane, r->width, r->height, band, &T->cal_nan, &T->cal_px, &T->cal_nan_in,
                   &T->cal_px_in);
