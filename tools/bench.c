@@ -4,7 +4,7 @@
  * figures, it asserts nothing.
  *
  *   skysieve-bench [--backend cpu|cuda|both] [--size 512,2048] [--history 20,64]
- *                  [--frames N] [--device D] [--csv FILE]
+ *                  [--frames N] [--warmup N] [--phases N] [--device D] [--csv FILE]
  *
  * Input: synthetic u16 star fields (tools/synth.h: stars, jitter, hot
  * pixels, cosmic rays, movers, a streak now and then), a few frames
@@ -77,11 +77,14 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: skysieve-bench [--backend cpu|cuda|both] [--size LIST] [--history LIST]\n"
-            "                      [--frames N] [--warmup N] [--device D] [--csv FILE]\n"
+            "                      [--frames N] [--warmup N] [--phases N] [--device D]\n"
+            "                      [--csv FILE]\n"
             "LIST is comma-separated, e.g. --size 512,2048. Without --size/--history: the\n"
             "issue's matrix (cpu 1024² and 2048² at N=20; cuda 512², 2048², 4096² at N=20 and\n"
             "2048² at N=64). --warmup: untimed frames first, default 2N+4 (the history\n"
-            "full and the frames stored before the first ok one replaced: the steady state).\n");
+            "full and the frames stored before the first ok one replaced: the steady state).\n"
+            "--phases: pipeline.matched.phases (1 one kernel, 2 the 2x2 bank; default auto,\n"
+            "one kernel at the bench's PSF sigma of 1.4 px).\n");
 }
 
 static int parse_list(const char *s, int *v, int max)
@@ -144,6 +147,7 @@ static ss_synth_t *bench_synth(int size, uint64_t seed)
 
 /* Run one configuration. */
 static int warmup_override = -1;
+static int phases_override = -1;    /* --phases: pipeline.matched.phases */
 
 static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t *o)
 {
@@ -174,6 +178,8 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
     o->bytes_model = bytes_model(S, bc->history, 2);
 
     ss_pipeline_cfg_t cfg = bench_cfg(bc->cuda, bc->history, device);
+    if (phases_override >= 0)
+        cfg.mf_phases = phases_override;
     char err[256];
     /* two result buffers, their residuals in the backend's host memory
      * (pinned on CUDA) as a daemon's result pool has them: the end-to-end
@@ -394,6 +400,9 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--warmup") && v) {
             warmup_override = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--phases") && v) {
+            phases_override = atoi(v);
             i++;
         } else if (!strcmp(a, "--device") && v) {
             device = atoi(v);
