@@ -26,10 +26,7 @@
 
 #include "pipeline/solve.h"
 #include "ss_test.h"
-
-#define INDEX_DIR "/usr/share/astrometry"
-#define INDEX10 INDEX_DIR "/index-tycho2-10.littleendian.fits"
-#define D2R (M_PI / 180.0)
+#include "solve_scene.h"
 
 #define W 1024
 #define H 1024
@@ -37,84 +34,6 @@
 #define RA0 150.0
 #define DEC0 20.0
 #define ROT 30.0            /* degrees, position angle of the y axis */
-
-static void add_num(ss_frame_meta_t *m, const char *k, double v)
-{
-    ss_wcs_key_t *w = &m->wcs[m->n_wcs++];
-    memset(w, 0, sizeof *w);
-    ss_strlcpy(w->key, k, sizeof w->key);
-    w->dval = v;
-}
-
-static void add_str(ss_frame_meta_t *m, const char *k, const char *v)
-{
-    ss_wcs_key_t *w = &m->wcs[m->n_wcs++];
-    memset(w, 0, sizeof *w);
-    ss_strlcpy(w->key, k, sizeof w->key);
-    w->is_string = 1;
-    ss_strlcpy(w->sval, v, sizeof w->sval);
-}
-
-/* The known WCS: TAN at (RA0, DEC0) on the centre pixel, SCALE, east
- * left, rotated by ROT. */
-static void known_wcs(ss_wcs_t *wcs)
-{
-    static ss_frame_meta_t m;
-    memset(&m, 0, sizeof m);
-    const double s = SCALE / 3600.0, c = cos(ROT * D2R), n = sin(ROT * D2R);
-    add_str(&m, "CTYPE1", "RA---TAN");
-    add_str(&m, "CTYPE2", "DEC--TAN");
-    add_num(&m, "CRVAL1", RA0);
-    add_num(&m, "CRVAL2", DEC0);
-    add_num(&m, "CRPIX1", W / 2 + 0.5);
-    add_num(&m, "CRPIX2", H / 2 + 0.5);
-    add_num(&m, "CD1_1", -s * c);
-    add_num(&m, "CD1_2", s * n);
-    add_num(&m, "CD2_1", s * n);
-    add_num(&m, "CD2_2", s * c);
-    char why[160];
-    ck_assert_msg(ss_wcs_from_meta(wcs, &m, why, sizeof why) == SS_OK, "%s", why);
-}
-
-typedef struct cat {
-    int n;
-    double ra[4000], dec[4000], mag[4000];
-} cat_t;
-
-/* The index's stars within radius of (RA0, DEC0), through query-starkd's
- * FITS output (its text output has 3 decimals: 4" steps). */
-static void read_catalogue(cat_t *c, const char *dir)
-{
-    char out[600], cmd[1400];
-    snprintf(out, sizeof out, "%s/stars.fits", dir);
-    snprintf(cmd, sizeof cmd, "query-starkd -r %.6f -d %.6f -R 2.3 -T -o %s %s >/dev/null 2>&1",
-             RA0, DEC0, out, INDEX10);
-    ck_assert_int_eq(system(cmd), 0);
-    fitsfile *fp;
-    int st = 0, cr, cd, cm;
-    long nrows;
-    fits_open_table(&fp, out, READONLY, &st);
-    fits_get_num_rows(fp, &nrows, &st);
-    fits_get_colnum(fp, CASEINSEN, "RA", &cr, &st);
-    fits_get_colnum(fp, CASEINSEN, "DEC", &cd, &st);
-    fits_get_colnum(fp, CASEINSEN, "MAG_VT", &cm, &st);
-    ck_assert_int_eq(st, 0);
-    ck_assert_int_le(nrows, 4000);
-    c->n = (int)nrows;
-    fits_read_col(fp, TDOUBLE, cr, 1, 1, nrows, NULL, c->ra, NULL, &st);
-    fits_read_col(fp, TDOUBLE, cd, 1, 1, nrows, NULL, c->dec, NULL, &st);
-    fits_read_col(fp, TDOUBLE, cm, 1, 1, nrows, NULL, c->mag, NULL, &st);
-    fits_close_file(fp, &st);
-    ck_assert_int_eq(st, 0);
-    unlink(out);
-}
-
-static double ang_arcsec(double ra1, double d1, double ra2, double d2)
-{
-    double a = sin((d2 - d1) * D2R / 2), b = sin((ra2 - ra1) * D2R / 2);
-    double h = a * a + cos(d1 * D2R) * cos(d2 * D2R) * b * b;
-    return 2.0 * asin(sqrt(h)) / D2R * 3600.0;
-}
 
 static char tmpdir[256];
 
@@ -131,58 +50,17 @@ static void rm_tmp(void)
     ck_assert_int_eq(system(cmd), 0);
 }
 
-/* Render the catalogue through wcs: Gaussian stars (sigma 1.5 px), sky
- * 1000, Gaussian noise of 10 ADU. Returns the stars in the frame. */
-static int render(const ss_wcs_t *wcs, const cat_t *c, float *img)
-{
-    rng_state = 12;
-    for (size_t i = 0; i < (size_t)W * H; i++)
-        img[i] = (float)(1000.0 + 10.0 * rng_gauss());
-    int in = 0;
-    const double sg = 1.5;
-    for (int k = 0; k < c->n; k++) {
-        double x, y;
-        if (ss_wcs_sky2pix(wcs, c->ra[k], c->dec[k], &x, &y) != 0)
-            continue;
-        if (x < -10 || y < -10 || x > W + 10 || y > H + 10)
-            continue;
-        in += x >= 0 && y >= 0 && x < W && y < H;
-        const double flux = 2e5 * pow(10.0, -0.4 * (c->mag[k] - 9.0));
-        const double amp = flux / (2 * M_PI * sg * sg);
-        for (int yy = (int)y - 8; yy <= (int)y + 8; yy++)
-            for (int xx = (int)x - 8; xx <= (int)x + 8; xx++) {
-                if (xx < 0 || yy < 0 || xx >= W || yy >= H)
-                    continue;
-                double dx = xx - x, dy = yy - y;
-                img[(size_t)yy * W + xx] += (float)(amp * exp(-(dx * dx + dy * dy) / (2 * sg * sg)));
-            }
-    }
-    return in;
-}
-
-static int have_tools(void)
-{
-    if (!ss_solve_available("solve-field") || !ss_solve_available("query-starkd")) {
-        printf("check_solve: skipped: solve-field / query-starkd not found (Debian astrometry.net)\n");
-        return 0;
-    }
-    if (access(INDEX10, R_OK) != 0) {
-        printf("check_solve: skipped: %s missing (Debian astrometry-data-tycho2-10-19)\n", INDEX10);
-        return 0;
-    }
-    return 1;
-}
-
 START_TEST(test_solve_tycho2)
 {
     make_tmp();
     ss_wcs_t truth;
-    known_wcs(&truth);
-    static cat_t cat;
-    read_catalogue(&cat, tmpdir);
+    scene_wcs(&truth, W, H, RA0, DEC0, SCALE, ROT, 0.0, 0.0);
+    static scene_cat_t cat;
+    scene_catalogue(&cat, tmpdir, RA0, DEC0, 2.3);
     float *img = malloc(sizeof *img * W * H);
     ck_assert_ptr_nonnull(img);
-    int in = render(&truth, &cat, img);
+    rng_state = 12;
+    int in = scene_render(&truth, &cat, img, W, H);
     ck_assert_int_ge(in, 30);
 
     /* the star finder recovers the rendered positions */
@@ -190,7 +68,7 @@ START_TEST(test_solve_tycho2)
     int nxy = ss_solve_find_stars(img, W, H, xy, 200);
     ck_assert_int_ge(nxy, 30);
 
-    ss_solve_opts_t o = { .program = "solve-field", .index_dir = INDEX_DIR, .timeout_s = 120,
+    ss_solve_opts_t o = { .program = "solve-field", .index_dir = SCENE_INDEX_DIR, .timeout_s = 120,
                           .scale_low = 8.0, .scale_high = 12.0 };
     ss_solution_t *sol = NULL;
     char why[300] = "";
@@ -207,7 +85,7 @@ START_TEST(test_solve_tycho2)
             double x = i * (W - 1) / 8.0, y = j * (H - 1) / 8.0, r1, d1, r2, d2;
             ck_assert_int_eq(ss_wcs_pix2sky(&truth, x, y, &r1, &d1), 0);
             ck_assert_int_eq(ss_wcs_pix2sky(sw, x, y, &r2, &d2), 0);
-            double a = ang_arcsec(r1, d1, r2, d2);
+            double a = scene_sep(r1, d1, r2, d2);
             worst = fmax(worst, a);
             sum2 += a * a;
             np++;
@@ -225,7 +103,7 @@ START_TEST(test_solve_tycho2)
         ss_wcs_pix2sky(&truth, st[k].x, st[k].y, &r, &d);
         ss_wcs_sky2pix(&truth, st[k].ra, st[k].dec, &x, &y);
         printf("%3d x %8.2f y %8.2f  true x %8.2f y %8.2f  mag %.2f off %.2f\"\n", k, st[k].x, st[k].y,
-               x, y, st[k].mag, ang_arcsec(r, d, st[k].ra, st[k].dec));
+               x, y, st[k].mag, scene_sep(r, d, st[k].ra, st[k].dec));
     }
     ck_assert_msg(worst < 1.0, "solved WCS off by %.3f arcsec", worst);
     ck_assert_int_ge(nkeys, 10);
@@ -238,7 +116,7 @@ START_TEST(test_solve_tycho2)
         ck_assert_int_eq(ss_wcs_pix2sky(&truth, st[k].x, st[k].y, &r, &d), 0);
         /* a blend (a Tycho-2 double rendered as one star) is off by a few
          * arcsec: at most one in ten may be */
-        off += ang_arcsec(r, d, st[k].ra, st[k].dec) > 1.0;
+        off += scene_sep(r, d, st[k].ra, st[k].dec) > 1.0;
         ck_assert(st[k].has_mag);
         ck_assert(st[k].mag > 0.0 && st[k].mag < 16.0);
     }
@@ -339,8 +217,11 @@ static Suite *solve_suite(void)
 
 int main(void)
 {
-    if (!have_tools())
+    const char *missing = scene_missing();
+    if (missing) {
+        printf("check_solve: skipped: %s\n", missing);
         return 77;
+    }
     SRunner *sr = srunner_create(solve_suite());
     srunner_run_all(sr, CK_NORMAL);
     const int failed = srunner_ntests_failed(sr);
