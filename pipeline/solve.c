@@ -679,12 +679,17 @@ static ss_err_t run_child(char *const argv[], const char *log, double timeout_s,
     const double t0 = mono_s();
     ss_err_t e = SS_OK;
     for (;;) {
-        int ws;
-        pid_t w = waitpid(pid, &ws, WNOHANG);
-        if (w == pid) {
-            *status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+        /* WNOWAIT: the child stays unreaped, so that its pid (the group's
+         * id) cannot be reused before the group is killed */
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        int w = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
+        if (w == 0 && si.si_pid == pid) {
+            *status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
             /* anything the child left running in its group goes too */
             kill(-pid, SIGKILL);
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
             return *status == 0 ? SS_OK : SS_ERR_IO;
         }
         if (w < 0 && errno != EINTR)
