@@ -11,6 +11,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
+#include "pipeline/solve.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -795,6 +796,16 @@ static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
             set_err(err, n, "feeds[%d].name: \"%s\" is also the name of feeds[%d]", i, f->name, j);
             return -1;
         }
+    if ((f->wcs_scale_low > 0.0) != (f->wcs_scale_high > 0.0) ||
+        f->wcs_scale_low > f->wcs_scale_high) {
+        set_err(err, n, "feeds[%d].wcs.solve_scale_high: %g is not at least wcs.solve_scale_low "
+                "%g (or one is 0: give both or neither)", i, f->wcs_scale_high, f->wcs_scale_low);
+        return -1;
+    }
+    if (f->wcs_solve && !f->wcs_solver[0]) {
+        set_err(err, n, "feeds[%d].wcs.solve_program: empty with wcs.solve on", i);
+        return -1;
+    }
 
     if ((uint64_t)f->max_width * (uint64_t)f->max_height > SS_MAX_FRAME_PIXELS) {
         set_err(err, n, "feeds[%d].limits: %dx%d is more than %llu pixels", i, f->max_width,
@@ -1367,6 +1378,15 @@ ss_err_t ss_config_check_paths(const ss_config_t *c, char *err, size_t n)
         if (f->iod_path[0] && jsonl_usable(KEY("sinks.iod.path"), f->iod_path, err, n))
             return SS_ERR_CONFIG;
         if (f->ades_path[0] && jsonl_usable(KEY("sinks.ades.path"), f->ades_path, err, n))
+            return SS_ERR_CONFIG;
+        if (f->wcs_solve && !ss_solve_available(f->wcs_solver)) {
+            set_err(err, n, "%s: \"%s\" %s (Debian: apt install astrometry.net)",
+                    KEY("wcs.solve"), f->wcs_solver,
+                    strchr(f->wcs_solver, '/') ? "is not executable" : "is not found on PATH");
+            return SS_ERR_CONFIG;
+        }
+        if (f->wcs_solve && f->wcs_index_dir[0] &&
+            dir_usable(KEY("wcs.solve_index_dir"), f->wcs_index_dir, R_OK, err, n))
             return SS_ERR_CONFIG;
         if (f->source != SS_SOURCE_FITS)
             continue;

@@ -122,6 +122,13 @@ typedef struct ss_feed_cfg {
     char ades_path[SS_PATH_MAX];    /* "sinks.ades.path": ADES PSV rows appended ("" = off) */
     char ades_stn[8];               /* "sinks.ades.stn": MPC observatory code */
     char ades_astcat[16];           /* "sinks.ades.astcat": the WCS's reference catalogue */
+
+    int wcs_solve;                  /* "wcs.solve": plate-solve frames without a WCS */
+    double wcs_solve_timeout;       /* "wcs.solve_timeout": s one solve-field run may take */
+    double wcs_scale_low;           /* "wcs.solve_scale_low": arcsec/px, 0 = no hint */
+    double wcs_scale_high;          /* "wcs.solve_scale_high": arcsec/px, 0 = no hint */
+    char wcs_index_dir[SS_PATH_MAX];/* "wcs.solve_index_dir": index files ("" = solve-field's config) */
+    char wcs_solver[SS_PATH_MAX];   /* "wcs.solve_program": solve-field's name or path */
 } ss_feed_cfg_t;
 
 /* ---- the daemon ---------------------------------------------------------- */

@@ -431,6 +431,20 @@ static const ss_config_key_t feed_keys[] = {
           "The station's MPC observatory code (XXX: none assigned)."),
     F_STR("sinks.ades.astcat", ades_astcat, "UNK", RELOAD,
           "The ADES astCat value: the star catalogue the frames' WCS was fitted to."),
+
+    /* plate solving (fixed at start: the solver thread is made then) */
+    F_BOOL("wcs.solve", wcs_solve, 0, FIXED,
+           "Plate-solve the reference frame with astrometry.net's solve-field when frames carry no WCS (off the frame path; again after a reset or re-reference); its WCS then gives every registered frame RA/Dec through its shift."),
+    F_DBL("wcs.solve_timeout", wcs_solve_timeout, 1.0, 3600.0, 60.0, FIXED,
+          "Wall-clock limit of one solve-field run, s: killed after it (counted as solve_timeouts)."),
+    F_DBL("wcs.solve_scale_low", wcs_scale_low, 0.0, 3600.0, 0.0, FIXED,
+          "Lower bound of the pixel scale handed to solve-field, arcsec/px (0 = no hint: slower)."),
+    F_DBL("wcs.solve_scale_high", wcs_scale_high, 0.0, 3600.0, 0.0, FIXED,
+          "Upper bound of the pixel scale handed to solve-field, arcsec/px (0 = no hint)."),
+    F_STR("wcs.solve_index_dir", wcs_index_dir, "", FIXED,
+          "Directory of the astrometry.net index files (\"\" = solve-field's own config, /etc/astrometry.cfg: /usr/share/astrometry on Debian)."),
+    F_STR("wcs.solve_program", wcs_solver, "solve-field", FIXED,
+          "The solve-field program: a name looked up on PATH, or a path."),
 };
 
 const ss_config_key_t *ss_config_keys(ss_key_scope_t scope, size_t *n)

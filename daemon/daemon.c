@@ -200,6 +200,10 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
         snprintf(err, n, "out of memory");
         return -1;
     }
+    if (f->cfg->wcs_solve && !(f->solver = ss_solver_new(f->name, f->cfg, f->stats))) {
+        snprintf(err, n, "feed %s: cannot start the plate solver", f->name);
+        return -1;
+    }
     ss_stats_set_queue(f->stats, 0, f->cfg->queue_depth);
     ss_stats_set_backend(f->stats, ss_pipeline_backend_name(f->pipe));
     SS_LOG(SS_LOG_INFO, TAG, "feed %s: %s; queue %d (%s); frames up to %zu bytes; backend %s",
@@ -211,6 +215,7 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
 
 static void feed_free(ss_feed_t *f)
 {
+    ss_solver_destroy(&f->solver);
     ss_source_destroy(&f->source);
     ss_pipeline_destroy(&f->pipe);
     if (f->outs)
@@ -671,7 +676,8 @@ static void log_summary(ss_daemon_t *d)
                "file_dropped=%llu fits_written=%llu fits_errors=%llu jsonl_written=%llu "
                "jsonl_errors=%llu ds9_written=%llu ds9_errors=%llu iod_written=%llu "
                "iod_errors=%llu ades_written=%llu ades_errors=%llu detections_truncated=%llu "
-               "peer_disconnects=%llu connections_refused=%llu",
+               "peer_disconnects=%llu connections_refused=%llu solve_started=%llu solve_ok=%llu "
+               "solve_failed=%llu solve_timeouts=%llu",
                s.name, (unsigned long long)s.received, (unsigned long long)s.accepted,
                (unsigned long long)s.rejected, (unsigned long long)s.dropped_queue,
                (unsigned long long)s.processed,
@@ -690,7 +696,9 @@ static void log_summary(ss_daemon_t *d)
                (unsigned long long)k.ades_written, (unsigned long long)k.ades_errors,
                (unsigned long long)s.detections_truncated,
                (unsigned long long)k.peer_disconnects,
-               (unsigned long long)k.connections_refused);
+               (unsigned long long)k.connections_refused, (unsigned long long)k.solve_started,
+               (unsigned long long)k.solve_ok, (unsigned long long)k.solve_failed,
+               (unsigned long long)k.solve_timeouts);
     }
 }
 

@@ -25,6 +25,7 @@
 
 #include "config/config.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/solve.h"
 #include "queue.h"
 #include "stats.h"
 #include "subguard.h"
@@ -51,6 +52,7 @@ extern "C" {
 typedef struct ss_daemon ss_daemon_t;
 typedef struct ss_feed ss_feed_t;
 typedef struct ss_source ss_source_t;
+typedef struct ss_solver ss_solver_t;
 
 /* One result buffer travelling from a worker to the sinks. refs counts the
  * sinks that still hold it; the last one returns it to the free list. */
@@ -60,6 +62,26 @@ typedef struct ss_out {
     atomic_int refs;
     int to_files;                   /* the file sink also gets it */
 } ss_out_t;
+
+/* solver.c: plate solving off the frame path (README "Plate solving").
+ * ss_solver_new starts the feed's solver thread with cfg's wcs.* keys
+ * (NULL on failure); ss_solver_destroy kills a solve under way, joins and
+ * frees (NULL is accepted; *p is nulled). */
+ss_solver_t *ss_solver_new(const char *feed, const ss_feed_cfg_t *cfg, ss_feed_stats_t *stats);
+void ss_solver_destroy(ss_solver_t **p);
+/* Worker: solve frame f (a reference without a WCS; its result said
+ * sky_epoch = epoch, reg_x/y = ox/oy). The pixels are copied; a job not
+ * yet started is replaced. Never waits for a solve. */
+void ss_solver_submit(ss_solver_t *s, const ss_frame_t *f, uint64_t epoch, double ox, double oy);
+/* Worker: a new solution, if one came since the last call: 1 with its
+ * WCS keys (up to SS_WCS_MAX into keys, *n) and what it was submitted
+ * with; else 0. */
+int ss_solver_take(ss_solver_t *s, ss_wcs_key_t *keys, int *n, uint64_t *epoch, double *ox,
+                   double *oy);
+/* Any thread: the latest solution's matched stars (field x/y, catalogue
+ * RA/Dec and magnitude), up to max copied into out; returns how many (0
+ * before the first solution). For a photometric zero point. */
+int ss_solver_stars(ss_solver_t *s, ss_solve_star_t *out, int max);
 
 /* ZeroMQ heartbeats on sock: a PING every timeout_s / 4, the connection
  * dropped after timeout_s without traffic (config "peer_timeout"), and a
@@ -110,6 +132,7 @@ struct ss_feed {
     void (*frame_done)(ss_feed_t *f, const ss_frame_meta_t *m);
 
     ss_source_t *source;
+    ss_solver_t *solver;            /* wcs.solve: the plate-solving thread; NULL when off */
     pthread_t worker;
     int worker_started;
 

@@ -40,6 +40,10 @@ typedef struct ss_sink_counters {
     uint64_t iod_errors;        /* frames whose IOD lines failed */
     uint64_t ades_written;      /* ADES PSV rows appended */
     uint64_t ades_errors;       /* frames whose ADES rows failed */
+    uint64_t solve_started;     /* plate solves run (wcs.solve) */
+    uint64_t solve_ok;          /* ... that gave a solution */
+    uint64_t solve_failed;      /* ... that found none, or could not run */
+    uint64_t solve_timeouts;    /* ... killed at wcs.solve_timeout */
     uint64_t source_errors;     /* FITS source: files that could not be moved/deleted, socket errors */
     uint64_t series;            /* series_start/series_end messages received */
     uint64_t peer_disconnects;  /* ZeroMQ source: peers that went (a part over the size limit

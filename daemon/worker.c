@@ -28,6 +28,32 @@ static uint64_t mono_us(void)
     return (uint64_t)(ss_now_mono() * 1e6);
 }
 
+/* A plate solution the solver left (wcs.solve) to the pipeline: the
+ * frames from the next on get its WCS through their shift. */
+static void take_solution(ss_feed_t *f)
+{
+    ss_wcs_key_t keys[SS_WCS_MAX];
+    int n;
+    uint64_t epoch;
+    double ox, oy;
+    if (!f->solver || !ss_solver_take(f->solver, keys, &n, &epoch, &ox, &oy))
+        return;
+    if (ss_pipeline_set_sky(f->pipe, keys, n, epoch, ox, oy) != 0)
+        SS_LOG(SS_LOG_INFO, TAG, "feed %s: a plate solution of an earlier pointing (before a "
+               "reset) dropped", f->name);
+    else
+        SS_LOG(SS_LOG_INFO, TAG, "feed %s: frames get sky coordinates from the plate solution",
+               f->name);
+}
+
+/* A frame that became the reference (start, reset, re-reference) and has
+ * no WCS of its own goes to the solver (wcs.solve). */
+static void maybe_solve(ss_feed_t *f, const ss_frame_t *frame, const ss_result_t *res, ss_err_t e)
+{
+    if (f->solver && e == SS_OK && res->rereferenced && res->reg_known && frame->meta.n_wcs == 0)
+        ss_solver_submit(f->solver, frame, res->sky_epoch, res->reg_x, res->reg_y);
+}
+
 /* Apply reset / reconfigure requests (worker thread, between frames). */
 static void apply_requests(ss_feed_t *f)
 {
@@ -45,6 +71,7 @@ static void apply_requests(ss_feed_t *f)
     }
     if (atomic_exchange(&f->reset_req, 0))
         ss_pipeline_reset(f->pipe, "control request");
+    take_solution(f);
 }
 
 /* A result buffer with room for max_dets detections (a reload may have
@@ -265,6 +292,7 @@ void *ss_worker_main(void *arg)
         atomic_store(&f->busy_since_us, mono_us());
         e = ss_pipeline_start(f->pipe, frame, res);
         atomic_store(&f->busy_since_us, 0);
+        maybe_solve(f, frame, res, e);
         ss_frame_pool_put(frame);
 
         /* the previous frame's residual has landed by now (this frame's

@@ -718,6 +718,28 @@ static void read_wcs(fitsfile *fp, ss_frame_meta_t *m, const char *path)
     }
 }
 
+ss_err_t ss_fits_read_header_wcs(const char *path, ss_frame_meta_t *m, char *err, size_t err_len)
+{
+    m->n_wcs = 0;
+    void *fp = NULL;
+    int proxy = -1;
+    int st = ss_fits_open_readonly(path, &fp, &proxy);
+    if (st) {
+        char txt[FLEN_STATUS];
+        fits_get_errstatus(st, txt);
+        set_err(err, err_len, path, "cannot open: %s", txt);
+        ss_fits_close_readonly(fp, proxy);
+        return SS_ERR_IO;
+    }
+    read_wcs((fitsfile *)fp, m, path);
+    ss_fits_close_readonly(fp, proxy);
+    if (m->n_wcs == 0) {
+        set_err(err, err_len, path, "no WCS keywords in the primary header");
+        return SS_ERR_FORMAT;
+    }
+    return SS_OK;
+}
+
 /* The exposure: EXPTIME, else EXPOSURE, in the image HDU, else the
  * primary (the current HDU is left at one of them). */
 static void read_exposure(fitsfile *fp, const int *hdus, int nh, ss_frame_meta_t *m,

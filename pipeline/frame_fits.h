@@ -84,6 +84,10 @@ void ss_fits_set_inflate_limit(size_t bytes);
 size_t ss_fits_inflate_limit(void);
 void ss_fits_close_readonly(void *fptr, int proxy_fd);
 
+/* The WCS keywords of a FITS file's primary header (as a frame's, above;
+ * a header-only file such as solve-field's .wcs) into m->wcs / m->n_wcs;
+ * nothing else of m is touched. SS_ERR_FORMAT when there are none. */
+ss_err_t ss_fits_read_header_wcs(const char *path, ss_frame_meta_t *m, char *err, size_t err_len);
 /* Read an image as float (calibration frames, masks): *out is malloc'ed
  * (w·h floats), the caller frees it. */
 ss_err_t ss_fits_read_float(const char *path, float **out, int *w, int *h, char *err,

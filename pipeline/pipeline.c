@@ -101,6 +101,15 @@ struct ss_pipeline {
     double ref_off_x, ref_off_y;
     int track_lost;
 
+    /* a plate solution for frames without a WCS (ss_pipeline_set_sky):
+     * valid for sky_epoch (the reset count; a rebuild too), made on a
+     * frame registered at (sky_off_x, sky_off_y) */
+    uint64_t sky_epoch;
+    int have_sky;
+    double sky_off_x, sky_off_y;
+    int sky_n;
+    ss_wcs_key_t sky_keys[SS_WCS_MAX];
+
     ss_pipeline_stats_t stats;
     /* results whose residual is still arriving (ss_pipeline_start) */
     ss_result_t *inflight[SS_PIPELINE_INFLIGHT];
@@ -260,6 +269,8 @@ static void reset_state(ss_pipeline_t *p)
     p->ref_done = 0;
     p->ref_off_x = p->ref_off_y = 0.0;
     p->track_lost = 1;
+    p->sky_epoch++;             /* a solution of the old pointing is no more */
+    p->have_sky = 0;
     history_clear(p);
 }
 
@@ -733,6 +744,9 @@ static void result_begin(ss_result_t *res, const ss_frame_t *f)
     memset(&res->shift, 0, sizeof res->shift);
     res->rereferenced = 0;
     res->history_reset = 0;
+    res->reg_known = 0;
+    res->reg_x = res->reg_y = 0.0;
+    res->sky_solved = 0;
     res->history_len = 0;
     res->sigma = NAN;
     res->n_weights = 0;
@@ -902,6 +916,58 @@ static ss_err_t ref_mean_add(ss_pipeline_t *p, const ss_shift_t *s)
            p->cfg.ref_frames);
     e = p->ops->write_plane(p->be, SS_PLANE_REFERENCE, 0, p->ref_buf);
     return e != SS_OK ? e : reference_bias(p);
+}
+
+/* A registered frame: its offset in the registered frame (x + s against
+ * the reference, plus the re-references since the last reset: what the
+ * tracker uses), and, for a frame without a WCS of its own, the plate
+ * solution's WCS carried over to it. A solution made on frame F (offset
+ * o_F) gives frame G (offset o_G) the sky of F's pixel x + o_G - o_F at
+ * its pixel x, i.e. F's WCS with CRPIX moved by -(o_G - o_F): the
+ * distortion terms are relative to CRPIX and stay. Called before this
+ * frame's own re-reference (ref_off holds the earlier ones only). */
+static void sky_for_frame(const ss_pipeline_t *p, ss_result_t *res)
+{
+    const ss_shift_t *s = &res->shift;
+    res->reg_known = 1;
+    res->reg_x = s->sx + p->ref_off_x;
+    res->reg_y = s->sy + p->ref_off_y;
+    res->sky_epoch = p->sky_epoch;
+    ss_frame_meta_t *m = &res->meta;
+    if (!p->have_sky || m->n_wcs > 0)
+        return;
+    memcpy(m->wcs, p->sky_keys, sizeof p->sky_keys[0] * (size_t)p->sky_n);
+    m->n_wcs = p->sky_n;
+    for (int i = 0; i < m->n_wcs; i++) {
+        ss_wcs_key_t *k = &m->wcs[i];
+        if (!k->is_string && strcmp(k->key, "CRPIX1") == 0)
+            k->dval -= res->reg_x - p->sky_off_x;
+        else if (!k->is_string && strcmp(k->key, "CRPIX2") == 0)
+            k->dval -= res->reg_y - p->sky_off_y;
+    }
+    res->sky_solved = 1;
+}
+
+int ss_pipeline_set_sky(ss_pipeline_t *p, const ss_wcs_key_t *keys, int n, uint64_t epoch,
+                        double off_x, double off_y)
+{
+    if (epoch != p->sky_epoch || n < 0 || n > SS_WCS_MAX)
+        return -1;
+    if (n == 0) {
+        p->have_sky = 0;
+        return 0;
+    }
+    memcpy(p->sky_keys, keys, sizeof keys[0] * (size_t)n);
+    p->sky_n = n;
+    p->sky_off_x = off_x;
+    p->sky_off_y = off_y;
+    p->have_sky = 1;
+    return 0;
+}
+
+uint64_t ss_pipeline_sky_epoch(const ss_pipeline_t *p)
+{
+    return p->sky_epoch;
 }
 
 /* Detections from processed-region coordinates to input-frame pixel
@@ -1266,6 +1332,7 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         res->status = SS_STATUS_REFERENCE;
         res->rereferenced = 1;
         ss_strlcpy(res->reason, "first good frame after start or reset", sizeof res->reason);
+        sky_for_frame(p, res);
     } else {
         TRY(p->ops->register_coarse(p->be, &res->coarse));
         if (res->coarse.ok)
@@ -1286,6 +1353,7 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         p->fail_run = 0;
         s->sx = ss_interp_unbias(s->sx, p->kappa_x);
         s->sy = ss_interp_unbias(s->sy, p->kappa_y);
+        sky_for_frame(p, res);
         if (p->ref_sum && !p->ref_done)
             TRY(ref_mean_add(p, s));
     }
@@ -1319,7 +1387,7 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
             if (async)
                 TRY(residual_begin(p, res));
         }
-        to_input_frame(&res->dets, roi, &f->meta);
+        to_input_frame(&res->dets, roi, &res->meta);
         if (!async)
             TRY(p->ops->read_plane(p->be, SS_PLANE_CLEAN, 0, res->residual));
         res->has_residual = 1;
@@ -1417,10 +1485,12 @@ int ss_pipeline_reconfigure(ss_pipeline_t *p, const ss_pipeline_cfg_t *cfg, char
         p->ops->destroy(&p->be);
     free_calibration(p);
     ss_tracker_t *tracker = p->tracker;     /* track ids stay unique for the feed */
+    const uint64_t sky_epoch = p->sky_epoch;
     ss_tracker_destroy(&fresh->tracker);
     *p = *fresh;
     free(fresh);
     p->tracker = tracker;
+    p->sky_epoch = sky_epoch + 1;           /* a solve under way is of the old pipeline */
     p->track_lost = 1;
     p->stats = stats;
     p->stats.resets++;

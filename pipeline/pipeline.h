@@ -37,6 +37,15 @@ typedef struct ss_result {
     ss_coarse_t coarse;
     ss_shift_t shift;               /* against the current reference */
     int rereferenced;               /* 1: this frame became the new reference */
+    /* registered frames (reference, warm-up, ok): the offset o of this
+     * frame in the registered frame (pixel x is at x + o: the shift against
+     * the reference plus the re-references since the last reset), and the
+     * plate-solve epoch it belongs to (ss_pipeline_set_sky) */
+    int reg_known;
+    double reg_x, reg_y;
+    uint64_t sky_epoch;
+    int sky_solved;                 /* 1: meta's WCS is the plate solution's, carried
+                                     * over through reg_x/y (the frame had none) */
     int history_reset;              /* 1: the history was reset at this frame */
     int history_len;                /* frames used for the prediction */
     float sigma;                    /* noise of the cleaned residual (NaN if none) */
@@ -146,6 +155,18 @@ void ss_pipeline_prefetch(ss_pipeline_t *p, const ss_frame_t *next);
 /* Forget the history and reference; the next good frame becomes the
  * reference. */
 void ss_pipeline_reset(ss_pipeline_t *p, const char *why);
+
+/* A plate solution (pipeline/solve.h) for the frames without a WCS of
+ * their own: keys (n of them, n = 0 forgets the solution) are the WCS of
+ * a frame whose result said reg_x/reg_y = off_x/off_y and sky_epoch =
+ * epoch. From the next frame on, every registered frame of that epoch
+ * gets it in its result's meta (CRPIX moved by its offset against off),
+ * and its detections RA/Dec. Returns 0, or -1 when epoch is over (a reset
+ * or rebuild came since: the solution is dropped). Worker thread only. */
+int ss_pipeline_set_sky(ss_pipeline_t *p, const ss_wcs_key_t *keys, int n, uint64_t epoch,
+                        double off_x, double off_y);
+/* The current plate-solve epoch (grows at each reset and rebuild). */
+uint64_t ss_pipeline_sky_epoch(const ss_pipeline_t *p);
 
 /* Apply a new config. Keys that the backend or geometry depend on
  * (backend, device, history, roi, calibration files) take effect through

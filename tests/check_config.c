@@ -873,6 +873,12 @@ START_TEST(test_check_paths)
           "feeds[0].source.fits.list: " },
         { "\"source\": {\"type\": \"fits\", \"fits\": {\"path\": \"%s\", \"after\": \"move\","
           " \"move_dir\": \"%s/none\"}}", "feeds[0].source.fits.move_dir: " },
+        { "\"wcs\": {\"solve\": true, \"solve_program\": \"no-such-solve-field-%.0s\"}",
+          "feeds[0].wcs.solve: \"no-such-solve-field-\" is not found on PATH" },
+        { "\"wcs\": {\"solve\": true, \"solve_program\": \"%s/plain\"}",
+          "feeds[0].wcs.solve: " },
+        { "\"wcs\": {\"solve\": true, \"solve_program\": \"/bin/true\", \"solve_index_dir\": \"%s/none\"}",
+          "feeds[0].wcs.solve_index_dir: " },
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         char member[1024];
@@ -882,6 +888,19 @@ START_TEST(test_check_paths)
         ck_assert_int_eq(ss_config_check_paths(&cfg, err, sizeof err), SS_ERR_CONFIG);
         ck_assert_msg(strstr(err, bad[k].want), "%s: got '%s', want '%s'", json, err, bad[k].want);
     }
+    /* wcs.solve off: the program is not looked for */
+    snprintf(json, sizeof json, "{\"feeds\": [{\"name\": \"f0\", \"wcs\": {\"solve_program\": "
+             "\"no-such-solve-field\"}}]}");
+    ck_assert_msg(load(json) == SS_OK, "%s", err);
+    ck_assert_msg(ss_config_check_paths(&cfg, err, sizeof err) == SS_OK, "%s", err);
+    /* the scale bounds: both or neither, low <= high (ss_config_validate) */
+    ck_assert_int_eq(load("{\"feeds\": [{\"name\": \"f0\", \"wcs\": {\"solve_scale_low\": 5}}]}"),
+                     SS_ERR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "wcs.solve_scale_high"));
+    ck_assert_int_eq(load("{\"feeds\": [{\"name\": \"f0\", \"wcs\": {\"solve_scale_low\": 5,"
+                          " \"solve_scale_high\": 4}}]}"), SS_ERR_CONFIG);
+    ck_assert_int_eq(load("{\"feeds\": [{\"name\": \"f0\", \"wcs\": {\"solve_scale_low\": 5,"
+                          " \"solve_scale_high\": 6}}]}"), SS_OK);
     /* all there: fine */
     snprintf(p, sizeof p, "%s/res", root);
     ck_assert_int_eq(mkdir(p, 0700), 0);

@@ -49,6 +49,8 @@
 #include "proto/curve.h"
 #include "proto/proto_zmq.h"
 #include "tools/synth.h"
+#include "ss_test.h"
+#include "solve_scene.h"
 
 #define W 256
 #define H 256
@@ -1176,6 +1178,179 @@ START_TEST(test_sky_reports)
     p = strstr(log, "iod_written=");
     ck_assert(p && sscanf(p, "iod_written=%llu", &lines) == 1 && lines == 0);
     free(log);
+    dmn_cleanup(&d);
+}
+END_TEST
+
+/* Plate solving end to end (wcs.solve, README "Plate solving"): FITS
+ * frames without a WCS, made from the Tycho-2 stars of a 2.8° field
+ * (solve_scene.h) at 20"/px, rotated 30°, with a known sub-pixel pointing
+ * jitter per frame and a bright mover, dropped into the watched directory
+ * one by one while the daemon runs. The reference is solved off the frame
+ * path; once solved, the mover's detections carry RA/Dec, which must be
+ * the sky position of the detected centroid through the known WCS of
+ * *its* frame within 1" (a shift applied with the wrong sign or not at
+ * all would be off by 20-60"); the final counters say one solve started
+ * and succeeded. Loop 1: wcs.solve_program is a stand-in that sleeps past
+ * wcs.solve_timeout (1 s): it is killed and counted, every frame is
+ * processed meanwhile, and no detection gets RA/Dec. */
+#define PS_W 512
+#define PS_H 512
+#define PS_N 40
+#define PS_RA 150.0
+#define PS_DEC 20.0
+#define PS_SCALE 20.0
+#define PS_ROT 30.0
+
+static void ps_mover(int k, double *x, double *y, double *dx, double *dy)
+{
+    *dx = 1.5 * sin(k * 1.3);
+    *dy = 1.5 * cos(k * 0.7);
+    *x = 100.0 + 5.0 * k + *dx;
+    *y = 150.0 + 4.0 * k + *dy;
+}
+
+START_TEST(test_plate_solve)
+{
+    const int slow = _i == 1;
+    const char *missing = scene_missing();
+    if (missing) {
+        printf("test_plate_solve: skipped: %s\n", missing);
+        return;
+    }
+    dmn_t d;
+    dmn_init(&d);
+    char in[128], stage[128], jsonl[128], dk[1024];
+    snprintf(in, sizeof in, "%s/in", d.dir);
+    snprintf(stage, sizeof stage, "%s/stage", d.dir);
+    snprintf(jsonl, sizeof jsonl, "%s/det.jsonl", d.dir);
+    ck_assert_int_eq(mkdir(in, 0755), 0);
+    ck_assert_int_eq(mkdir(stage, 0755), 0);
+    char prog[200] = "solve-field";
+    if (slow) {
+        snprintf(prog, sizeof prog, "%s/slow-solver", d.dir);
+        write_text(prog, "#!/bin/sh\nsleep 120\n");
+        ck_assert_int_eq(chmod(prog, 0755), 0);
+    }
+    daemon_keys(&d, dk, sizeof dk);
+    write_text(d.cfg,
+               "{ %s, \"feeds\": [ { \"name\": \"f0\","
+               " \"source\": {\"type\": \"fits\", \"fits\": {\"mode\": \"directory\", \"path\": \"%s\","
+               " \"settle\": 0.05}},"
+               " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
+               " \"queue\": {\"depth\": 4, \"policy\": \"block\"},"
+               " \"wcs\": {\"solve\": true, \"solve_timeout\": %d, \"solve_scale_low\": 15,"
+               " \"solve_scale_high\": 25, \"solve_index_dir\": \"%s\", \"solve_program\": \"%s\"},"
+               " \"sinks\": {\"jsonl\": {\"path\": \"%s\"}}, %s } ] }\n",
+               dk, in, PS_W, PS_H, slow ? 1 : 60, SCENE_INDEX_DIR, prog, jsonl,
+               pipeline_keys(5.0));
+    static scene_cat_t cat;
+    scene_catalogue(&cat, d.dir, PS_RA, PS_DEC, 2.3);
+    float *img = malloc(sizeof *img * PS_W * PS_H);
+    uint16_t *px = malloc(sizeof *px * PS_W * PS_H);
+    ck_assert(img && px);
+    double jx_k[PS_N], jy_k[PS_N];
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    rng_state = 21;
+    for (int k = 0; k < PS_N; k++) {
+        double mx, my, dx, dy;
+        ps_mover(k, &mx, &my, &dx, &dy);
+        ss_wcs_t t;
+        scene_wcs(&t, PS_W, PS_H, PS_RA, PS_DEC, PS_SCALE, PS_ROT, dx, dy);
+        scene_render(&t, &cat, img, PS_W, PS_H);
+        scene_star(img, PS_W, PS_H, mx, my, 30000.0, 1.5);
+        jx_k[k] = dx;
+        jy_k[k] = dy;
+        ss_wcs_free(&t);
+        for (int i = 0; i < PS_W * PS_H; i++)
+            px[i] = (uint16_t)fmin(65535.0, fmax(0.0, img[i] + 0.5));
+        ss_frame_t f;
+        memset(&f, 0, sizeof f);
+        ss_frame_meta_clear(&f.meta);
+        f.width = PS_W;
+        f.height = PS_H;
+        f.dtype = SS_DT_U16;
+        f.pixels = px;
+        f.capacity = sizeof *px * PS_W * PS_H;
+        f.meta.seq = (uint64_t)k + 1;
+        char tmp[300], path[300];
+        snprintf(tmp, sizeof tmp, "%s/p%03d.fits", stage, k);
+        snprintf(path, sizeof path, "%s/p%03d.fits", in, k);
+        write_fits(tmp, &f);
+        ck_assert_int_eq(rename(tmp, path), 0);
+        sleep_s(0.1);
+    }
+    /* until every frame is processed (a line per detection of the last
+     * frames) or the time is up */
+    const double t0 = now_s();
+    while (now_s() - t0 < 60.0) {
+        ss_proto_status_t *st = stats_of(&d);
+        const int done = st && st->n_feeds > 0 && st->feeds[0].processed >= PS_N;
+        free(st);
+        if (done)
+            break;
+        sleep_s(0.2);
+    }
+    const double t_end = now_s() - t0;
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    ck_assert_int_eq(log_counter(&d, "solve_started"), 1);
+    ck_assert_int_eq(log_counter(&d, "solve_ok"), slow ? 0 : 1);
+    ck_assert_int_eq(log_counter(&d, "solve_timeouts"), slow ? 1 : 0);
+    ck_assert_int_eq(log_counter(&d, "solve_failed"), 0);
+    ck_assert_int_eq(log_counter(&d, "processed"), PS_N);
+    /* the mover's detections: with RA/Dec once solved, at its known sky
+     * position */
+    char *text = read_all(jsonl);
+    ck_assert_ptr_nonnull(text);
+    int with = 0, without = 0, first_with = 0;
+    double worst = 0.0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *o = cJSON_Parse(line);
+        ck_assert_ptr_nonnull(o);
+        const cJSON *js = cJSON_GetObjectItem(o, "seq"), *jx = cJSON_GetObjectItem(o, "x"),
+                    *jy = cJSON_GetObjectItem(o, "y"), *jr = cJSON_GetObjectItem(o, "ra"),
+                    *jd = cJSON_GetObjectItem(o, "dec");
+        if (cJSON_IsNumber(js) && cJSON_IsNumber(jx) && cJSON_IsNumber(jy)) {
+            const int k = (int)js->valuedouble - 1;
+            double mx, my, dx, dy;
+            ck_assert(k >= 0 && k < PS_N);
+            ps_mover(k, &mx, &my, &dx, &dy);
+            if (hypot(jx->valuedouble - mx, jy->valuedouble - my) < 2.0) {
+                if (cJSON_IsNumber(jr) && cJSON_IsNumber(jd)) {
+                    ss_wcs_t tw;
+                    double tr, td;
+                    scene_wcs(&tw, PS_W, PS_H, PS_RA, PS_DEC, PS_SCALE, PS_ROT, jx_k[k], jy_k[k]);
+                    ck_assert_int_eq(ss_wcs_pix2sky(&tw, jx->valuedouble, jy->valuedouble, &tr,
+                                                    &td), 0);
+                    ss_wcs_free(&tw);
+                    const double sep = scene_sep(jr->valuedouble, jd->valuedouble, tr, td);
+                    worst = fmax(worst, sep);
+                    if (getenv("PS_DEBUG"))
+                        printf("frame %d mover x %.2f y %.2f off %.2f\"\n", k + 1,
+                               jx->valuedouble, jy->valuedouble, sep);
+                    if (!with++)
+                        first_with = k + 1;
+                } else {
+                    without++;
+                }
+            }
+        }
+        cJSON_Delete(o);
+    }
+    free(text);
+    printf("test_plate_solve(%s): mover detections %d with RA/Dec (from frame %d), %d without; "
+           "worst %.3f\"; all processed %.1f s after the last file\n", slow ? "timeout" : "solve",
+           with, first_with, without, worst, t_end);
+    if (slow) {
+        ck_assert_int_eq(with, 0);
+        ck_assert_int_ge(without, 5);
+    } else {
+        ck_assert_int_ge(with, 5);
+        ck_assert_msg(worst < 1.0, "the mover's RA/Dec off by %.2f\"", worst);
+    }
+    free(img);
+    free(px);
     dmn_cleanup(&d);
 }
 END_TEST
@@ -2797,6 +2972,11 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_residual_names_unique);
     tcase_add_test(tc, test_sky_reports);
     suite_add_tcase(s, tc);
+    /* plate solving: its own case (CK_RUN_CASE=solve) */
+    TCase *solve = tcase_create("solve");
+    tcase_set_timeout(solve, 300);
+    tcase_add_loop_test(solve, test_plate_solve, 0, 2);
+    suite_add_tcase(s, solve);
     /* its own case, so that CK_RUN_CASE=batch runs it alone */
     TCase *batch = tcase_create("batch");
     tcase_set_timeout(batch, 900);
