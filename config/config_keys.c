@@ -431,7 +431,7 @@ static const ss_config_key_t feed_keys[] = {
     F_STR("sinks.ades.stn", ades_stn, "XXX", RELOAD,
           "The station's MPC observatory code (XXX: none assigned)."),
     F_STR("sinks.ades.astcat", ades_astcat, "UNK", RELOAD,
-          "The ADES astCat value: the star catalogue the frames' WCS was fitted to."),
+          "The ADES astCat value: the star catalogue the frames' WCS was fitted to; also photCat, of rows with a magnitude (pipeline.photometry)."),
 };
 
 const ss_config_key_t *ss_config_keys(ss_key_scope_t scope, size_t *n)
