@@ -98,7 +98,7 @@ static void robust_stats(const double *zp, int n, double *tmp, double *med, doub
 int ss_phot_fit_zeropoint(const ss_phot_star_t *stars, int n, double exposure, int per_second,
                           ss_phot_zp_t *out)
 {
-    static _Thread_local double zp[SS_PHOT_FIT_MAX], var[SS_PHOT_FIT_MAX], tmp[SS_PHOT_FIT_MAX];
+    double zp[SS_PHOT_FIT_MAX], var[SS_PHOT_FIT_MAX], tmp[SS_PHOT_FIT_MAX];  /* 24 KiB of stack */
     memset(out, 0, sizeof *out);
     out->source = SS_PHOT_NONE;
     out->per_second = per_second;

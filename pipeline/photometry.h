@@ -38,7 +38,8 @@ extern "C" {
 
 #define SS_PHOT_K 1.0857362047581294    /* 2.5 / ln 10: mag error per relative flux error */
 #define SS_PHOT_MIN_STARS 5             /* a fit refuses fewer stars */
-#define SS_PHOT_FIT_MAX 4096            /* stars a fit uses at most (the first ones given) */
+#define SS_PHOT_FIT_MAX 1024            /* stars a fit uses at most (the first ones given:
+                                         * pass the best-measured first) */
 #define SS_PHOT_CLIP 3.0                /* sigma clip of the fit, in robust standard deviations */
 #define SS_PHOT_BAND_MAX 8              /* a band name, with the NUL */
 

@@ -1232,7 +1232,7 @@ END_TEST
  * scatter no more than 1.5 errors. The guided filter is off here: on, it
  * takes ~0.10 mag of a point source's light (README "Photometry"). Active
  * tracks have a magnitude; after a reload with the zero point null no
- * detection has one. */
+ * detection has one, until a fitted one is handed over. */
 START_TEST(test_photometry_in_chain)
 {
     ss_synth_cfg_t sc;
@@ -1310,6 +1310,24 @@ START_TEST(test_photometry_in_chain)
         for (int j = 0; j < r.res.dets.count; j++)
             ck_assert(isnan(r.res.dets.items[j].mag));
     }
+    /* a zero point fitted elsewhere (plate solving) is used, with its error */
+    ss_phot_zp_t fit = { .source = SS_PHOT_FIT, .zp = 24.0, .zp_err = 0.03, .per_second = 1,
+                         .n_used = 12 };
+    ss_pipeline_set_zeropoint(r.pipe, &fit);
+    int with_mag = 0;
+    for (int f = 0; f < 2; f++) {
+        run_step(&r);
+        ck_assert_int_eq(r.res.zp.source, SS_PHOT_FIT);
+        for (int j = 0; j < r.res.dets.count; j++) {
+            const ss_detection_t *d = &r.res.dets.items[j];
+            if (d->sign < 0 || d->flux <= 0.0)
+                continue;
+            ck_assert_double_eq_tol(d->mag, 24.0 - 2.5 * log10(d->flux / 4.0), 1e-9);
+            ck_assert(d->mag_err >= 0.03);
+            with_mag++;
+        }
+    }
+    ck_assert_int_gt(with_mag, 0);
     run_close(&r);
 }
 END_TEST
