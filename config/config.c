@@ -298,7 +298,10 @@ static int check_stored(const ss_config_key_t *k, const void *base, int feed, ch
     }
     case SS_KEY_INT: return check_range(k, *(const int *)p, disp, err, n);
     case SS_KEY_U64: return check_range(k, (double)*(const uint64_t *)p, disp, err, n);
-    case SS_KEY_DOUBLE: return check_range(k, *(const double *)p, disp, err, n);
+    case SS_KEY_DOUBLE:
+        if (k->nullable && isnan(*(const double *)p))
+            return 0;
+        return check_range(k, *(const double *)p, disp, err, n);
     case SS_KEY_STRING:
         if (!memchr(p, '\0', k->size)) {
             set_err(err, n, "%s: not terminated within %zu bytes", disp, k->size);
@@ -391,8 +394,13 @@ static int apply_value(const ss_config_key_t *k, const cJSON *v, void *base, con
         *(uint64_t *)p = (uint64_t)d;
         return 0;
     case SS_KEY_DOUBLE:
+        if (k->nullable && cJSON_IsNull(v)) {
+            *(double *)p = NAN;
+            return 0;
+        }
         if (!cJSON_IsNumber(v)) {
-            set_err(err, n, "%s: expected a number, got %s", disp, json_kind(v));
+            set_err(err, n, "%s: expected a number%s, got %s", disp, k->nullable ? " or null" : "",
+                    json_kind(v));
             return -1;
         }
         if (check_range(k, v->valuedouble, disp, err, n))
@@ -869,6 +877,12 @@ static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
     }
 
     /* pipeline */
+    size_t bl = strlen(p->phot.band);
+    if (bl == 0 || strspn(p->phot.band, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") != bl) {
+        set_err(err, n, "feeds[%d].pipeline.photometry.band: \"%s\" is not a band name (letters and digits)",
+                i, p->phot.band);
+        return -1;
+    }
     if (p->thresh_low > p->thresh) {
         set_err(err, n, "feeds[%d].pipeline.detect.thresh_low: %g is above detect.thresh %g", i,
                 p->thresh_low, p->thresh);
@@ -1183,7 +1197,7 @@ static const char *type_word(const ss_config_key_t *k)
     case SS_KEY_BOOL: return "bool";
     case SS_KEY_INT:
     case SS_KEY_U64: return "integer";
-    case SS_KEY_DOUBLE: return "number";
+    case SS_KEY_DOUBLE: return k->nullable ? "number or null" : "number";
     case SS_KEY_STRING: return "string";
     case SS_KEY_ENUM: return "enum";
     case SS_KEY_INT4: return "[x, y, w, h]";

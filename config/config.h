@@ -188,6 +188,8 @@ typedef struct ss_config_key {
     const ss_enum_name_t *names;    /* ENUM: terminated by a NULL name */
     int reloadable;                 /* 1: a SIGHUP reload may change it */
     const char *doc;                /* one line */
+    int nullable;                   /* DOUBLE: JSON null is accepted and stored as NAN
+                                     * ("not set"); the default may be NAN */
 } ss_config_key_t;
 
 /* The table of one scope, in printing order; *n receives its length. */

@@ -19,6 +19,7 @@
  * rotation reopens the JSON-lines file); sockets, sources, limits and queue
  * sizes are fixed at start.
  */
+#include <math.h>
 #include <stddef.h>
 
 #include "config.h"
@@ -86,11 +87,11 @@ static const ss_enum_name_t whiten_mode_names[] = {
 
 /* S: scope, T: struct type of the scope, F: member designator. */
 #define ROW_NUM(S, T, path, type, F, lo, hi, dflt, rl, doc) \
-    { path, S, type, offsetof(T, F), 0, lo, hi, dflt, NULL, NULL, rl, doc }
+    { path, S, type, offsetof(T, F), 0, lo, hi, dflt, NULL, NULL, rl, doc, 0 }
 #define ROW_STR(S, T, path, F, dflt, rl, doc) \
-    { path, S, SS_KEY_STRING, offsetof(T, F), sizeof(((T *)0)->F), 0, 0, 0, dflt, NULL, rl, doc }
+    { path, S, SS_KEY_STRING, offsetof(T, F), sizeof(((T *)0)->F), 0, 0, 0, dflt, NULL, rl, doc, 0 }
 #define ROW_ENUM(S, T, path, F, names, dflt, rl, doc) \
-    { path, S, SS_KEY_ENUM, offsetof(T, F), 0, 0, 0, 0, dflt, names, rl, doc }
+    { path, S, SS_KEY_ENUM, offsetof(T, F), 0, 0, 0, 0, dflt, names, rl, doc, 0 }
 
 #define D_BOOL(path, F, dflt, rl, doc) \
     ROW_NUM(SS_SCOPE_DAEMON, ss_config_t, path, SS_KEY_BOOL, F, 0, 1, dflt, rl, doc)
@@ -112,6 +113,10 @@ static const ss_enum_name_t whiten_mode_names[] = {
     ROW_NUM(SS_SCOPE_FEED, ss_feed_cfg_t, path, SS_KEY_U64, F, lo, hi, dflt, rl, doc)
 #define F_DBL(path, F, lo, hi, dflt, rl, doc) \
     ROW_NUM(SS_SCOPE_FEED, ss_feed_cfg_t, path, SS_KEY_DOUBLE, F, lo, hi, dflt, rl, doc)
+/* a number that may be null (NAN: not set), null by default */
+#define F_DBLN(path, F, lo, hi, rl, doc) \
+    { path, SS_SCOPE_FEED, SS_KEY_DOUBLE, offsetof(ss_feed_cfg_t, F), 0, lo, hi, NAN, NULL, NULL, \
+      rl, doc, 1 }
 #define F_INT4(path, F, lo, hi, dflt, rl, doc) \
     ROW_NUM(SS_SCOPE_FEED, ss_feed_cfg_t, path, SS_KEY_INT4, F, lo, hi, dflt, rl, doc)
 #define F_STR(path, F, dflt, rl, doc) ROW_STR(SS_SCOPE_FEED, ss_feed_cfg_t, path, F, dflt, rl, doc)
@@ -407,6 +412,12 @@ static const ss_config_key_t feed_keys[] = {
           "[8] Frames in a row a track may miss before it ends (gaps up to this are bridged)."),
     F_INT("pipeline.track.min_points", P(track.min_points), 3.0, 1000.0, 3.0, RELOAD,
           "[8] Detections that confirm a track (it must also have moved by more than its scatter)."),
+    F_DBLN("pipeline.photometry.zeropoint", P(phot.zeropoint), -100.0, 100.0, RELOAD,
+           "[9] Magnitude of 1 ADU of detection flux (of 1 ADU/s with per_second); null = none: then a zero point fitted on a plate-solved frame, else the FITS header's MAGZERO, MAGZPT or PHOTZP, else no magnitudes (README 'Photometry')."),
+    F_BOOL("pipeline.photometry.per_second", P(phot.per_second), 0, RELOAD,
+           "[9] The zero point (configured or from the header) is for flux per second of exposure: mag = zp - 2.5 log10(flux / EXPTIME); false: of the frame's total flux."),
+    F_STR("pipeline.photometry.band", P(phot.band), "G", RELOAD,
+          "[9] The filter the magnitudes are in, as ADES names it (the ADES sink's band column; e.g. G, R, V, C for unfiltered)."),
 
     /* sinks (reopened on reload) */
     F_STR("sinks.fits.dir", fits_dir, "", RELOAD,
@@ -430,7 +441,7 @@ static const ss_config_key_t feed_keys[] = {
     F_STR("sinks.ades.stn", ades_stn, "XXX", RELOAD,
           "The station's MPC observatory code (XXX: none assigned)."),
     F_STR("sinks.ades.astcat", ades_astcat, "UNK", RELOAD,
-          "The ADES astCat value: the star catalogue the frames' WCS was fitted to."),
+          "The ADES astCat value: the star catalogue the frames' WCS was fitted to; also photCat, of rows with a magnitude (pipeline.photometry)."),
 
     /* plate solving (fixed at start: the solver thread is made then) */
     F_BOOL("wcs.solve", wcs_solve, 0, FIXED,

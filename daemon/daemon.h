@@ -282,13 +282,14 @@ int ss_sink_iod_append(const char *path, const ss_result_t *res, int station, do
 /* sink_ades.c: the ADES PSV header and column row for station stn. */
 void ss_ades_header(FILE *fp, const char *stn);
 /* res's detections of tracks slower than max_rate arcsec/s as ADES PSV
- * rows (none without a WCS or time); the rows, or -1. */
+ * rows (none without a WCS or time), with mag, rmsMag, band and photCat
+ * (= astcat) where the detection has a magnitude; the rows, or -1. */
 int ss_ades_rows(FILE *fp, const ss_result_t *res, const char *stn, const char *astcat,
-                 double max_rate);
+                 const char *band, double max_rate);
 /* The rows appended to path (the header first into an empty file); the
  * rows, or -1 (logged). */
 int ss_sink_ades_append(const char *path, const ss_result_t *res, const char *stn,
-                        const char *astcat, double max_rate);
+                        const char *astcat, const char *band, double max_rate);
 /* sink_jsonl.c: an appending writer of one JSON line per frame. */
 typedef struct ss_jsonl ss_jsonl_t;
 ss_jsonl_t *ss_jsonl_open(const char *path);

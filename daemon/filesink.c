@@ -37,7 +37,7 @@ void *ss_filesink_main(void *arg)
         ss_out_t *o = item;
         ss_feed_t *f = o->feed;
         char dir[SS_PATH_MAX], jpath[SS_PATH_MAX], ds9[SS_PATH_MAX], iod[SS_PATH_MAX];
-        char ades[SS_PATH_MAX], stn[8], astcat[16];
+        char ades[SS_PATH_MAX], stn[8], astcat[16], band[SS_PHOT_BAND_MAX];
         int compress, jtracks, station;
         double min_rate;
         pthread_mutex_lock(&d->cfg_lock);
@@ -52,6 +52,7 @@ void *ss_filesink_main(void *arg)
         ss_strlcpy(ades, f->cfg->ades_path, sizeof ades);
         ss_strlcpy(stn, f->cfg->ades_stn, sizeof stn);
         ss_strlcpy(astcat, f->cfg->ades_astcat, sizeof astcat);
+        ss_strlcpy(band, f->cfg->pipeline.phot.band, sizeof band);
         pthread_mutex_unlock(&d->cfg_lock);
 
         if (dir[0] && o->res.has_residual) {
@@ -74,7 +75,7 @@ void *ss_filesink_main(void *arg)
                 SS_SINK_ADD(f->stats, iod_errors, 1);
         }
         if (ades[0] && o->res.tracks.count > 0) {
-            int rows = ss_sink_ades_append(ades, &o->res, stn, astcat, min_rate);
+            int rows = ss_sink_ades_append(ades, &o->res, stn, astcat, band, min_rate);
             if (rows >= 0)
                 SS_SINK_ADD(f->stats, ades_written, (uint64_t)rows);
             else

@@ -16,6 +16,15 @@
  *            frame's pixel scale
  *   astCat   sinks.ades.astcat: the catalogue the frames' WCS was fitted
  *            to, which skysieve cannot know
+ *   mag, rmsMag  the detection's magnitude and its error (photometry.h),
+ *            two decimals, when a zero point was known; else blank
+ *   band     pipeline.photometry.band, with a magnitude; else blank
+ *   photCat  sinks.ades.astcat again, with a magnitude (the catalogue the
+ *            zero point was calibrated against, taken to be the
+ *            astrometric one); else blank
+ *
+ * Blank fields are absent values (ADES PSV: a field may be empty). The
+ * columns are those of ADES's optical block in the standard's order.
  *
  * A new (empty) file first gets the header ("# version=2022", the
  * observatory block with the station code) and the column row. Rows are
@@ -33,7 +42,7 @@
 #define TAG "ades-sink"
 
 static const char COLUMNS[] = "trkSub  |mode|stn |obsTime                 |ra         |dec        "
-                              "|rmsRA |rmsDec|astCat";
+                              "|rmsRA |rmsDec|astCat  |mag  |rmsMag|band|photCat";
 
 /* "ss" and id in base 36, at most 8 characters. */
 static void trk_sub(uint64_t id, char out[9])
@@ -73,7 +82,7 @@ void ss_ades_header(FILE *fp, const char *stn)
 }
 
 int ss_ades_rows(FILE *fp, const ss_result_t *res, const char *stn, const char *astcat,
-                 double max_rate)
+                 const char *band, double max_rate)
 {
     if (!isfinite(res->meta.mjd_obs) || res->meta.n_wcs == 0)
         return 0;
@@ -91,8 +100,12 @@ int ss_ades_rows(FILE *fp, const ss_result_t *res, const char *stn, const char *
         char sub[9];
         trk_sub(t->id, sub);
         double rms = 0.5 * ss_wcs_pixel_scale(&w, d->x, d->y) * 3600.0;
-        fprintf(fp, "%-8s|CCD |%-4s|%-24s|%-11.7f|%+-11.7f|%-6.3f|%-6.3f|%s\n", sub, stn, when,
+        fprintf(fp, "%-8s|CCD |%-4s|%-24s|%-11.7f|%+-11.7f|%-6.3f|%-6.3f|%-8s|", sub, stn, when,
                 d->ra, d->dec, rms, rms, astcat);
+        if (isfinite(d->mag) && isfinite(d->mag_err))
+            fprintf(fp, "%-5.2f|%-6.2f|%-4s|%s\n", d->mag, d->mag_err, band, astcat);
+        else
+            fprintf(fp, "     |      |    |\n");
         rows++;
     }
     ss_wcs_free(&w);
@@ -100,7 +113,7 @@ int ss_ades_rows(FILE *fp, const ss_result_t *res, const char *stn, const char *
 }
 
 int ss_sink_ades_append(const char *path, const ss_result_t *res, const char *stn,
-                        const char *astcat, double max_rate)
+                        const char *astcat, const char *band, double max_rate)
 {
     FILE *fp = fopen(path, "a");
     if (!fp) {
@@ -109,7 +122,7 @@ int ss_sink_ades_append(const char *path, const ss_result_t *res, const char *st
     }
     if (ftell(fp) == 0)
         ss_ades_header(fp, stn);
-    int rows = ss_ades_rows(fp, res, stn, astcat, max_rate);
+    int rows = ss_ades_rows(fp, res, stn, astcat, band, max_rate);
     if (fclose(fp) != 0 || rows < 0) {
         SS_LOG(SS_LOG_ERR, TAG, "%s: write failed: %s", path, strerror(errno));
         return -1;

@@ -9,6 +9,8 @@
  *   track   segment(x1, y1, x2, y2...) yellow, its latest points, the text
  *                                      "track <id>" (a circle when it has
  *                                      one point only)
+ * A detection with a magnitude (photometry.h) has it as its text
+ * ("17.43"), a track with one "track <id> 17.43".
  * in image coordinates, which DS9 counts from 1: skysieve's 0-based pixel
  * x is DS9's x + 1. Written under a hidden name and linked into place like
  * the residual files, named like them with ".reg".
@@ -16,6 +18,7 @@
 #include "daemon.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -30,29 +33,51 @@ static const char *det_colour(const ss_detection_t *d)
     return d->kind == SS_KIND_COSMIC ? "magenta" : d->kind == SS_KIND_STREAK ? "cyan" : "green";
 }
 
+/* " text={17.43}" for a known magnitude, else "" (into buf, n bytes). */
+static const char *mag_text(char *buf, size_t n, double mag)
+{
+    if (!isfinite(mag))
+        return "";
+    snprintf(buf, n, " text={%.2f}", mag);
+    return buf;
+}
+
 /* One detection's region line. */
 static void det_region(FILE *fp, const ss_detection_t *d)
 {
+    char text[40];
     if (d->kind == SS_KIND_STREAK)
-        fprintf(fp, "line(%.2f,%.2f,%.2f,%.2f) # line=0 0 color=%s\n", d->x0 + 1, d->y0 + 1,
-                d->x1 + 1, d->y1 + 1, det_colour(d));
+        fprintf(fp, "line(%.2f,%.2f,%.2f,%.2f) # line=0 0 color=%s%s\n", d->x0 + 1, d->y0 + 1,
+                d->x1 + 1, d->y1 + 1, det_colour(d), mag_text(text, sizeof text, d->mag));
     else
-        fprintf(fp, "circle(%.2f,%.2f,%.2f) # color=%s\n", d->x + 1, d->y + 1,
-                d->a * 2 > MIN_RADIUS ? d->a * 2 : MIN_RADIUS, det_colour(d));
+        fprintf(fp, "circle(%.2f,%.2f,%.2f) # color=%s%s\n", d->x + 1, d->y + 1,
+                d->a * 2 > MIN_RADIUS ? d->a * 2 : MIN_RADIUS, det_colour(d),
+                mag_text(text, sizeof text, d->mag));
+}
+
+/* A track's label: "track <id>", with its magnitude when known. */
+static const char *track_text(char *buf, size_t n, const ss_track_t *t)
+{
+    if (isfinite(t->mag))
+        snprintf(buf, n, "track %llu %.2f", (unsigned long long)t->id, t->mag);
+    else
+        snprintf(buf, n, "track %llu", (unsigned long long)t->id);
+    return buf;
 }
 
 /* One track's region line: its latest points as a segment. */
 static void track_region(FILE *fp, const ss_track_t *t)
 {
+    char text[64];
     if (t->n_points < 2) {
-        fprintf(fp, "circle(%.2f,%.2f,%.2f) # color=yellow text={track %llu}\n", t->x + 1,
-                t->y + 1, MIN_RADIUS, (unsigned long long)t->id);
+        fprintf(fp, "circle(%.2f,%.2f,%.2f) # color=yellow text={%s}\n", t->x + 1, t->y + 1,
+                MIN_RADIUS, track_text(text, sizeof text, t));
         return;
     }
     fputs("segment(", fp);
     for (int i = 0; i < t->n_points; i++)
         fprintf(fp, "%s%.2f,%.2f", i ? "," : "", t->points[i].x + 1, t->points[i].y + 1);
-    fprintf(fp, ") # color=yellow text={track %llu}\n", (unsigned long long)t->id);
+    fprintf(fp, ") # color=yellow text={%s}\n", track_text(text, sizeof text, t));
 }
 
 int ss_ds9_regions(FILE *fp, const ss_result_t *res)

@@ -6,6 +6,7 @@
  */
 #include "detection.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,5 +80,6 @@ ss_detection_t *ss_detlist_push(ss_detlist_t *l)
     }
     ss_detection_t *d = &l->items[l->count++];
     memset(d, 0, sizeof *d);
+    d->mag = d->mag_err = NAN;
     return d;
 }

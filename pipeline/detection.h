@@ -43,6 +43,8 @@ typedef struct ss_detection {
     int has_radec;              /* 1 when a celestial WCS was known */
     double ra, dec;             /* degrees, ICRS, when has_radec */
     uint64_t track;             /* id of the confirmed track it was linked to (track.h); 0 = none */
+    double mag, mag_err;        /* magnitude from flux and the frame's zero point
+                                 * (photometry.h); NAN when unknown */
 } ss_detection_t;
 
 /* A frame's detections, most significant first (ss_measure_rank). */

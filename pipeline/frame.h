@@ -41,6 +41,9 @@ typedef struct ss_frame_meta {
     int seq_missing;                /* the input had no frame number (a FITS file without SEQ) */
     double mjd_obs;                 /* start of exposure, MJD UTC; NAN if unknown */
     double exposure;                /* seconds; 0 if unknown */
+    int has_zp_header;              /* 1: the FITS header gave a photometric zero point */
+    double zp_header, zp_header_err; /* MAGZERO, MAGZPT (MAGZRR) or PHOTZP (PHOTZPER), mag;
+                                     * the error 0 when not given (photometry.h) */
     double recv_mono;               /* monotonic time it was received (s) */
     /* Trim section from the input (FITS TRIMSEC/DATASEC), 0-based, inclusive
      * start, exclusive end; trim_w == 0 means none given. */

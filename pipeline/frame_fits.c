@@ -856,6 +856,27 @@ static void read_time(fitsfile *fp, int img_hdu, ss_frame_meta_t *m, const char 
     fits_movabs_hdu(fp, img_hdu, &type, &st);
 }
 
+/* A photometric zero point in the image HDU (photometry.h): MAGZERO,
+ * else MAGZPT with MAGZRR, else PHOTZP with PHOTZPER (errors optional);
+ * a value that is not a number is logged and ignored. */
+static void read_zeropoint(fitsfile *fp, ss_frame_meta_t *m, const char *path)
+{
+    static const char *const keys[][2] = { { "MAGZERO", NULL }, { "MAGZPT", "MAGZRR" },
+                                           { "PHOTZP", "PHOTZPER" } };
+    for (int k = 0; k < 3; k++) {
+        double v, e;
+        int r = key_dbl(fp, keys[k][0], &v);
+        if (r < 0)
+            SS_LOG(SS_LOG_WARNING, TAG, "%s: %s is not a number; ignored", path, keys[k][0]);
+        if (r != 1)
+            continue;
+        m->has_zp_header = 1;
+        m->zp_header = v;
+        m->zp_header_err = keys[k][1] && key_dbl(fp, keys[k][1], &e) == 1 && e >= 0.0 ? e : 0.0;
+        return;
+    }
+}
+
 static void read_meta(fitsfile *fp, const img_info_t *ii, ss_frame_meta_t *m, const char *path)
 {
     ss_frame_meta_clear(m);
@@ -868,6 +889,7 @@ static void read_meta(fitsfile *fp, const img_info_t *ii, ss_frame_meta_t *m, co
         m->seq = (uint64_t)seq;
     else
         m->seq_missing = 1;
+    read_zeropoint(fp, m, path);
     char buf[FLEN_VALUE];
     if (key_str(fp, "FEED", buf))
         ss_strlcpy(m->feed, buf, sizeof m->feed);

@@ -98,6 +98,7 @@ struct ss_pipeline {
      * tracks run on through re-references; track_lost: end them at the
      * next frame (a reset between frames) */
     ss_tracker_t *tracker;
+    ss_phot_zp_t fitted_zp;     /* ss_pipeline_set_zeropoint; source NONE when none */
     double ref_off_x, ref_off_y;
     int track_lost;
 
@@ -754,6 +755,22 @@ static void result_begin(ss_result_t *res, const ss_frame_t *f)
     ss_detlist_clear(&res->dets);
     for (int s = 0; s < SS_STAGE__COUNT; s++)
         res->stage_ms[s] = -1.0;
+}
+
+/* The detections' magnitudes (photometry.h): the zero point by its
+ * precedence, the exposure from the frame; before the tracker, which
+ * averages them per track. */
+static void photometry(const ss_pipeline_t *p, ss_result_t *res)
+{
+    ss_phot_zp_choose(&res->zp, &p->cfg.phot, &res->meta, &p->fitted_zp);
+    ss_phot_apply(&res->zp, res->meta.exposure, &res->dets);
+}
+
+void ss_pipeline_set_zeropoint(ss_pipeline_t *p, const ss_phot_zp_t *fitted)
+{
+    memset(&p->fitted_zp, 0, sizeof p->fitted_zp);
+    if (fitted && fitted->source == SS_PHOT_FIT)
+        p->fitted_zp = *fitted;
 }
 
 /* The frame's step of the tracker (track.h): an ok frame links its
@@ -1434,6 +1451,7 @@ done:
             res->residual[i] = NAN;
         res->has_residual = npix > 0;
     }
+    photometry(p, res);
     track(p, res);
     p->stats.status[res->status]++;
     p->stats.detections += (uint64_t)res->dets.count;
@@ -1486,11 +1504,13 @@ int ss_pipeline_reconfigure(ss_pipeline_t *p, const ss_pipeline_cfg_t *cfg, char
     free_calibration(p);
     ss_tracker_t *tracker = p->tracker;     /* track ids stay unique for the feed */
     const uint64_t sky_epoch = p->sky_epoch;
+    ss_phot_zp_t fitted = p->fitted_zp;     /* the sky's zero point outlives a rebuild */
     ss_tracker_destroy(&fresh->tracker);
     *p = *fresh;
     free(fresh);
     p->tracker = tracker;
     p->sky_epoch = sky_epoch + 1;           /* a solve under way is of the old pipeline */
+    p->fitted_zp = fitted;
     p->track_lost = 1;
     p->stats = stats;
     p->stats.resets++;

@@ -63,6 +63,8 @@ typedef struct ss_result {
     ss_detlist_t dets;
     ss_tracklist_t tracks;          /* confirmed tracks linked, coasting or ended at this
                                      * frame (pipeline.track; empty when off) */
+    ss_phot_zp_t zp;                /* the zero point the detections' magnitudes used
+                                     * (photometry.h; source NONE: no magnitudes) */
     double stage_ms[SS_STAGE__COUNT];
     double total_ms;                /* wall time of ss_pipeline_process */
     /* a decoded message's number on its topic (PROTOCOL.md §2, "Gaps"),
@@ -120,6 +122,13 @@ int ss_pipeline_check_calibration(const ss_pipeline_cfg_t *cfg, ss_roi_t region,
  * is unusable for good; SS_ERR_SIZE when the frame is larger than the
  * result can hold. */
 ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *frame, ss_result_t *res);
+
+/* A zero point fitted against a catalogue (ss_phot_fit_zeropoint) for
+ * the following frames of this feed, e.g. by plate solving on a reference
+ * frame; NULL or source NONE forgets it. It counts below a configured
+ * pipeline.photometry.zeropoint and above a header one (photometry.h).
+ * Call from the thread that processes the feed's frames. */
+void ss_pipeline_set_zeropoint(ss_pipeline_t *p, const ss_phot_zp_t *fitted);
 
 /* A result buffer whose residual lives in the pipeline's backend's host
  * memory (pinned on CUDA): with it, the residual's download overlaps the

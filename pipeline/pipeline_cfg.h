@@ -11,6 +11,7 @@
 #define SS_PIPELINE_CFG_H
 
 #include "frame.h"
+#include "photometry.h"
 #include "track.h"
 
 #ifdef __cplusplus
@@ -114,6 +115,9 @@ typedef struct ss_pipeline_cfg {
 
     /* §8 tracking */
     ss_track_cfg_t track;       /* "track.*" */
+
+    /* §9 photometry */
+    ss_phot_cfg_t phot;         /* "photometry.*" */
 } ss_pipeline_cfg_t;
 
 /* Derived values, computed once from a config (shared by both backends so

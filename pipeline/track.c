@@ -62,6 +62,7 @@ void ss_tracklist_free(ss_tracklist_t *l)
 #define GRID_CELL 32.0          /* px: the observations' lookup grid */
 #define SEED_CELL 64.0          /* px: the seeds' lookup grid (births search far) */
 #define GRID_CELLS 65536        /* at most; the cell grows for wide spreads */
+#define MAG_ERR_FLOOR 1e-3      /* mag: the least error a detection's weight assumes */
 
 /* One linked detection. u, v: registered px; x, y: input-frame px. */
 typedef struct obs {
@@ -73,6 +74,7 @@ typedef struct obs {
     double half_len, theta;     /* streaks: half the end-to-end length, axis angle */
     int streak;
     double snr;
+    double mag, mag_err;        /* NAN when unknown */
     int has_radec;
     double ra, dec;
 } obs_t;
@@ -94,6 +96,8 @@ typedef struct trk {
                                  * two were chance detections */
     double t0;
     double S, St, Stt, Su, Stu, Suu, Sv, Stv, Svv, snr_sum;
+    int n_mag;                  /* detections with a magnitude: weighted sums of them */
+    double Sw, Swm, Swmm;
     obs_t first, last;
     int np, head;               /* ring of the latest points */
     pt_t pts[SS_TRACK_POINTS];
@@ -195,6 +199,23 @@ static double obs_dist(const obs_t *o, double u, double v)
     return hypot(along, across);
 }
 
+/* A track's weighted mean magnitude and its error (track.h); NAN when
+ * none of its detections had one. */
+static void track_mag(const trk_t *k, double *mag, double *err)
+{
+    *mag = *err = NAN;
+    if (k->n_mag == 0 || !(k->Sw > 0.0))
+        return;
+    double m = k->Swm / k->Sw;
+    double e = sqrt(1.0 / k->Sw);
+    if (k->n_mag > 1) {
+        double var = fmax(0.0, k->Swmm / k->Sw - m * m) * k->n_mag / (k->n_mag - 1);
+        e = fmax(e, sqrt(var / k->n_mag));
+    }
+    *mag = m;
+    *err = e;
+}
+
 static void add_obs(trk_t *k, const obs_t *o)
 {
     if (k->n == 0) {
@@ -212,6 +233,13 @@ static void add_obs(trk_t *k, const obs_t *o)
     k->Stv += tau * o->v;
     k->Svv += o->v * o->v;
     k->snr_sum += o->snr;
+    if (isfinite(o->mag) && isfinite(o->mag_err)) {
+        double w = 1.0 / fmax(o->mag_err * o->mag_err, MAG_ERR_FLOOR * MAG_ERR_FLOOR);
+        k->n_mag++;
+        k->Sw += w;
+        k->Swm += w * o->mag;
+        k->Swmm += w * o->mag * o->mag;
+    }
     k->n++;
     k->n_streak += o->streak;
     k->last = *o;
@@ -280,6 +308,7 @@ static void report(const ss_tracker_t *T, const trk_t *k, ss_track_state_t st, s
     r->vx_err = r->vy_err = m.err;
     r->rms = m.rms;
     r->snr = k->snr_sum / k->n;
+    track_mag(k, &r->mag, &r->mag_err);
     double dt = k->last.t - k->first.t;
     if (r->timed && dt > 0.0 && k->first.has_radec && k->last.has_radec) {
         const double d2r = M_PI / 180.0;
@@ -398,6 +427,8 @@ static int collect(ss_tracker_t *T, ss_detlist_t *dets, uint64_t seq, double t, 
         o->half_len = 0.5 * hypot(d->x1 - d->x0, d->y1 - d->y0);
         o->theta = d->theta;
         o->snr = d->peak_snr;
+        o->mag = d->mag;
+        o->mag_err = d->mag_err;
         o->has_radec = d->has_radec;
         o->ra = d->ra;
         o->dec = d->dec;

@@ -56,6 +56,10 @@ typedef struct ss_track {
     double rms;                     /* rms distance of its detections from the fitted
                                      * motion, px (the quality figure; streaks: across) */
     double snr;                     /* mean peak SNR of its detections */
+    double mag, mag_err;            /* the mean magnitude of its detections that had one,
+                                     * weighted by 1/mag_err², and its error: the larger of
+                                     * 1/sqrt(Σ weights) and the weighted scatter / sqrt(n)
+                                     * (photometry.h); NAN when none had one */
     int has_rate;                   /* 1: timed and a celestial WCS on its first and last */
     double rate;                    /* angular rate, arcsec/s */
     double pa;                      /* position angle of the motion, deg east of north */

@@ -1369,6 +1369,15 @@ size_t ss_proto_residual_mask(const float *pixels, size_t n, uint8_t *mask)
     return valid;
 }
 
+/* "mag" and "mag_err" (photometry.h), together and only when known. */
+static void jw_mag(jw_t *w, double mag, double err)
+{
+    if (isfinite(mag) && isfinite(err) && err >= 0.0) {
+        jw_num(w, "mag", mag);
+        jw_num(w, "mag_err", err);
+    }
+}
+
 static void jw_detection_members(jw_t *w, const ss_detection_t *d)
 {
     jw_num(w, "x", d->x);
@@ -1414,6 +1423,7 @@ static void jw_detection_members(jw_t *w, const ss_detection_t *d)
         jw_num(w, "ra", d->ra);
         jw_num(w, "dec", d->dec);
     }
+    jw_mag(w, d->mag, d->mag_err);
 }
 
 static void jw_detection(jw_t *w, const ss_detection_t *d)
@@ -1513,6 +1523,7 @@ static void jw_track(jw_t *w, const ss_track_t *t)
         jw_num(w, "rate", t->rate);
         jw_num(w, "pa", t->pa);
     }
+    jw_mag(w, t->mag, t->mag_err);
     jw_open(w, "points", '[');
     const int np = SS_CLAMP(t->n_points, 0, SS_TRACK_POINTS);
     for (int i = 0; i < np; i++) {
@@ -1802,6 +1813,28 @@ out:
     return rc == 0 ? SS_OK : reason_err(err->reason);
 }
 
+/* "mag" and "mag_err" (PROTOCOL.md §6): optional, together, finite
+ * numbers, the error not negative; absent: both NAN. 0, or -1. */
+static int get_mag(dctx_t *c, double *mag, double *err)
+{
+    *mag = *err = NAN;
+    const int rm = get_num(c, "mag", 0, 0, mag);
+    if (rm < 0)
+        return -1;
+    const int re = get_num(c, "mag_err", 0, 0, err);
+    if (re < 0)
+        return -1;
+    if (rm != re)
+        return fail(c->err, SS_PR_MISSING_FIELD,
+                    "missing field \"%s%s\" (mag and mag_err go together)", c->prefix,
+                    rm ? "mag_err" : "mag");
+    if (re > 0 && *err < 0.0)
+        return fail(c->err, SS_PR_BAD_VALUE,
+                    "field \"%smag_err\" is out of range: %g (expected a number >= 0)", c->prefix,
+                    *err);
+    return 0;
+}
+
 static int get_detection(dctx_t *c, ss_detection_t *d)
 {
     memset(d, 0, sizeof *d);
@@ -1914,7 +1947,7 @@ static int get_detection(dctx_t *c, ss_detection_t *d)
         return fail(c->err, SS_PR_MISSING_FIELD, "missing field \"%s%s\" (ra and dec go together)",
                     c->prefix, rra ? "dec" : "ra");
     d->has_radec = rra > 0;
-    return 0;
+    return get_mag(c, &d->mag, &d->mag_err);
 }
 
 /* A message whose body is a result's header members, then "count",
@@ -2124,6 +2157,8 @@ static int get_track(dctx_t *c, ss_track_t *t)
                     "missing field \"%s%s\" (rate and pa go together)", c->prefix,
                     rr ? "pa" : "rate");
     t->has_rate = rr > 0;
+    if (get_mag(c, &t->mag, &t->mag_err) < 0)
+        return -1;
     return get_track_points(c, t);
 }
 

@@ -120,7 +120,10 @@ START_TEST(test_table_well_formed)
             case SS_KEY_DOUBLE:
             case SS_KEY_INT4:
             case SS_KEY_BOOL:
-                ck_assert_msg(k[i].min <= k[i].def && k[i].def <= k[i].max, "%s default", k[i].path);
+                ck_assert_msg((k[i].nullable && isnan(k[i].def)) ||
+                                  (k[i].min <= k[i].def && k[i].def <= k[i].max), "%s default",
+                              k[i].path);
+                ck_assert_msg(!k[i].nullable || k[i].type == SS_KEY_DOUBLE, "%s: nullable", k[i].path);
                 break;
             case SS_KEY_STRING:
                 ck_assert_msg(k[i].size > 1 && strlen(k[i].def_str) < k[i].size, "%s", k[i].path);
@@ -171,6 +174,9 @@ START_TEST(test_table_covers_pipeline)
     p->negative = p->min_area = p->max_detections = 1;
     p->track.enabled = p->track.max_missed = p->track.min_points = 1;
     p->track.max_speed = p->track.gate = 1;
+    p->phot.zeropoint = 1;
+    p->phot.per_second = 1;
+    p->phot.band[0] = 'x';
 
     size_t n;
     int keys = 0;
@@ -189,7 +195,7 @@ START_TEST(test_table_covers_pipeline)
     static const ss_pipeline_cfg_t zero;
     for (size_t b = 0; b < sizeof zero; b++)
         ck_assert_msg(((const unsigned char *)p)[b] == 0, "byte %zu of ss_pipeline_cfg_t has no key", b);
-    ck_assert_int_eq(keys, 62);     /* 65 members, roi's 4 as one key */
+    ck_assert_int_eq(keys, 65);     /* 68 members, roi's 4 as one key */
 }
 END_TEST
 
@@ -329,7 +335,8 @@ static void mutate(const ss_config_key_t *k, void *base, int salt)
     case SS_KEY_U64: *(uint64_t *)p = (uint64_t)(k->def + 12345 + salt); break;
     case SS_KEY_DOUBLE: {
         /* values without a short decimal form test the printer's precision */
-        double v = k->def + (k->max - k->def) * 0.3713 + salt * 1e-3 / 3.0;
+        double d = isnan(k->def) ? 0.5 * (k->min + k->max) : k->def;   /* null by default */
+        double v = d + (k->max - d) * 0.3713 + salt * 1e-3 / 3.0;
         if (v == k->def || v > k->max)
             v = k->def - (k->def - k->min) / 3.0;
         *(double *)p = v;
@@ -378,6 +385,7 @@ START_TEST(test_every_key_roundtrip)
         f->synth.gen.flux_min = 10.0;
         f->synth.gen.streak_len_min = 2.0;
         f->fits.after = SS_FITS_DELETE;
+        setstr(f->pipeline.phot.band, i ? "Rc" : "V", sizeof f->pipeline.phot.band);
         memset(f->jsonl_path, 0, sizeof f->jsonl_path);
         snprintf(f->jsonl_path, sizeof f->jsonl_path, "/tmp/dets-%d.jsonl", i);
     }
@@ -515,6 +523,18 @@ START_TEST(test_wrong_types)
     ASSERT_ERR("{\"publish\": {\"residuals\": 1}}",
                "publish.residuals: expected true or false, got a number");
     ASSERT_ERR("{\"status_interval\": null}", "status_interval: expected a number, got null");
+    /* a nullable number: null is "not set", a string is not */
+    ASSERT_ERR("{\"feeds\": [{\"name\": \"a\", \"pipeline\": {\"photometry\": {\"zeropoint\": \"25\"}}}]}",
+               "feeds[0].pipeline.photometry.zeropoint: expected a number or null, got a string");
+    ASSERT_ERR("{\"feeds\": [{\"name\": \"a\", \"pipeline\": {\"photometry\": {\"zeropoint\": 101}}}]}",
+               "feeds[0].pipeline.photometry.zeropoint: 101 is out of range [-100, 100]");
+    ASSERT_ERR("{\"feeds\": [{\"name\": \"a\", \"pipeline\": {\"photometry\": {\"band\": \"R|x\"}}}]}",
+               "feeds[0].pipeline.photometry.band: \"R|x\" is not a band name (letters and digits)");
+    ck_assert_int_eq(load("{\"feeds\": [{\"name\": \"a\", \"pipeline\": {\"photometry\": {\"zeropoint\": 24.5, \"band\": \"Rc\"}}}]}"), SS_OK);
+    ck_assert_double_eq(cfg.feeds[0].pipeline.phot.zeropoint, 24.5);
+    ck_assert_str_eq(cfg.feeds[0].pipeline.phot.band, "Rc");
+    ck_assert_int_eq(load("{\"feeds\": [{\"name\": \"a\", \"pipeline\": {\"photometry\": {\"zeropoint\": null}}}]}"), SS_OK);
+    ck_assert(isnan(cfg.feeds[0].pipeline.phot.zeropoint));
     ASSERT_ERR("{\"feeds\": [{\"name\": 7}]}", "feeds[0].name: expected a string, got a number");
     ASSERT_ERR("{\"feeds\": [{\"pipeline\": {\"registration\": 5}}]}",
                "feeds[0].pipeline.registration: expected an object, got a number");

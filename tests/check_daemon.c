@@ -1150,7 +1150,8 @@ START_TEST(test_sky_reports)
                " \"queue\": {\"depth\": 4, \"policy\": \"block\"},"
                " \"sinks\": {\"ades\": {\"path\": \"%s\", \"stn\": \"Z99\"},"
                " \"iod\": {\"path\": \"%s\", \"min_rate\": 1000000}}, %s } ] }\n",
-               dk, W, H, W, H, ades, iod, pipeline_keys(5.0));
+               dk, W, H, W, H, ades, iod,
+               pipeline_keys_with(5.0, ", \"photometry\": {\"zeropoint\": 22.5, \"band\": \"R\"}"));
     dmn_start(&d, NULL);
     dmn_wait_ready(&d);
     const double t0 = now_s();
@@ -1170,6 +1171,22 @@ START_TEST(test_sky_reports)
     const char *first = strstr(text, "# version"), *again = strstr(first + 1, "# version");
     ck_assert_msg(again == NULL, "the header written twice");
     ck_assert_ptr_nonnull(strstr(text, "\nss"));
+    /* with a zero point configured every row has mag, rmsMag, band R and
+     * photCat: fields 10-13; a mover's component flux (> 1 ADU, far below
+     * 10^6) puts mag between 7.5 and 22.5 */
+    int n_rows = 0;
+    for (const char *row = strstr(text, "\nss"); row; row = strstr(row + 1, "\nss")) {
+        const char *f = row + 1;
+        for (int k = 0; k < 9 && f; k++)
+            f = strchr(f, '|') ? strchr(f, '|') + 1 : NULL;
+        double mag = NAN, rms = NAN;
+        char band[8] = "";
+        ck_assert_msg(f && sscanf(f, "%lf |%lf |%7[^ |]", &mag, &rms, band) == 3, "row %.120s", row + 1);
+        ck_assert_msg(mag > 7.5 && mag < 22.5 && rms > 0.0 && rms < 1.0, "mag %g ± %g", mag, rms);
+        ck_assert_str_eq(band, "R");
+        n_rows++;
+    }
+    ck_assert_int_gt(n_rows, 0);
     free(text);
     char *log = read_all(d.log);
     unsigned long long rows = 0, lines = 9;

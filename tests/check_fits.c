@@ -853,6 +853,50 @@ START_TEST(test_time_keywords)
 }
 END_TEST
 
+/* The header zero point of a 16×16 file with the given extra cards:
+ * MAGZERO, else MAGZPT (MAGZRR), else PHOTZP (PHOTZPER); has_zp_header. */
+static ss_frame_meta_t zp_of(const char *const *extra, int n)
+{
+    const char *cards[16] = { "SIMPLE  =                    T", "BITPIX  =                    8",
+                              "NAXIS   =                    2", "NAXIS1  =                    4",
+                              "NAXIS2  =                    4" };
+    int nc = 5;
+    for (int i = 0; i < n && nc < 15; i++)
+        cards[nc++] = extra[i];
+    const char *p = tpath("zp.fits");
+    write_cards(p, cards, 16, 0);
+    ss_frame_t *f = frame_alloc(16);
+    char err[512];
+    ck_assert_msg(ss_fits_read_frame(p, f, err, sizeof err) == SS_OK, "%s", err);
+    ss_frame_meta_t m = f->meta;
+    frame_free(f);
+    return m;
+}
+#define ZP_OF(...) zp_of((const char *const[]){ __VA_ARGS__ }, \
+                         (int)(sizeof((const char *const[]){ __VA_ARGS__ }) / sizeof(char *)))
+
+/* Issue 12, item 6: the photometric zero-point keywords (photometry.h). */
+START_TEST(test_zeropoint_keywords)
+{
+    make_tmpdir();
+    ss_frame_meta_t m = ZP_OF("EXPTIME =                 10.0");
+    ck_assert_int_eq(m.has_zp_header, 0);
+    m = ZP_OF("MAGZERO =                25.10");
+    ck_assert_int_eq(m.has_zp_header, 1);
+    ck_assert_double_eq_tol(m.zp_header, 25.1, 1e-12);
+    ck_assert_double_eq(m.zp_header_err, 0.0);
+    m = ZP_OF("PHOTZP  =                 23.5", "PHOTZPER=                 0.04");
+    ck_assert_double_eq_tol(m.zp_header, 23.5, 1e-12);
+    ck_assert_double_eq_tol(m.zp_header_err, 0.04, 1e-12);
+    m = ZP_OF("PHOTZP  =                 23.5", "MAGZPT  =                 24.0", "MAGZRR  =                 0.02");
+    ck_assert_double_eq_tol(m.zp_header, 24.0, 1e-12);     /* MAGZPT before PHOTZP */
+    ck_assert_double_eq_tol(m.zp_header_err, 0.02, 1e-12);
+    m = ZP_OF("MAGZERO = 'bright'", "PHOTZP  =                 23.5");
+    ck_assert_double_eq_tol(m.zp_header, 23.5, 1e-12);     /* not a number: the next one */
+    rm_tmpdir();
+}
+END_TEST
+
 /* ---- hostile files ------------------------------------------------------ */
 
 START_TEST(test_corrupt_files)
@@ -1310,6 +1354,7 @@ static Suite *fits_suite(void)
     tcase_add_test(tc, test_master_header);
     tcase_add_test(tc, test_dates);
     tcase_add_test(tc, test_time_keywords);
+    tcase_add_test(tc, test_zeropoint_keywords);
     tcase_add_test(tc, test_corrupt_files);
     tcase_add_test(tc, test_residual_writer);
     suite_add_tcase(s, tc);

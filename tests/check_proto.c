@@ -339,6 +339,8 @@ static cJSON *view_detection(const ss_detection_t *d)
     cJSON_AddNumberToObject(o, "track", (double)d->track);
     cJSON_AddItemToObject(o, "ra", d->has_radec ? cJSON_CreateNumber(d->ra) : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "dec", d->has_radec ? cJSON_CreateNumber(d->dec) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "mag", num_or_null(d->mag));
+    cJSON_AddItemToObject(o, "mag_err", num_or_null(d->mag_err));
     return o;
 }
 
@@ -382,6 +384,8 @@ static cJSON *view_track(const ss_track_t *t)
     cJSON_AddItemToObject(o, "snr", num_or_null(t->snr));
     cJSON_AddItemToObject(o, "rate", t->has_rate ? cJSON_CreateNumber(t->rate) : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "pa", t->has_rate ? cJSON_CreateNumber(t->pa) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "mag", num_or_null(t->mag));
+    cJSON_AddItemToObject(o, "mag_err", num_or_null(t->mag_err));
     cJSON *pts = cJSON_AddArrayToObject(o, "points");
     for (int i = 0; i < t->n_points; i++) {
         cJSON *p = cJSON_CreateObject();
@@ -632,6 +636,7 @@ static ss_detection_t det(double x, double y, double flux, double flux_err, doub
 {
     ss_detection_t d;
     memset(&d, 0, sizeof d);
+    d.mag = d.mag_err = NAN;        /* no zero point unless a fixture sets one */
     d.x = x;
     d.y = y;
     d.flux = flux;
@@ -670,6 +675,8 @@ static void fx_detections(ss_result_t *r)
     d[0].ra = 83.6;
     d[0].dec = 22.01;
     d[0].track = 7;                 /* tracks golden: track 7 took it */
+    d[0].mag = 17.125;              /* a zero point was known */
+    d[0].mag_err = 0.0185;
     d[1] = det(100.5, 50.25, 8000, 90.5, 9.75, 101, 50, 240, 70, 45, 131, 56, 18.5, 1.625, -0.125,
                SS_KIND_STREAK, 1, 0.01, SS_DET_TOUCHES_EDGE, 2);
     d[1].x0 = 70.5;
@@ -723,6 +730,8 @@ static void fx_tracks(ss_result_t *r)
     t[0].has_rate = 1;
     t[0].rate = 0.0699;
     t[0].pa = 243.4;
+    t[0].mag = 17.25;
+    t[0].mag_err = 0.0625;
     t[0].n_points = 5;
     t[0].points[0] = tpoint(53, 61366.250114467596, 8.09, 21.58);
     t[0].points[1] = tpoint(54, 61366.250214467596, 8.63, 21.31);
@@ -748,6 +757,7 @@ static void fx_tracks(ss_result_t *r)
     t[1].snr = 7.25;
     t[1].has_rate = 0;
     t[1].rate = t[1].pa = NAN;
+    t[1].mag = t[1].mag_err = NAN;
     t[1].n_points = 3;
     t[1].points[0] = tpoint(54, NAN, 125.75, 86);
     t[1].points[1] = tpoint(55, NAN, 128.25, 87.25);
@@ -1139,6 +1149,11 @@ START_TEST(test_detection_lines)
         /* 10 frame members (feed series seq input time mjd time_mid mjd_mid status
          * sigma) */
         ck_assert_int_eq(cJSON_GetArraySize(l), cJSON_GetArraySize(d) + 10);
+        /* a magnitude only where a zero point gave one (detection 0) */
+        const cJSON *mag = cJSON_GetObjectItem(l, "mag");
+        ck_assert(i == 0 ? mag && mag->valuedouble == 17.125 : mag == NULL);
+        ck_assert(i == 0 ? cJSON_GetObjectItem(l, "mag_err") != NULL
+                         : cJSON_GetObjectItem(l, "mag_err") == NULL);
         cJSON_Delete(l);
     }
     ck_assert_int_eq(ss_proto_encode_detection_line(&r, r.dets.count, line, sizeof line), -1);
@@ -1507,6 +1522,8 @@ static void assert_det_equal(const ss_detection_t *a, const ss_detection_t *b, i
         EQD(ra);
         EQD(dec);
     }
+    EQD(mag);
+    EQD(mag_err);
     ck_assert_msg(a->track == b->track, "det %d: track %llu != %llu", i,
                   (unsigned long long)a->track, (unsigned long long)b->track);
 #undef EQD
@@ -1524,6 +1541,8 @@ static void assert_track_equal(const ss_track_t *a, const ss_track_t *b, int i)
         EQD(rate);
         EQD(pa);
     }
+    EQD(mag);
+    EQD(mag_err);
     for (int k = 0; k < a->n_points; k++) {
         EQI(points[k].seq); EQD(points[k].mjd); EQD(points[k].x); EQD(points[k].y);
     }
@@ -1556,6 +1575,8 @@ static void random_track(ss_track_t *t)
     t->has_rate = t->timed && rnd() % 2;
     t->rate = t->has_rate ? fabs(anyd()) : NAN;
     t->pa = t->has_rate ? urand() * 360.0 : NAN;
+    t->mag = rnd() % 2 ? anyd() : NAN;
+    t->mag_err = isnan(t->mag) ? NAN : fabs(anyd());
     t->n_points = (int)(rnd() % (SS_TRACK_POINTS + 1));
     for (int k = 0; k < t->n_points; k++)
         t->points[k] = tpoint(rnd() % (1ull << 53), t->timed ? 50000.0 + urand() * 20000.0 : NAN,
@@ -1739,6 +1760,10 @@ START_TEST(test_roundtrip_results)
             }
             if (rnd() % 2)
                 a.dets.items[i].track = 1 + rnd() % (1ull << 53);
+            if (rnd() % 2) {
+                a.dets.items[i].mag = anyd();
+                a.dets.items[i].mag_err = fabs(anyd());
+            }
         }
         a.tracks.count = (int)(rnd() % (MAXD + 1));
         a.tracks.truncated = (int)(rnd() % 3);

@@ -38,6 +38,7 @@ static void sample(ss_result_t *r)
     ss_track_t *t = &r->tracks.items[r->tracks.count++];
     memset(t, 0, sizeof *t);
     t->id = 7;
+    t->mag = t->mag_err = NAN;
     t->n_points = 3;
     for (int i = 0; i < 3; i++)
         t->points[i] = (ss_track_point_t){ (uint64_t)(55 + i), NAN, 8.0 + i, 21.0 - i };
@@ -45,6 +46,7 @@ static void sample(ss_result_t *r)
     t = &r->tracks.items[r->tracks.count++];
     memset(t, 0, sizeof *t);
     t->id = 8;
+    t->mag = t->mag_err = NAN;
     t->n_points = 1;
     t->x = 70.5, t->y = 80.5;
 }
@@ -105,6 +107,17 @@ START_TEST(test_ds9_regions)
         "segment(9.00,22.00,10.00,21.00,11.00,20.00) # color=yellow text={track 7}\n"
         "circle(71.50,81.50,3.00) # color=yellow text={track 8}\n";
     ck_assert_str_eq(text, want);
+    free(text);
+    /* magnitudes as labels: a point's, a track's (issue 12, item 6) */
+    r.dets.items[0].mag = 17.434, r.dets.items[0].mag_err = 0.05;
+    r.tracks.items[1].mag = 16.5, r.tracks.items[1].mag_err = 0.1;
+    fp = open_memstream(&text, &len);
+    ck_assert_int_eq(ss_ds9_regions(fp, &r), 0);
+    fclose(fp);
+    ck_assert_ptr_nonnull(strstr(text, "circle(11.25,21.50,3.50) # color=green text={17.43}\n"));
+    ck_assert_ptr_nonnull(strstr(text, "circle(41.00,51.00,3.00) # color=magenta\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# color=yellow text={track 7}\n"));
+    ck_assert_ptr_nonnull(strstr(text, "circle(71.50,81.50,3.00) # color=yellow text={track 8 16.50}\n"));
     free(text);
     ss_result_free(&r);
 }
@@ -194,11 +207,31 @@ START_TEST(test_iod_write)
 }
 END_TEST
 
+/* The '|'-separated fields of one line (at most 16), blanks trimmed: an
+ * empty string for a blank field. */
+static int psv_fields(const char *line, char out[16][64])
+{
+    for (int n = 0;; n++) {
+        size_t len = strcspn(line, "|\n");
+        ck_assert_int_lt(n, 16);
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "%.*s", (int)len, line);
+        out[n][0] = '\0';
+        (void)sscanf(tmp, "%63s", out[n]);
+        if (line[len] != '|')
+            return n + 1;
+        line += len + 1;
+    }
+}
+
 /* ADES PSV against the standard's own examples (IAU-ADES tests, e.g.
  * pass.psv: "# version=2022", "# observatory", "! mpcCode 250", then a
- * column row "permID|trkSub|mode|stn|obsTime|ra|dec|rmsRA|rmsDec|astCat|..."
- * and rows of as many '|'-separated values): a slow track's detection is
- * one row, a satellite's none, and nothing without a WCS. */
+ * column row "permID|trkSub|mode|stn|obsTime|ra|dec|rmsRA|rmsDec|astCat|
+ * mag|rmsMag|band|photCat|..." and rows of as many '|'-separated values,
+ * empty for absent ones): a slow track's detection is one row, a
+ * satellite's none, and nothing without a WCS; mag, rmsMag, band and
+ * photCat are filled only for a detection with a magnitude (issue 12,
+ * item 6: "mag when a zero point is configured"). */
 START_TEST(test_ades)
 {
     ss_result_t r;
@@ -208,35 +241,43 @@ START_TEST(test_ades)
     size_t len = 0;
     FILE *fp = open_memstream(&text, &len);
     ss_ades_header(fp, "XXX");
-    ck_assert_int_eq(ss_ades_rows(fp, &r, "XXX", "UNK", 30.0), 0);     /* no WCS */
+    ck_assert_int_eq(ss_ades_rows(fp, &r, "XXX", "UNK", "G", 30.0), 0);     /* no WCS */
     add_wcs(&r);
-    ck_assert_int_eq(ss_ades_rows(fp, &r, "XXX", "UNK", 30.0), 1);
-    r.tracks.items[0].rate = 100.0;                                   /* a satellite */
-    ck_assert_int_eq(ss_ades_rows(fp, &r, "XXX", "UNK", 30.0), 0);
+    ck_assert_int_eq(ss_ades_rows(fp, &r, "XXX", "UNK", "G", 30.0), 1);     /* no magnitude */
+    r.dets.items[0].mag = 17.4321, r.dets.items[0].mag_err = 0.0449;
+    ck_assert_int_eq(ss_ades_rows(fp, &r, "XXX", "Gaia3", "Rc", 30.0), 1);  /* with one */
+    r.tracks.items[0].rate = 100.0;                                       /* a satellite */
+    ck_assert_int_eq(ss_ades_rows(fp, &r, "XXX", "UNK", "G", 30.0), 0);
     fclose(fp);
     ck_assert(strncmp(text, "# version=2022\n# observatory\n! mpcCode XXX\n", 43) == 0);
     char *cols = strstr(text, "\ntrkSub");
     ck_assert_ptr_nonnull(cols);
-    char *row = strchr(cols + 1, '\n') + 1;
+    char *row = strchr(cols + 1, '\n') + 1, *row2 = strchr(row, '\n') + 1;
+    ck_assert_str_eq(strchr(row2, '\n') + 1, "");                       /* no third row */
     /* the column names, trimmed, are ADES fields in the examples' order */
     static const char *const names[] = { "trkSub", "mode", "stn", "obsTime", "ra", "dec",
-                                         "rmsRA", "rmsDec", "astCat" };
-    char hdr[256], val[256];
-    snprintf(hdr, sizeof hdr, "%.*s", (int)(strchr(cols + 1, '\n') - cols - 1), cols + 1);
-    snprintf(val, sizeof val, "%.*s", (int)(strchr(row, '\n') - row), row);
-    char *hs = NULL, *vs = NULL, *h = strtok_r(hdr, "|", &hs), *v = strtok_r(val, "|", &vs);
+                                         "rmsRA", "rmsDec", "astCat", "mag", "rmsMag", "band",
+                                         "photCat" };
     static const char *const want[] = { "ss7", "CCD", "XXX", "2026-11-22T06:00:44.200Z",
-                                        "150.0100000", "+20.0200000", "0.504", "0.504", "UNK" };
-    for (int i = 0; i < 9; i++, h = strtok_r(NULL, "|", &hs), v = strtok_r(NULL, "|", &vs)) {
-        ck_assert_msg(h && v, "field %d missing", i);
-        char a[64], b[64];
-        ck_assert_int_eq(sscanf(h, "%63s", a), 1);
-        ck_assert_int_eq(sscanf(v, "%63s", b), 1);
-        ck_assert_str_eq(a, names[i]);
-        ck_assert_str_eq(b, want[i]);
+                                        "150.0100000", "+20.0200000", "0.504", "0.504", "UNK",
+                                        "", "", "", "" };
+    static const char *const want2[] = { "ss7", "CCD", "XXX", "2026-11-22T06:00:44.200Z",
+                                         "150.0100000", "+20.0200000", "0.504", "0.504", "Gaia3",
+                                         "17.43", "0.04", "Rc", "Gaia3" };
+    char h[16][64], v[16][64], v2[16][64];
+    ck_assert_int_eq(psv_fields(cols + 1, h), 13);
+    ck_assert_int_eq(psv_fields(row, v), 13);
+    ck_assert_int_eq(psv_fields(row2, v2), 13);
+    for (int i = 0; i < 13; i++) {
+        ck_assert_str_eq(h[i], names[i]);
+        ck_assert_str_eq(v[i], want[i]);
+        ck_assert_str_eq(v2[i], want2[i]);
     }
-    ck_assert_ptr_null(h);
-    ck_assert_ptr_null(v);
+    /* the columns line up: every row's '|' where the column row has them */
+    for (const char *a = cols + 1, *b = row, *c = row2; *a != '\n'; a++, b++, c++) {
+        ck_assert_msg((*a == '|') == (*b == '|'), "row without mag: column at %d", (int)(a - cols));
+        ck_assert_msg((*a == '|') == (*c == '|'), "row with mag: column at %d", (int)(a - cols));
+    }
     free(text);
     ss_result_free(&r);
 }

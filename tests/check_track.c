@@ -152,6 +152,45 @@ static void run_scene(const scene_t *s, const ss_track_cfg_t *cfg, int frames, i
     ss_tracker_destroy(&t);
 }
 
+/* Issue 12, item 6: a track's magnitude is the weighted mean of its
+ * detections' (photometry.h), counting those before it was confirmed,
+ * with the larger of the statistical and the scatter error; a detection
+ * without a magnitude does not count; no magnitude at all: NAN. */
+START_TEST(test_track_mag)
+{
+    ss_tracker_t *t = ss_tracker_new(&(ss_track_cfg_t){ 1, 500.0, 3.0, 3, 3 });
+    ss_detlist_t dets;
+    ss_tracklist_t out;
+    ck_assert_int_eq(ss_detlist_init(&dets, 4), 0);
+    ck_assert_int_eq(ss_tracklist_init(&out, ss_track_reports_max(4)), 0);
+    /* two movers: one with 15.0, 15.2, 14.8, none, 15.0 (errors 0.1), one without */
+    static const double mags[5] = { 15.0, 15.2, 14.8, NAN, 15.0 };
+    for (int f = 0; f < 5; f++) {
+        ss_detlist_clear(&dets);
+        ss_detection_t *d = ss_detlist_push(&dets);
+        d->sign = 1;
+        d->x = 100.0 + 5.0 * f, d->y = 100.0;
+        d->mag = mags[f], d->mag_err = isnan(mags[f]) ? NAN : 0.1;
+        d = ss_detlist_push(&dets);
+        d->sign = 1;
+        d->x = 500.0, d->y = 300.0 + 4.0 * f;
+        ss_track_frame_t tf = { (uint64_t)f, NAN, 0, 0, FIELD * FIELD };
+        ck_assert_int_eq(ss_tracker_frame(t, &tf, &dets, &out), 0);
+    }
+    ck_assert_int_eq(out.count, 2);
+    const ss_track_t *a = out.items[0].x < 300.0 ? &out.items[0] : &out.items[1];
+    const ss_track_t *b = a == &out.items[0] ? &out.items[1] : &out.items[0];
+    ck_assert_int_eq(a->n, 5);
+    ck_assert_double_eq_tol(a->mag, 15.0, 1e-12);
+    /* 1/sqrt(Σw) = 0.05; the scatter: sd 0.163 / sqrt(4) = 0.0816 */
+    ck_assert_double_eq_tol(a->mag_err, sqrt(0.08 / 3.0 / 4.0), 1e-9);
+    ck_assert(isnan(b->mag) && isnan(b->mag_err));
+    ss_tracklist_free(&out);
+    ss_detlist_free(&dets);
+    ss_tracker_destroy(&t);
+}
+END_TEST
+
 /* Movers from 0.2 to 300 px per frame among 3 false alarms per frame: one
  * track each, holding all but its first few detections, the right
  * velocity, and no track on the false alarms. */
@@ -382,6 +421,7 @@ int main(void)
     tcase_add_test(tc, test_reset);
     tcase_add_test(tc, test_timed);
     tcase_add_test(tc, test_rate);
+    tcase_add_test(tc, test_track_mag);
     tcase_add_test(tc, test_crowded);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

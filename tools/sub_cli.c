@@ -345,6 +345,8 @@ static void print_frame(const ss_result_t *r)
         else
             printf("    %-6s  (%.2f, %.2f)  SNR %.1f  flux %.4g%s", d->sign < 0 ? "gone" : "point",
                    d->x, d->y, d->peak_snr, d->flux, d->flags ? "  (near invalid pixels)" : "");
+        if (isfinite(d->mag))
+            printf("  mag %.2f±%.2f", d->mag, d->mag_err);
         if (d->track)
             printf("  track %llu", (unsigned long long)d->track);
         putchar('\n');
@@ -361,6 +363,8 @@ static void print_track(const ss_result_t *r, const ss_track_t *t)
            t->timed ? "px/s" : "px/frame");
     if (t->has_rate)
         printf(" %.3g\"/s PA %.1f", t->rate, t->pa);
+    if (isfinite(t->mag))
+        printf(" mag %.2f±%.2f", t->mag, t->mag_err);
     if (t->missed)
         printf(" (%d missed)", t->missed);
     putchar('\n');

@@ -583,15 +583,16 @@ class Residual(_Msg):
 class Detections(_Msg):
     """A detections message: header fields and detections, a list of dicts
     with the wire's keys ("ends" filled with the centroid for non-streaks,
-    "ra"/"dec" None when no WCS was known)."""
+    "ra"/"dec" None when no WCS was known, "mag"/"mag_err" None when no
+    zero point was)."""
     type = "detections"
 
 
 class Tracks(_Msg):
     """A tracks message: header fields (as a detections message has them),
     count, truncated and tracks, a list of dicts with the wire's keys
-    ("time" of first/last derived from their "mjd"; "rate" and "pa" None
-    when not known)."""
+    ("time" of first/last derived from their "mjd"; "rate" and "pa", "mag"
+    and "mag_err" None when not known)."""
     type = "tracks"
 
 
@@ -862,7 +863,22 @@ def _detection(c):
         c.fail("missing_field", 'missing field "%s%s" (ra and dec go together)'
                % (c.prefix, "dec" if "ra" in c.obj else "ra"))
     d["ra"], d["dec"] = ra, dec
+    d["mag"], d["mag_err"] = _mag(c)
     return d
+
+
+def _mag(c):
+    """"mag" and "mag_err" (PROTOCOL.md §6): optional, together, the error
+    not negative; (None, None) when absent."""
+    mag = c.num("mag", False)
+    err = c.num("mag_err", False)
+    if ("mag" in c.obj) != ("mag_err" in c.obj):
+        c.fail("missing_field", 'missing field "%s%s" (mag and mag_err go together)'
+               % (c.prefix, "mag_err" if "mag" in c.obj else "mag"))
+    if err is not None and err < 0:
+        c.fail("bad_value", 'field "%smag_err" is out of range: %g (expected a number >= 0)'
+               % (c.prefix, err))
+    return mag, err
 
 
 def _decode_list(parts, limits, m, name, parts_text, entry):
@@ -936,6 +952,7 @@ def _track(c):
     if ("rate" in c.obj) != ("pa" in c.obj):
         c.fail("missing_field", 'missing field "%s%s" (rate and pa go together)'
                % (c.prefix, "pa" if "rate" in c.obj else "rate"))
+    t["mag"], t["mag_err"] = _mag(c)
     pts = c.typed("points", True, False)
     if len(pts) > TRACK_POINTS:
         c.fail("bad_value", 'field "%spoints" has %d entries (maximum %d)'

@@ -564,6 +564,7 @@ class TestTools(unittest.TestCase):
             label = "gone" if d.get("sign", 1) < 0 else d["kind"]
             self.assertTrue(line.startswith("    " + label), line)
             self.assertLess(len(line), 100)
+            self.assertEqual(" mag " in line, d["mag"] is not None, line)
             # the track a detection belongs to, when it belongs to one
             self.assertEqual(line.endswith("  track %d" % d["track"]), d["track"] != 0, line)
 
@@ -581,7 +582,12 @@ class TestTools(unittest.TestCase):
             self.assertTrue(line.startswith(head), line)
             self.assertIn(") %s" % t["velocity"]["unit"], line)
             self.assertEqual('"/s PA ' in line, t["rate"] is not None, line)
-            self.assertLess(len(line), 100)
+            if t["mag"] is None:
+                self.assertNotIn(" mag ", line)
+            else:
+                self.assertIn(" mag %.2f±%.2f" % (t["mag"], t["mag_err"]), line)
+            # a timed track with a rate and a magnitude runs to ~115 characters
+            self.assertLess(len(line), 120)
         out, _ = self.run_sub("--json", "--topic", "tracks.", golden="tracks")
         lines = out.splitlines()
         self.assertEqual(len(lines), 1, out)
