@@ -74,14 +74,11 @@ void ss_solver_destroy(ss_solver_t **p);
  * yet started is replaced. Never waits for a solve. */
 void ss_solver_submit(ss_solver_t *s, const ss_frame_t *f, uint64_t epoch, double ox, double oy);
 /* Worker: a new solution, if one came since the last call: 1 with its
- * WCS keys (up to SS_WCS_MAX into keys, *n) and what it was submitted
- * with; else 0. */
+ * WCS keys (up to SS_WCS_MAX into keys, *n), what it was submitted with,
+ * and the zero point fitted against its matched stars' catalogue
+ * magnitudes (*zp; source SS_PHOT_NONE when none); else 0. */
 int ss_solver_take(ss_solver_t *s, ss_wcs_key_t *keys, int *n, uint64_t *epoch, double *ox,
-                   double *oy);
-/* Any thread: the latest solution's matched stars (field x/y, catalogue
- * RA/Dec and magnitude), up to max copied into out; returns how many (0
- * before the first solution). For a photometric zero point. */
-int ss_solver_stars(ss_solver_t *s, ss_solve_star_t *out, int max);
+                   double *oy, ss_phot_zp_t *zp);
 
 /* ZeroMQ heartbeats on sock: a PING every timeout_s / 4, the connection
  * dropped after timeout_s without traffic (config "peer_timeout"), and a

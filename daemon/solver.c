@@ -6,7 +6,8 @@
  * solve-field on it (pipeline/solve.c: a child process with the
  * wcs.solve_timeout limit) and leaves the result for the worker, which
  * picks it up between frames (ss_solver_take) and gives it to the
- * pipeline (ss_pipeline_set_sky). The worker never waits for a solve: the
+ * pipeline (ss_pipeline_set_sky), with the zero point fitted against the
+ * matched stars' catalogue magnitudes (ss_pipeline_set_zeropoint). The worker never waits for a solve: the
  * lock is held for a copy or a few assignments only.
  *
  * One job at a time and one waiting: a reference that comes while a solve
@@ -23,6 +24,8 @@
 struct ss_solver {
     char feed[SS_NAME_MAX];
     ss_solve_opts_t opts;
+    double psf_sigma;               /* for the zero point's aperture photometry */
+    int per_second;                 /* pipeline.photometry.per_second */
     ss_feed_stats_t *stats;
     pthread_t thread;
     int started;
@@ -37,6 +40,7 @@ struct ss_solver {
     ss_dtype_t job_dt;
     uint64_t job_seq, job_epoch;
     double job_ox, job_oy;
+    double job_exposure;            /* s; 0 unknown */
     /* the thread's own copy while it solves */
     void *run_pix;
     size_t run_cap;
@@ -44,14 +48,35 @@ struct ss_solver {
     size_t img_cap;
     /* the result waiting for the worker (under lock) */
     int done;
-    ss_solution_t *sol;             /* the latest solution (kept for ss_solver_stars) */
+    ss_solution_t *sol;             /* the latest solution */
+    ss_phot_zp_t zp;                /* its zero point against the catalogue; source NONE if none */
     uint64_t done_epoch;
     double done_ox, done_oy;
 };
 
+/* The solved frame's zero point against the matched stars' catalogue
+ * magnitudes (ss_solution_zeropoint), logged; source NONE when it cannot
+ * be fitted. */
+static ss_phot_zp_t fit_zeropoint(const ss_solver_t *s, const ss_solution_t *sol, int w, int h,
+                                  double exposure, uint64_t seq)
+{
+    ss_phot_zp_t zp;
+    if (ss_solution_zeropoint(sol, s->img, w, h, s->psf_sigma, 0.0, exposure, s->per_second,
+                              &zp) != 0) {
+        SS_LOG(SS_LOG_INFO, TAG, "feed %s: frame %llu: no zero point (fewer than 5 matched stars "
+               "with a catalogue magnitude measured)", s->feed, (unsigned long long)seq);
+        memset(&zp, 0, sizeof zp);
+        return zp;
+    }
+    SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: frame %llu: zero point %.3f +- %.3f mag%s from %d "
+           "catalogue stars", s->feed, (unsigned long long)seq, zp.zp, zp.zp_err,
+           zp.per_second ? " (per second)" : "", zp.n_used);
+    return zp;
+}
+
 /* Solve the job now in run_pix (this thread, lock not held). */
 static void solve_one(ss_solver_t *s, int w, int h, ss_dtype_t dt, uint64_t seq, uint64_t epoch,
-                      double ox, double oy)
+                      double ox, double oy, double exposure)
 {
     const size_t npix = (size_t)w * h;
     if (s->img_cap < npix) {
@@ -96,9 +121,11 @@ static void solve_one(ss_solver_t *s, int w, int h, ss_dtype_t dt, uint64_t seq,
            ss_solution_seconds(sol), ra, dec,
            ss_wcs_pixel_scale(ss_solution_wcs(sol), (w - 1) / 2.0, (h - 1) / 2.0) * 3600.0, nst,
            ss_solution_rms(sol));
+    const ss_phot_zp_t zp = fit_zeropoint(s, sol, w, h, exposure, seq);
     pthread_mutex_lock(&s->lock);
     ss_solution_destroy(&s->sol);
     s->sol = sol;
+    s->zp = zp;
     s->done = 1;
     s->done_epoch = epoch;
     s->done_ox = ox;
@@ -123,10 +150,10 @@ static void *solver_main(void *arg)
         const int w = s->job_w, h = s->job_h;
         const ss_dtype_t dt = s->job_dt;
         const uint64_t seq = s->job_seq, epoch = s->job_epoch;
-        const double ox = s->job_ox, oy = s->job_oy;
+        const double ox = s->job_ox, oy = s->job_oy, exposure = s->job_exposure;
         s->job = 0;
         pthread_mutex_unlock(&s->lock);
-        solve_one(s, w, h, dt, seq, epoch, ox, oy);
+        solve_one(s, w, h, dt, seq, epoch, ox, oy, exposure);
         pthread_mutex_lock(&s->lock);
     }
     pthread_mutex_unlock(&s->lock);
@@ -145,6 +172,8 @@ ss_solver_t *ss_solver_new(const char *feed, const ss_feed_cfg_t *cfg, ss_feed_s
     s->opts.scale_low = cfg->wcs_scale_low;
     s->opts.scale_high = cfg->wcs_scale_high;
     s->opts.cancel = &s->stop;
+    s->psf_sigma = cfg->pipeline.psf_sigma;
+    s->per_second = cfg->pipeline.phot.per_second;
     s->stats = stats;
     atomic_init(&s->stop, 0);
     if (pthread_mutex_init(&s->lock, NULL) != 0) {
@@ -210,13 +239,14 @@ void ss_solver_submit(ss_solver_t *s, const ss_frame_t *f, uint64_t epoch, doubl
     s->job_epoch = epoch;
     s->job_ox = ox;
     s->job_oy = oy;
+    s->job_exposure = f->meta.exposure;
     s->job = 1;
     pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->lock);
 }
 
 int ss_solver_take(ss_solver_t *s, ss_wcs_key_t *keys, int *n, uint64_t *epoch, double *ox,
-                   double *oy)
+                   double *oy, ss_phot_zp_t *zp)
 {
     int got = 0;
     pthread_mutex_lock(&s->lock);
@@ -226,23 +256,10 @@ int ss_solver_take(ss_solver_t *s, ss_wcs_key_t *keys, int *n, uint64_t *epoch, 
         *epoch = s->done_epoch;
         *ox = s->done_ox;
         *oy = s->done_oy;
+        *zp = s->zp;
         s->done = 0;
         got = 1;
     }
     pthread_mutex_unlock(&s->lock);
     return got;
-}
-
-int ss_solver_stars(ss_solver_t *s, ss_solve_star_t *out, int max)
-{
-    int k = 0;
-    pthread_mutex_lock(&s->lock);
-    if (s->sol) {
-        int n;
-        const ss_solve_star_t *st = ss_solution_stars(s->sol, &n);
-        k = SS_MIN(n, max);
-        memcpy(out, st, sizeof *st * (size_t)k);
-    }
-    pthread_mutex_unlock(&s->lock);
-    return k;
 }

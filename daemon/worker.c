@@ -29,21 +29,27 @@ static uint64_t mono_us(void)
 }
 
 /* A plate solution the solver left (wcs.solve) to the pipeline: the
- * frames from the next on get its WCS through their shift. */
+ * frames from the next on get its WCS through their shift, and the zero
+ * point fitted against its catalogue stars when there is one (below a
+ * configured pipeline.photometry.zeropoint, above a header's). */
 static void take_solution(ss_feed_t *f)
 {
     ss_wcs_key_t keys[SS_WCS_MAX];
     int n;
     uint64_t epoch;
     double ox, oy;
-    if (!f->solver || !ss_solver_take(f->solver, keys, &n, &epoch, &ox, &oy))
+    ss_phot_zp_t zp;
+    if (!f->solver || !ss_solver_take(f->solver, keys, &n, &epoch, &ox, &oy, &zp))
         return;
-    if (ss_pipeline_set_sky(f->pipe, keys, n, epoch, ox, oy) != 0)
+    if (ss_pipeline_set_sky(f->pipe, keys, n, epoch, ox, oy) != 0) {
         SS_LOG(SS_LOG_INFO, TAG, "feed %s: a plate solution of an earlier pointing (before a "
                "reset) dropped", f->name);
-    else
-        SS_LOG(SS_LOG_INFO, TAG, "feed %s: frames get sky coordinates from the plate solution",
-               f->name);
+        return;
+    }
+    SS_LOG(SS_LOG_INFO, TAG, "feed %s: frames get sky coordinates from the plate solution",
+           f->name);
+    if (zp.source == SS_PHOT_FIT)
+        ss_pipeline_set_zeropoint(f->pipe, &zp);
 }
 
 /* A frame that became the reference (start, reset, re-reference) and has

@@ -902,3 +902,24 @@ void ss_solution_destroy(ss_solution_t **p)
     free(s);
     *p = NULL;
 }
+
+int ss_solution_zeropoint(const ss_solution_t *s, const float *img, int w, int h,
+                          double psf_sigma, double gain, double exposure, int per_second,
+                          ss_phot_zp_t *out)
+{
+    memset(out, 0, sizeof *out);
+    int n = 0;
+    const ss_solve_star_t *st = ss_solution_stars(s, &n);
+    ss_phot_star_t *ps = n > 0 ? malloc((size_t)n * sizeof *ps) : NULL;
+    int k = 0;
+    for (int i = 0; ps && i < n; i++) {
+        ss_phot_ap_t ap;
+        if (st[i].has_mag && isfinite(st[i].mag) &&
+            ss_phot_aperture(img, w, h, st[i].x, st[i].y, psf_sigma, gain, &ap) == 0)
+            ps[k++] = (ss_phot_star_t){ .flux = ap.flux, .flux_err = ap.flux_err,
+                                        .cat_mag = st[i].mag };
+    }
+    const int rc = ps ? ss_phot_fit_zeropoint(ps, k, exposure, per_second, out) : -1;
+    free(ps);
+    return rc;
+}

@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 
 #include "frame.h"
+#include "photometry.h"
 #include "wcs.h"
 
 #ifdef __cplusplus
@@ -91,6 +92,17 @@ double ss_solution_rms(const ss_solution_t *s);
 /* Seconds the solve took (wall clock, child process included). */
 double ss_solution_seconds(const ss_solution_t *s);
 void ss_solution_destroy(ss_solution_t **s);
+
+/* The zero point of the solved image img (w×h, the pixels that were
+ * solved) against the catalogue: each matched star with a catalogue
+ * magnitude measured by aperture photometry (ss_phot_aperture: the
+ * annulus takes the sky, so raw pixels do) and the fluxes fitted to the
+ * magnitudes (ss_phot_fit_zeropoint; exposure and per_second as there).
+ * The zero point is in the catalogue's band (Tycho-2: V_T). Returns 0
+ * with *out (source SS_PHOT_FIT), or -1 when fewer than 5 stars measure. */
+int ss_solution_zeropoint(const ss_solution_t *s, const float *img, int w, int h,
+                          double psf_sigma, double gain, double exposure, int per_second,
+                          ss_phot_zp_t *out);
 
 #ifdef __cplusplus
 }

@@ -1320,8 +1320,8 @@ START_TEST(test_plate_solve)
      * position */
     char *text = read_all(jsonl);
     ck_assert_ptr_nonnull(text);
-    int with = 0, without = 0, first_with = 0;
-    double worst = 0.0;
+    int with = 0, without = 0, first_with = 0, with_mag = 0;
+    double worst = 0.0, mag_sum = 0.0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *o = cJSON_Parse(line);
         ck_assert_ptr_nonnull(o);
@@ -1348,6 +1348,11 @@ START_TEST(test_plate_solve)
                                jx->valuedouble, jy->valuedouble, sep);
                     if (!with++)
                         first_with = k + 1;
+                    const cJSON *jm = cJSON_GetObjectItem(o, "mag");
+                    if (cJSON_IsNumber(jm)) {
+                        with_mag++;
+                        mag_sum += jm->valuedouble;
+                    }
                 } else {
                     without++;
                 }
@@ -1357,8 +1362,21 @@ START_TEST(test_plate_solve)
     }
     free(text);
     printf("test_plate_solve(%s): mover detections %d with RA/Dec (from frame %d), %d without; "
-           "worst %.3f\"; all processed %.1f s after the last file\n", slow ? "timeout" : "solve",
-           with, first_with, without, worst, t_end);
+           "worst %.3f\"; %d with a magnitude, mean %.3f; all processed %.1f s after the last "
+           "file\n", slow ? "timeout" : "solve", with, first_with, without, worst, with_mag,
+           with_mag ? mag_sum / with_mag : NAN, t_end);
+    /* the zero point fitted against the Tycho-2 magnitudes of the matched
+     * stars (2e5 ADU at V_T = 9: 22.253, less the light outside the
+     * aperture), and the mover (30000 ADU: V_T 11.060) measured with it;
+     * the residual's flux runs ~0.1 mag faint (README, "Photometry") */
+    if (!slow) {
+        ck_assert_msg(log_contains(&d, "zero point 22.2"), "no zero point of ~22.25 fitted");
+        ck_assert_int_eq(with_mag, with);
+        ck_assert_msg(fabs(mag_sum / with_mag - 11.06) < 0.25, "mover at V_T %.3f, not 11.06",
+                      mag_sum / with_mag);
+    } else {
+        ck_assert_int_eq(with_mag, 0);
+    }
     if (slow) {
         ck_assert_int_eq(with, 0);
         ck_assert_int_ge(without, 5);

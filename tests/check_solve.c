@@ -123,6 +123,17 @@ START_TEST(test_solve_tycho2)
     ck_assert_int_le(off * 10, nst);
     /* the refit's residual: the centroids' error, well under 1" */
     ck_assert(ss_solution_rms(sol) < 0.5);
+    /* the zero point against the catalogue (issue 12, item 6): the scene
+     * gives 2e5 ADU at V_T = 9, so 9 + 2.5 log10(2e5) = 22.253 less the
+     * 1.1 % of a Gaussian outside the 3-sigma aperture (0.012 mag) */
+    ss_phot_zp_t zp;
+    ck_assert_int_eq(ss_solution_zeropoint(sol, img, W, H, 1.5, 0.0, 10.0, 0, &zp), 0);
+    printf("check_solve: zero point %.4f +- %.4f from %d stars (expected 22.241)\n", zp.zp,
+           zp.zp_err, zp.n_used);
+    ck_assert_int_eq(zp.source, SS_PHOT_FIT);
+    ck_assert_int_ge(zp.n_used, 5);
+    ck_assert_msg(fabs(zp.zp - 22.241) < 0.03 && zp.zp_err < 0.03, "zero point %.4f +- %.4f",
+                  zp.zp, zp.zp_err);
     ss_solution_destroy(&sol);
     ck_assert_ptr_null(sol);
     ss_wcs_free(&truth);
