@@ -196,7 +196,7 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
 
     if (!(f->source = ss_source_open(f, err, n)))
         return -1;
-    if (!(f->stats = ss_feed_stats_new(f->name, f->source->desc))) {
+    if (!(f->stats = ss_feed_stats_new(f->name, ss_source_desc(f->source)))) {
         snprintf(err, n, "out of memory");
         return -1;
     }
@@ -207,7 +207,7 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
     ss_stats_set_queue(f->stats, 0, f->cfg->queue_depth);
     ss_stats_set_backend(f->stats, ss_pipeline_backend_name(f->pipe));
     SS_LOG(SS_LOG_INFO, TAG, "feed %s: %s; queue %d (%s); frames up to %zu bytes; backend %s",
-           f->name, f->source->desc, f->cfg->queue_depth,
+           f->name, ss_source_desc(f->source), f->cfg->queue_depth,
            ss_queue_policy_name(f->cfg->queue_policy), f->frame_bytes,
            ss_pipeline_backend_name(f->pipe));
     return 0;

@@ -27,6 +27,7 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/solve.h"
 #include "queue.h"
+#include "source.h"
 #include "stats.h"
 #include "subguard.h"
 #include "zap.h"
@@ -51,7 +52,6 @@ extern "C" {
 
 typedef struct ss_daemon ss_daemon_t;
 typedef struct ss_feed ss_feed_t;
-typedef struct ss_source ss_source_t;
 typedef struct ss_solver ss_solver_t;
 
 /* One result buffer travelling from a worker to the sinks. refs counts the
@@ -212,36 +212,7 @@ void ss_feed_submit(ss_feed_t *f, ss_frame_t *frame);
 /* Proto limits of a feed (from its config). */
 void ss_feed_limits(const ss_feed_t *f, ss_proto_limits_t *lim);
 
-/* ---- source.c --------------------------------------------------------- */
-
-struct ss_source {
-    ss_feed_t *feed;
-    pthread_t thread;
-    int started;
-    atomic_int stop;
-    char desc[SS_PATH_MAX + 96];    /* for status: "zmq pull bind ipc://...", ... */
-    void *impl;
-    void (*run)(ss_source_t *s);    /* thread body: produce until stop or the end */
-    void (*close)(ss_source_t *s);  /* free impl (thread already joined) */
-};
-
-/* Open the feed's source (bind/connect sockets, open directories) in the
- * calling thread. NULL with err set on failure. */
-ss_source_t *ss_source_open(ss_feed_t *f, char *err, size_t n);
-ss_err_t ss_source_start(ss_source_t *s);
-/* Ask to stop and join the thread. */
-void ss_source_stop(ss_source_t *s);
-void ss_source_destroy(ss_source_t **s);
-
-/* The per-type openers (source_zmq.c, source_fits.c, source_synth.c): fill
- * s->impl, s->run, s->close, s->desc. 0 or -1 with err set. */
-int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n);
-int ss_source_fits_open(ss_source_t *s, char *err, size_t n);
-int ss_source_synth_open(ss_source_t *s, char *err, size_t n);
-
-/* The order key of a FITS file: DATE-OBS (+TIME-OBS) as MJD, NAN if
- * absent or unreadable (source_fits.c). */
-double ss_fits_date_obs_mjd(const char *path);
+/* ---- source.c, source_*.c: see source.h ------------------------------- */
 
 /* ---- worker.c, publisher.c, sinks ------------------------------------- */
 

@@ -38,6 +38,9 @@
 #define REJECT_LOG_INTERVAL_S 5.0   /* log at most one rejection per interval (then a count) */
 
 typedef struct zmq_src {
+    ss_feed_t *feed;
+    const atomic_int *stop;         /* the source's stop flag */
+    const char *desc;               /* the source's description: frames' meta.source */
     void *sock;
     void *mon;                      /* PAIR: the socket monitor's events; NULL without one */
     uint64_t refused_logged;        /* connections shut for the open-files headroom */
@@ -72,16 +75,15 @@ static void drain(void *sock, int *parts, size_t *bytes)
     }
 }
 
-static void reject(ss_source_t *s, const ss_proto_error_t *err)
+static void reject(zmq_src_t *z, const ss_proto_error_t *err)
 {
-    zmq_src_t *z = s->impl;
-    ss_stats_rejected(s->feed->stats, err->reason);
+    ss_stats_rejected(z->feed->stats, err->reason);
     double now = ss_now_mono();
     if (now - z->last_log >= REJECT_LOG_INTERVAL_S) {
         if (z->unlogged)
-            SS_LOG(SS_LOG_WARNING, TAG, "feed %s: %llu more messages rejected", s->feed->name,
+            SS_LOG(SS_LOG_WARNING, TAG, "feed %s: %llu more messages rejected", z->feed->name,
                    (unsigned long long)z->unlogged);
-        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: message rejected (%s): %s", s->feed->name,
+        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: message rejected (%s): %s", z->feed->name,
                ss_proto_reason_name(err->reason), err->text);
         z->last_log = now;
         z->unlogged = 0;
@@ -102,10 +104,9 @@ static void set_error(ss_proto_error_t *err, ss_proto_reason_t r, const char *fm
 }
 
 /* Receive one whole message (its first part is waiting). */
-static void receive_one(ss_source_t *s)
+static void receive_one(zmq_src_t *z)
 {
-    zmq_src_t *z = s->impl;
-    ss_feed_t *f = s->feed;
+    ss_feed_t *f = z->feed;
     ss_proto_error_t err = { SS_PR_OK, "" };
     ss_proto_input_t in;
     ss_frame_t *fr = NULL;
@@ -127,7 +128,7 @@ static void receive_one(ss_source_t *s)
         drain(z->sock, &parts, &bytes);
         if (ss_proto_check_parts(&in, parts, 0, 0, &err) != SS_OK) {
             ss_stats_received(f->stats);
-            reject(s, &err);
+            reject(z, &err);
             return;
         }
         SS_SINK_ADD(f->stats, series, 1);
@@ -139,11 +140,11 @@ static void receive_one(ss_source_t *s)
     if (e != SS_OK)
         goto fail;
 
-    if (!(fr = ss_feed_frame_get(f, &s->stop))) {
+    if (!(fr = ss_feed_frame_get(f, z->stop))) {
         set_error(&err, SS_PR_NO_BUFFER, "shutting down");
         goto fail;
     }
-    ss_strlcpy(fr->meta.source, s->desc, sizeof fr->meta.source);
+    ss_strlcpy(fr->meta.source, z->desc, sizeof fr->meta.source);
     fr->meta.recv_mono = ss_now_mono();
     if (ss_proto_frame_prepare(&in, fr, &err) != SS_OK)
         goto fail;
@@ -197,15 +198,14 @@ fail:
     drain(z->sock, &parts, &bytes);
     if (fr)
         ss_frame_pool_put(fr);
-    reject(s, &err);
+    reject(z, &err);
 }
 
 /* One socket-monitor event (two parts: 16-bit event, 32-bit value; then
  * the peer's address): a disconnect is counted and logged; a connection
  * accepted into the open-files headroom is shut down, counted, logged. */
-static void monitor_event(ss_source_t *s)
+static void monitor_event(zmq_src_t *z)
 {
-    zmq_src_t *z = s->impl;
     zmq_msg_t m;
     zmq_msg_init(&m);
     if (zmq_msg_recv(&m, z->mon, ZMQ_DONTWAIT) < 0) {
@@ -234,15 +234,15 @@ static void monitor_event(ss_source_t *s)
     drain(z->mon, &parts, &bytes);
     if (event == ZMQ_EVENT_ACCEPTED && ss_fd_in_headroom((int)value, SS_FD_SLICES_FRAMES)) {
         shutdown((int)value, SHUT_RDWR);
-        SS_SINK_ADD(s->feed->stats, connections_refused, 1);
+        SS_SINK_ADD(z->feed->stats, connections_refused, 1);
         if (z->refused_logged++ % 100 == 0)
             SS_LOG(SS_LOG_WARNING, TAG, "feed %s: open files near the limit: connection from %s "
-                   "closed (%llu so far; logged every 100th)", s->feed->name, addr[0] ? addr : "?",
+                   "closed (%llu so far; logged every 100th)", z->feed->name, addr[0] ? addr : "?",
                    (unsigned long long)z->refused_logged);
     } else if (event == ZMQ_EVENT_DISCONNECTED) {
-        SS_SINK_ADD(s->feed->stats, peer_disconnects, 1);
+        SS_SINK_ADD(z->feed->stats, peer_disconnects, 1);
         SS_LOG(SS_LOG_INFO, TAG, "feed %s: peer %s disconnected (a part over the size limit "
-               "also ends a connection)", s->feed->name, addr[0] ? addr : "?");
+               "also ends a connection)", z->feed->name, addr[0] ? addr : "?");
     }
 }
 
@@ -258,36 +258,37 @@ static void close_sockets(zmq_src_t *z)
     z->mon = z->sock = NULL;
 }
 
-static void zmq_run(ss_source_t *s)
+static const char *zmq_run(void *impl)
 {
-    zmq_src_t *z = s->impl;
-    while (!atomic_load(&s->stop)) {
+    zmq_src_t *z = impl;
+    while (!atomic_load(z->stop)) {
         zmq_pollitem_t it[2] = { { .socket = z->sock, .events = ZMQ_POLLIN },
                                  { .socket = z->mon, .events = ZMQ_POLLIN } };
         int rc = zmq_poll(it, z->mon ? 2 : 1, (long)(SS_POLL_S * 1e3));
         if (rc < 0) {
             if (zmq_errno() == EINTR)
                 continue;
-            SS_LOG(SS_LOG_ERR, TAG, "feed %s: poll: %s", s->feed->name, zmq_strerror(zmq_errno()));
-            SS_SINK_ADD(s->feed->stats, source_errors, 1);
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: poll: %s", z->feed->name, zmq_strerror(zmq_errno()));
+            SS_SINK_ADD(z->feed->stats, source_errors, 1);
             break;
         }
         if (rc > 0 && (it[0].revents & ZMQ_POLLIN))
-            receive_one(s);
+            receive_one(z);
         if (rc > 0 && z->mon && (it[1].revents & ZMQ_POLLIN))
-            monitor_event(s);
+            monitor_event(z);
     }
     /* stop intake at once: messages still in the socket are not accepted */
     close_sockets(z);
+    return NULL;
 }
 
-static void zmq_src_close(ss_source_t *s)
+static void zmq_src_close(void **impl)
 {
-    zmq_src_t *z = s->impl;
+    zmq_src_t *z = *impl;
     if (z)
         close_sockets(z);
     free(z);
-    s->impl = NULL;
+    *impl = NULL;
 }
 
 /* Watch the frame socket's disconnects on an inproc PAIR (name unique per
@@ -315,23 +316,28 @@ static void monitor_open(zmq_src_t *z, void *zctx, const char *feed)
     }
 }
 
-int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n)
+static void *zmq_src_open(ss_source_t *s, char *desc, size_t desc_n, char *err, size_t n)
 {
-    const ss_feed_cfg_t *c = s->feed->cfg;
+    ss_feed_t *f = ss_source_feed(s);
+    void *zctx = f->d->zctx;
+    const ss_feed_cfg_t *c = f->cfg;
     const ss_zmq_source_cfg_t *zc = &c->zmq;
     zmq_src_t *z = calloc(1, sizeof *z);
     if (!z) {
         snprintf(err, n, "out of memory");
-        return -1;
+        return NULL;
     }
-    ss_feed_limits(s->feed, &z->lim);
+    z->feed = f;
+    z->stop = ss_source_stop_flag(s);
+    z->desc = ss_source_desc(s);
+    ss_feed_limits(f, &z->lim);
     z->max_total = ss_feed_max_message_bytes(c);
     z->max_parts = c->max_parts;
     z->sock = zmq_socket(zctx, zc->socket == SS_ZMQ_SUB ? ZMQ_SUB : ZMQ_PULL);
     if (!z->sock) {
         snprintf(err, n, "feed %s: socket: %s", c->name, zmq_strerror(zmq_errno()));
         free(z);
-        return -1;
+        return NULL;
     }
     size_t biggest_part = SS_MAX(ss_feed_max_pixel_bytes(c), (size_t)c->max_header_bytes);
     int64_t maxmsg = (int64_t)biggest_part;
@@ -339,11 +345,11 @@ int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n)
     zmq_setsockopt(z->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(z->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(z->sock, ZMQ_LINGER, &zero, sizeof zero);
-    ss_zmq_heartbeats(z->sock, s->feed->d->cfg.peer_timeout);
-    if (zc->bind && ss_daemon_secure(s->feed->d, z->sock, c->name, err, n) != 0) {
+    ss_zmq_heartbeats(z->sock, f->d->cfg.peer_timeout);
+    if (zc->bind && ss_daemon_secure(f->d, z->sock, c->name, err, n) != 0) {
         zmq_close(z->sock);
         free(z);
-        return -1;
+        return NULL;
     }
     if (zc->socket == SS_ZMQ_SUB)
         zmq_setsockopt(z->sock, ZMQ_SUBSCRIBE, zc->subscribe, strlen(zc->subscribe));
@@ -353,13 +359,17 @@ int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n)
                  zc->endpoint, zmq_strerror(zmq_errno()));
         zmq_close(z->sock);
         free(z);
-        return -1;
+        return NULL;
     }
     monitor_open(z, zctx, c->name);
-    s->impl = z;
-    s->run = zmq_run;
-    s->close = zmq_src_close;
-    snprintf(s->desc, sizeof s->desc, "zmq %s %s %s", zc->socket == SS_ZMQ_SUB ? "sub" : "pull",
+    snprintf(desc, desc_n, "zmq %s %s %s", zc->socket == SS_ZMQ_SUB ? "sub" : "pull",
              zc->bind ? "bind" : "connect", zc->endpoint);
-    return 0;
+    return z;
 }
+
+const ss_source_ops_t ss_source_zmq_ops = {
+    .name = "zmq",
+    .open = zmq_src_open,
+    .run = zmq_run,
+    .close = zmq_src_close,
+};
