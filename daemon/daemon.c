@@ -149,6 +149,23 @@ static void feed_sizes(const ss_feed_cfg_t *c, size_t *frame_bytes, size_t *max_
     }
 }
 
+/* The feed's source says its input ended (source.h, on its thread): the
+ * daemon stops when the source asks it to (exit_at_end). */
+static void source_ended(void *user, const char *stop_why)
+{
+    ss_feed_t *f = user;
+    if (stop_why)
+        ss_daemon_request_stop(f->d, 0, stop_why);
+    atomic_store(&f->source_done, 1);
+}
+
+/* The feed's source makes a socket a CURVE server (source.h). */
+static int source_secure(void *user, void *sock, const char *what, char *err, size_t n)
+{
+    const ss_feed_t *f = user;
+    return ss_daemon_secure(f->d, sock, what, err, n);
+}
+
 static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
 {
     ss_feed_t *f = &d->feeds[i];
@@ -194,7 +211,14 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
             ss_queue_try_push(f->free_outs, o);
     }
 
-    if (!(f->source = ss_source_open(f, err, n)))
+    const ss_source_env_t env = {
+        .zctx = d->zctx,
+        .peer_timeout = d->cfg.peer_timeout,
+        .secure = source_secure,
+        .ended = source_ended,
+        .user = f,
+    };
+    if (!(f->source = ss_source_open(f, &env, err, n)))
         return -1;
     if (!(f->stats = ss_feed_stats_new(f->name, ss_source_desc(f->source)))) {
         snprintf(err, n, "out of memory");

@@ -123,11 +123,6 @@ struct ss_feed {
     ss_queue_t *free_outs;          /* result buffers not in use */
     ss_out_t *work;                 /* the worker's current result buffer */
     atomic_int file_held;           /* result buffers queued for / held by the file sink */
-    /* The source's hook for a frame the worker has processed (any status),
-     * on the worker's thread; NULL: none. Frames dropped before processing
-     * never reach it (the FITS source moves or deletes files here). */
-    void (*frame_done)(ss_feed_t *f, const ss_frame_meta_t *m);
-
     ss_source_t *source;
     ss_solver_t *solver;            /* wcs.solve: the plate-solving thread; NULL when off */
     pthread_t worker;
@@ -139,7 +134,7 @@ struct ss_feed {
     atomic_int discard;             /* drain time is up: drop what is still queued (counted) */
     atomic_int drain_dropped;       /* accepted frames dropped at the drain timeout */
     atomic_int worker_done;
-    atomic_int source_done;
+    atomic_int source_done;         /* the source's input ended (its env's ended callback) */
     _Atomic uint64_t busy_since_us; /* monotonic µs the current frame started; 0 = idle */
 };
 

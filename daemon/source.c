@@ -13,6 +13,7 @@ struct ss_source {
     const ss_source_ops_t *ops;
     void *impl;                     /* what ops->open returned */
     ss_feed_t *feed;
+    ss_source_env_t env;
     pthread_t thread;
     int started;
     atomic_int stop;
@@ -37,14 +38,13 @@ static void *source_thread(void *arg)
 {
     ss_source_t *s = arg;
     const char *stop_why = s->ops->run(s->impl);
-    if (stop_why)
-        ss_daemon_request_stop(s->feed->d, 0, stop_why);
-    atomic_store(&s->feed->source_done, 1);
+    if (s->env.ended)
+        s->env.ended(s->env.user, stop_why);
     SS_LOG(SS_LOG_INFO, TAG, "feed %s: source ended", s->feed->name);
     return NULL;
 }
 
-ss_source_t *ss_source_open(ss_feed_t *f, char *err, size_t n)
+ss_source_t *ss_source_open(ss_feed_t *f, const ss_source_env_t *env, char *err, size_t n)
 {
     const ss_source_ops_t *ops = ss_source_ops_find(ss_source_type_name(f->cfg->source));
     if (!ops) {
@@ -58,6 +58,7 @@ ss_source_t *ss_source_open(ss_feed_t *f, char *err, size_t n)
     }
     s->ops = ops;
     s->feed = f;
+    s->env = *env;
     if (!(s->impl = ops->open(s, s->desc, sizeof s->desc, err, n))) {
         free(s);
         return NULL;
@@ -95,9 +96,20 @@ void ss_source_destroy(ss_source_t **ps)
     *ps = NULL;
 }
 
+void ss_source_frame_done(ss_source_t *s, const ss_frame_meta_t *m)
+{
+    if (s->ops->frame_done)
+        s->ops->frame_done(s->impl, m);
+}
+
 ss_feed_t *ss_source_feed(const ss_source_t *s)
 {
     return s->feed;
+}
+
+const ss_source_env_t *ss_source_env(const ss_source_t *s)
+{
+    return &s->env;
 }
 
 const atomic_int *ss_source_stop_flag(const ss_source_t *s)

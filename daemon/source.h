@@ -25,6 +25,22 @@ typedef struct ss_source ss_source_t;
 
 #define SS_SOURCE_DESC_MAX (SS_PATH_MAX + 96)   /* "zmq pull bind ipc://...", ... */
 
+/* What the daemon lends a source (ss_source_open copies it): the only way
+ * a source reaches the daemon. */
+typedef struct ss_source_env {
+    void *zctx;                     /* the daemon's ZeroMQ context */
+    double peer_timeout;            /* config "peer_timeout", s: the frame sockets' heartbeats */
+    /* Make sock a CURVE server when the daemon has CURVE on (before it
+     * binds; what names it in err): 0, or -1 with err set. */
+    int (*secure)(void *user, void *sock, const char *what, char *err, size_t n);
+    /* The input ended: the source's thread body returned (asked to stop,
+     * input exhausted or failed). stop_why non-NULL: the source asks the
+     * daemon to stop (drain, exit 0) for that reason. Called once, on the
+     * source's thread. */
+    void (*ended)(void *user, const char *stop_why);
+    void *user;                     /* the callbacks' first argument */
+} ss_source_env_t;
+
 typedef struct ss_source_ops {
     const char *name;   /* the config's source type name (ss_source_type_name) */
     /* Open the source of s's feed in the calling thread (bind or connect
@@ -39,6 +55,10 @@ typedef struct ss_source_ops {
     /* Free what open made (the thread is already joined); NULL accepted;
      * *impl is nulled. */
     void (*close)(void **impl);
+    /* Optional (NULL: none): a frame of this source was processed (any
+     * status), on the worker's thread. Frames dropped before processing
+     * never reach it (the FITS source moves or deletes files here). */
+    void (*frame_done)(void *impl, const ss_frame_meta_t *m);
 } ss_source_ops_t;
 
 extern const ss_source_ops_t ss_source_synth_ops;
@@ -49,8 +69,9 @@ extern const ss_source_ops_t ss_source_fits_ops;
 const ss_source_ops_t *ss_source_ops_find(const char *name);
 
 /* Open the feed's source (ops from its config's source type) in the
- * calling thread. NULL with err set on failure. */
-ss_source_t *ss_source_open(ss_feed_t *f, char *err, size_t n);
+ * calling thread, with what the daemon lends it (env). NULL with err set
+ * on failure. */
+ss_source_t *ss_source_open(ss_feed_t *f, const ss_source_env_t *env, char *err, size_t n);
 /* Start the source's thread. */
 ss_err_t ss_source_start(ss_source_t *s);
 /* Ask to stop and join the thread (NULL accepted). */
@@ -58,10 +79,14 @@ void ss_source_stop(ss_source_t *s);
 /* Stop, close the type's state and free; NULL accepted; *s is nulled. */
 void ss_source_destroy(ss_source_t **s);
 
-/* For the types' ops: the feed the source fills, the flag set when it
- * is asked to stop (for ss_feed_frame_get and the run loops), and its
- * status description (valid as long as s). */
+/* Worker: the feed's frame m was processed (ops->frame_done, if any). */
+void ss_source_frame_done(ss_source_t *s, const ss_frame_meta_t *m);
+
+/* For the types' ops: the feed the source fills, what the daemon lends
+ * it, the flag set when it is asked to stop (for ss_feed_frame_get and
+ * the run loops), and its status description (each valid as long as s). */
 ss_feed_t *ss_source_feed(const ss_source_t *s);
+const ss_source_env_t *ss_source_env(const ss_source_t *s);
 const atomic_int *ss_source_stop_flag(const ss_source_t *s);
 const char *ss_source_desc(const ss_source_t *s);
 

@@ -189,12 +189,14 @@ static int take_file(fits_src_t *fs, const char *path)
     return 0;
 }
 
-/* source.fits.after, once the file's frame was processed (feed hook): a
- * frame dropped from the queue leaves its file where it was. */
-static void frame_done(ss_feed_t *f, const ss_frame_meta_t *m)
+/* source.fits.after, once the file's frame was processed (ops.frame_done,
+ * worker thread): a frame dropped from the queue leaves its file where it
+ * was. */
+static void fits_frame_done(void *impl, const ss_frame_meta_t *m)
 {
-    if (m->source[0])
-        after_file(f, m->source);
+    fits_src_t *fs = impl;
+    if (fs->feed->cfg->fits.after != SS_FITS_KEEP && m->source[0])
+        after_file(fs->feed, m->source);
 }
 
 /* ---- modes ---------------------------------------------------------------- */
@@ -361,8 +363,6 @@ static void *fits_open(ss_source_t *s, char *desc, size_t desc_n, char *err, siz
     }
     fs->feed = f;
     fs->stop = ss_source_stop_flag(s);
-    if (c->after != SS_FITS_KEEP)
-        f->frame_done = frame_done;
     char e[1200] = "";
     switch (c->mode) {
     case SS_FITS_DIRECTORY: {
@@ -401,4 +401,5 @@ const ss_source_ops_t ss_source_fits_ops = {
     .open = fits_open,
     .run = fits_run,
     .close = fits_close,
+    .frame_done = fits_frame_done,
 };

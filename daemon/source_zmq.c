@@ -319,7 +319,8 @@ static void monitor_open(zmq_src_t *z, void *zctx, const char *feed)
 static void *zmq_src_open(ss_source_t *s, char *desc, size_t desc_n, char *err, size_t n)
 {
     ss_feed_t *f = ss_source_feed(s);
-    void *zctx = f->d->zctx;
+    const ss_source_env_t *env = ss_source_env(s);
+    void *zctx = env->zctx;
     const ss_feed_cfg_t *c = f->cfg;
     const ss_zmq_source_cfg_t *zc = &c->zmq;
     zmq_src_t *z = calloc(1, sizeof *z);
@@ -345,8 +346,8 @@ static void *zmq_src_open(ss_source_t *s, char *desc, size_t desc_n, char *err, 
     zmq_setsockopt(z->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(z->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(z->sock, ZMQ_LINGER, &zero, sizeof zero);
-    ss_zmq_heartbeats(z->sock, f->d->cfg.peer_timeout);
-    if (zc->bind && ss_daemon_secure(f->d, z->sock, c->name, err, n) != 0) {
+    ss_zmq_heartbeats(z->sock, env->peer_timeout);
+    if (zc->bind && env->secure(env->user, z->sock, c->name, err, n) != 0) {
         zmq_close(z->sock);
         free(z);
         return NULL;
