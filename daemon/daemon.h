@@ -1,6 +1,7 @@
 /*
- * daemon.h — skysieved's shared state and the hand-over points between its
- * threads (ARCHITECTURE.md "Threads"):
+ * daemon.h — skysieved's shared state and its threads (ARCHITECTURE.md
+ * "Threads"); a feed's hand-over points are in feed.h, a source's
+ * interface in source.h:
  *
  *   source thread (per feed) --frames queue--> worker (per feed)
  *   worker --pub queue--> publisher (one; owns the PUB socket)
@@ -26,6 +27,7 @@
 #include "config/config.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/solve.h"
+#include "feed.h"
 #include "queue.h"
 #include "source.h"
 #include "stats.h"
@@ -47,21 +49,19 @@ extern "C" {
 #define SS_FILE_HELD_MAX 2          /* of those, at most this many waiting for the file sink */
 #define SS_EXIT_LOST 3              /* stopped, but some accepted frames' results were lost */
 #define SS_SINK_WAIT_S 1.0          /* the longest a worker waits for the publisher to free a buffer */
-#define SS_POLL_S 0.1               /* how often blocked threads look at their stop flags */
 #define SS_PUB_LINGER_MS 2000       /* what a closing PUB socket may still flush */
 
 typedef struct ss_daemon ss_daemon_t;
-typedef struct ss_feed ss_feed_t;
 typedef struct ss_solver ss_solver_t;
 
 /* One result buffer travelling from a worker to the sinks. refs counts the
  * sinks that still hold it; the last one returns it to the free list. */
-typedef struct ss_out {
+struct ss_out {
     ss_result_t res;
     ss_feed_t *feed;
     atomic_int refs;
     int to_files;                   /* the file sink also gets it */
-} ss_out_t;
+};
 
 /* solver.c: plate solving off the frame path (README "Plate solving").
  * ss_solver_new starts the feed's solver thread with cfg's wcs.* keys
@@ -195,17 +195,7 @@ void ss_daemon_block_signals(void);
  * nonzero: a broken backend). */
 void ss_daemon_request_stop(ss_daemon_t *d, int exit_code, const char *why);
 
-/* ---- feed hand-over (daemon.c), for sources ---------------------------- */
-
-/* A free frame of the feed's pool, waiting (briefly, polling stop) if none
- * is free; NULL when *stop became set. */
-ss_frame_t *ss_feed_frame_get(ss_feed_t *f, const atomic_int *stop);
-/* Queue an accepted frame for the worker (the frame becomes the queue's):
- * a drop_oldest eviction and a refusal after close are counted as
- * dropped. */
-void ss_feed_submit(ss_feed_t *f, ss_frame_t *frame);
-/* Proto limits of a feed (from its config). */
-void ss_feed_limits(const ss_feed_t *f, ss_proto_limits_t *lim);
+/* ---- feed.h: the feed's hand-over (feed.c) ---------------------------- */
 
 /* ---- source.c, source_*.c: see source.h ------------------------------- */
 
@@ -214,9 +204,6 @@ void ss_feed_limits(const ss_feed_t *f, ss_proto_limits_t *lim);
 void *ss_worker_main(void *feed);           /* pthread body, one per feed */
 void *ss_publisher_main(void *daemon);      /* pthread body */
 void *ss_filesink_main(void *daemon);       /* pthread body */
-
-/* Hand a result buffer back (the last holder returns it to the free list). */
-void ss_out_release(ss_out_t *o);
 
 /* Fill a status snapshot of every feed (main thread / publisher). */
 void ss_daemon_status(ss_daemon_t *d, ss_proto_status_t *st);

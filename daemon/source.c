@@ -2,8 +2,11 @@
  * source.c — the common part of the feed sources: the registry of source
  * types (source.h), one thread each, stop and join.
  */
-#include "daemon.h"
+#include "source.h"
 
+#include "feed.h"
+
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,15 +43,15 @@ static void *source_thread(void *arg)
     const char *stop_why = s->ops->run(s->impl);
     if (s->env.ended)
         s->env.ended(s->env.user, stop_why);
-    SS_LOG(SS_LOG_INFO, TAG, "feed %s: source ended", s->feed->name);
+    SS_LOG(SS_LOG_INFO, TAG, "feed %s: source ended", ss_feed_name(s->feed));
     return NULL;
 }
 
 ss_source_t *ss_source_open(ss_feed_t *f, const ss_source_env_t *env, char *err, size_t n)
 {
-    const ss_source_ops_t *ops = ss_source_ops_find(ss_source_type_name(f->cfg->source));
+    const ss_source_ops_t *ops = ss_source_ops_find(ss_source_type_name(ss_feed_cfg(f)->source));
     if (!ops) {
-        snprintf(err, n, "feed %s: unknown source type", f->name);
+        snprintf(err, n, "feed %s: unknown source type", ss_feed_name(f));
         return NULL;
     }
     ss_source_t *s = calloc(1, sizeof *s);

@@ -23,7 +23,8 @@
  * limits is rejected; a file of another size than the previous one is
  * fine: the pipeline resets its history (and logs it).
  */
-#include "daemon.h"
+#include "feed.h"
+#include "source.h"
 
 #include "dirwatch.h"
 #include "pipeline/frame_fits.h"
@@ -113,27 +114,28 @@ static double key_of(const char *path, void *user)
 
 static void reject_file(ss_feed_t *f, ss_proto_reason_t why, const char *text)
 {
-    ss_stats_rejected(f->stats, why);
-    SS_LOG(SS_LOG_WARNING, TAG, "feed %s: file rejected (%s): %s", f->name,
+    ss_stats_rejected(ss_feed_stats(f), why);
+    SS_LOG(SS_LOG_WARNING, TAG, "feed %s: file rejected (%s): %s", ss_feed_name(f),
            ss_proto_reason_name(why), text);
 }
 
 static void after_file(ss_feed_t *f, const char *path)
 {
-    const ss_fits_source_cfg_t *c = &f->cfg->fits;
+    const ss_fits_source_cfg_t *c = &ss_feed_cfg(f)->fits;
     if (c->after == SS_FITS_DELETE) {
         if (unlink(path) != 0) {
-            SS_LOG(SS_LOG_ERR, TAG, "feed %s: cannot delete %s: %s", f->name, path, strerror(errno));
-            SS_SINK_ADD(f->stats, source_errors, 1);
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: cannot delete %s: %s", ss_feed_name(f), path,
+                   strerror(errno));
+            SS_SINK_ADD(ss_feed_stats(f), source_errors, 1);
         }
     } else if (c->after == SS_FITS_MOVE) {
         char tmp[SS_PATH_MAX], dst[2 * SS_PATH_MAX];
         ss_strlcpy(tmp, path, sizeof tmp);
         snprintf(dst, sizeof dst, "%s/%s", c->move_dir, basename(tmp));
         if (rename(path, dst) != 0) {
-            SS_LOG(SS_LOG_ERR, TAG, "feed %s: cannot move %s to %s: %s", f->name, path, c->move_dir,
-                   strerror(errno));
-            SS_SINK_ADD(f->stats, source_errors, 1);
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: cannot move %s to %s: %s", ss_feed_name(f), path,
+                   c->move_dir, strerror(errno));
+            SS_SINK_ADD(ss_feed_stats(f), source_errors, 1);
         }
     }
 }
@@ -147,7 +149,7 @@ static int take_file(fits_src_t *fs, const char *path)
     char err[600], text[SS_PROTO_ERR_MAX];
     int w, h;
     ss_fits_image_t *im;
-    ss_stats_received(f->stats);
+    ss_stats_received(ss_feed_stats(f));
     /* one open for the size check and the read: a gzip'ed file is
      * inflated once */
     if (ss_fits_image_open(path, &im, err, sizeof err) != SS_OK) {
@@ -155,9 +157,9 @@ static int take_file(fits_src_t *fs, const char *path)
         return 1;
     }
     ss_fits_image_size(im, &w, &h, NULL);
-    if (w > f->cfg->max_width || h > f->cfg->max_height) {
+    if (w > ss_feed_cfg(f)->max_width || h > ss_feed_cfg(f)->max_height) {
         snprintf(text, sizeof text, "%s: %d x %d is above the limits (%d x %d)", path, w, h,
-                 f->cfg->max_width, f->cfg->max_height);
+                 ss_feed_cfg(f)->max_width, ss_feed_cfg(f)->max_height);
         ss_fits_image_close(&im);
         reject_file(f, SS_PR_DIMENSIONS, text);
         return 2;
@@ -175,16 +177,16 @@ static int take_file(fits_src_t *fs, const char *path)
         reject_file(f, e == SS_ERR_SIZE ? SS_PR_NO_BUFFER : REASON_BAD_FILE, err);
         return e == SS_ERR_SIZE ? 2 : 1;
     }
-    ss_strlcpy(fr->meta.feed, f->name, sizeof fr->meta.feed);
+    ss_strlcpy(fr->meta.feed, ss_feed_name(f), sizeof fr->meta.feed);
     /* a file without SEQ: the source's arrival number (files accepted,
      * from 1), so that its results stay apart from the others' */
     fs->arrivals++;
     if (fr->meta.seq_missing)
         fr->meta.seq = fs->arrivals;
     fr->meta.recv_mono = ss_now_mono();
-    ss_stats_accepted(f->stats);
-    SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: %s (%dx%d %s)", f->name, path, fr->width, fr->height,
-           ss_dtype_name(fr->dtype));
+    ss_stats_accepted(ss_feed_stats(f));
+    SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: %s (%dx%d %s)", ss_feed_name(f), path, fr->width,
+           fr->height, ss_dtype_name(fr->dtype));
     ss_feed_submit(f, fr);
     return 0;
 }
@@ -195,7 +197,7 @@ static int take_file(fits_src_t *fs, const char *path)
 static void fits_frame_done(void *impl, const ss_frame_meta_t *m)
 {
     fits_src_t *fs = impl;
-    if (fs->feed->cfg->fits.after != SS_FITS_KEEP && m->source[0])
+    if (ss_feed_cfg(fs->feed)->fits.after != SS_FITS_KEEP && m->source[0])
         after_file(fs->feed, m->source);
 }
 
@@ -209,7 +211,7 @@ static void run_directory(fits_src_t *fs)
         ss_err_t e = ss_dirwatch_next(fs->watch, path, sizeof path, SS_POLL_S);
         const uint64_t r = ss_dirwatch_refused(fs->watch);
         if (r > refused) {              /* symbolic links, not followed */
-            SS_SINK_ADD(fs->feed->stats, source_errors, r - refused);
+            SS_SINK_ADD(ss_feed_stats(fs->feed), source_errors, r - refused);
             refused = r;
         }
         if (e == SS_OK) {
@@ -217,11 +219,11 @@ static void run_directory(fits_src_t *fs)
              * again once the file changes */
             if (take_file(fs, path) == 1 && ss_dirwatch_retry(fs->watch, path) == 0)
                 SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: %s is watched again: it is taken when "
-                       "it changes", fs->feed->name, path);
+                       "it changes", ss_feed_name(fs->feed), path);
         } else if (e == SS_ERR_IO) {
-            SS_LOG(SS_LOG_ERR, TAG, "feed %s: the watched directory %s is gone", fs->feed->name,
-                   fs->feed->cfg->fits.path);
-            SS_SINK_ADD(fs->feed->stats, source_errors, 1);
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: the watched directory %s is gone",
+                   ss_feed_name(fs->feed), ss_feed_cfg(fs->feed)->fits.path);
+            SS_SINK_ADD(ss_feed_stats(fs->feed), source_errors, 1);
             return;
         }
     }
@@ -233,8 +235,8 @@ static const char *run_files(fits_src_t *fs)
     for (int i = 0; i < fs->n_files && !atomic_load(fs->stop); i++)
         (void)take_file(fs, fs->files[i].path);
     if (!atomic_load(fs->stop)) {
-        SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: all %d files queued", f->name, fs->n_files);
-        if (f->cfg->fits.exit_at_end)
+        SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: all %d files queued", ss_feed_name(f), fs->n_files);
+        if (ss_feed_cfg(f)->fits.exit_at_end)
             return "source.fits.exit_at_end: every file is read";
     }
     return NULL;
@@ -354,7 +356,7 @@ static void fits_close(void **impl)
 static void *fits_open(ss_source_t *s, char *desc, size_t desc_n, char *err, size_t n)
 {
     ss_feed_t *f = ss_source_feed(s);
-    const ss_feed_cfg_t *fc = f->cfg;
+    const ss_feed_cfg_t *fc = ss_feed_cfg(f);
     const ss_fits_source_cfg_t *c = &fc->fits;
     fits_src_t *fs = calloc(1, sizeof *fs);
     if (!fs) {

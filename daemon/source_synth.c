@@ -8,7 +8,8 @@
  * not drift with the rendering time; a source that falls behind does not
  * try to catch up with a burst.
  */
-#include "daemon.h"
+#include "feed.h"
+#include "source.h"
 
 #include "tools/synth.h"
 
@@ -56,17 +57,17 @@ static const char *synth_run(void *impl)
         if (!fr)
             break;
         ss_err_t e = ss_synth_next(ss->gen, fr, NULL);
-        ss_stats_received(f->stats);
+        ss_stats_received(ss_feed_stats(f));
         if (e != SS_OK) {
             /* cannot happen with a pool sized from the synth config */
-            SS_LOG(SS_LOG_ERR, TAG, "feed %s: synth: %s", f->name, ss_strerror(e));
-            ss_stats_rejected(f->stats, SS_PR_NO_BUFFER);
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: synth: %s", ss_feed_name(f), ss_strerror(e));
+            ss_stats_rejected(ss_feed_stats(f), SS_PR_NO_BUFFER);
             ss_frame_pool_put(fr);
             continue;
         }
-        ss_strlcpy(fr->meta.feed, f->name, sizeof fr->meta.feed);
+        ss_strlcpy(fr->meta.feed, ss_feed_name(f), sizeof fr->meta.feed);
         fr->meta.recv_mono = ss_now_mono();
-        ss_stats_accepted(f->stats);
+        ss_stats_accepted(ss_feed_stats(f));
         ss_feed_submit(f, fr);
     }
     return NULL;
@@ -83,7 +84,7 @@ static void synth_close(void **impl)
 
 static void *synth_open(ss_source_t *s, char *desc, size_t desc_n, char *err, size_t n)
 {
-    const ss_feed_cfg_t *c = ss_source_feed(s)->cfg;
+    const ss_feed_cfg_t *c = ss_feed_cfg(ss_source_feed(s));
     synth_src_t *ss = calloc(1, sizeof *ss);
     if (!ss) {
         snprintf(err, n, "out of memory");

@@ -77,13 +77,13 @@ static void drain(void *sock, int *parts, size_t *bytes)
 
 static void reject(zmq_src_t *z, const ss_proto_error_t *err)
 {
-    ss_stats_rejected(z->feed->stats, err->reason);
+    ss_stats_rejected(ss_feed_stats(z->feed), err->reason);
     double now = ss_now_mono();
     if (now - z->last_log >= REJECT_LOG_INTERVAL_S) {
         if (z->unlogged)
-            SS_LOG(SS_LOG_WARNING, TAG, "feed %s: %llu more messages rejected", z->feed->name,
-                   (unsigned long long)z->unlogged);
-        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: message rejected (%s): %s", z->feed->name,
+            SS_LOG(SS_LOG_WARNING, TAG, "feed %s: %llu more messages rejected",
+                   ss_feed_name(z->feed), (unsigned long long)z->unlogged);
+        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: message rejected (%s): %s", ss_feed_name(z->feed),
                ss_proto_reason_name(err->reason), err->text);
         z->last_log = now;
         z->unlogged = 0;
@@ -127,16 +127,16 @@ static void receive_one(zmq_src_t *z)
         /* series_start / series_end: logged and counted, not a frame */
         drain(z->sock, &parts, &bytes);
         if (ss_proto_check_parts(&in, parts, 0, 0, &err) != SS_OK) {
-            ss_stats_received(f->stats);
+            ss_stats_received(ss_feed_stats(f));
             reject(z, &err);
             return;
         }
-        SS_SINK_ADD(f->stats, series, 1);
-        SS_LOG(SS_LOG_INFO, TAG, "feed %s: %s \"%s\"", f->name, ss_msg_type_name(in.type),
+        SS_SINK_ADD(ss_feed_stats(f), series, 1);
+        SS_LOG(SS_LOG_INFO, TAG, "feed %s: %s \"%s\"", ss_feed_name(f), ss_msg_type_name(in.type),
                in.meta.series);
         return;
     }
-    ss_stats_received(f->stats);
+    ss_stats_received(ss_feed_stats(f));
     if (e != SS_OK)
         goto fail;
 
@@ -189,8 +189,8 @@ static void receive_one(zmq_src_t *z)
         goto fail;
     if (fr->valid && ss_proto_check_mask(fr->valid, fr->width, fr->height, &err) != SS_OK)
         goto fail;
-    ss_strlcpy(fr->meta.feed, f->name, sizeof fr->meta.feed);
-    ss_stats_accepted(f->stats);
+    ss_strlcpy(fr->meta.feed, ss_feed_name(f), sizeof fr->meta.feed);
+    ss_stats_accepted(ss_feed_stats(f));
     ss_feed_submit(f, fr);
     return;
 
@@ -234,15 +234,15 @@ static void monitor_event(zmq_src_t *z)
     drain(z->mon, &parts, &bytes);
     if (event == ZMQ_EVENT_ACCEPTED && ss_fd_in_headroom((int)value, SS_FD_SLICES_FRAMES)) {
         shutdown((int)value, SHUT_RDWR);
-        SS_SINK_ADD(z->feed->stats, connections_refused, 1);
+        SS_SINK_ADD(ss_feed_stats(z->feed), connections_refused, 1);
         if (z->refused_logged++ % 100 == 0)
             SS_LOG(SS_LOG_WARNING, TAG, "feed %s: open files near the limit: connection from %s "
-                   "closed (%llu so far; logged every 100th)", z->feed->name, addr[0] ? addr : "?",
-                   (unsigned long long)z->refused_logged);
+                   "closed (%llu so far; logged every 100th)", ss_feed_name(z->feed),
+                   addr[0] ? addr : "?", (unsigned long long)z->refused_logged);
     } else if (event == ZMQ_EVENT_DISCONNECTED) {
-        SS_SINK_ADD(z->feed->stats, peer_disconnects, 1);
+        SS_SINK_ADD(ss_feed_stats(z->feed), peer_disconnects, 1);
         SS_LOG(SS_LOG_INFO, TAG, "feed %s: peer %s disconnected (a part over the size limit "
-               "also ends a connection)", z->feed->name, addr[0] ? addr : "?");
+               "also ends a connection)", ss_feed_name(z->feed), addr[0] ? addr : "?");
     }
 }
 
@@ -268,8 +268,9 @@ static const char *zmq_run(void *impl)
         if (rc < 0) {
             if (zmq_errno() == EINTR)
                 continue;
-            SS_LOG(SS_LOG_ERR, TAG, "feed %s: poll: %s", z->feed->name, zmq_strerror(zmq_errno()));
-            SS_SINK_ADD(z->feed->stats, source_errors, 1);
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: poll: %s", ss_feed_name(z->feed),
+                   zmq_strerror(zmq_errno()));
+            SS_SINK_ADD(ss_feed_stats(z->feed), source_errors, 1);
             break;
         }
         if (rc > 0 && (it[0].revents & ZMQ_POLLIN))
@@ -321,7 +322,7 @@ static void *zmq_src_open(ss_source_t *s, char *desc, size_t desc_n, char *err, 
     ss_feed_t *f = ss_source_feed(s);
     const ss_source_env_t *env = ss_source_env(s);
     void *zctx = env->zctx;
-    const ss_feed_cfg_t *c = f->cfg;
+    const ss_feed_cfg_t *c = ss_feed_cfg(f);
     const ss_zmq_source_cfg_t *zc = &c->zmq;
     zmq_src_t *z = calloc(1, sizeof *z);
     if (!z) {
