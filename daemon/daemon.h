@@ -28,6 +28,7 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/solve.h"
 #include "feed.h"
+#include "peers.h"
 #include "queue.h"
 #include "source.h"
 #include "stats.h"
@@ -80,24 +81,6 @@ void ss_solver_submit(ss_solver_t *s, const ss_frame_t *f, uint64_t epoch, doubl
 int ss_solver_take(ss_solver_t *s, ss_wcs_key_t *keys, int *n, uint64_t *epoch, double *ox,
                    double *oy, ss_phot_zp_t *zp);
 
-/* ZeroMQ heartbeats on sock: a PING every timeout_s / 4, the connection
- * dropped after timeout_s without traffic (config "peer_timeout"), and a
- * handshake not finished within timeout_s dropped too. */
-void ss_zmq_heartbeats(void *sock, double timeout_s);
-
-/* Whether a connection just accepted on descriptor fd eats into the
- * open-files headroom: the last `slices` × max(64, limit / 16)
- * descriptors below the soft limit. Descriptors are handed out lowest
- * first, so every one below fd is in use. Such a connection is shut down
- * at once by the socket monitors: the frame sockets keep two slices free
- * (SS_FD_SLICES_FRAMES), the publish socket one (SS_FD_SLICES_PUBLISH),
- * so that peers that hog frame connections leave room for new
- * subscribers, and hogs of either leave the last slice to the control
- * socket and the files (libzmq aborts the process when an IPC accept
- * fails for want of a descriptor). */
-int ss_fd_in_headroom(int fd, int slices);
-#define SS_FD_SLICES_FRAMES 2
-#define SS_FD_SLICES_PUBLISH 1
 
 /* With CURVE on (d->zap), sock becomes a CURVE server with the daemon's
  * key (before it binds); nothing otherwise. Returns 0, or -1 with err. */

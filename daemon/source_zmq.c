@@ -25,7 +25,9 @@
  * accepted into the open-files headroom (ss_fd_in_headroom) are shut
  * down at once (connections_refused).
  */
-#include "daemon.h"
+#include "feed.h"
+#include "peers.h"
+#include "source.h"
 
 #include <errno.h>
 #include <stdarg.h>
