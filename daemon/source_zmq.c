@@ -11,12 +11,14 @@
  *   ZMQ_RCVHWM      source.zmq.rcvhwm messages;
  *   heartbeats      a peer silent for peer_timeout is dropped, and with it
  *                   a message it stopped sending half-way.
- * The header part is read as a zmq_msg_t (no copy) and validated by
- * proto/; the pixel part is received straight into a pooled frame (the
- * one copy, into pinned memory under CUDA), the mask part into the pool's
- * mask buffer. Every part of a rejected message is drained, so the next
- * message starts clean; the rejection is logged (rate-limited) and counted
- * by reason.
+ * Messages are received by proto's one receive path
+ * (ss_proto_recv_message): the header part is read as a zmq_msg_t (no
+ * copy) and validated; the pixel part is received straight into a pooled
+ * frame (the one copy, into pinned memory under CUDA), the mask part into
+ * the pool's mask buffer; the parts and bytes are held to the limits
+ * above. Every part of a rejected message is drained, so the next message
+ * starts clean; the rejection is logged (rate-limited) and counted by
+ * reason.
  *
  * A socket monitor reports the peers that connect and go: libzmq drops a
  * peer whose part exceeds ZMQ_MAXMSGSIZE (or that breaks the protocol)
@@ -29,8 +31,9 @@
 #include "peers.h"
 #include "source.h"
 
+#include "proto/proto_zmq.h"
+
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -61,7 +64,8 @@ static int more_parts(void *sock)
     return more;
 }
 
-/* Read and discard the rest of a message; returns the parts and bytes. */
+/* Read and discard the rest of a monitor message; counts its parts and
+ * bytes. */
 static void drain(void *sock, int *parts, size_t *bytes)
 {
     while (more_parts(sock)) {
@@ -94,113 +98,56 @@ static void reject(zmq_src_t *z, const ss_proto_error_t *err)
     }
 }
 
-static void set_error(ss_proto_error_t *err, ss_proto_reason_t r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_error(ss_proto_error_t *err, ss_proto_reason_t r, const char *fmt, ...)
+/* The receive path's frame getter (proto_zmq.h): a frame of the feed's
+ * pool, waiting for one while the source runs, labelled with where and
+ * when it came. */
+static ss_frame_t *take_frame(void *user)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    err->reason = r;
-    vsnprintf(err->text, sizeof err->text, fmt, ap);
-    va_end(ap);
+    zmq_src_t *z = user;
+    ss_frame_t *fr = ss_feed_frame_get(z->feed, z->stop);
+    if (fr) {
+        ss_strlcpy(fr->meta.source, z->desc, sizeof fr->meta.source);
+        fr->meta.recv_mono = ss_now_mono();
+    }
+    return fr;
 }
 
-/* Receive one whole message (its first part is waiting). */
+/* Receive one whole message (its first part is waiting) through proto's
+ * receive path: a series message is counted and logged, a frame accepted
+ * and queued, anything else rejected (counted by reason, logged). */
 static void receive_one(zmq_src_t *z)
 {
     ss_feed_t *f = z->feed;
-    ss_proto_error_t err = { SS_PR_OK, "" };
+    const ss_proto_recv_cfg_t cfg = {
+        .lim = &z->lim,
+        .max_parts = z->max_parts,
+        .max_bytes = z->max_total,
+        .frame_get = take_frame,
+        .user = z,
+    };
+    ss_proto_error_t err;
     ss_proto_input_t in;
     ss_frame_t *fr = NULL;
-    int parts = 1;
-    size_t bytes;
-
-    zmq_msg_t hdr;
-    zmq_msg_init(&hdr);
-    if (zmq_msg_recv(&hdr, z->sock, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&hdr);
-        return;
-    }
-    bytes = zmq_msg_size(&hdr);
-    ss_err_t e = ss_proto_parse_input(zmq_msg_data(&hdr), zmq_msg_size(&hdr), &z->lim, &in, &err);
-    zmq_msg_close(&hdr);
-
+    ss_err_t e = ss_proto_recv_message(z->sock, ZMQ_DONTWAIT, &cfg, &in, &fr, &err);
+    if (e != SS_OK && err.reason == SS_PR_OK)
+        return;                     /* nothing received */
     if (e == SS_OK && in.type != SS_MSG_FRAME) {
         /* series_start / series_end: logged and counted, not a frame */
-        drain(z->sock, &parts, &bytes);
-        if (ss_proto_check_parts(&in, parts, 0, 0, &err) != SS_OK) {
-            ss_stats_received(ss_feed_stats(f));
-            reject(z, &err);
-            return;
-        }
         SS_SINK_ADD(ss_feed_stats(f), series, 1);
         SS_LOG(SS_LOG_INFO, TAG, "feed %s: %s \"%s\"", ss_feed_name(f), ss_msg_type_name(in.type),
                in.meta.series);
         return;
     }
     ss_stats_received(ss_feed_stats(f));
-    if (e != SS_OK)
-        goto fail;
-
-    if (!(fr = ss_feed_frame_get(f, z->stop))) {
-        set_error(&err, SS_PR_NO_BUFFER, "shutting down");
-        goto fail;
+    if (e != SS_OK) {
+        if (e == SS_ERR_FULL)       /* the getter waits for a frame: none means stopping */
+            snprintf(err.text, sizeof err.text, "shutting down");
+        reject(z, &err);
+        return;
     }
-    ss_strlcpy(fr->meta.source, z->desc, sizeof fr->meta.source);
-    fr->meta.recv_mono = ss_now_mono();
-    if (ss_proto_frame_prepare(&in, fr, &err) != SS_OK)
-        goto fail;
-
-    /* the pixel part, straight into the frame; then the optional mask */
-    size_t data_len = 0, mask_len = 0;
-    if (more_parts(z->sock)) {
-        int n = zmq_recv(z->sock, fr->pixels, fr->capacity, 0);
-        if (n < 0) {
-            set_error(&err, SS_PR_MISSING_PART, "pixel part lost: %s", zmq_strerror(zmq_errno()));
-            goto fail;
-        }
-        parts++;
-        data_len = (size_t)n;   /* the real size, even when it did not fit */
-        bytes += data_len;
-    }
-    if (more_parts(z->sock)) {
-        uint8_t *mask = ss_frame_mask_buffer(fr);
-        size_t cap = (size_t)fr->width * (size_t)fr->height;
-        int n = zmq_recv(z->sock, mask, mask ? cap : 0, 0);
-        if (n < 0) {
-            set_error(&err, SS_PR_MISSING_PART, "mask part lost: %s", zmq_strerror(zmq_errno()));
-            goto fail;
-        }
-        parts++;
-        mask_len = (size_t)n;
-        bytes += mask_len;
-        fr->valid = mask;
-    }
-    drain(z->sock, &parts, &bytes);
-    if (parts > z->max_parts) {
-        set_error(&err, SS_PR_TOO_MANY_PARTS, "too many parts: %d (limits.max_parts is %d)", parts,
-                  z->max_parts);
-        goto fail;
-    }
-    if (bytes > z->max_total) {
-        set_error(&err, SS_PR_TOO_LONG, "message too large: %zu bytes (maximum %zu)", bytes,
-                  z->max_total);
-        goto fail;
-    }
-    if (ss_proto_check_parts(&in, parts, data_len, mask_len, &err) != SS_OK)
-        goto fail;
-    if (fr->valid && ss_proto_check_mask(fr->valid, fr->width, fr->height, &err) != SS_OK)
-        goto fail;
     ss_strlcpy(fr->meta.feed, ss_feed_name(f), sizeof fr->meta.feed);
     ss_stats_accepted(ss_feed_stats(f));
     ss_feed_submit(f, fr);
-    return;
-
-fail:
-    drain(z->sock, &parts, &bytes);
-    if (fr)
-        ss_frame_pool_put(fr);
-    reject(z, &err);
 }
 
 /* One socket-monitor event (two parts: 16-bit event, 32-bit value; then
