@@ -25,8 +25,8 @@ typedef struct ss_source ss_source_t;
 
 #define SS_SOURCE_DESC_MAX (SS_PATH_MAX + 96)   /* "zmq pull bind ipc://...", ... */
 
-/* What the daemon lends a source (ss_source_open copies it): the only way
- * a source reaches the daemon. */
+/* What the daemon lends a source (ss_source_open copies it): besides its
+ * feed's hand-over (feed.h), the only way a source reaches the daemon. */
 typedef struct ss_source_env {
     void *zctx;                     /* the daemon's ZeroMQ context */
     double peer_timeout;            /* config "peer_timeout", s: the frame sockets' heartbeats */
