@@ -29,7 +29,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <sys/resource.h>
 #include <zmq.h>
 
 #define TAG "daemon"
@@ -74,54 +73,6 @@ void ss_daemon_request_stop(ss_daemon_t *d, int exit_code, const char *why)
     }
 }
 
-/* ---- feed hand-over --------------------------------------------------------- */
-
-ss_frame_t *ss_feed_frame_get(ss_feed_t *f, const atomic_int *stop)
-{
-    /* The pool holds queue depth + 2 frames (queue, worker, this source),
-     * so waiting here only happens transiently; poll rather than add a
-     * condition variable to the pool. */
-    for (;;) {
-        ss_frame_t *fr = ss_frame_pool_get(f->pool);
-        if (fr)
-            return fr;
-        if (atomic_load(stop))
-            return NULL;
-        struct timespec ts = { 0, 1000000L };
-        nanosleep(&ts, NULL);
-    }
-}
-
-void ss_feed_submit(ss_feed_t *f, ss_frame_t *frame)
-{
-    void *evicted = NULL;
-    ss_err_t e = ss_queue_push(f->frames, frame, &evicted);
-    if (evicted) {
-        ss_frame_pool_put(evicted);
-        ss_stats_dropped(f->stats, 1);
-    }
-    if (e != SS_OK) {
-        /* queue closed (shutdown after a broken backend): accepted, not processed */
-        ss_frame_pool_put(frame);
-        ss_stats_dropped(f->stats, 1);
-    }
-    ss_stats_set_queue(f->stats, ss_queue_depth(f->frames), f->cfg->queue_depth);
-}
-
-void ss_feed_limits(const ss_feed_t *f, ss_proto_limits_t *lim)
-{
-    ss_proto_limits_default(lim);
-    lim->max_width = f->cfg->max_width;
-    lim->max_height = f->cfg->max_height;
-    lim->max_header_bytes = (size_t)f->cfg->max_header_bytes;
-}
-
-void ss_out_release(ss_out_t *o)
-{
-    if (o && atomic_fetch_sub(&o->refs, 1) == 1)
-        ss_queue_try_push(o->feed->free_outs, o);
-}
-
 void ss_daemon_status(ss_daemon_t *d, ss_proto_status_t *st)
 {
     ss_proto_status_clear(st);
@@ -147,6 +98,23 @@ static void feed_sizes(const ss_feed_cfg_t *c, size_t *frame_bytes, size_t *max_
         *max_pixels = (size_t)c->max_width * (size_t)c->max_height;
         *frame_bytes = ss_feed_max_pixel_bytes(c);
     }
+}
+
+/* The feed's source says its input ended (source.h, on its thread): the
+ * daemon stops when the source asks it to (exit_at_end). */
+static void source_ended(void *user, const char *stop_why)
+{
+    ss_feed_t *f = user;
+    if (stop_why)
+        ss_daemon_request_stop(f->d, 0, stop_why);
+    atomic_store(&f->source_done, 1);
+}
+
+/* The feed's source makes a socket a CURVE server (source.h). */
+static int source_secure(void *user, void *sock, const char *what, char *err, size_t n)
+{
+    const ss_feed_t *f = user;
+    return ss_daemon_secure(f->d, sock, what, err, n);
 }
 
 static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
@@ -194,9 +162,16 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
             ss_queue_try_push(f->free_outs, o);
     }
 
-    if (!(f->source = ss_source_open(f, err, n)))
+    const ss_source_env_t env = {
+        .zctx = d->zctx,
+        .peer_timeout = d->cfg.peer_timeout,
+        .secure = source_secure,
+        .ended = source_ended,
+        .user = f,
+    };
+    if (!(f->source = ss_source_open(f, &env, err, n)))
         return -1;
-    if (!(f->stats = ss_feed_stats_new(f->name, f->source->desc))) {
+    if (!(f->stats = ss_feed_stats_new(f->name, ss_source_desc(f->source)))) {
         snprintf(err, n, "out of memory");
         return -1;
     }
@@ -207,7 +182,7 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
     ss_stats_set_queue(f->stats, 0, f->cfg->queue_depth);
     ss_stats_set_backend(f->stats, ss_pipeline_backend_name(f->pipe));
     SS_LOG(SS_LOG_INFO, TAG, "feed %s: %s; queue %d (%s); frames up to %zu bytes; backend %s",
-           f->name, f->source->desc, f->cfg->queue_depth,
+           f->name, ss_source_desc(f->source), f->cfg->queue_depth,
            ss_queue_policy_name(f->cfg->queue_policy), f->frame_bytes,
            ss_pipeline_backend_name(f->pipe));
     return 0;
@@ -248,24 +223,6 @@ static int bind_control(void *sock, const char *endpoint, char *err, size_t n)
         SS_LOG(SS_LOG_NOTICE, TAG, "control.endpoint %s: %s; the control socket is on %s instead",
                endpoint, why, ep);
     return bind_socket(sock, ep, "control", err, n);
-}
-
-int ss_fd_in_headroom(int fd, int slices)
-{
-    struct rlimit rl;
-    if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-        return 0;
-    const long long limit = (long long)rl.rlim_cur;
-    return (long long)fd >= limit - slices * SS_MAX(64LL, limit / 16);
-}
-
-void ss_zmq_heartbeats(void *sock, double timeout_s)
-{
-    const int timeout = (int)(timeout_s * 1000.0), ivl = SS_MAX(timeout / 4, 1);
-    zmq_setsockopt(sock, ZMQ_HANDSHAKE_IVL, &timeout, sizeof timeout);
-    zmq_setsockopt(sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
-    zmq_setsockopt(sock, ZMQ_HEARTBEAT_TIMEOUT, &timeout, sizeof timeout);
-    zmq_setsockopt(sock, ZMQ_HEARTBEAT_TTL, &timeout, sizeof timeout);
 }
 
 static int open_sockets(ss_daemon_t *d, char *err, size_t n)

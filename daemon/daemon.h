@@ -1,6 +1,7 @@
 /*
- * daemon.h — skysieved's shared state and the hand-over points between its
- * threads (ARCHITECTURE.md "Threads"):
+ * daemon.h — skysieved's shared state and its threads (ARCHITECTURE.md
+ * "Threads"); a feed's hand-over points are in feed.h, a source's
+ * interface in source.h:
  *
  *   source thread (per feed) --frames queue--> worker (per feed)
  *   worker --pub queue--> publisher (one; owns the PUB socket)
@@ -26,7 +27,10 @@
 #include "config/config.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/solve.h"
+#include "feed.h"
+#include "peers.h"
 #include "queue.h"
+#include "source.h"
 #include "stats.h"
 #include "subguard.h"
 #include "zap.h"
@@ -46,22 +50,19 @@ extern "C" {
 #define SS_FILE_HELD_MAX 2          /* of those, at most this many waiting for the file sink */
 #define SS_EXIT_LOST 3              /* stopped, but some accepted frames' results were lost */
 #define SS_SINK_WAIT_S 1.0          /* the longest a worker waits for the publisher to free a buffer */
-#define SS_POLL_S 0.1               /* how often blocked threads look at their stop flags */
 #define SS_PUB_LINGER_MS 2000       /* what a closing PUB socket may still flush */
 
 typedef struct ss_daemon ss_daemon_t;
-typedef struct ss_feed ss_feed_t;
-typedef struct ss_source ss_source_t;
 typedef struct ss_solver ss_solver_t;
 
 /* One result buffer travelling from a worker to the sinks. refs counts the
  * sinks that still hold it; the last one returns it to the free list. */
-typedef struct ss_out {
+struct ss_out {
     ss_result_t res;
     ss_feed_t *feed;
     atomic_int refs;
     int to_files;                   /* the file sink also gets it */
-} ss_out_t;
+};
 
 /* solver.c: plate solving off the frame path (README "Plate solving").
  * ss_solver_new starts the feed's solver thread with cfg's wcs.* keys
@@ -80,24 +81,6 @@ void ss_solver_submit(ss_solver_t *s, const ss_frame_t *f, uint64_t epoch, doubl
 int ss_solver_take(ss_solver_t *s, ss_wcs_key_t *keys, int *n, uint64_t *epoch, double *ox,
                    double *oy, ss_phot_zp_t *zp);
 
-/* ZeroMQ heartbeats on sock: a PING every timeout_s / 4, the connection
- * dropped after timeout_s without traffic (config "peer_timeout"), and a
- * handshake not finished within timeout_s dropped too. */
-void ss_zmq_heartbeats(void *sock, double timeout_s);
-
-/* Whether a connection just accepted on descriptor fd eats into the
- * open-files headroom: the last `slices` × max(64, limit / 16)
- * descriptors below the soft limit. Descriptors are handed out lowest
- * first, so every one below fd is in use. Such a connection is shut down
- * at once by the socket monitors: the frame sockets keep two slices free
- * (SS_FD_SLICES_FRAMES), the publish socket one (SS_FD_SLICES_PUBLISH),
- * so that peers that hog frame connections leave room for new
- * subscribers, and hogs of either leave the last slice to the control
- * socket and the files (libzmq aborts the process when an IPC accept
- * fails for want of a descriptor). */
-int ss_fd_in_headroom(int fd, int slices);
-#define SS_FD_SLICES_FRAMES 2
-#define SS_FD_SLICES_PUBLISH 1
 
 /* With CURVE on (d->zap), sock becomes a CURVE server with the daemon's
  * key (before it binds); nothing otherwise. Returns 0, or -1 with err. */
@@ -123,11 +106,6 @@ struct ss_feed {
     ss_queue_t *free_outs;          /* result buffers not in use */
     ss_out_t *work;                 /* the worker's current result buffer */
     atomic_int file_held;           /* result buffers queued for / held by the file sink */
-    /* The source's hook for a frame the worker has processed (any status),
-     * on the worker's thread; NULL: none. Frames dropped before processing
-     * never reach it (the FITS source moves or deletes files here). */
-    void (*frame_done)(ss_feed_t *f, const ss_frame_meta_t *m);
-
     ss_source_t *source;
     ss_solver_t *solver;            /* wcs.solve: the plate-solving thread; NULL when off */
     pthread_t worker;
@@ -139,7 +117,7 @@ struct ss_feed {
     atomic_int discard;             /* drain time is up: drop what is still queued (counted) */
     atomic_int drain_dropped;       /* accepted frames dropped at the drain timeout */
     atomic_int worker_done;
-    atomic_int source_done;
+    atomic_int source_done;         /* the source's input ended (its env's ended callback) */
     _Atomic uint64_t busy_since_us; /* monotonic µs the current frame started; 0 = idle */
 };
 
@@ -200,57 +178,15 @@ void ss_daemon_block_signals(void);
  * nonzero: a broken backend). */
 void ss_daemon_request_stop(ss_daemon_t *d, int exit_code, const char *why);
 
-/* ---- feed hand-over (daemon.c), for sources ---------------------------- */
+/* ---- feed.h: the feed's hand-over (feed.c) ---------------------------- */
 
-/* A free frame of the feed's pool, waiting (briefly, polling stop) if none
- * is free; NULL when *stop became set. */
-ss_frame_t *ss_feed_frame_get(ss_feed_t *f, const atomic_int *stop);
-/* Queue an accepted frame for the worker (the frame becomes the queue's):
- * a drop_oldest eviction and a refusal after close are counted as
- * dropped. */
-void ss_feed_submit(ss_feed_t *f, ss_frame_t *frame);
-/* Proto limits of a feed (from its config). */
-void ss_feed_limits(const ss_feed_t *f, ss_proto_limits_t *lim);
-
-/* ---- source.c --------------------------------------------------------- */
-
-struct ss_source {
-    ss_feed_t *feed;
-    pthread_t thread;
-    int started;
-    atomic_int stop;
-    char desc[SS_PATH_MAX + 96];    /* for status: "zmq pull bind ipc://...", ... */
-    void *impl;
-    void (*run)(ss_source_t *s);    /* thread body: produce until stop or the end */
-    void (*close)(ss_source_t *s);  /* free impl (thread already joined) */
-};
-
-/* Open the feed's source (bind/connect sockets, open directories) in the
- * calling thread. NULL with err set on failure. */
-ss_source_t *ss_source_open(ss_feed_t *f, char *err, size_t n);
-ss_err_t ss_source_start(ss_source_t *s);
-/* Ask to stop and join the thread. */
-void ss_source_stop(ss_source_t *s);
-void ss_source_destroy(ss_source_t **s);
-
-/* The per-type openers (source_zmq.c, source_fits.c, source_synth.c): fill
- * s->impl, s->run, s->close, s->desc. 0 or -1 with err set. */
-int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n);
-int ss_source_fits_open(ss_source_t *s, char *err, size_t n);
-int ss_source_synth_open(ss_source_t *s, char *err, size_t n);
-
-/* The order key of a FITS file: DATE-OBS (+TIME-OBS) as MJD, NAN if
- * absent or unreadable (source_fits.c). */
-double ss_fits_date_obs_mjd(const char *path);
+/* ---- source.c, source_*.c: see source.h ------------------------------- */
 
 /* ---- worker.c, publisher.c, sinks ------------------------------------- */
 
 void *ss_worker_main(void *feed);           /* pthread body, one per feed */
 void *ss_publisher_main(void *daemon);      /* pthread body */
 void *ss_filesink_main(void *daemon);       /* pthread body */
-
-/* Hand a result buffer back (the last holder returns it to the free list). */
-void ss_out_release(ss_out_t *o);
 
 /* Fill a status snapshot of every feed (main thread / publisher). */
 void ss_daemon_status(ss_daemon_t *d, ss_proto_status_t *st);

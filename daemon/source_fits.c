@@ -23,7 +23,8 @@
  * limits is rejected; a file of another size than the previous one is
  * fine: the pipeline resets its history (and logs it).
  */
-#include "daemon.h"
+#include "feed.h"
+#include "source.h"
 
 #include "dirwatch.h"
 #include "pipeline/frame_fits.h"
@@ -54,6 +55,9 @@ typedef struct file_key {
 } file_key_t;
 
 typedef struct fits_src {
+    ss_feed_t *feed;
+    const atomic_int *stop;         /* the source's stop flag */
+    int directory;                  /* directory mode (else list / glob) */
     ss_dirwatch_t *watch;           /* directory mode */
     file_key_t *files;              /* list / glob mode, sorted */
     int n_files;
@@ -110,27 +114,28 @@ static double key_of(const char *path, void *user)
 
 static void reject_file(ss_feed_t *f, ss_proto_reason_t why, const char *text)
 {
-    ss_stats_rejected(f->stats, why);
-    SS_LOG(SS_LOG_WARNING, TAG, "feed %s: file rejected (%s): %s", f->name,
+    ss_stats_rejected(ss_feed_stats(f), why);
+    SS_LOG(SS_LOG_WARNING, TAG, "feed %s: file rejected (%s): %s", ss_feed_name(f),
            ss_proto_reason_name(why), text);
 }
 
 static void after_file(ss_feed_t *f, const char *path)
 {
-    const ss_fits_source_cfg_t *c = &f->cfg->fits;
+    const ss_fits_source_cfg_t *c = &ss_feed_cfg(f)->fits;
     if (c->after == SS_FITS_DELETE) {
         if (unlink(path) != 0) {
-            SS_LOG(SS_LOG_ERR, TAG, "feed %s: cannot delete %s: %s", f->name, path, strerror(errno));
-            SS_SINK_ADD(f->stats, source_errors, 1);
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: cannot delete %s: %s", ss_feed_name(f), path,
+                   strerror(errno));
+            SS_SINK_ADD(ss_feed_stats(f), source_errors, 1);
         }
     } else if (c->after == SS_FITS_MOVE) {
         char tmp[SS_PATH_MAX], dst[2 * SS_PATH_MAX];
         ss_strlcpy(tmp, path, sizeof tmp);
         snprintf(dst, sizeof dst, "%s/%s", c->move_dir, basename(tmp));
         if (rename(path, dst) != 0) {
-            SS_LOG(SS_LOG_ERR, TAG, "feed %s: cannot move %s to %s: %s", f->name, path, c->move_dir,
-                   strerror(errno));
-            SS_SINK_ADD(f->stats, source_errors, 1);
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: cannot move %s to %s: %s", ss_feed_name(f), path,
+                   c->move_dir, strerror(errno));
+            SS_SINK_ADD(ss_feed_stats(f), source_errors, 1);
         }
     }
 }
@@ -138,13 +143,13 @@ static void after_file(ss_feed_t *f, const char *path)
 /* Read one file into the feed. Returns 0 when it was accepted, 1 when it
  * was rejected as unreadable (truncated, say: a directory source watches
  * it again), 2 when it was rejected for good. */
-static int take_file(ss_source_t *s, const char *path)
+static int take_file(fits_src_t *fs, const char *path)
 {
-    ss_feed_t *f = s->feed;
+    ss_feed_t *f = fs->feed;
     char err[600], text[SS_PROTO_ERR_MAX];
     int w, h;
     ss_fits_image_t *im;
-    ss_stats_received(f->stats);
+    ss_stats_received(ss_feed_stats(f));
     /* one open for the size check and the read: a gzip'ed file is
      * inflated once */
     if (ss_fits_image_open(path, &im, err, sizeof err) != SS_OK) {
@@ -152,14 +157,14 @@ static int take_file(ss_source_t *s, const char *path)
         return 1;
     }
     ss_fits_image_size(im, &w, &h, NULL);
-    if (w > f->cfg->max_width || h > f->cfg->max_height) {
+    if (w > ss_feed_cfg(f)->max_width || h > ss_feed_cfg(f)->max_height) {
         snprintf(text, sizeof text, "%s: %d x %d is above the limits (%d x %d)", path, w, h,
-                 f->cfg->max_width, f->cfg->max_height);
+                 ss_feed_cfg(f)->max_width, ss_feed_cfg(f)->max_height);
         ss_fits_image_close(&im);
         reject_file(f, SS_PR_DIMENSIONS, text);
         return 2;
     }
-    ss_frame_t *fr = ss_feed_frame_get(f, &s->stop);
+    ss_frame_t *fr = ss_feed_frame_get(f, fs->stop);
     if (!fr) {
         ss_fits_image_close(&im);
         reject_file(f, SS_PR_NO_BUFFER, "shutting down");
@@ -172,69 +177,78 @@ static int take_file(ss_source_t *s, const char *path)
         reject_file(f, e == SS_ERR_SIZE ? SS_PR_NO_BUFFER : REASON_BAD_FILE, err);
         return e == SS_ERR_SIZE ? 2 : 1;
     }
-    ss_strlcpy(fr->meta.feed, f->name, sizeof fr->meta.feed);
+    ss_strlcpy(fr->meta.feed, ss_feed_name(f), sizeof fr->meta.feed);
     /* a file without SEQ: the source's arrival number (files accepted,
      * from 1), so that its results stay apart from the others' */
-    fits_src_t *fs = s->impl;
     fs->arrivals++;
     if (fr->meta.seq_missing)
         fr->meta.seq = fs->arrivals;
     fr->meta.recv_mono = ss_now_mono();
-    ss_stats_accepted(f->stats);
-    SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: %s (%dx%d %s)", f->name, path, fr->width, fr->height,
-           ss_dtype_name(fr->dtype));
+    ss_stats_accepted(ss_feed_stats(f));
+    SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: %s (%dx%d %s)", ss_feed_name(f), path, fr->width,
+           fr->height, ss_dtype_name(fr->dtype));
     ss_feed_submit(f, fr);
     return 0;
 }
 
-/* source.fits.after, once the file's frame was processed (feed hook): a
- * frame dropped from the queue leaves its file where it was. */
-static void frame_done(ss_feed_t *f, const ss_frame_meta_t *m)
+/* source.fits.after, once the file's frame was processed (ops.frame_done,
+ * worker thread): a frame dropped from the queue leaves its file where it
+ * was. */
+static void fits_frame_done(void *impl, const ss_frame_meta_t *m)
 {
-    if (m->source[0])
-        after_file(f, m->source);
+    fits_src_t *fs = impl;
+    if (ss_feed_cfg(fs->feed)->fits.after != SS_FITS_KEEP && m->source[0])
+        after_file(fs->feed, m->source);
 }
 
 /* ---- modes ---------------------------------------------------------------- */
 
-static void run_directory(ss_source_t *s)
+static void run_directory(fits_src_t *fs)
 {
-    fits_src_t *fs = s->impl;
     char path[2 * SS_PATH_MAX];
     uint64_t refused = 0;
-    while (!atomic_load(&s->stop)) {
+    while (!atomic_load(fs->stop)) {
         ss_err_t e = ss_dirwatch_next(fs->watch, path, sizeof path, SS_POLL_S);
         const uint64_t r = ss_dirwatch_refused(fs->watch);
         if (r > refused) {              /* symbolic links, not followed */
-            SS_SINK_ADD(s->feed->stats, source_errors, r - refused);
+            SS_SINK_ADD(ss_feed_stats(fs->feed), source_errors, r - refused);
             refused = r;
         }
         if (e == SS_OK) {
             /* unreadable: a writer that paused longer than settle; taken
              * again once the file changes */
-            if (take_file(s, path) == 1 && ss_dirwatch_retry(fs->watch, path) == 0)
+            if (take_file(fs, path) == 1 && ss_dirwatch_retry(fs->watch, path) == 0)
                 SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: %s is watched again: it is taken when "
-                       "it changes", s->feed->name, path);
+                       "it changes", ss_feed_name(fs->feed), path);
         } else if (e == SS_ERR_IO) {
-            SS_LOG(SS_LOG_ERR, TAG, "feed %s: the watched directory %s is gone", s->feed->name,
-                   s->feed->cfg->fits.path);
-            SS_SINK_ADD(s->feed->stats, source_errors, 1);
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: the watched directory %s is gone",
+                   ss_feed_name(fs->feed), ss_feed_cfg(fs->feed)->fits.path);
+            SS_SINK_ADD(ss_feed_stats(fs->feed), source_errors, 1);
             return;
         }
     }
 }
 
-static void run_files(ss_source_t *s)
+static const char *run_files(fits_src_t *fs)
 {
-    fits_src_t *fs = s->impl;
-    ss_feed_t *f = s->feed;
-    for (int i = 0; i < fs->n_files && !atomic_load(&s->stop); i++)
-        (void)take_file(s, fs->files[i].path);
-    if (!atomic_load(&s->stop)) {
-        SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: all %d files queued", f->name, fs->n_files);
-        if (f->cfg->fits.exit_at_end)
-            ss_daemon_request_stop(f->d, 0, "source.fits.exit_at_end: every file is read");
+    ss_feed_t *f = fs->feed;
+    for (int i = 0; i < fs->n_files && !atomic_load(fs->stop); i++)
+        (void)take_file(fs, fs->files[i].path);
+    if (!atomic_load(fs->stop)) {
+        SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: all %d files queued", ss_feed_name(f), fs->n_files);
+        if (ss_feed_cfg(f)->fits.exit_at_end)
+            return "source.fits.exit_at_end: every file is read";
     }
+    return NULL;
+}
+
+static const char *fits_run(void *impl)
+{
+    fits_src_t *fs = impl;
+    if (!fs->directory)
+        return run_files(fs);
+    run_directory(fs);
+    return NULL;
 }
 
 static int by_key(const void *pa, const void *pb)
@@ -326,9 +340,9 @@ static int load_glob(fits_src_t *fs, const ss_fits_source_cfg_t *c, char *err, s
     return rc;
 }
 
-static void fits_close(ss_source_t *s)
+static void fits_close(void **impl)
 {
-    fits_src_t *fs = s->impl;
+    fits_src_t *fs = *impl;
     if (!fs)
         return;
     ss_dirwatch_destroy(&fs->watch);
@@ -336,22 +350,21 @@ static void fits_close(ss_source_t *s)
         free(fs->files[i].path);
     free(fs->files);
     free(fs);
-    s->impl = NULL;
+    *impl = NULL;
 }
 
-int ss_source_fits_open(ss_source_t *s, char *err, size_t n)
+static void *fits_open(ss_source_t *s, char *desc, size_t desc_n, char *err, size_t n)
 {
-    const ss_feed_cfg_t *fc = s->feed->cfg;
+    ss_feed_t *f = ss_source_feed(s);
+    const ss_feed_cfg_t *fc = ss_feed_cfg(f);
     const ss_fits_source_cfg_t *c = &fc->fits;
     fits_src_t *fs = calloc(1, sizeof *fs);
     if (!fs) {
         snprintf(err, n, "out of memory");
-        return -1;
+        return NULL;
     }
-    s->impl = fs;
-    s->close = fits_close;
-    if (c->after != SS_FITS_KEEP)
-        s->feed->frame_done = frame_done;
+    fs->feed = f;
+    fs->stop = ss_source_stop_flag(s);
     char e[1200] = "";
     switch (c->mode) {
     case SS_FITS_DIRECTORY: {
@@ -360,28 +373,35 @@ int ss_source_fits_open(ss_source_t *s, char *err, size_t n)
                                     c->existing, key_of, NULL, e, sizeof e);
         if (!fs->watch)
             goto fail;
-        s->run = run_directory;
-        snprintf(s->desc, sizeof s->desc, "fits directory %s", c->path);
+        fs->directory = 1;
+        snprintf(desc, desc_n, "fits directory %s", c->path);
         break;
     }
     case SS_FITS_LIST:
         if (load_list(fs, c, e, sizeof e) != 0)
             goto fail;
-        s->run = run_files;
-        snprintf(s->desc, sizeof s->desc, "fits list %s (%d files)", c->list, fs->n_files);
+        snprintf(desc, desc_n, "fits list %s (%d files)", c->list, fs->n_files);
         break;
     case SS_FITS_GLOB:
         if (load_glob(fs, c, e, sizeof e) != 0)
             goto fail;
-        s->run = run_files;
-        snprintf(s->desc, sizeof s->desc, "fits glob %s (%d files)", c->pattern, fs->n_files);
+        snprintf(desc, desc_n, "fits glob %s (%d files)", c->pattern, fs->n_files);
         break;
     }
     if (fs->files)
         qsort(fs->files, (size_t)fs->n_files, sizeof *fs->files, by_key);
-    return 0;
+    return fs;
 fail:
     snprintf(err, n, "feed %s: %s", fc->name, e);
-    fits_close(s);
-    return -1;
+    void *impl = fs;
+    fits_close(&impl);
+    return NULL;
 }
+
+const ss_source_ops_t ss_source_fits_ops = {
+    .name = "fits",
+    .open = fits_open,
+    .run = fits_run,
+    .close = fits_close,
+    .frame_done = fits_frame_done,
+};

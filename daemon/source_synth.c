@@ -8,7 +8,8 @@
  * not drift with the rendering time; a source that falls behind does not
  * try to catch up with a burst.
  */
-#include "daemon.h"
+#include "feed.h"
+#include "source.h"
 
 #include "tools/synth.h"
 
@@ -18,6 +19,8 @@
 #define TAG "synth"
 
 typedef struct synth_src {
+    ss_feed_t *feed;
+    const atomic_int *stop;         /* the source's stop flag */
     ss_synth_t *gen;
     double rate;
     uint64_t count;
@@ -37,69 +40,76 @@ static void sleep_until(double t, const atomic_int *stop)
     }
 }
 
-static void synth_run(ss_source_t *s)
+static const char *synth_run(void *impl)
 {
-    synth_src_t *ss = s->impl;
-    ss_feed_t *f = s->feed;
+    synth_src_t *ss = impl;
+    ss_feed_t *f = ss->feed;
     double next = ss_now_mono();
-    for (uint64_t k = 0; (ss->count == 0 || k < ss->count) && !atomic_load(&s->stop); k++) {
+    for (uint64_t k = 0; (ss->count == 0 || k < ss->count) && !atomic_load(ss->stop); k++) {
         if (ss->rate > 0) {
-            sleep_until(next, &s->stop);
-            if (atomic_load(&s->stop))
+            sleep_until(next, ss->stop);
+            if (atomic_load(ss->stop))
                 break;
             double now = ss_now_mono();
             next = (next + 1.0 / ss->rate < now) ? now : next + 1.0 / ss->rate;
         }
-        ss_frame_t *fr = ss_feed_frame_get(f, &s->stop);
+        ss_frame_t *fr = ss_feed_frame_get(f, ss->stop);
         if (!fr)
             break;
         ss_err_t e = ss_synth_next(ss->gen, fr, NULL);
-        ss_stats_received(f->stats);
+        ss_stats_received(ss_feed_stats(f));
         if (e != SS_OK) {
             /* cannot happen with a pool sized from the synth config */
-            SS_LOG(SS_LOG_ERR, TAG, "feed %s: synth: %s", f->name, ss_strerror(e));
-            ss_stats_rejected(f->stats, SS_PR_NO_BUFFER);
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: synth: %s", ss_feed_name(f), ss_strerror(e));
+            ss_stats_rejected(ss_feed_stats(f), SS_PR_NO_BUFFER);
             ss_frame_pool_put(fr);
             continue;
         }
-        ss_strlcpy(fr->meta.feed, f->name, sizeof fr->meta.feed);
+        ss_strlcpy(fr->meta.feed, ss_feed_name(f), sizeof fr->meta.feed);
         fr->meta.recv_mono = ss_now_mono();
-        ss_stats_accepted(f->stats);
+        ss_stats_accepted(ss_feed_stats(f));
         ss_feed_submit(f, fr);
     }
+    return NULL;
 }
 
-static void synth_close(ss_source_t *s)
+static void synth_close(void **impl)
 {
-    synth_src_t *ss = s->impl;
+    synth_src_t *ss = *impl;
     if (ss)
         ss_synth_destroy(&ss->gen);
     free(ss);
-    s->impl = NULL;
+    *impl = NULL;
 }
 
-int ss_source_synth_open(ss_source_t *s, char *err, size_t n)
+static void *synth_open(ss_source_t *s, char *desc, size_t desc_n, char *err, size_t n)
 {
-    const ss_feed_cfg_t *c = s->feed->cfg;
+    const ss_feed_cfg_t *c = ss_feed_cfg(ss_source_feed(s));
     synth_src_t *ss = calloc(1, sizeof *ss);
     if (!ss) {
         snprintf(err, n, "out of memory");
-        return -1;
+        return NULL;
     }
+    ss->feed = ss_source_feed(s);
+    ss->stop = ss_source_stop_flag(s);
     ss_synth_cfg_t g;
     ss_feed_synth_cfg(c, &g);
     ss->gen = ss_synth_new(&g);
     if (!ss->gen) {
         snprintf(err, n, "feed %s: cannot create the synthetic source", c->name);
         free(ss);
-        return -1;
+        return NULL;
     }
     ss->rate = c->synth.rate;
     ss->count = c->synth.count;
-    s->impl = ss;
-    s->run = synth_run;
-    s->close = synth_close;
-    snprintf(s->desc, sizeof s->desc, "synth %dx%d %s at %g/s", g.width, g.height,
-             ss_dtype_name(g.dtype), ss->rate);
-    return 0;
+    snprintf(desc, desc_n, "synth %dx%d %s at %g/s", g.width, g.height, ss_dtype_name(g.dtype),
+             ss->rate);
+    return ss;
 }
+
+const ss_source_ops_t ss_source_synth_ops = {
+    .name = "synth",
+    .open = synth_open,
+    .run = synth_run,
+    .close = synth_close,
+};

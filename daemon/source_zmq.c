@@ -11,12 +11,14 @@
  *   ZMQ_RCVHWM      source.zmq.rcvhwm messages;
  *   heartbeats      a peer silent for peer_timeout is dropped, and with it
  *                   a message it stopped sending half-way.
- * The header part is read as a zmq_msg_t (no copy) and validated by
- * proto/; the pixel part is received straight into a pooled frame (the
- * one copy, into pinned memory under CUDA), the mask part into the pool's
- * mask buffer. Every part of a rejected message is drained, so the next
- * message starts clean; the rejection is logged (rate-limited) and counted
- * by reason.
+ * Messages are received by proto's one receive path
+ * (ss_proto_recv_message): the header part is read as a zmq_msg_t (no
+ * copy) and validated; the pixel part is received straight into a pooled
+ * frame (the one copy, into pinned memory under CUDA), the mask part into
+ * the pool's mask buffer; the parts and bytes are held to the limits
+ * above. Every part of a rejected message is drained, so the next message
+ * starts clean; the rejection is logged (rate-limited) and counted by
+ * reason.
  *
  * A socket monitor reports the peers that connect and go: libzmq drops a
  * peer whose part exceeds ZMQ_MAXMSGSIZE (or that breaks the protocol)
@@ -25,10 +27,13 @@
  * accepted into the open-files headroom (ss_fd_in_headroom) are shut
  * down at once (connections_refused).
  */
-#include "daemon.h"
+#include "feed.h"
+#include "peers.h"
+#include "source.h"
+
+#include "proto/proto_zmq.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -38,6 +43,9 @@
 #define REJECT_LOG_INTERVAL_S 5.0   /* log at most one rejection per interval (then a count) */
 
 typedef struct zmq_src {
+    ss_feed_t *feed;
+    const atomic_int *stop;         /* the source's stop flag */
+    const char *desc;               /* the source's description: frames' meta.source */
     void *sock;
     void *mon;                      /* PAIR: the socket monitor's events; NULL without one */
     uint64_t refused_logged;        /* connections shut for the open-files headroom */
@@ -56,7 +64,8 @@ static int more_parts(void *sock)
     return more;
 }
 
-/* Read and discard the rest of a message; returns the parts and bytes. */
+/* Read and discard the rest of a monitor message; counts its parts and
+ * bytes. */
 static void drain(void *sock, int *parts, size_t *bytes)
 {
     while (more_parts(sock)) {
@@ -72,16 +81,15 @@ static void drain(void *sock, int *parts, size_t *bytes)
     }
 }
 
-static void reject(ss_source_t *s, const ss_proto_error_t *err)
+static void reject(zmq_src_t *z, const ss_proto_error_t *err)
 {
-    zmq_src_t *z = s->impl;
-    ss_stats_rejected(s->feed->stats, err->reason);
+    ss_stats_rejected(ss_feed_stats(z->feed), err->reason);
     double now = ss_now_mono();
     if (now - z->last_log >= REJECT_LOG_INTERVAL_S) {
         if (z->unlogged)
-            SS_LOG(SS_LOG_WARNING, TAG, "feed %s: %llu more messages rejected", s->feed->name,
-                   (unsigned long long)z->unlogged);
-        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: message rejected (%s): %s", s->feed->name,
+            SS_LOG(SS_LOG_WARNING, TAG, "feed %s: %llu more messages rejected",
+                   ss_feed_name(z->feed), (unsigned long long)z->unlogged);
+        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: message rejected (%s): %s", ss_feed_name(z->feed),
                ss_proto_reason_name(err->reason), err->text);
         z->last_log = now;
         z->unlogged = 0;
@@ -90,122 +98,63 @@ static void reject(ss_source_t *s, const ss_proto_error_t *err)
     }
 }
 
-static void set_error(ss_proto_error_t *err, ss_proto_reason_t r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_error(ss_proto_error_t *err, ss_proto_reason_t r, const char *fmt, ...)
+/* The receive path's frame getter (proto_zmq.h): a frame of the feed's
+ * pool, waiting for one while the source runs, labelled with where and
+ * when it came. */
+static ss_frame_t *take_frame(void *user)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    err->reason = r;
-    vsnprintf(err->text, sizeof err->text, fmt, ap);
-    va_end(ap);
+    zmq_src_t *z = user;
+    ss_frame_t *fr = ss_feed_frame_get(z->feed, z->stop);
+    if (fr) {
+        ss_strlcpy(fr->meta.source, z->desc, sizeof fr->meta.source);
+        fr->meta.recv_mono = ss_now_mono();
+    }
+    return fr;
 }
 
-/* Receive one whole message (its first part is waiting). */
-static void receive_one(ss_source_t *s)
+/* Receive one whole message (its first part is waiting) through proto's
+ * receive path: a series message is counted and logged, a frame accepted
+ * and queued, anything else rejected (counted by reason, logged). */
+static void receive_one(zmq_src_t *z)
 {
-    zmq_src_t *z = s->impl;
-    ss_feed_t *f = s->feed;
-    ss_proto_error_t err = { SS_PR_OK, "" };
+    ss_feed_t *f = z->feed;
+    const ss_proto_recv_cfg_t cfg = {
+        .lim = &z->lim,
+        .max_parts = z->max_parts,
+        .max_bytes = z->max_total,
+        .frame_get = take_frame,
+        .user = z,
+    };
+    ss_proto_error_t err;
     ss_proto_input_t in;
     ss_frame_t *fr = NULL;
-    int parts = 1;
-    size_t bytes;
-
-    zmq_msg_t hdr;
-    zmq_msg_init(&hdr);
-    if (zmq_msg_recv(&hdr, z->sock, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&hdr);
-        return;
-    }
-    bytes = zmq_msg_size(&hdr);
-    ss_err_t e = ss_proto_parse_input(zmq_msg_data(&hdr), zmq_msg_size(&hdr), &z->lim, &in, &err);
-    zmq_msg_close(&hdr);
-
+    ss_err_t e = ss_proto_recv_message(z->sock, ZMQ_DONTWAIT, &cfg, &in, &fr, &err);
+    if (e != SS_OK && err.reason == SS_PR_OK)
+        return;                     /* nothing received */
     if (e == SS_OK && in.type != SS_MSG_FRAME) {
         /* series_start / series_end: logged and counted, not a frame */
-        drain(z->sock, &parts, &bytes);
-        if (ss_proto_check_parts(&in, parts, 0, 0, &err) != SS_OK) {
-            ss_stats_received(f->stats);
-            reject(s, &err);
-            return;
-        }
-        SS_SINK_ADD(f->stats, series, 1);
-        SS_LOG(SS_LOG_INFO, TAG, "feed %s: %s \"%s\"", f->name, ss_msg_type_name(in.type),
+        SS_SINK_ADD(ss_feed_stats(f), series, 1);
+        SS_LOG(SS_LOG_INFO, TAG, "feed %s: %s \"%s\"", ss_feed_name(f), ss_msg_type_name(in.type),
                in.meta.series);
         return;
     }
-    ss_stats_received(f->stats);
-    if (e != SS_OK)
-        goto fail;
-
-    if (!(fr = ss_feed_frame_get(f, &s->stop))) {
-        set_error(&err, SS_PR_NO_BUFFER, "shutting down");
-        goto fail;
+    ss_stats_received(ss_feed_stats(f));
+    if (e != SS_OK) {
+        if (e == SS_ERR_FULL)       /* the getter waits for a frame: none means stopping */
+            snprintf(err.text, sizeof err.text, "shutting down");
+        reject(z, &err);
+        return;
     }
-    ss_strlcpy(fr->meta.source, s->desc, sizeof fr->meta.source);
-    fr->meta.recv_mono = ss_now_mono();
-    if (ss_proto_frame_prepare(&in, fr, &err) != SS_OK)
-        goto fail;
-
-    /* the pixel part, straight into the frame; then the optional mask */
-    size_t data_len = 0, mask_len = 0;
-    if (more_parts(z->sock)) {
-        int n = zmq_recv(z->sock, fr->pixels, fr->capacity, 0);
-        if (n < 0) {
-            set_error(&err, SS_PR_MISSING_PART, "pixel part lost: %s", zmq_strerror(zmq_errno()));
-            goto fail;
-        }
-        parts++;
-        data_len = (size_t)n;   /* the real size, even when it did not fit */
-        bytes += data_len;
-    }
-    if (more_parts(z->sock)) {
-        uint8_t *mask = ss_frame_mask_buffer(fr);
-        size_t cap = (size_t)fr->width * (size_t)fr->height;
-        int n = zmq_recv(z->sock, mask, mask ? cap : 0, 0);
-        if (n < 0) {
-            set_error(&err, SS_PR_MISSING_PART, "mask part lost: %s", zmq_strerror(zmq_errno()));
-            goto fail;
-        }
-        parts++;
-        mask_len = (size_t)n;
-        bytes += mask_len;
-        fr->valid = mask;
-    }
-    drain(z->sock, &parts, &bytes);
-    if (parts > z->max_parts) {
-        set_error(&err, SS_PR_TOO_MANY_PARTS, "too many parts: %d (limits.max_parts is %d)", parts,
-                  z->max_parts);
-        goto fail;
-    }
-    if (bytes > z->max_total) {
-        set_error(&err, SS_PR_TOO_LONG, "message too large: %zu bytes (maximum %zu)", bytes,
-                  z->max_total);
-        goto fail;
-    }
-    if (ss_proto_check_parts(&in, parts, data_len, mask_len, &err) != SS_OK)
-        goto fail;
-    if (fr->valid && ss_proto_check_mask(fr->valid, fr->width, fr->height, &err) != SS_OK)
-        goto fail;
-    ss_strlcpy(fr->meta.feed, f->name, sizeof fr->meta.feed);
-    ss_stats_accepted(f->stats);
+    ss_strlcpy(fr->meta.feed, ss_feed_name(f), sizeof fr->meta.feed);
+    ss_stats_accepted(ss_feed_stats(f));
     ss_feed_submit(f, fr);
-    return;
-
-fail:
-    drain(z->sock, &parts, &bytes);
-    if (fr)
-        ss_frame_pool_put(fr);
-    reject(s, &err);
 }
 
 /* One socket-monitor event (two parts: 16-bit event, 32-bit value; then
  * the peer's address): a disconnect is counted and logged; a connection
  * accepted into the open-files headroom is shut down, counted, logged. */
-static void monitor_event(ss_source_t *s)
+static void monitor_event(zmq_src_t *z)
 {
-    zmq_src_t *z = s->impl;
     zmq_msg_t m;
     zmq_msg_init(&m);
     if (zmq_msg_recv(&m, z->mon, ZMQ_DONTWAIT) < 0) {
@@ -234,15 +183,15 @@ static void monitor_event(ss_source_t *s)
     drain(z->mon, &parts, &bytes);
     if (event == ZMQ_EVENT_ACCEPTED && ss_fd_in_headroom((int)value, SS_FD_SLICES_FRAMES)) {
         shutdown((int)value, SHUT_RDWR);
-        SS_SINK_ADD(s->feed->stats, connections_refused, 1);
+        SS_SINK_ADD(ss_feed_stats(z->feed), connections_refused, 1);
         if (z->refused_logged++ % 100 == 0)
             SS_LOG(SS_LOG_WARNING, TAG, "feed %s: open files near the limit: connection from %s "
-                   "closed (%llu so far; logged every 100th)", s->feed->name, addr[0] ? addr : "?",
-                   (unsigned long long)z->refused_logged);
+                   "closed (%llu so far; logged every 100th)", ss_feed_name(z->feed),
+                   addr[0] ? addr : "?", (unsigned long long)z->refused_logged);
     } else if (event == ZMQ_EVENT_DISCONNECTED) {
-        SS_SINK_ADD(s->feed->stats, peer_disconnects, 1);
+        SS_SINK_ADD(ss_feed_stats(z->feed), peer_disconnects, 1);
         SS_LOG(SS_LOG_INFO, TAG, "feed %s: peer %s disconnected (a part over the size limit "
-               "also ends a connection)", s->feed->name, addr[0] ? addr : "?");
+               "also ends a connection)", ss_feed_name(z->feed), addr[0] ? addr : "?");
     }
 }
 
@@ -258,36 +207,38 @@ static void close_sockets(zmq_src_t *z)
     z->mon = z->sock = NULL;
 }
 
-static void zmq_run(ss_source_t *s)
+static const char *zmq_run(void *impl)
 {
-    zmq_src_t *z = s->impl;
-    while (!atomic_load(&s->stop)) {
+    zmq_src_t *z = impl;
+    while (!atomic_load(z->stop)) {
         zmq_pollitem_t it[2] = { { .socket = z->sock, .events = ZMQ_POLLIN },
                                  { .socket = z->mon, .events = ZMQ_POLLIN } };
         int rc = zmq_poll(it, z->mon ? 2 : 1, (long)(SS_POLL_S * 1e3));
         if (rc < 0) {
             if (zmq_errno() == EINTR)
                 continue;
-            SS_LOG(SS_LOG_ERR, TAG, "feed %s: poll: %s", s->feed->name, zmq_strerror(zmq_errno()));
-            SS_SINK_ADD(s->feed->stats, source_errors, 1);
+            SS_LOG(SS_LOG_ERR, TAG, "feed %s: poll: %s", ss_feed_name(z->feed),
+                   zmq_strerror(zmq_errno()));
+            SS_SINK_ADD(ss_feed_stats(z->feed), source_errors, 1);
             break;
         }
         if (rc > 0 && (it[0].revents & ZMQ_POLLIN))
-            receive_one(s);
+            receive_one(z);
         if (rc > 0 && z->mon && (it[1].revents & ZMQ_POLLIN))
-            monitor_event(s);
+            monitor_event(z);
     }
     /* stop intake at once: messages still in the socket are not accepted */
     close_sockets(z);
+    return NULL;
 }
 
-static void zmq_src_close(ss_source_t *s)
+static void zmq_src_close(void **impl)
 {
-    zmq_src_t *z = s->impl;
+    zmq_src_t *z = *impl;
     if (z)
         close_sockets(z);
     free(z);
-    s->impl = NULL;
+    *impl = NULL;
 }
 
 /* Watch the frame socket's disconnects on an inproc PAIR (name unique per
@@ -315,23 +266,29 @@ static void monitor_open(zmq_src_t *z, void *zctx, const char *feed)
     }
 }
 
-int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n)
+static void *zmq_src_open(ss_source_t *s, char *desc, size_t desc_n, char *err, size_t n)
 {
-    const ss_feed_cfg_t *c = s->feed->cfg;
+    ss_feed_t *f = ss_source_feed(s);
+    const ss_source_env_t *env = ss_source_env(s);
+    void *zctx = env->zctx;
+    const ss_feed_cfg_t *c = ss_feed_cfg(f);
     const ss_zmq_source_cfg_t *zc = &c->zmq;
     zmq_src_t *z = calloc(1, sizeof *z);
     if (!z) {
         snprintf(err, n, "out of memory");
-        return -1;
+        return NULL;
     }
-    ss_feed_limits(s->feed, &z->lim);
+    z->feed = f;
+    z->stop = ss_source_stop_flag(s);
+    z->desc = ss_source_desc(s);
+    ss_feed_limits(f, &z->lim);
     z->max_total = ss_feed_max_message_bytes(c);
     z->max_parts = c->max_parts;
     z->sock = zmq_socket(zctx, zc->socket == SS_ZMQ_SUB ? ZMQ_SUB : ZMQ_PULL);
     if (!z->sock) {
         snprintf(err, n, "feed %s: socket: %s", c->name, zmq_strerror(zmq_errno()));
         free(z);
-        return -1;
+        return NULL;
     }
     size_t biggest_part = SS_MAX(ss_feed_max_pixel_bytes(c), (size_t)c->max_header_bytes);
     int64_t maxmsg = (int64_t)biggest_part;
@@ -339,11 +296,11 @@ int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n)
     zmq_setsockopt(z->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(z->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(z->sock, ZMQ_LINGER, &zero, sizeof zero);
-    ss_zmq_heartbeats(z->sock, s->feed->d->cfg.peer_timeout);
-    if (zc->bind && ss_daemon_secure(s->feed->d, z->sock, c->name, err, n) != 0) {
+    ss_zmq_heartbeats(z->sock, env->peer_timeout);
+    if (zc->bind && env->secure(env->user, z->sock, c->name, err, n) != 0) {
         zmq_close(z->sock);
         free(z);
-        return -1;
+        return NULL;
     }
     if (zc->socket == SS_ZMQ_SUB)
         zmq_setsockopt(z->sock, ZMQ_SUBSCRIBE, zc->subscribe, strlen(zc->subscribe));
@@ -353,13 +310,17 @@ int ss_source_zmq_open(ss_source_t *s, void *zctx, char *err, size_t n)
                  zc->endpoint, zmq_strerror(zmq_errno()));
         zmq_close(z->sock);
         free(z);
-        return -1;
+        return NULL;
     }
     monitor_open(z, zctx, c->name);
-    s->impl = z;
-    s->run = zmq_run;
-    s->close = zmq_src_close;
-    snprintf(s->desc, sizeof s->desc, "zmq %s %s %s", zc->socket == SS_ZMQ_SUB ? "sub" : "pull",
+    snprintf(desc, desc_n, "zmq %s %s %s", zc->socket == SS_ZMQ_SUB ? "sub" : "pull",
              zc->bind ? "bind" : "connect", zc->endpoint);
-    return 0;
+    return z;
 }
+
+const ss_source_ops_t ss_source_zmq_ops = {
+    .name = "zmq",
+    .open = zmq_src_open,
+    .run = zmq_run,
+    .close = zmq_src_close,
+};

@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "daemon.h"
+#include "peers.h"
 #include "pipeline/ss_common.h"
 
 #define TAG "publisher"

@@ -208,8 +208,7 @@ static ss_err_t complete(ss_feed_t *f, ss_out_t *o, ss_err_t e, int *first)
     const ss_err_t fe = ss_pipeline_finish(f->pipe, &o->res);
     if (fe == SS_ERR_BROKEN || (e == SS_OK && fe != SS_OK))
         e = fe;
-    if (f->frame_done)
-        f->frame_done(f, &o->res.meta);
+    ss_source_frame_done(f->source, &o->res.meta);
     if (o->res.width > 0 && o->res.height > 0) {   /* what a reload's calibration must hold */
         pthread_mutex_lock(&f->d->cfg_lock);
         f->region = (ss_roi_t){ o->res.origin_x, o->res.origin_y, o->res.width, o->res.height };

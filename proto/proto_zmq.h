@@ -2,7 +2,8 @@
  * proto_zmq.h — ZeroMQ multipart send/receive for the messages of
  * proto.h, with the size caps the protocol implies.
  *
- * Receiving a frame: the header part is validated before anything else is
+ * Receiving a frame (ss_proto_recv_message, the one receive path of
+ * frame messages): the header part is validated before anything else is
  * taken; only then is a pool frame taken and the pixel part received
  * straight into its buffer (and the mask into the frame's mask buffer).
  * A rejected message is always consumed whole (the remaining parts are
@@ -30,21 +31,45 @@ extern "C" {
  * larger part, before it is buffered. Returns 0, or -1 (errno set). */
 int ss_proto_set_maxmsgsize(void *sock, const ss_proto_limits_t *lim);
 
-/* Receive one input message (frame, series_start or series_end) from
- * sock. flags applies to the first part (0 blocks up to the socket's
- * ZMQ_RCVTIMEO; ZMQ_DONTWAIT does not block).
- *  - SS_OK: *in is the validated header; for a frame, *frame is a frame
- *    from pool with pixels (and mask: (*frame)->valid) filled, which the
- *    caller puts back with ss_frame_pool_put; for series messages *frame
- *    is NULL.
- *  - SS_ERR_TIMEOUT: nothing to receive (EAGAIN, or EINTR: a signal).
- *  - SS_ERR_STOPPED: the context was terminated.
- *  - SS_ERR_IO: another socket error (err->text has zmq_strerror).
- *  - SS_ERR_FULL: the pool had no free frame (err->reason
- *    SS_PR_NO_BUFFER); the message was consumed.
+/* What one receive of an input message enforces, and where a frame goes. */
+typedef struct ss_proto_recv_cfg {
+    const ss_proto_limits_t *lim;   /* the header's limits */
+    int max_parts;                  /* parts of a frame message (config limits.max_parts);
+                                     * 0: the protocol's own count only */
+    size_t max_bytes;               /* all parts of a frame message together; 0: no cap */
+    /* A free frame of the receiver's pool for a frame message whose header
+     * validated (given back with ss_frame_pool_put); NULL: none. */
+    ss_frame_t *(*frame_get)(void *user);
+    void *user;
+} ss_proto_recv_cfg_t;
+
+/* The one receive path of input messages (frame, series_start or
+ * series_end), for the daemon's ZeroMQ source, the tools and the tests.
+ * flags applies to the first part (0 blocks up to the socket's
+ * ZMQ_RCVTIMEO; ZMQ_DONTWAIT does not block). The header is validated
+ * first; only then is a frame taken (cfg->frame_get) and the pixel part
+ * received straight into it (the one copy), the mask into its pool's
+ * mask buffer; then the message's parts and bytes are held to cfg.
+ *  - SS_OK: *in is the validated header; for a frame, *frame has its
+ *    pixels (and mask: (*frame)->valid) filled, and is the caller's; for
+ *    series messages *frame is NULL.
+ *  - SS_ERR_TIMEOUT / SS_ERR_STOPPED / SS_ERR_IO with err->reason
+ *    SS_PR_OK: nothing was received (EAGAIN or EINTR; the context was
+ *    terminated; another socket error: err->text has zmq_strerror).
+ *  - the same codes with SS_PR_MISSING_PART: a part after the header
+ *    was lost; the message was consumed.
+ *  - SS_ERR_FULL: frame_get had no frame (err->reason SS_PR_NO_BUFFER);
+ *    the message was consumed.
  *  - SS_ERR_FORMAT / SS_ERR_SIZE / SS_ERR_UNSUPPORTED: rejected, with the
  *    reason and the documented text in err; the message was consumed.
- * A source label for the frame (endpoint) is the caller's to set. */
+ * Every part of a message is consumed, so that the next receive starts at
+ * a message boundary. A source label for the frame is the caller's to set
+ * (in frame_get: ss_proto_frame_prepare keeps meta.source and recv_mono). */
+ss_err_t ss_proto_recv_message(void *sock, int flags, const ss_proto_recv_cfg_t *cfg,
+                               ss_proto_input_t *in, ss_frame_t **frame, ss_proto_error_t *err);
+
+/* ss_proto_recv_message with frames from pool (ss_frame_pool_get: no
+ * waiting) and the header's limits alone. */
 ss_err_t ss_proto_recv_input(void *sock, int flags, const ss_proto_limits_t *lim,
                              ss_frame_pool_t *pool, ss_proto_input_t *in, ss_frame_t **frame,
                              ss_proto_error_t *err);
@@ -59,8 +84,9 @@ typedef struct ss_proto_rx {
     int total;                      /* parts in the message */
 } ss_proto_rx_t;
 
-/* Receive a whole message (for subscribers and control sockets). Return
- * codes as ss_proto_recv_input's first four. */
+/* Receive a whole message (for subscribers and control sockets): SS_OK,
+ * or SS_ERR_TIMEOUT / SS_ERR_STOPPED / SS_ERR_IO as ss_proto_recv_message
+ * says. */
 ss_err_t ss_proto_recv_parts(void *sock, int flags, ss_proto_rx_t *rx);
 void ss_proto_rx_close(ss_proto_rx_t *rx);
 

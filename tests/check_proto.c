@@ -2185,6 +2185,92 @@ START_TEST(test_zmq_input)
 }
 END_TEST
 
+/* The receive path's frame getter for test_zmq_input_caps: a frame of
+ * the pool labelled the way skysieved's source labels it. */
+static ss_frame_t *labelled_get(void *pool)
+{
+    ss_frame_t *f = ss_frame_pool_get(pool);
+    if (f)
+        ss_strlcpy(f->meta.source, "test source", sizeof f->meta.source);
+    return f;
+}
+
+static ss_frame_t *no_frame(void *user)
+{
+    (void)user;
+    return NULL;
+}
+
+/* ss_proto_recv_message's caps on a whole frame message (skysieved's
+ * limits.max_parts and total bytes), its getter and the label it keeps. */
+START_TEST(test_zmq_input_caps)
+{
+    void *ctx, *tx, *rx;
+    zmq_pair(&ctx, &tx, &rx, "inproc://proto-input-caps");
+    ss_proto_limits_t lim = limits();
+    ss_frame_pool_t *pool = ss_frame_pool_new(1, 4096, 4096, NULL);
+    ss_frame_pool_t *src_pool = ss_frame_pool_new(1, 4096, 4096, NULL);
+    ss_frame_t *src = ss_frame_pool_get(src_pool);
+    fx_frame_u16(src);
+    char hdr[4096];
+    int n = ss_proto_encode_frame_header(src, hdr, sizeof hdr);
+    ss_proto_part_t frame3[3] = { { hdr, (size_t)n }, { FX_U16_PIX, 24 }, { FX_U16_MASK, 12 } };
+    const size_t whole = (size_t)n + 24 + 12;
+    ss_proto_recv_cfg_t cfg = { .lim = &lim, .max_parts = 2, .frame_get = labelled_get,
+                                .user = pool };
+    static ss_proto_input_t in;
+    ss_proto_error_t err;
+    ss_frame_t *f = NULL;
+    char want[SS_PROTO_ERR_MAX];
+
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(ss_proto_send_parts(tx, frame3, i == 3 ? 2 : 3, 0), SS_OK);
+    /* one part over limits.max_parts */
+    ck_assert_int_eq(ss_proto_recv_message(rx, 0, &cfg, &in, &f, &err), SS_ERR_SIZE);
+    ck_assert_str_eq(ss_proto_reason_name(err.reason), "too_many_parts");
+    ck_assert_str_eq(err.text, "too many parts: 3 (limits.max_parts is 2)");
+    ck_assert_ptr_null(f);
+    ck_assert_int_eq(ss_frame_pool_free_count(pool), 1);
+    /* one byte over the cap on the whole message */
+    cfg.max_parts = 3;
+    cfg.max_bytes = whole - 1;
+    ck_assert_int_eq(ss_proto_recv_message(rx, 0, &cfg, &in, &f, &err), SS_ERR_SIZE);
+    ck_assert_str_eq(ss_proto_reason_name(err.reason), "too_long");
+    snprintf(want, sizeof want, "message too large: %zu bytes (maximum %zu)", whole, whole - 1);
+    ck_assert_str_eq(err.text, want);
+    ck_assert_int_eq(ss_frame_pool_free_count(pool), 1);
+    /* at the caps: accepted, with the getter's label kept */
+    cfg.max_bytes = whole;
+    ck_assert_int_eq(ss_proto_recv_message(rx, 0, &cfg, &in, &f, &err), SS_OK);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(f->valid);
+    ck_assert(memcmp(f->pixels, FX_U16_PIX, 24) == 0);
+    ck_assert_str_eq(f->meta.source, "test source");
+    ck_assert_str_eq(f->meta.feed, "cam1");
+    ss_frame_pool_put(f);
+    /* no mask part: no mask */
+    ck_assert_int_eq(ss_proto_recv_message(rx, 0, &cfg, &in, &f, &err), SS_OK);
+    ck_assert_ptr_null(f->valid);
+    ss_frame_pool_put(f);
+    /* a getter without a frame: the message is consumed */
+    cfg.frame_get = no_frame;
+    ck_assert_int_eq(ss_proto_recv_message(rx, 0, &cfg, &in, &f, &err), SS_ERR_FULL);
+    ck_assert_str_eq(ss_proto_reason_name(err.reason), "no_buffer");
+    ck_assert_ptr_null(f);
+    /* nothing left: nothing received, reason ok */
+    ck_assert_int_eq(ss_proto_recv_message(rx, ZMQ_DONTWAIT, &cfg, &in, &f, &err),
+                     SS_ERR_TIMEOUT);
+    ck_assert_int_eq(err.reason, SS_PR_OK);
+
+    ss_frame_pool_put(src);
+    ss_frame_pool_destroy(&src_pool);
+    ss_frame_pool_destroy(&pool);
+    zmq_close(tx);
+    zmq_close(rx);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 static Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
@@ -2213,6 +2299,7 @@ static Suite *proto_suite(void)
     suite_add_tcase(s, r);
     TCase *z = tcase_create("zmq");
     tcase_add_test(z, test_zmq_input);
+    tcase_add_test(z, test_zmq_input_caps);
     suite_add_tcase(s, z);
     return s;
 }
