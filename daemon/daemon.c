@@ -107,7 +107,6 @@ static void source_ended(void *user, const char *stop_why)
     ss_feed_t *f = user;
     if (stop_why)
         ss_daemon_request_stop(f->d, 0, stop_why);
-    atomic_store(&f->source_done, 1);
 }
 
 /* The feed's source makes a socket a CURVE server (source.h). */

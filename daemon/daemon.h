@@ -117,7 +117,6 @@ struct ss_feed {
     atomic_int discard;             /* drain time is up: drop what is still queued (counted) */
     atomic_int drain_dropped;       /* accepted frames dropped at the drain timeout */
     atomic_int worker_done;
-    atomic_int source_done;         /* the source's input ended (its env's ended callback) */
     _Atomic uint64_t busy_since_us; /* monotonic µs the current frame started; 0 = idle */
 };
 
