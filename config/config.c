@@ -33,17 +33,6 @@
  * small helpers
  * ==================================================================== */
 
-static void set_err(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t n, const char *fmt, ...)
-{
-    if (!err || n == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-}
-
 /* Shortest text that reads back to exactly v (JSON number syntax for
  * finite v); integers below 1e15 without an exponent ("3600", not
  * "3.6e+03"). */
@@ -277,7 +266,7 @@ static int check_range(const ss_config_key_t *k, double v, const char *disp, cha
     fmt_double(a, sizeof a, v);
     fmt_double(lo, sizeof lo, k->min);
     fmt_double(hi, sizeof hi, k->max);
-    set_err(err, n, "%s: %s is out of range [%s, %s]", disp, a, lo, hi);
+    ss_msgf(err, n, "%s: %s is out of range [%s, %s]", disp, a, lo, hi);
     return -1;
 }
 
@@ -291,7 +280,7 @@ static int check_stored(const ss_config_key_t *k, const void *base, int feed, ch
     case SS_KEY_BOOL: {
         int v = *(const int *)p;
         if (v != 0 && v != 1) {
-            set_err(err, n, "%s: %d is not a boolean (0 or 1)", disp, v);
+            ss_msgf(err, n, "%s: %d is not a boolean (0 or 1)", disp, v);
             return -1;
         }
         return 0;
@@ -304,7 +293,7 @@ static int check_stored(const ss_config_key_t *k, const void *base, int feed, ch
         return check_range(k, *(const double *)p, disp, err, n);
     case SS_KEY_STRING:
         if (!memchr(p, '\0', k->size)) {
-            set_err(err, n, "%s: not terminated within %zu bytes", disp, k->size);
+            ss_msgf(err, n, "%s: not terminated within %zu bytes", disp, k->size);
             return -1;
         }
         return 0;
@@ -312,7 +301,7 @@ static int check_stored(const ss_config_key_t *k, const void *base, int feed, ch
         if (!enum_name(k, *(const int *)p)) {
             char names[256];
             enum_list(k, names, sizeof names);
-            set_err(err, n, "%s: value %d is not one of: %s", disp, *(const int *)p, names);
+            ss_msgf(err, n, "%s: value %d is not one of: %s", disp, *(const int *)p, names);
             return -1;
         }
         return 0;
@@ -354,14 +343,14 @@ static int get_integer(const ss_config_key_t *k, const cJSON *v, const char *dis
                        char *err, size_t n)
 {
     if (!cJSON_IsNumber(v)) {
-        set_err(err, n, "%s: expected an integer, got %s", disp, json_kind(v));
+        ss_msgf(err, n, "%s: expected an integer, got %s", disp, json_kind(v));
         return -1;
     }
     double d = v->valuedouble;
     if (d != floor(d)) {
         char a[32];
         fmt_double(a, sizeof a, d);
-        set_err(err, n, "%s: expected an integer, got %s", disp, a);
+        ss_msgf(err, n, "%s: expected an integer, got %s", disp, a);
         return -1;
     }
     if (check_range(k, d, disp, err, n))
@@ -378,7 +367,7 @@ static int apply_value(const ss_config_key_t *k, const cJSON *v, void *base, con
     switch (k->type) {
     case SS_KEY_BOOL:
         if (!cJSON_IsBool(v)) {
-            set_err(err, n, "%s: expected true or false, got %s", disp, json_kind(v));
+            ss_msgf(err, n, "%s: expected true or false, got %s", disp, json_kind(v));
             return -1;
         }
         *(int *)p = cJSON_IsTrue(v) ? 1 : 0;
@@ -399,7 +388,7 @@ static int apply_value(const ss_config_key_t *k, const cJSON *v, void *base, con
             return 0;
         }
         if (!cJSON_IsNumber(v)) {
-            set_err(err, n, "%s: expected a number%s, got %s", disp, k->nullable ? " or null" : "",
+            ss_msgf(err, n, "%s: expected a number%s, got %s", disp, k->nullable ? " or null" : "",
                     json_kind(v));
             return -1;
         }
@@ -409,12 +398,12 @@ static int apply_value(const ss_config_key_t *k, const cJSON *v, void *base, con
         return 0;
     case SS_KEY_STRING: {
         if (!cJSON_IsString(v) || !v->valuestring) {
-            set_err(err, n, "%s: expected a string, got %s", disp, json_kind(v));
+            ss_msgf(err, n, "%s: expected a string, got %s", disp, json_kind(v));
             return -1;
         }
         size_t len = strlen(v->valuestring);
         if (len >= k->size) {
-            set_err(err, n, "%s: %zu characters, at most %zu are allowed", disp, len, k->size - 1);
+            ss_msgf(err, n, "%s: %zu characters, at most %zu are allowed", disp, len, k->size - 1);
             return -1;
         }
         memset(p, 0, k->size);
@@ -425,18 +414,18 @@ static int apply_value(const ss_config_key_t *k, const cJSON *v, void *base, con
         char names[256];
         enum_list(k, names, sizeof names);
         if (!cJSON_IsString(v) || !v->valuestring) {
-            set_err(err, n, "%s: expected a string (one of: %s), got %s", disp, names, json_kind(v));
+            ss_msgf(err, n, "%s: expected a string (one of: %s), got %s", disp, names, json_kind(v));
             return -1;
         }
         if (enum_value(k, v->valuestring, (int *)p)) {
-            set_err(err, n, "%s: \"%.64s\" is not one of: %s", disp, v->valuestring, names);
+            ss_msgf(err, n, "%s: \"%.64s\" is not one of: %s", disp, v->valuestring, names);
             return -1;
         }
         return 0;
     }
     case SS_KEY_INT4: {
         if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 4) {
-            set_err(err, n, "%s: expected an array of 4 integers [x, y, w, h], got %s", disp,
+            ss_msgf(err, n, "%s: expected an array of 4 integers [x, y, w, h], got %s", disp,
                     cJSON_IsArray(v) ? "an array of another length" : json_kind(v));
             return -1;
         }
@@ -559,7 +548,7 @@ static int walk_object(walk_t *w, const cJSON *obj, const char *prefix)
 
         for (const cJSON *o = obj->child; o != m; o = o->next)
             if (o->string && strcmp(o->string, name) == 0) {
-                set_err(w->err, w->n, "%s: duplicate key", disp);
+                ss_msgf(w->err, w->n, "%s: duplicate key", disp);
                 return -1;
             }
 
@@ -570,7 +559,7 @@ static int walk_object(walk_t *w, const cJSON *obj, const char *prefix)
                 return -1;
         } else if (!strchr(name, '.') && *name && is_prefix(w->scope, rel)) {
             if (!cJSON_IsObject(m)) {
-                set_err(w->err, w->n, "%s: expected an object, got %s", disp, json_kind(m));
+                ss_msgf(w->err, w->n, "%s: expected an object, got %s", disp, json_kind(m));
                 return -1;
             }
             if (walk_object(w, m, rel))
@@ -581,9 +570,9 @@ static int walk_object(walk_t *w, const cJSON *obj, const char *prefix)
         } else {
             char hint[64];
             if (suggest(w->scope, prefix, name, hint, sizeof hint))
-                set_err(w->err, w->n, "%s: unknown key (did you mean \"%s\"?)", disp, hint);
+                ss_msgf(w->err, w->n, "%s: unknown key (did you mean \"%s\"?)", disp, hint);
             else
-                set_err(w->err, w->n, "%s: unknown key", disp);
+                ss_msgf(w->err, w->n, "%s: unknown key", disp);
             return -1;
         }
     }
@@ -593,16 +582,16 @@ static int walk_object(walk_t *w, const cJSON *obj, const char *prefix)
 static int load_feeds(const cJSON *arr, ss_config_t *c, char *err, size_t n)
 {
     if (!cJSON_IsArray(arr)) {
-        set_err(err, n, "feeds: expected an array of feed objects, got %s", json_kind(arr));
+        ss_msgf(err, n, "feeds: expected an array of feed objects, got %s", json_kind(arr));
         return -1;
     }
     int count = cJSON_GetArraySize(arr);
     if (count == 0) {
-        set_err(err, n, "feeds: at least one feed is required");
+        ss_msgf(err, n, "feeds: at least one feed is required");
         return -1;
     }
     if (count > SS_MAX_FEEDS) {
-        set_err(err, n, "feeds: %d feeds given, at most %d are supported", count, SS_MAX_FEEDS);
+        ss_msgf(err, n, "feeds: %d feeds given, at most %d are supported", count, SS_MAX_FEEDS);
         return -1;
     }
     memset(c->feeds, 0, sizeof c->feeds);
@@ -610,7 +599,7 @@ static int load_feeds(const cJSON *arr, ss_config_t *c, char *err, size_t n)
     const cJSON *e;
     cJSON_ArrayForEach(e, arr) {
         if (!cJSON_IsObject(e)) {
-            set_err(err, n, "feeds[%d]: expected an object, got %s", i, json_kind(e));
+            ss_msgf(err, n, "feeds[%d]: expected an object, got %s", i, json_kind(e));
             return -1;
         }
         ss_feed_defaults(&c->feeds[i]);
@@ -641,7 +630,7 @@ static void line_col(const char *text, const char *pos, int *line, int *col)
 ss_err_t ss_config_load_string(const char *json, size_t len, ss_config_t *c, char *err, size_t n)
 {
     if (!c || (!json && len)) {
-        set_err(err, n, "no config given");
+        ss_msgf(err, n, "no config given");
         return SS_ERR_INVALID;
     }
     ss_config_defaults(c);
@@ -675,7 +664,7 @@ ss_err_t ss_config_load_string(const char *json, size_t len, ss_config_t *c, cha
         if (!json || p >= lim || *p == '\0') {
             if (json)       /* cJSON reports the last byte; the end is clearer */
                 line_col(json, lim, &line, &col);
-            set_err(err, n, "invalid JSON at line %d, column %d (unexpected end of input)", line, col);
+            ss_msgf(err, n, "invalid JSON at line %d, column %d (unexpected end of input)", line, col);
         } else {
             const char *from = end;
             while (from > json && from[-1] != '\n' && end - from < NEAR_BEFORE)
@@ -687,13 +676,13 @@ ss_err_t ss_config_load_string(const char *json, size_t len, ss_config_t *c, cha
             for (const char *q = from; q < lim && q < end + NEAR_AFTER && *q && *q != '\n' && *q != '\r'; q++)
                 near[k++] = (*q >= 0x20 && *q < 0x7f) ? *q : '?';
             near[k] = '\0';
-            set_err(err, n, "invalid JSON at line %d, column %d (near: %s)", line, col, near);
+            ss_msgf(err, n, "invalid JSON at line %d, column %d (near: %s)", line, col, near);
         }
         return SS_ERR_CONFIG;
     }
     ss_err_t rc = SS_OK;
     if (!cJSON_IsObject(root)) {
-        set_err(err, n, "the top level must be a JSON object, got %s", json_kind(root));
+        ss_msgf(err, n, "the top level must be a JSON object, got %s", json_kind(root));
         rc = SS_ERR_CONFIG;
     } else {
         walk_t w = { SS_SCOPE_DAEMON, c, 0, err, n };
@@ -709,22 +698,22 @@ ss_err_t ss_config_load_string(const char *json, size_t len, ss_config_t *c, cha
 ss_err_t ss_config_load_file(const char *path, ss_config_t *c, char *err, size_t n)
 {
     if (!path || !c) {
-        set_err(err, n, "no config file given");
+        ss_msgf(err, n, "no config file given");
         return SS_ERR_INVALID;
     }
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_err(err, n, "%s: cannot open: %s", path, strerror(errno));
+        ss_msgf(err, n, "%s: cannot open: %s", path, strerror(errno));
         return SS_ERR_IO;
     }
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        set_err(err, n, "%s: not a regular file", path);
+        ss_msgf(err, n, "%s: not a regular file", path);
         fclose(f);
         return SS_ERR_IO;
     }
     if ((uint64_t)st.st_size > SS_CONFIG_FILE_MAX) {
-        set_err(err, n, "%s: %lld bytes, a config file may have at most %u", path,
+        ss_msgf(err, n, "%s: %lld bytes, a config file may have at most %u", path,
                 (long long)st.st_size, SS_CONFIG_FILE_MAX);
         fclose(f);
         return SS_ERR_IO;
@@ -732,7 +721,7 @@ ss_err_t ss_config_load_file(const char *path, ss_config_t *c, char *err, size_t
     size_t size = (size_t)st.st_size;
     char *buf = malloc(size + 1);
     if (!buf) {
-        set_err(err, n, "%s: out of memory", path);
+        ss_msgf(err, n, "%s: out of memory", path);
         fclose(f);
         return SS_ERR_NOMEM;
     }
@@ -740,7 +729,7 @@ ss_err_t ss_config_load_file(const char *path, ss_config_t *c, char *err, size_t
     int rerr = ferror(f);
     fclose(f);
     if (rerr || got != size) {
-        set_err(err, n, "%s: read error", path);
+        ss_msgf(err, n, "%s: read error", path);
         free(buf);
         return SS_ERR_IO;
     }
@@ -749,7 +738,7 @@ ss_err_t ss_config_load_file(const char *path, ss_config_t *c, char *err, size_t
     ss_err_t rc = ss_config_load_string(buf, size, c, inner, sizeof inner);
     free(buf);
     if (rc != SS_OK)
-        set_err(err, n, "%s: %s", path, inner);
+        ss_msgf(err, n, "%s: %s", path, inner);
     return rc;
 }
 
@@ -795,28 +784,28 @@ static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
     const ss_pipeline_cfg_t *p = &f->pipeline;
 
     if (!name_ok(f->name)) {
-        set_err(err, n, "feeds[%d].name: \"%s\" is not a valid feed name (letters, digits, '_', '-', '.')",
+        ss_msgf(err, n, "feeds[%d].name: \"%s\" is not a valid feed name (letters, digits, '_', '-', '.')",
                 i, f->name);
         return -1;
     }
     for (int j = 0; j < i; j++)
         if (strcmp(c->feeds[j].name, f->name) == 0) {
-            set_err(err, n, "feeds[%d].name: \"%s\" is also the name of feeds[%d]", i, f->name, j);
+            ss_msgf(err, n, "feeds[%d].name: \"%s\" is also the name of feeds[%d]", i, f->name, j);
             return -1;
         }
     if ((f->wcs_scale_low > 0.0) != (f->wcs_scale_high > 0.0) ||
         f->wcs_scale_low > f->wcs_scale_high) {
-        set_err(err, n, "feeds[%d].wcs.solve_scale_high: %g is not at least wcs.solve_scale_low "
+        ss_msgf(err, n, "feeds[%d].wcs.solve_scale_high: %g is not at least wcs.solve_scale_low "
                 "%g (or one is 0: give both or neither)", i, f->wcs_scale_high, f->wcs_scale_low);
         return -1;
     }
     if (f->wcs_solve && !f->wcs_solver[0]) {
-        set_err(err, n, "feeds[%d].wcs.solve_program: empty with wcs.solve on", i);
+        ss_msgf(err, n, "feeds[%d].wcs.solve_program: empty with wcs.solve on", i);
         return -1;
     }
 
     if ((uint64_t)f->max_width * (uint64_t)f->max_height > SS_MAX_FRAME_PIXELS) {
-        set_err(err, n, "feeds[%d].limits: %dx%d is more than %llu pixels", i, f->max_width,
+        ss_msgf(err, n, "feeds[%d].limits: %dx%d is more than %llu pixels", i, f->max_width,
                 f->max_height, (unsigned long long)SS_MAX_FRAME_PIXELS);
         return -1;
     }
@@ -826,29 +815,29 @@ static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
     case SS_SOURCE_SYNTH: {
         const ss_synth_cfg_t *g = &f->synth.gen;
         if (g->width > f->max_width || g->height > f->max_height) {
-            set_err(err, n,
+            ss_msgf(err, n,
                     "feeds[%d].source.synth: %dx%d frames exceed limits.max_width x max_height %dx%d",
                     i, g->width, g->height, f->max_width, f->max_height);
             return -1;
         }
         if ((uint64_t)g->n_hot > (uint64_t)g->width * (uint64_t)g->height / 4) {
-            set_err(err, n, "feeds[%d].source.synth.n_hot: %d is more than a quarter of the pixels",
+            ss_msgf(err, n, "feeds[%d].source.synth.n_hot: %d is more than a quarter of the pixels",
                     i, g->n_hot);
             return -1;
         }
         if (g->flux_min > g->flux_max) {
-            set_err(err, n, "feeds[%d].source.synth.flux_min: above flux_max", i);
+            ss_msgf(err, n, "feeds[%d].source.synth.flux_min: above flux_max", i);
             return -1;
         }
         if (g->streak_len_min > g->streak_len_max) {
-            set_err(err, n, "feeds[%d].source.synth.streak_len_min: above streak_len_max", i);
+            ss_msgf(err, n, "feeds[%d].source.synth.streak_len_min: above streak_len_max", i);
             return -1;
         }
         break;
     }
     case SS_SOURCE_ZMQ:
         if (!endpoint_ok(f->zmq.endpoint)) {
-            set_err(err, n, "feeds[%d].source.zmq.endpoint: \"%s\" is not a ZeroMQ endpoint (transport://address)",
+            ss_msgf(err, n, "feeds[%d].source.zmq.endpoint: \"%s\" is not a ZeroMQ endpoint (transport://address)",
                     i, f->zmq.endpoint);
             return -1;
         }
@@ -858,17 +847,17 @@ static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
         static const char *const need[] = { "path", "list", "pattern" };
         const char *have[] = { s->path, s->list, s->pattern };
         if ((int)s->mode >= 0 && (int)s->mode < 3 && !*have[s->mode]) {
-            set_err(err, n, "feeds[%d].source.fits.%s: required in %s mode", i, need[s->mode],
+            ss_msgf(err, n, "feeds[%d].source.fits.%s: required in %s mode", i, need[s->mode],
                     s->mode == SS_FITS_DIRECTORY ? "directory" : s->mode == SS_FITS_LIST ? "list" : "glob");
             return -1;
         }
         if (s->after == SS_FITS_MOVE) {
             if (!*s->move_dir) {
-                set_err(err, n, "feeds[%d].source.fits.move_dir: required when after is \"move\"", i);
+                ss_msgf(err, n, "feeds[%d].source.fits.move_dir: required when after is \"move\"", i);
                 return -1;
             }
             if (s->mode == SS_FITS_DIRECTORY && strcmp(s->move_dir, s->path) == 0) {
-                set_err(err, n, "feeds[%d].source.fits.move_dir: must differ from the watched path", i);
+                ss_msgf(err, n, "feeds[%d].source.fits.move_dir: must differ from the watched path", i);
                 return -1;
             }
         }
@@ -879,39 +868,39 @@ static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
     /* pipeline */
     size_t bl = strlen(p->phot.band);
     if (bl == 0 || strspn(p->phot.band, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") != bl) {
-        set_err(err, n, "feeds[%d].pipeline.photometry.band: \"%s\" is not a band name (letters and digits)",
+        ss_msgf(err, n, "feeds[%d].pipeline.photometry.band: \"%s\" is not a band name (letters and digits)",
                 i, p->phot.band);
         return -1;
     }
     if (p->thresh_low > p->thresh) {
-        set_err(err, n, "feeds[%d].pipeline.detect.thresh_low: %g is above detect.thresh %g", i,
+        ss_msgf(err, n, "feeds[%d].pipeline.detect.thresh_low: %g is above detect.thresh %g", i,
                 p->thresh_low, p->thresh);
         return -1;
     }
     if ((p->roi_w == 0) != (p->roi_h == 0)) {
-        set_err(err, n, "feeds[%d].pipeline.roi: w and h must both be 0 (whole frame) or both positive", i);
+        ss_msgf(err, n, "feeds[%d].pipeline.roi: w and h must both be 0 (whole frame) or both positive", i);
         return -1;
     }
     if (p->roi_w > 0 && ((long)p->roi_x + p->roi_w > f->max_width ||
                          (long)p->roi_y + p->roi_h > f->max_height)) {
-        set_err(err, n, "feeds[%d].pipeline.roi: [%d, %d, %d, %d] reaches beyond limits.max_width x max_height %dx%d",
+        ss_msgf(err, n, "feeds[%d].pipeline.roi: [%d, %d, %d, %d] reaches beyond limits.max_width x max_height %dx%d",
                 i, p->roi_x, p->roi_y, p->roi_w, p->roi_h, f->max_width, f->max_height);
         return -1;
     }
     if (p->roi_w > 0 && f->source == SS_SOURCE_SYNTH &&
         ((long)p->roi_x + p->roi_w > f->synth.gen.width ||
          (long)p->roi_y + p->roi_h > f->synth.gen.height)) {
-        set_err(err, n, "feeds[%d].pipeline.roi: [%d, %d, %d, %d] reaches beyond the %dx%d synthetic frames",
+        ss_msgf(err, n, "feeds[%d].pipeline.roi: [%d, %d, %d, %d] reaches beyond the %dx%d synthetic frames",
                 i, p->roi_x, p->roi_y, p->roi_w, p->roi_h, f->synth.gen.width, f->synth.gen.height);
         return -1;
     }
     if (p->min_history > p->history) {
-        set_err(err, n, "feeds[%d].pipeline.min_history: %d is above history %d", i, p->min_history,
+        ss_msgf(err, n, "feeds[%d].pipeline.min_history: %d is above history %d", i, p->min_history,
                 p->history);
         return -1;
     }
     if (p->mode == SS_WHITEN_POLY && p->history < ss_poly_terms(p->poly_degree)) {
-        set_err(err, n, "feeds[%d].pipeline.history: %d frames cannot fit the %d terms of whiten.degree %d",
+        ss_msgf(err, n, "feeds[%d].pipeline.history: %d frames cannot fit the %d terms of whiten.degree %d",
                 i, p->history, ss_poly_terms(p->poly_degree), p->poly_degree);
         return -1;
     }
@@ -919,7 +908,7 @@ static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
     /* sinks: two feeds appending to one file would interleave lines */
     for (int j = 0; j < i && *f->jsonl_path; j++)
         if (strcmp(c->feeds[j].jsonl_path, f->jsonl_path) == 0) {
-            set_err(err, n, "feeds[%d].sinks.jsonl.path: \"%s\" is also used by feeds[%d]", i,
+            ss_msgf(err, n, "feeds[%d].sinks.jsonl.path: \"%s\" is also used by feeds[%d]", i,
                     f->jsonl_path, j);
             return -1;
         }
@@ -929,7 +918,7 @@ static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
 ss_err_t ss_config_validate(const ss_config_t *c, char *err, size_t n)
 {
     if (!c) {
-        set_err(err, n, "no config given");
+        ss_msgf(err, n, "no config given");
         return SS_ERR_INVALID;
     }
     size_t nd, nf;
@@ -939,11 +928,11 @@ ss_err_t ss_config_validate(const ss_config_t *c, char *err, size_t n)
         if (check_stored(&dk[k], c, 0, err, n))
             return SS_ERR_CONFIG;
     if (c->n_feeds < 1) {
-        set_err(err, n, "feeds: at least one feed is required");
+        ss_msgf(err, n, "feeds: at least one feed is required");
         return SS_ERR_CONFIG;
     }
     if (c->n_feeds > SS_MAX_FEEDS) {
-        set_err(err, n, "feeds: %d feeds given, at most %d are supported", c->n_feeds, SS_MAX_FEEDS);
+        ss_msgf(err, n, "feeds: %d feeds given, at most %d are supported", c->n_feeds, SS_MAX_FEEDS);
         return SS_ERR_CONFIG;
     }
     for (int i = 0; i < c->n_feeds; i++)
@@ -953,23 +942,23 @@ ss_err_t ss_config_validate(const ss_config_t *c, char *err, size_t n)
 
     /* daemon-wide */
     if (*c->control_endpoint && !endpoint_ok(c->control_endpoint)) {
-        set_err(err, n, "control.endpoint: \"%s\" is not a ZeroMQ endpoint (transport://address)",
+        ss_msgf(err, n, "control.endpoint: \"%s\" is not a ZeroMQ endpoint (transport://address)",
                 c->control_endpoint);
         return SS_ERR_CONFIG;
     }
     if (!*c->curve_key != !*c->client_keys) {
-        set_err(err, n, "%s: required with %s", *c->curve_key ? "security.client_keys" :
+        ss_msgf(err, n, "%s: required with %s", *c->curve_key ? "security.client_keys" :
                 "security.curve_key", *c->curve_key ? "security.curve_key" : "security.client_keys");
         return SS_ERR_CONFIG;
     }
     if (*c->control_endpoint && !endpoint_local(c->control_endpoint) && !*c->curve_key) {
-        set_err(err, n, "control.endpoint: \"%s\" is reachable from other hosts: it needs CURVE "
+        ss_msgf(err, n, "control.endpoint: \"%s\" is reachable from other hosts: it needs CURVE "
                 "(security.curve_key and security.client_keys), or bind it to "
                 "tcp://127.0.0.1:PORT or ipc://", c->control_endpoint);
         return SS_ERR_CONFIG;
     }
     if (*c->publish_endpoint && !endpoint_ok(c->publish_endpoint)) {
-        set_err(err, n, "publish.endpoint: \"%s\" is not a ZeroMQ endpoint (transport://address)",
+        ss_msgf(err, n, "publish.endpoint: \"%s\" is not a ZeroMQ endpoint (transport://address)",
                 c->publish_endpoint);
         return SS_ERR_CONFIG;
     }
@@ -999,7 +988,7 @@ ss_err_t ss_config_validate(const ss_config_t *c, char *err, size_t n)
     for (int a = 1; a < nb; a++)
         for (int b = 0; b < a; b++)
             if (strcmp(bound[a], bound[b]) == 0) {
-                set_err(err, n, "%s: \"%s\" is also bound as %s", names[a], bound[a], names[b]);
+                ss_msgf(err, n, "%s: \"%s\" is also bound as %s", names[a], bound[a], names[b]);
                 return SS_ERR_CONFIG;
             }
     return SS_OK;
@@ -1334,15 +1323,15 @@ static int dir_usable(const char *key, const char *path, int mode, char *err, si
 {
     struct stat st;
     if (stat(path, &st) != 0) {
-        set_err(err, n, "%s: %s: %s", key, path, strerror(errno));
+        ss_msgf(err, n, "%s: %s: %s", key, path, strerror(errno));
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) {
-        set_err(err, n, "%s: %s is not a directory", key, path);
+        ss_msgf(err, n, "%s: %s is not a directory", key, path);
         return -1;
     }
     if (access(path, mode | X_OK) != 0) {
-        set_err(err, n, "%s: %s is not %s: %s", key, path,
+        ss_msgf(err, n, "%s: %s is not %s: %s", key, path,
                 mode == W_OK ? "writable" : "readable", strerror(errno));
         return -1;
     }
@@ -1365,7 +1354,7 @@ static int jsonl_usable(const char *key, const char *path, char *err, size_t n)
     if (dir_usable(key, dir, W_OK, err, n) != 0)
         return -1;
     if (access(path, F_OK) == 0 && access(path, W_OK) != 0) {
-        set_err(err, n, "%s: %s is not writable: %s", key, path, strerror(errno));
+        ss_msgf(err, n, "%s: %s is not writable: %s", key, path, strerror(errno));
         return -1;
     }
     return 0;
@@ -1377,7 +1366,7 @@ ss_err_t ss_config_check_paths(const ss_config_t *c, char *err, size_t n)
     if (c->client_keys[0] && dir_usable("security.client_keys", c->client_keys, R_OK, err, n))
         return SS_ERR_CONFIG;
     if (c->curve_key[0] && access(c->curve_key, R_OK) != 0) {
-        set_err(err, n, "security.curve_key: %s: %s", c->curve_key, strerror(errno));
+        ss_msgf(err, n, "security.curve_key: %s: %s", c->curve_key, strerror(errno));
         return SS_ERR_CONFIG;
     }
     for (int i = 0; i < c->n_feeds; i++) {
@@ -1394,7 +1383,7 @@ ss_err_t ss_config_check_paths(const ss_config_t *c, char *err, size_t n)
         if (f->ades_path[0] && jsonl_usable(KEY("sinks.ades.path"), f->ades_path, err, n))
             return SS_ERR_CONFIG;
         if (f->wcs_solve && !ss_solve_available(f->wcs_solver)) {
-            set_err(err, n, "%s: \"%s\" %s (Debian: apt install astrometry.net)",
+            ss_msgf(err, n, "%s: \"%s\" %s (Debian: apt install astrometry.net)",
                     KEY("wcs.solve"), f->wcs_solver,
                     strchr(f->wcs_solver, '/') ? "is not executable" : "is not found on PATH");
             return SS_ERR_CONFIG;
@@ -1409,7 +1398,7 @@ ss_err_t ss_config_check_paths(const ss_config_t *c, char *err, size_t n)
             dir_usable(KEY("source.fits.path"), s->path, R_OK, err, n))
             return SS_ERR_CONFIG;
         if (s->mode == SS_FITS_LIST && access(s->list, R_OK) != 0) {
-            set_err(err, n, "%s: %s: %s", KEY("source.fits.list"), s->list, strerror(errno));
+            ss_msgf(err, n, "%s: %s: %s", KEY("source.fits.list"), s->list, strerror(errno));
             return SS_ERR_CONFIG;
         }
         if (s->after == SS_FITS_MOVE &&
@@ -1435,7 +1424,7 @@ int ss_config_control_endpoint(const char *configured, char *out, size_t n, char
     *slash = '\0';
     if (access(dir, W_OK | X_OK) == 0)
         return 0;
-    set_err(why, why_n, "%s: %s", dir, strerror(errno));
+    ss_msgf(why, why_n, "%s: %s", dir, strerror(errno));
     const char *rt = getenv("XDG_RUNTIME_DIR");
     if (!rt || !rt[0] || access(rt, W_OK | X_OK) != 0)
         rt = "/tmp";
@@ -1450,6 +1439,6 @@ ss_err_t ss_config_load_checked(const char *path, ss_config_t *c, char *err, siz
         return e;
     char perr[512];
     if ((e = ss_config_check_paths(c, perr, sizeof perr)) != SS_OK)
-        set_err(err, n, "%s: %s", path, perr);
+        ss_msgf(err, n, "%s: %s", path, perr);
     return e;
 }

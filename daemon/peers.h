@@ -7,6 +7,9 @@
 #ifndef SS_PEERS_H
 #define SS_PEERS_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,6 +32,18 @@ void ss_zmq_heartbeats(void *sock, double timeout_s);
 int ss_fd_in_headroom(int fd, int slices);
 #define SS_FD_SLICES_FRAMES 2
 #define SS_FD_SLICES_PUBLISH 1
+
+/* A connection just accepted on descriptor fd: shut down at once when it
+ * eats into the headroom of `slices` (ss_fd_in_headroom; libzmq then
+ * closes it). Returns 1 when it was shut down, else 0. */
+int ss_fd_refuse_in_headroom(int fd, int slices);
+
+/* The next socket-monitor event queued on mon (the PAIR connected to a
+ * zmq_socket_monitor endpoint), without waiting: 1 with the event, its
+ * value (the descriptor, for ACCEPTED and DISCONNECTED) and the peer's
+ * endpoint in addr (n bytes, "" when none; addr may be NULL); 0 when none
+ * is queued. Parts beyond the two are read and dropped. */
+int ss_zmq_monitor_next(void *mon, uint16_t *event, uint32_t *value, char *addr, size_t n);
 
 #ifdef __cplusplus
 }

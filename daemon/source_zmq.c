@@ -36,7 +36,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <zmq.h>
 
 #define TAG "zmq-source"
@@ -55,31 +54,6 @@ typedef struct zmq_src {
     double last_log;
     uint64_t unlogged;
 } zmq_src_t;
-
-static int more_parts(void *sock)
-{
-    int more = 0;
-    size_t len = sizeof more;
-    zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &len);
-    return more;
-}
-
-/* Read and discard the rest of a monitor message; counts its parts and
- * bytes. */
-static void drain(void *sock, int *parts, size_t *bytes)
-{
-    while (more_parts(sock)) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, sock, 0) < 0) {
-            zmq_msg_close(&m);
-            return;
-        }
-        (*parts)++;
-        *bytes += zmq_msg_size(&m);
-        zmq_msg_close(&m);
-    }
-}
 
 static void reject(zmq_src_t *z, const ss_proto_error_t *err)
 {
@@ -155,34 +129,12 @@ static void receive_one(zmq_src_t *z)
  * accepted into the open-files headroom is shut down, counted, logged. */
 static void monitor_event(zmq_src_t *z)
 {
-    zmq_msg_t m;
-    zmq_msg_init(&m);
-    if (zmq_msg_recv(&m, z->mon, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&m);
+    uint16_t event;
+    uint32_t value;
+    char addr[256];
+    if (!ss_zmq_monitor_next(z->mon, &event, &value, addr, sizeof addr))
         return;
-    }
-    uint16_t event = 0;
-    uint32_t value = 0;
-    if (zmq_msg_size(&m) >= sizeof event + sizeof value) {
-        memcpy(&event, zmq_msg_data(&m), sizeof event);
-        memcpy(&value, (const char *)zmq_msg_data(&m) + sizeof event, sizeof value);
-    }
-    zmq_msg_close(&m);
-    char addr[256] = "";
-    if (more_parts(z->mon)) {
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, z->mon, 0) >= 0) {
-            const size_t len = SS_MIN(zmq_msg_size(&m), sizeof addr - 1);
-            memcpy(addr, zmq_msg_data(&m), len);
-            addr[len] = '\0';
-        }
-        zmq_msg_close(&m);
-    }
-    int parts = 0;
-    size_t bytes = 0;
-    drain(z->mon, &parts, &bytes);
-    if (event == ZMQ_EVENT_ACCEPTED && ss_fd_in_headroom((int)value, SS_FD_SLICES_FRAMES)) {
-        shutdown((int)value, SHUT_RDWR);
+    if (event == ZMQ_EVENT_ACCEPTED && ss_fd_refuse_in_headroom((int)value, SS_FD_SLICES_FRAMES)) {
         SS_SINK_ADD(ss_feed_stats(z->feed), connections_refused, 1);
         if (z->refused_logged++ % 100 == 0)
             SS_LOG(SS_LOG_WARNING, TAG, "feed %s: open files near the limit: connection from %s "

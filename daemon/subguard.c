@@ -142,8 +142,7 @@ static int peer_of_address(ss_subguard_t *g, const char *addr)
 
 static void conn_opened(ss_subguard_t *g, int fd)
 {
-    if (ss_fd_in_headroom(fd, SS_FD_SLICES_PUBLISH)) {
-        shutdown(fd, SHUT_RDWR);
+    if (ss_fd_refuse_in_headroom(fd, SS_FD_SLICES_PUBLISH)) {
         if (g->conns_refused++ % 100 == 0)
             SS_LOG(SS_LOG_WARNING, TAG, "open files near the limit: a subscriber's connection "
                    "closed (%llu so far; logged every 100th)",
@@ -185,26 +184,9 @@ static void conn_closed(ss_subguard_t *g, int fd)
 
 static void read_monitor(ss_subguard_t *g)
 {
-    for (;;) {
-        zmq_msg_t ev, ep;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, g->mon, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        uint16_t event = 0;
-        uint32_t value = 0;
-        if (zmq_msg_size(&ev) >= 6) {
-            memcpy(&event, zmq_msg_data(&ev), 2);
-            memcpy(&value, (const char *)zmq_msg_data(&ev) + 2, 4);
-        }
-        const int more = zmq_msg_more(&ev);
-        zmq_msg_close(&ev);
-        if (more) {             /* the endpoint */
-            zmq_msg_init(&ep);
-            zmq_msg_recv(&ep, g->mon, 0);
-            zmq_msg_close(&ep);
-        }
+    uint16_t event;
+    uint32_t value;
+    while (ss_zmq_monitor_next(g->mon, &event, &value, NULL, 0)) {
         if (event == ZMQ_EVENT_ACCEPTED)
             conn_opened(g, (int)value);
         else if (event == ZMQ_EVENT_DISCONNECTED)

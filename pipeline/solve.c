@@ -43,24 +43,6 @@ struct ss_solution {
     double rms_arcsec;              /* the refit's residual rms over the kept stars; NAN: none */
 };
 
-static void set_why(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void set_why(char *why, size_t n, const char *fmt, ...)
-{
-    if (!why || n == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-}
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int ss_solve_available(const char *program)
 {
@@ -238,7 +220,7 @@ static ss_err_t write_xyls(const char *path, const ss_solve_xy_t *s, int n, char
     char *ttype[] = { "X", "Y", "FLUX" }, *tform[] = { "1D", "1D", "1D" };
     fits_create_file(&fp, fn, &st);
     if (st) {
-        set_why(why, wn, "cannot create %s (CFITSIO %d)", path, st);
+        ss_msgf(why, wn, "cannot create %s (CFITSIO %d)", path, st);
         return SS_ERR_IO;
     }
     fits_create_tbl(fp, BINARY_TBL, 0, 3, ttype, tform, NULL, "SOURCES", &st);
@@ -256,7 +238,7 @@ static ss_err_t write_xyls(const char *path, const ss_solve_xy_t *s, int n, char
     int cst = 0;
     fits_close_file(fp, &cst);
     if (st || cst) {
-        set_why(why, wn, "cannot write %s (CFITSIO %d)", path, st ? st : cst);
+        ss_msgf(why, wn, "cannot write %s (CFITSIO %d)", path, st ? st : cst);
         return SS_ERR_IO;
     }
     return SS_OK;
@@ -280,7 +262,7 @@ static ss_err_t read_corr(const char *path, ss_solution_t *s, char *why, size_t 
     int st = 0;
     fits_open_table(&fp, path, READONLY, &st);
     if (st) {
-        set_why(why, wn, "cannot open %s (CFITSIO %d)", path, st);
+        ss_msgf(why, wn, "cannot open %s (CFITSIO %d)", path, st);
         return SS_ERR_FORMAT;
     }
     long nrows = 0;
@@ -292,7 +274,7 @@ static ss_err_t read_corr(const char *path, ss_solution_t *s, char *why, size_t 
         cm = find_col(fp, "MAG");
     if (st || !cx || !cy || !cr || !cd || nrows < 0 || nrows > 1000000) {
         fits_close_file(fp, &st);
-        set_why(why, wn, "%s: not a .corr table (field_x, field_y, index_ra, index_dec)", path);
+        ss_msgf(why, wn, "%s: not a .corr table (field_x, field_y, index_ra, index_dec)", path);
         return SS_ERR_FORMAT;
     }
     s->stars = calloc((size_t)(nrows > 0 ? nrows : 1), sizeof *s->stars);
@@ -327,7 +309,7 @@ static ss_err_t read_corr(const char *path, ss_solution_t *s, char *why, size_t 
     int cst = 0;
     fits_close_file(fp, &cst);
     if (st) {
-        set_why(why, wn, "%s: read failed (CFITSIO %d)", path, st);
+        ss_msgf(why, wn, "%s: read failed (CFITSIO %d)", path, st);
         return SS_ERR_FORMAT;
     }
     s->n_stars = (int)nrows;
@@ -676,7 +658,7 @@ static ss_err_t run_child(char *const argv[], const char *log, double timeout_s,
     *status = -1;
     if (r != 0)
         return SS_ERR_IO;
-    const double t0 = mono_s();
+    const double t0 = ss_now_mono();
     ss_err_t e = SS_OK;
     for (;;) {
         /* WNOWAIT: the child stays unreaped, so that its pid (the group's
@@ -696,7 +678,7 @@ static ss_err_t run_child(char *const argv[], const char *log, double timeout_s,
             return SS_ERR_IO;
         if (cancel && atomic_load(cancel))
             e = SS_ERR_STOPPED;
-        else if (mono_s() - t0 > timeout_s)
+        else if (ss_now_mono() - t0 > timeout_s)
             e = SS_ERR_TIMEOUT;
         if (e != SS_OK)
             break;
@@ -713,7 +695,7 @@ ss_err_t ss_solve_field(const ss_solve_opts_t *o, const float *img, int w, int h
                         ss_solution_t **out, char *why, size_t wn)
 {
     *out = NULL;
-    const double t0 = mono_s();
+    const double t0 = ss_now_mono();
     const int max = o->max_stars > 0 ? o->max_stars : 200;
     ss_solve_xy_t *xy = malloc(sizeof *xy * (size_t)max);
     if (!xy)
@@ -721,7 +703,7 @@ ss_err_t ss_solve_field(const ss_solve_opts_t *o, const float *img, int w, int h
     const int n = ss_solve_find_stars(img, w, h, xy, max);
     if (n < 8) {
         free(xy);
-        set_why(why, wn, "%d stars found in the image: too few to solve", n);
+        ss_msgf(why, wn, "%d stars found in the image: too few to solve", n);
         return SS_ERR_REGISTRATION;
     }
     const char *tmp = getenv("TMPDIR");
@@ -729,7 +711,7 @@ ss_err_t ss_solve_field(const ss_solve_opts_t *o, const float *img, int w, int h
     snprintf(dir, sizeof dir, "%s/skysieve-solve-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
     if (!mkdtemp(dir)) {
         free(xy);
-        set_why(why, wn, "mkdtemp %s: %s", dir, strerror(errno));
+        ss_msgf(why, wn, "mkdtemp %s: %s", dir, strerror(errno));
         return SS_ERR_IO;
     }
     char xyls[SS_PATH_MAX + 16], cfg[SS_PATH_MAX + 16], log[SS_PATH_MAX + 16];
@@ -802,7 +784,7 @@ ss_err_t ss_solve_field(const ss_solve_opts_t *o, const float *img, int w, int h
             if (fp)
                 fclose(fp);
             free(ap);
-            set_why(why, wn, "cannot write %s", cfg);
+            ss_msgf(why, wn, "cannot write %s", cfg);
             e = SS_ERR_IO;
             goto out;
         }
@@ -816,22 +798,22 @@ ss_err_t ss_solve_field(const ss_solve_opts_t *o, const float *img, int w, int h
     e = run_child(ap->v, log, o->timeout_s, o->cancel, &status);
     free(ap);
     if (e == SS_ERR_TIMEOUT) {
-        set_why(why, wn, "solve-field ran past %.0f s: killed", o->timeout_s);
+        ss_msgf(why, wn, "solve-field ran past %.0f s: killed", o->timeout_s);
         goto out;
     }
     if (e == SS_ERR_STOPPED) {
-        set_why(why, wn, "cancelled");
+        ss_msgf(why, wn, "cancelled");
         goto out;
     }
     if (e != SS_OK) {
         char tail[200];
         log_tail(log, tail, sizeof tail);
-        set_why(why, wn, "solve-field %s (status %d): %s",
+        ss_msgf(why, wn, "solve-field %s (status %d): %s",
                 status < 0 ? "could not be run" : "failed", status, tail);
         goto out;
     }
     if (access(wcsf, R_OK) != 0) {
-        set_why(why, wn, "no solution (%d stars handed over)", n);
+        ss_msgf(why, wn, "no solution (%d stars handed over)", n);
         e = SS_ERR_REGISTRATION;
         goto out;
     }
@@ -847,17 +829,17 @@ ss_err_t ss_solve_field(const ss_solve_opts_t *o, const float *img, int w, int h
         e = ss_wcs_from_meta(&s->wcs, &s->meta, err, sizeof err);
     if (e != SS_OK) {
         free(s);
-        set_why(why, wn, "the solution's WCS: %s", err);
+        ss_msgf(why, wn, "the solution's WCS: %s", err);
         goto out;
     }
     if ((e = read_corr(corr, s, err, sizeof err)) != SS_OK) {
-        set_why(why, wn, "%s", err);
+        ss_msgf(why, wn, "%s", err);
         ss_solution_destroy(&s);
         goto out;
     }
     if (refit(s, (w - 1) / 2.0, (h - 1) / 2.0) != 0)
         SS_LOG(SS_LOG_INFO, TAG, "%d matched stars: solve-field's WCS kept as it is", s->n_stars);
-    s->seconds = mono_s() - t0;
+    s->seconds = ss_now_mono() - t0;
     *out = s;
 out:
     remove_dir(dir);

@@ -66,6 +66,16 @@ const char *ss_log_level_name(int level)
     return level_names[SS_CLAMP(level, 0, 7)];
 }
 
+void ss_msgf(char *buf, size_t n, const char *fmt, ...)
+{
+    if (!buf || n == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+}
+
 void ss_log_write(int level, const char *tag, const char *fmt, ...)
 {
     char msg[1024];

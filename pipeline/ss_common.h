@@ -110,6 +110,10 @@ double ss_now_mono(void);
 
 /* ---- small helpers ----------------------------------------------------- */
 
+/* Format a message into buf (n bytes, truncated, NUL-terminated); buf NULL
+ * or n 0: nothing. For the err/why out-parameters of fallible calls. */
+void ss_msgf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* strncpy that always terminates; returns dst. */
 char *ss_strlcpy(char *dst, const char *src, size_t n);
 

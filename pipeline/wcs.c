@@ -23,18 +23,6 @@
 #define FK5_MIN_EQUINOX 1984.0     /* Paper I: EQUINOX < 1984 without RADESYS means FK4 */
 #define CARD 80
 
-static void set_why(char *why, size_t n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_why(char *why, size_t n, const char *fmt, ...)
-{
-    if (!why || n == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-}
-
 /* A numeric key: 1 found (value in *v), 0 absent, -1 present but not a
  * number (a string that does not parse fully, or a non-finite value). */
 static int get_num(const ss_frame_meta_t *m, const char *key, double *v)
@@ -91,13 +79,13 @@ static ss_err_t check_axes(const ss_frame_meta_t *m, int *sip, char *why, size_t
     const char *ct1 = get_str(m, "CTYPE1", b1, sizeof b1);
     const char *ct2 = get_str(m, "CTYPE2", b2, sizeof b2);
     if (!ct1 || !ct2) {
-        set_why(why, why_len, "no celestial WCS (CTYPE1/CTYPE2 missing)");
+        ss_msgf(why, why_len, "no celestial WCS (CTYPE1/CTYPE2 missing)");
         return SS_ERR_UNSUPPORTED;
     }
     int ra1 = strncmp(ct1, "RA--", 4) == 0, de1 = strncmp(ct1, "DEC-", 4) == 0;
     int ra2 = strncmp(ct2, "RA--", 4) == 0, de2 = strncmp(ct2, "DEC-", 4) == 0;
     if (!((ra1 && de2) || (de1 && ra2))) {
-        set_why(why, why_len, "unsupported CTYPE pair '%s' '%s' (need RA / DEC axes)", ct1, ct2);
+        ss_msgf(why, why_len, "unsupported CTYPE pair '%s' '%s' (need RA / DEC axes)", ct1, ct2);
         return SS_ERR_UNSUPPORTED;
     }
     /* a distortion code after the projection: only those WCSLIB applies
@@ -105,7 +93,7 @@ static ss_err_t check_axes(const ss_frame_meta_t *m, int *sip, char *why, size_t
     const char *ct[2] = { ct1, ct2 };
     for (int i = 0; i < 2; i++)
         if (strlen(ct[i]) > 8 && strcmp(ct[i] + 8, "-SIP") != 0 && strcmp(ct[i] + 8, "-TPV") != 0) {
-            set_why(why, why_len, "unsupported distortion in CTYPE '%s' (-SIP or -TPV)", ct[i]);
+            ss_msgf(why, why_len, "unsupported distortion in CTYPE '%s' (-SIP or -TPV)", ct[i]);
             return SS_ERR_UNSUPPORTED;
         }
     *sip = strstr(ct1, "-SIP") != NULL || strstr(ct2, "-SIP") != NULL;
@@ -122,11 +110,11 @@ static ss_err_t check_frame(const ss_frame_meta_t *m, char *why, size_t why_len)
         rs = get_str(m, "RADECSYS", b, sizeof b);
     double eq;
     if (rs && strcmp(rs, "ICRS") != 0 && strcmp(rs, "FK5") != 0) {
-        set_why(why, why_len, "unsupported RADESYS '%s' (ICRS or FK5)", rs);
+        ss_msgf(why, why_len, "unsupported RADESYS '%s' (ICRS or FK5)", rs);
         return SS_ERR_UNSUPPORTED;
     }
     if (!rs && get_num(m, "EQUINOX", &eq) == 1 && eq < FK5_MIN_EQUINOX) {
-        set_why(why, why_len, "EQUINOX %g without RADESYS means FK4: unsupported", eq);
+        ss_msgf(why, why_len, "EQUINOX %g without RADESYS means FK4: unsupported", eq);
         return SS_ERR_UNSUPPORTED;
     }
     return SS_OK;
@@ -140,7 +128,7 @@ static ss_err_t check_keys(const ss_frame_meta_t *m, int sip, char *why, size_t 
     double v;
     for (int i = 0; i < 4; i++)
         if (get_num(m, need[i], &v) != 1) {
-            set_why(why, why_len, "%s missing or not a number", need[i]);
+            ss_msgf(why, why_len, "%s missing or not a number", need[i]);
             return SS_ERR_FORMAT;
         }
     char b[80];
@@ -148,7 +136,7 @@ static ss_err_t check_keys(const ss_frame_meta_t *m, int sip, char *why, size_t 
     double dec0;
     get_num(m, strncmp(ct2, "DEC-", 4) == 0 ? "CRVAL2" : "CRVAL1", &dec0);
     if (fabs(dec0) > 90.0) {
-        set_why(why, why_len, "reference Dec %g out of range", dec0);
+        ss_msgf(why, why_len, "reference Dec %g out of range", dec0);
         return SS_ERR_FORMAT;
     }
     static const char *const lin[] = { "PC1_1", "PC1_2", "PC2_1", "PC2_2", "CD1_1", "CD1_2",
@@ -157,14 +145,14 @@ static ss_err_t check_keys(const ss_frame_meta_t *m, int sip, char *why, size_t 
     for (int i = 0; i < 10; i++)
         any |= get_num(m, lin[i], &v) == 1;
     if (!any) {
-        set_why(why, why_len, "no linear transform (PCi_j, CDi_j or CDELTi)");
+        ss_msgf(why, why_len, "no linear transform (PCi_j, CDi_j or CDELTi)");
         return SS_ERR_FORMAT;
     }
     for (int i = 0; sip && i < 2; i++) {
         const char *key = i ? "B_ORDER" : "A_ORDER";
         int r = get_num(m, key, &v);
         if (r != 1 || v != floor(v) || v < 0 || v > SS_SIP_MAX_ORDER) {
-            set_why(why, why_len, "%s %s (need an integer 0..%d with -SIP)", key,
+            ss_msgf(why, why_len, "%s %s (need an integer 0..%d with -SIP)", key,
                     r == 0 ? "missing" : "invalid", SS_SIP_MAX_ORDER);
             return SS_ERR_FORMAT;
         }
@@ -191,7 +179,7 @@ static ss_err_t write_card(const ss_frame_meta_t *m, const ss_wcs_key_t *k, char
     } else {
         double v;
         if (get_num(m, k->key, &v) != 1) {
-            set_why(why, why_len, "%s is not a number", k->key);
+            ss_msgf(why, why_len, "%s is not a number", k->key);
             return SS_ERR_FORMAT;
         }
         *quoted += k->is_string;
@@ -255,7 +243,7 @@ ss_err_t ss_wcs_from_meta(ss_wcs_t *w, const ss_frame_meta_t *m, char *why, size
     struct wcsprm *prm = NULL;
     int st = wcspih(hdr, ncards, WCSHDR_all, 0, &nreject, &nwcs, &prm);
     if (st != 0 || nwcs < 1) {
-        set_why(why, why_len, "WCSLIB could not read the WCS keys (wcspih status %d)", st);
+        ss_msgf(why, why_len, "WCSLIB could not read the WCS keys (wcspih status %d)", st);
         wcsvfree(&nwcs, &prm);
         return SS_ERR_FORMAT;
     }
@@ -265,7 +253,7 @@ ss_err_t ss_wcs_from_meta(ss_wcs_t *w, const ss_frame_meta_t *m, char *why, size
         st = -1;
     if (st != 0) {
         int bad_proj = st == WCSERR_BAD_CTYPE || st < 0;
-        set_why(why, why_len, "%s (CTYPE '%s' '%s')",
+        ss_msgf(why, why_len, "%s (CTYPE '%s' '%s')",
                 st == WCSERR_SINGULAR_MTX ? "singular linear transform"
                 : st < 0                  ? "not a celestial WCS"
                                           : wcslib_why(prm, st),

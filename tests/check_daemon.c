@@ -280,6 +280,20 @@ static ss_proto_status_t *stats_of(const dmn_t *d)
     return st;
 }
 
+/* The stats once feed 0 has processed at least n frames, or after wait_s
+ * (polled every 50 ms); the caller frees them. */
+static ss_proto_status_t *stats_when_processed(const dmn_t *d, uint64_t n, double wait_s)
+{
+    ss_proto_status_t *st = NULL;
+    const double t0 = now_s();
+    do {
+        free(st);
+        sleep_s(0.05);
+        st = stats_of(d);
+    } while (st->feeds[0].processed < n && now_s() - t0 < wait_s);
+    return st;
+}
+
 /* Wait until the control socket answers "status" (the daemon is up). */
 static void dmn_wait_ready(dmn_t *d)
 {
@@ -1904,13 +1918,7 @@ START_TEST(test_hostile_input)
     for (int i = 0; i < 3; i++)
         sender_send(&s, NULL);
 
-    ss_proto_status_t *st = NULL;
-    double t0 = now_s();
-    do {
-        free(st);
-        sleep_s(0.05);
-        st = stats_of(&d);
-    } while (st->feeds[0].processed < 4 && now_s() - t0 < 60.0);
+    ss_proto_status_t *st = stats_when_processed(&d, 4, 60.0);
     const ss_proto_feed_stats_t *fs = &st->feeds[0];
     ck_assert_uint_eq(fs->processed, 4);
     ck_assert_uint_eq(fs->accepted, 4);
@@ -1937,7 +1945,7 @@ START_TEST(test_hostile_input)
         ck_assert_ptr_nonnull(huge);
         ss_proto_part_t p9[2] = { { s.hdr, (size_t)hl }, { huge, nbig } };
         send_parts(big, p9, 2);
-        t0 = now_s();
+        const double t0 = now_s();
         while (!log_contains(&d, "disconnected (a part over the size limit") && now_s() - t0 < 20.0)
             sleep_s(0.05);
         ck_assert(log_contains(&d, "disconnected (a part over the size limit"));
@@ -1945,12 +1953,8 @@ START_TEST(test_hostile_input)
         free(huge);
     }
     sender_send(&s, NULL);
-    t0 = now_s();
-    do {
-        free(st);
-        sleep_s(0.05);
-        st = stats_of(&d);
-    } while (st->feeds[0].processed < 5 && now_s() - t0 < 60.0);
+    free(st);
+    st = stats_when_processed(&d, 5, 60.0);
     ck_assert_uint_eq(st->feeds[0].processed, 5);
     free(st);
     ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
@@ -2697,13 +2701,7 @@ START_TEST(test_stalled_partial_message)
     sender_t snd;
     sender_open(&snd, &d, 0);
     sender_send(&snd, NULL);
-    ss_proto_status_t *st = NULL;
-    t0 = now_s();
-    do {
-        free(st);
-        sleep_s(0.05);
-        st = stats_of(&d);
-    } while (st->feeds[0].processed < 1 && now_s() - t0 < 30.0);
+    ss_proto_status_t *st = stats_when_processed(&d, 1, 30.0);
     ck_assert_uint_eq(st->feeds[0].processed, 1);
     free(st);
     sender_close(&snd);
@@ -2750,13 +2748,7 @@ START_TEST(test_fd_exhaustion)
     ss_ctl_response_free(&r);
     void *sub = subscribe(&d);
     sender_send(&snd, NULL);
-    ss_proto_status_t *st = NULL;
-    const double t0 = now_s();
-    do {
-        free(st);
-        sleep_s(0.05);
-        st = stats_of(&d);
-    } while (st->feeds[0].processed < 1 && now_s() - t0 < 30.0);
+    ss_proto_status_t *st = stats_when_processed(&d, 1, 30.0);
     ck_assert_uint_eq(st->feeds[0].processed, 1);
     free(st);
     sender_close(&snd);
