@@ -1819,3 +1819,15 @@ ss_backend_t *ss_pipeline_backend(ss_pipeline_t *p, const ss_backend_ops_t **ops
         *ops = p->ops;
     return p->be;
 }
+
+int ss_pipeline_history_entry(const ss_pipeline_t *p, int k, int *slot, double *sx, double *sy,
+                              uint64_t *seq)
+{
+    if (k < 0 || k >= p->n_hist)
+        return -1;
+    *slot = p->hist[k].slot;
+    *sx = p->hist[k].sx;
+    *sy = p->hist[k].sy;
+    *seq = p->hist[k].seq;
+    return 0;
+}
