@@ -86,20 +86,6 @@ void ss_daemon_status(ss_daemon_t *d, ss_proto_status_t *st)
 
 /* ---- building ----------------------------------------------------------- */
 
-/* Bytes of one pooled frame and pixels of a residual: a synthetic feed
- * knows its exact size; other feeds take their limits. */
-static void feed_sizes(const ss_feed_cfg_t *c, size_t *frame_bytes, size_t *max_pixels)
-{
-    if (c->source == SS_SOURCE_SYNTH) {
-        const ss_synth_cfg_t *g = &c->synth.gen;
-        *max_pixels = (size_t)g->width * (size_t)g->height;
-        *frame_bytes = *max_pixels * ss_dtype_size(g->dtype);
-    } else {
-        *max_pixels = (size_t)c->max_width * (size_t)c->max_height;
-        *frame_bytes = ss_feed_max_pixel_bytes(c);
-    }
-}
-
 /* The feed's source says its input ended (source.h, on its thread): the
  * daemon stops when the source asks it to (exit_at_end). */
 static void source_ended(void *user, const char *stop_why)
@@ -124,7 +110,8 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
     f->start = ss_cfg_board_take(d->board);
     f->cfg = &ss_cfg_snap_config(f->start)->feeds[i];
     ss_strlcpy(f->name, f->cfg->name, sizeof f->name);
-    feed_sizes(f->cfg, &f->frame_bytes, &f->max_pixels);
+    int masks = 0;
+    ss_source_frame_needs(f->cfg, &f->max_pixels, &f->frame_bytes, &masks);
 
     if (!(f->pipe = ss_pipeline_new(&f->cfg->pipeline, f->name, err, n)))
         return -1;
@@ -136,8 +123,8 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
     /* queue depth + 3: the queue's frames, the worker's two (the current
      * one and the next, prefetched), the source's */
     int pool_n = f->cfg->queue_depth + 3;
-    /* mask buffers only where a source can send a mask part (zmq) */
-    size_t mask_bytes = f->cfg->source == SS_SOURCE_ZMQ ? f->max_pixels : 0;
+    /* mask buffers only where the source type can deliver a mask */
+    size_t mask_bytes = masks ? f->max_pixels : 0;
     f->pool = ss_frame_pool_new(pool_n, f->frame_bytes, mask_bytes, &ops->host_alloc);
     f->frames = ss_queue_new(f->cfg->queue_depth, f->cfg->queue_policy);
     f->n_outs = SS_OUTS_PER_FEED;

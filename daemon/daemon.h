@@ -14,6 +14,9 @@
  * a per-feed set of ss_out_t buffers that circulate worker -> sinks ->
  * free list. Nothing is allocated per frame.
  *
+ * The running config is the main thread's; the other threads read
+ * immutable snapshots of it, taken at their frame boundaries (cfgsnap.h).
+ *
  * The library skysieve_daemon_lib holds all of it but main(): tests link
  * it for the unit-level checks and exec the skysieved binary for the rest.
  */

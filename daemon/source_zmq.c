@@ -281,4 +281,5 @@ const ss_source_ops_t ss_source_zmq_ops = {
     .open = zmq_src_open,
     .run = zmq_run,
     .close = zmq_src_close,
+    .masks = 1,         /* PROTOCOL.md §3's optional mask part */
 };
