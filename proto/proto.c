@@ -985,8 +985,31 @@ static int parse_series_fields(dctx_t *c, const ss_proto_limits_t *lim, ss_proto
     return 0;
 }
 
-/* in cleared for parsing a header of format fmt. */
-static void input_clear(ss_proto_input_t *in, ss_proto_format_t fmt, ss_proto_error_t *err)
+/* This protocol's input header: protocol, type, then the type's fields. */
+static int parse_skysieve_fields(dctx_t *c, const ss_proto_limits_t *lim, ss_proto_input_t *in)
+{
+    char type[SS_NAME_MAX];
+    if (check_version(c) < 0 || get_str(c, "type", 1, CHARS_ANY, type, sizeof type) < 0)
+        return -1;
+    if (strcmp(type, "frame") == 0) {
+        in->type = SS_MSG_FRAME;
+        return parse_frame_fields(c, lim, in);
+    }
+    if (strcmp(type, "series_start") == 0 || strcmp(type, "series_end") == 0) {
+        in->type = strcmp(type, "series_start") == 0 ? SS_MSG_SERIES_START : SS_MSG_SERIES_END;
+        return parse_series_fields(c, lim, in);
+    }
+    return fail(c->err, SS_PR_UNKNOWN_TYPE,
+                "unknown message type \"%s\" (expected frame, series_start or series_end)", type);
+}
+
+typedef int (*fields_fn)(dctx_t *c, const ss_proto_limits_t *lim, ss_proto_input_t *in);
+
+/* Parse a header part of format fmt into in: the JSON object, then its
+ * members by fields (which sets in->type). */
+static ss_err_t parse_header(ss_proto_format_t fmt, fields_fn fields, const void *buf, size_t len,
+                             const ss_proto_limits_t *lim, ss_proto_input_t *in,
+                             ss_proto_error_t *err)
 {
     in->format = fmt;
     in->type = SS_MSG_NONE;
@@ -995,39 +1018,23 @@ static void input_clear(ss_proto_input_t *in, ss_proto_format_t fmt, ss_proto_er
     in->frames = -1;
     ss_frame_meta_clear(&in->meta);
     ok_error(err);
-}
-
-ss_err_t ss_proto_parse_input(const void *buf, size_t len, const ss_proto_limits_t *lim,
-                              ss_proto_input_t *in, ss_proto_error_t *err)
-{
-    input_clear(in, SS_PROTO_FMT_SKYSIEVE, err);
     cJSON *root = parse_object(buf, len, lim->max_header_bytes, "header", err);
     if (!root)
         return reason_err(err->reason);
     dctx_t c = { .obj = root, .err = err };
-    int rc = -1;
-    char type[SS_NAME_MAX];
-    if (check_version(&c) < 0)
-        goto out;
-    if (get_str(&c, "type", 1, CHARS_ANY, type, sizeof type) < 0)
-        goto out;
-    if (strcmp(type, "frame") == 0) {
-        in->type = SS_MSG_FRAME;
-        rc = parse_frame_fields(&c, lim, in);
-    } else if (strcmp(type, "series_start") == 0 || strcmp(type, "series_end") == 0) {
-        in->type = strcmp(type, "series_start") == 0 ? SS_MSG_SERIES_START : SS_MSG_SERIES_END;
-        rc = parse_series_fields(&c, lim, in);
-    } else {
-        fail(err, SS_PR_UNKNOWN_TYPE,
-             "unknown message type \"%s\" (expected frame, series_start or series_end)", type);
-    }
-out:
+    const int rc = fields(&c, lim, in);
     cJSON_Delete(root);
     if (rc != 0) {
         in->type = SS_MSG_NONE;
         return reason_err(err->reason);
     }
     return SS_OK;
+}
+
+ss_err_t ss_proto_parse_input(const void *buf, size_t len, const ss_proto_limits_t *lim,
+                              ss_proto_input_t *in, ss_proto_error_t *err)
+{
+    return parse_header(SS_PROTO_FMT_SKYSIEVE, parse_skysieve_fields, buf, len, lim, in, err);
 }
 
 /* ---- input: EPICS areaDetector NDPluginZMQ (ADZMQ) ---------------------- */
@@ -1121,6 +1128,7 @@ static int parse_adzmq_fields(dctx_t *c, const ss_proto_limits_t *lim, ss_proto_
     ss_frame_meta_t *m = &in->meta;
     int xyz = 0;
     char type[SS_NAME_MAX];
+    in->type = SS_MSG_FRAME;
     if (adzmq_htype(c, &xyz) < 0 || get_str(c, "type", 1, CHARS_ANY, type, sizeof type) < 0)
         return -1;
     if (dtype_parse(type, &in->dtype) != 0)
@@ -1136,19 +1144,7 @@ static int parse_adzmq_fields(dctx_t *c, const ss_proto_limits_t *lim, ss_proto_
 ss_err_t ss_proto_parse_adzmq(const void *buf, size_t len, const ss_proto_limits_t *lim,
                               ss_proto_input_t *in, ss_proto_error_t *err)
 {
-    input_clear(in, SS_PROTO_FMT_ADZMQ, err);
-    cJSON *root = parse_object(buf, len, lim->max_header_bytes, "header", err);
-    if (!root)
-        return reason_err(err->reason);
-    dctx_t c = { .obj = root, .err = err };
-    in->type = SS_MSG_FRAME;
-    const int rc = parse_adzmq_fields(&c, lim, in);
-    cJSON_Delete(root);
-    if (rc != 0) {
-        in->type = SS_MSG_NONE;
-        return reason_err(err->reason);
-    }
-    return SS_OK;
+    return parse_header(SS_PROTO_FMT_ADZMQ, parse_adzmq_fields, buf, len, lim, in, err);
 }
 
 ss_err_t ss_proto_parse_header(ss_proto_format_t fmt, const void *buf, size_t len,
