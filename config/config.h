@@ -48,6 +48,11 @@ typedef enum ss_source_type {
 
 typedef enum ss_zmq_socket { SS_ZMQ_PULL = 0, SS_ZMQ_SUB } ss_zmq_socket_t;
 
+typedef enum ss_zmq_format {
+    SS_ZMQ_FORMAT_SKYSIEVE = 0, /* proto/PROTOCOL.md's frame messages */
+    SS_ZMQ_FORMAT_ADZMQ         /* EPICS areaDetector's NDPluginZMQ arrays (PROTOCOL.md §11) */
+} ss_zmq_format_t;
+
 typedef enum ss_fits_mode {
     SS_FITS_DIRECTORY = 0,      /* watch a directory, take new files once complete */
     SS_FITS_LIST,               /* a text file naming the FITS files, one per line */
@@ -81,6 +86,7 @@ typedef struct ss_zmq_source_cfg {
     int bind;                       /* "source.zmq.bind": 1 bind, 0 connect */
     int rcvhwm;                     /* "source.zmq.rcvhwm": ZMQ_RCVHWM, messages */
     char subscribe[SS_NAME_MAX];    /* "source.zmq.subscribe": SUB prefix ("" = everything) */
+    ss_zmq_format_t format;         /* "source.zmq.format": skysieve|adzmq */
 } ss_zmq_source_cfg_t;
 
 typedef struct ss_fits_source_cfg {

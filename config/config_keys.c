@@ -63,6 +63,9 @@ static const ss_enum_name_t psf_names[] = {
 static const ss_enum_name_t zmq_socket_names[] = {
     { "pull", SS_ZMQ_PULL }, { "sub", SS_ZMQ_SUB }, { NULL, 0 }
 };
+static const ss_enum_name_t zmq_format_names[] = {
+    { "skysieve", SS_ZMQ_FORMAT_SKYSIEVE }, { "adzmq", SS_ZMQ_FORMAT_ADZMQ }, { NULL, 0 }
+};
 static const ss_enum_name_t fits_mode_names[] = {
     { "directory", SS_FITS_DIRECTORY }, { "list", SS_FITS_LIST }, { "glob", SS_FITS_GLOB }, { NULL, 0 }
 };
@@ -260,6 +263,8 @@ static const ss_config_key_t feed_keys[] = {
           "ZMQ_RCVHWM: frame messages buffered in the socket."),
     F_STR("source.zmq.subscribe", zmq.subscribe, "", FIXED,
           "SUB only: subscription prefix (\"\" = every message)."),
+    F_ENUM("source.zmq.format", zmq.format, zmq_format_names, "skysieve", FIXED,
+           "Message format: skysieve (PROTOCOL.md frames) or adzmq (EPICS areaDetector NDPluginZMQ arrays)."),
 
     /* FITS source */
     F_ENUM("source.fits.mode", fits.mode, fits_mode_names, "directory", FIXED,

@@ -37,6 +37,18 @@ const ss_source_ops_t *ss_source_ops_find(const char *name)
     return NULL;
 }
 
+void ss_source_frame_needs(const ss_feed_cfg_t *c, size_t *pixels, size_t *bytes, int *masks)
+{
+    const ss_source_ops_t *ops = ss_source_ops_find(ss_source_type_name(c->source));
+    *masks = ops && ops->masks;
+    if (ops && ops->frame_size) {
+        ops->frame_size(c, pixels, bytes);
+        return;
+    }
+    *pixels = (size_t)c->max_width * (size_t)c->max_height;
+    *bytes = ss_feed_max_pixel_bytes(c);
+}
+
 static void *source_thread(void *arg)
 {
     ss_source_t *s = arg;

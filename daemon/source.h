@@ -6,7 +6,10 @@
  *
  * source.c owns the common part: the ss_source_t (its body private
  * there), one thread per source, stop and join. A type's ops see only
- * their own state (what .open returned) and the accessors below.
+ * their own state (what .open returned) and the accessors below. What
+ * the daemon must know of a type before it opens (its frames' size, mask
+ * buffers) it asks the ops (ss_source_frame_needs): no file but the type's
+ * own reads its config section or includes its internals.
  */
 #ifndef SS_SOURCE_H
 #define SS_SOURCE_H
@@ -14,6 +17,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "config/config.h"
 #include "pipeline/frame.h"
 
 #ifdef __cplusplus
@@ -59,6 +63,12 @@ typedef struct ss_source_ops {
      * status), on the worker's thread. Frames dropped before processing
      * never reach it (the FITS source moves or deletes files here). */
     void (*frame_done)(void *impl, const ss_frame_meta_t *m);
+    /* Optional (NULL: the feed's limits, limits.max_width x max_height of
+     * the widest type): the pixels of the largest frame this type delivers
+     * under feed config c, and their bytes; what the feed's frame pool and
+     * result buffers are sized for. */
+    void (*frame_size)(const ss_feed_cfg_t *c, size_t *pixels, size_t *bytes);
+    int masks;          /* frames may come with a mask: each pool frame gets a mask buffer */
 } ss_source_ops_t;
 
 extern const ss_source_ops_t ss_source_synth_ops;
@@ -67,6 +77,10 @@ extern const ss_source_ops_t ss_source_fits_ops;
 
 /* The registry: the ops of the source type called name, NULL if none. */
 const ss_source_ops_t *ss_source_ops_find(const char *name);
+/* What a feed of config c needs for its source type's frames, before the
+ * source opens: the pixels and bytes of its largest frame (ops->frame_size,
+ * else the limits) and whether they need mask buffers (ops->masks). */
+void ss_source_frame_needs(const ss_feed_cfg_t *c, size_t *pixels, size_t *bytes, int *masks);
 
 /* Open the feed's source (ops from its config's source type) in the
  * calling thread, with what the daemon lends it (env). NULL with err set
