@@ -18,8 +18,9 @@
  * Malformed (SS_ERR_FORMAT from ss_indi_stream_feed, the reason in why;
  * the caller restarts the connection and resets the stream): XML that
  * expat refuses, a oneBLOB without a name or with a size/len that is not
- * a decimal count (or over SS_INDI_LEN_MAX), base64 that is not base64 or
- * that ends short of len, more than SS_INDI_MARKUP_MAX bytes of markup
+ * a decimal count (or over SS_INDI_LEN_MAX), base64 that is not base64,
+ * cut short (not a whole number of 4-symbol groups) or, for a BLOB stored,
+ * ending short of len, more than SS_INDI_MARKUP_MAX bytes of markup
  * (anything but BLOB text) inside one top-level element, or a top-level
  * element that is not an element (text outside elements is whitespace).
  */
