@@ -619,7 +619,8 @@ static void write_indi_config(const char *path, const char *feeds)
     FILE *f = fopen(path, "w");
     ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
     fprintf(f, "{\"log_level\": \"info\", \"control\": {\"endpoint\": \"\"},"
-            " \"publish\": {\"endpoint\": \"\"}, \"feeds\": [%s]}\n", feeds);
+            " \"publish\": {\"endpoint\": \"\"}, \"shutdown\": {\"drain_timeout\": 300},"
+            " \"feeds\": [%s]}\n", feeds);
     fclose(f);
 }
 
@@ -808,6 +809,11 @@ int main(void)
         const seq_t *all[N_SEQ] = { &SEQ_STATIC, &SEQ_JITTER, &SEQ_SPARSE };
         for (int i = 0; i < N_SEQ; i++) {
             snprintf(sub, sizeof sub, "%s/%s", tmp_root, all[i]->name);
+            remove_dir(sub);
+        }
+        const char *daemon_dirs[] = { "daemon/a", "daemon/b", "daemon" };
+        for (int i = 0; i < 3; i++) {   /* left by a failed daemon test */
+            snprintf(sub, sizeof sub, "%s/%s", tmp_root, daemon_dirs[i]);
             remove_dir(sub);
         }
         rmdir(tmp_root);
