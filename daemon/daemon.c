@@ -650,6 +650,11 @@ static void log_summary(ss_daemon_t *d)
                (unsigned long long)k.connections_refused, (unsigned long long)k.solve_started,
                (unsigned long long)k.solve_ok, (unsigned long long)k.solve_failed,
                (unsigned long long)k.solve_timeouts);
+        if (d->feeds[i].cfg->source == SS_SOURCE_INDI)
+            SS_LOG(SS_LOG_NOTICE, TAG, "feed %s final (indi): indi_connects=%llu "
+                   "indi_connect_failures=%llu indi_disconnects=%llu indi_malformed=%llu", s.name,
+                   (unsigned long long)k.indi_connects, (unsigned long long)k.indi_connect_failures,
+                   (unsigned long long)k.indi_disconnects, (unsigned long long)k.indi_malformed);
     }
 }
 

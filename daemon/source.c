@@ -27,6 +27,7 @@ static const ss_source_ops_t *const registry[] = {
     &ss_source_synth_ops,
     &ss_source_zmq_ops,
     &ss_source_fits_ops,
+    &ss_source_indi_ops,
 };
 
 const ss_source_ops_t *ss_source_ops_find(const char *name)

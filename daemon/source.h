@@ -1,6 +1,6 @@
 /*
  * source.h — a feed's source of frames: one const ops table per source
- * type (source_synth.c, source_zmq.c, source_fits.c), chosen from the
+ * type (source_synth.c, source_zmq.c, source_fits.c, source_indi.c), chosen from the
  * registry in source.c by the config's source type name, the way
  * pipeline/backend_select.c chooses a backend.
  *
@@ -74,6 +74,7 @@ typedef struct ss_source_ops {
 extern const ss_source_ops_t ss_source_synth_ops;
 extern const ss_source_ops_t ss_source_zmq_ops;
 extern const ss_source_ops_t ss_source_fits_ops;
+extern const ss_source_ops_t ss_source_indi_ops;
 
 /* The registry: the ops of the source type called name, NULL if none. */
 const ss_source_ops_t *ss_source_ops_find(const char *name);
@@ -103,6 +104,18 @@ ss_feed_t *ss_source_feed(const ss_source_t *s);
 const ss_source_env_t *ss_source_env(const ss_source_t *s);
 const atomic_int *ss_source_stop_flag(const ss_source_t *s);
 const char *ss_source_desc(const ss_source_t *s);
+
+struct ss_fits_image;
+/* Read an opened FITS image (a file's, or a BLOB's in memory: what names it
+ * in messages) into a frame of f's pool, held to the feed's limits; *im is
+ * closed and nulled. Returns the frame, meta.feed set, meta.seq the
+ * arrival number (*arrivals, counted up) when the image has no SEQ,
+ * recv_mono now: the caller counts it accepted and submits it. Or NULL,
+ * the rejection counted and logged, *code 1 when the image could not be
+ * read, 2 when it is refused for good (limits, shutting down)
+ * (source_fits.c). */
+ss_frame_t *ss_source_fits_frame(ss_feed_t *f, struct ss_fits_image **im, const char *what,
+                                 const atomic_int *stop, uint64_t *arrivals, int *code);
 
 /* The order key of a FITS file: DATE-OBS (+TIME-OBS) as MJD, NAN if
  * absent or unreadable (source_fits.c). */
