@@ -329,3 +329,14 @@ int ss_indi_stream_mid_message(const ss_indi_stream_t *s)
 {
     return s->depth >= 2;
 }
+
+int ss_indi_stream_blob_pending(const ss_indi_stream_t *s, ss_indi_blob_t *b, size_t *got)
+{
+    if (!s->out)                    /* nulled by blob_done's hand-over and by a reset */
+        return 0;
+    if (b)
+        *b = s->blob;
+    if (got)
+        *got = SS_MIN(s->out_n, s->blob.len);
+    return 1;
+}

@@ -81,6 +81,11 @@ ss_err_t ss_indi_stream_feed(ss_indi_stream_t *s, const char *buf, size_t n, cha
 /* Whether the stream is inside a top-level element (a message half
  * received: a connection that ends now ended mid-message). */
 int ss_indi_stream_mid_message(const ss_indi_stream_t *s);
+/* Whether a wanted BLOB was lent a buffer (blob_buffer) and not handed
+ * over (blob_done): its text cut short by the connection's end, or a
+ * malformed stream. 1 with *b its attributes and *got the bytes decoded
+ * so far; 0 otherwise (also after a reset). b and got may be NULL. */
+int ss_indi_stream_blob_pending(const ss_indi_stream_t *s, ss_indi_blob_t *b, size_t *got);
 
 #ifdef __cplusplus
 }

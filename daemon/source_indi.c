@@ -31,7 +31,9 @@
  * retried. Counted (the feed's final log line, "indi"): indi_connects,
  * indi_connect_failures, indi_disconnects, indi_malformed; frames that
  * cannot be read are rejected (bad_value), frames over the limits too
- * (too_long, dimensions).
+ * (too_long, dimensions), and a BLOB the connection's end (or a malformed
+ * stream) cut short is received and rejected (data_size): never handed
+ * to the FITS reader.
  */
 #include "feed.h"
 #include "source.h"
@@ -311,11 +313,31 @@ static void close_fds(indi_src_t *s)
     s->n_fds = 0;
 }
 
-/* Close the connection (why: logged), counted, and schedule the next try. */
+/* A wanted BLOB the connection's end (or a malformed stream) cut short:
+ * a frame received and lost, so counted as received and rejected
+ * (data_size: its bytes fell short of len). Its partial bytes stay in the
+ * BLOB buffer, never read: the next BLOB overwrites them. */
+static void count_lost_blob(indi_src_t *s)
+{
+    ss_indi_blob_t b;
+    size_t got;
+    char text[3 * SS_INDI_NAME_MAX + 160];
+    if (!ss_indi_stream_blob_pending(s->xml, &b, &got))
+        return;
+    ss_stats_received(ss_feed_stats(s->feed));
+    snprintf(text, sizeof text, "%s.%s: BLOB cut short, %zu of %zu bytes before the connection "
+             "closed", b.device, b.vector, got, b.len);
+    reject(s, SS_PR_DATA_SIZE, text);
+}
+
+/* Close the connection (why: logged), counted, and schedule the next try.
+ * A BLOB half received is counted lost (count_lost_blob); the stream is
+ * reset on the next connection. */
 static void drop(indi_src_t *s, const char *why, int malformed)
 {
     ss_feed_stats_t *st = ss_feed_stats(s->feed);
     const double now = ss_now_mono();
+    count_lost_blob(s);
     SS_SINK_ADD(st, indi_disconnects, 1);
     if (malformed)
         SS_SINK_ADD(st, indi_malformed, 1);

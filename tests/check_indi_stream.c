@@ -4,7 +4,8 @@
  * .fits.fz truncation to len, attached BLOBs, other devices skipped, and
  * the malformed streams (truncated or invalid base64, bad size or len,
  * huge len, XML errors, a markup bomb) refused with a reason, the parser
- * usable again after a reset.
+ * usable again after a reset; a BLOB cut short reported pending (lost),
+ * never handed over.
  */
 #include <check.h>
 #include <stdio.h>
@@ -298,6 +299,41 @@ START_TEST(test_attached)
 }
 END_TEST
 
+/* A BLOB cut short (the connection ends mid-text, or the text turns
+ * malformed): reported pending with the bytes decoded so far, never
+ * handed over; not pending once handed over, or after a reset. */
+START_TEST(test_blob_pending)
+{
+    char why[300];
+    uint8_t d[1000];
+    data_of(d, sizeof d);
+    rec_t r;
+    ss_indi_stream_t *s = new_stream(&r, "C");
+    ss_indi_blob_t b;
+    size_t got = 0;
+    blob_msg(msg, sizeof msg, "C", "1000", NULL, ".fits", d, sizeof d);
+    const size_t n = strlen(msg);
+    ck_assert_int_eq(ss_indi_stream_blob_pending(s, NULL, NULL), 0);
+    ck_assert_int_eq(ss_indi_stream_feed(s, msg, n / 2, why, sizeof why), SS_OK);
+    ck_assert_int_eq(ss_indi_stream_blob_pending(s, &b, &got), 1);
+    ck_assert_str_eq(b.device, "C");
+    ck_assert_uint_eq(b.len, 1000);
+    ck_assert(got > 300 && got < 700);
+    ck_assert_int_eq(r.done, 0);
+    ck_assert_int_eq(ss_indi_stream_reset(s), SS_OK);        /* the next connection */
+    ck_assert_int_eq(ss_indi_stream_blob_pending(s, NULL, NULL), 0);
+    ck_assert_int_eq(feed_all(s, msg, 97, why), SS_OK);        /* whole: handed over */
+    ck_assert_int_eq(r.done, 1);
+    ck_assert_int_eq(ss_indi_stream_blob_pending(s, NULL, NULL), 0);
+    /* malformed mid-text: refused, the BLOB pending (lost), not handed over */
+    ck_assert_int_eq(ss_indi_stream_feed(s, msg, n / 2, why, sizeof why), SS_OK);
+    ck_assert_int_eq(ss_indi_stream_feed(s, "!</oneBLOB>", 11, why, sizeof why), SS_ERR_FORMAT);
+    ck_assert_int_eq(ss_indi_stream_blob_pending(s, NULL, &got), 1);
+    ck_assert_int_eq(r.done, 1);
+    ss_indi_stream_destroy(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("indi_stream");
@@ -309,6 +345,7 @@ int main(void)
     tcase_add_test(tc, test_hostile);
     tcase_add_test(tc, test_markup_bomb);
     tcase_add_test(tc, test_attached);
+    tcase_add_test(tc, test_blob_pending);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
