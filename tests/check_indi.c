@@ -44,6 +44,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -601,26 +602,28 @@ static int stop_daemon(pid_t pid)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* One feed of an INDI daemon config (a JSON array element). */
+/* One feed of an INDI daemon config (a JSON array element); extra: more
+ * members of its source.indi object (", \"active\": true", or ""). */
 static void indi_feed(char *buf, size_t n, const char *name, const char *host, int port,
-                      const char *local, const char *jsonl)
+                      const char *local, const char *jsonl, const char *extra)
 {
     addf(buf, n, "%s{\"name\": \"%s\", \"source\": {\"type\": \"indi\", \"indi\": {\"host\": \"%s\","
-         " \"port\": %d, \"local\": \"%s\", \"device\": \"CCD Simulator\", \"retry_max\": 0.5}},"
+         " \"port\": %d, \"local\": \"%s\", \"device\": \"CCD Simulator\", \"retry_max\": 0.5%s}},"
          " \"limits\": {\"max_width\": 1280, \"max_height\": 1024},"
          " \"queue\": {\"depth\": 32, \"policy\": \"block\"},"
          " \"pipeline\": {\"backend\": \"cpu\", \"threads\": 1},"
          " \"sinks\": {\"jsonl\": {\"path\": \"%s\"}}}", buf[0] ? ", " : "", name, host, port,
-         local, jsonl);
+         local, extra, jsonl);
 }
 
-static void write_indi_config(const char *path, const char *feeds)
+/* A daemon config of feeds, logging at level ("debug": a line per frame). */
+static void write_indi_config(const char *path, const char *level, const char *feeds)
 {
     FILE *f = fopen(path, "w");
     ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
-    fprintf(f, "{\"log_level\": \"info\", \"control\": {\"endpoint\": \"\"},"
+    fprintf(f, "{\"log_level\": \"%s\", \"control\": {\"endpoint\": \"\"},"
             " \"publish\": {\"endpoint\": \"\"}, \"shutdown\": {\"drain_timeout\": 300},"
-            " \"feeds\": [%s]}\n", feeds);
+            " \"feeds\": [%s]}\n", level, feeds);
     fclose(f);
 }
 
@@ -735,9 +738,9 @@ START_TEST(test_indi_daemon)
     const double t0 = mono_s();
 
     pid_t cap = serve(a, DMN_FRAMES, port, unix_name, ready, go, sizeof ready);
-    indi_feed(feeds, sizeof feeds, "tcp", "127.0.0.1", port, "", jt);
-    indi_feed(feeds, sizeof feeds, "local", "localhost", port, unix_name, jl);
-    write_indi_config(cfg, feeds);
+    indi_feed(feeds, sizeof feeds, "tcp", "127.0.0.1", port, "", jt, "");
+    indi_feed(feeds, sizeof feeds, "local", "localhost", port, unix_name, jl, "");
+    write_indi_config(cfg, "info", feeds);
     pid_t dmn = start_daemon(cfg, log);
     ck_assert_msg(wait_for(log, "connected to indiserver", 2, DMN_WAIT_S),
                   "skysieved did not connect both feeds (see %s)", log);
@@ -762,6 +765,307 @@ START_TEST(test_indi_daemon)
     check_indi_feed(log, "local", jl, truth, min_history, "local socket");
     remove_dir(a);
     remove_dir(b);
+    remove_dir(dir);
+}
+END_TEST
+
+/* ---- a fake indiserver that fails: mid-BLOB, then malformed ------------- */
+
+#define FAKE_W 128              /* the fake server's frames: 128 x 128 u16 */
+#define FAKE_H 128
+#define FAKE_GOOD 2             /* whole BLOBs its third connection sends */
+#define FAKE_WAIT_S 15.0
+
+/* One 80-character FITS card "KEY = value" at *at (advanced). */
+static void fits_card(char **at, const char *key, const char *value)
+{
+    char card[81];
+    snprintf(card, sizeof card, "%-8s= %20s", key, value);
+    memset(card + strlen(card), ' ', 80 - strlen(card));
+    memcpy(*at, card, 80);
+    *at += 80;
+}
+
+/* A small valid FITS frame (FAKE_W x FAKE_H, BITPIX 16 with BZERO, a few
+ * stars on a noisy background, as INDI cameras send them) in a buffer of
+ * *n bytes; the caller frees it. */
+static uint8_t *fake_fits(size_t *n)
+{
+    const size_t data = (size_t)FAKE_W * FAKE_H * 2;
+    *n = 2880 + (data + 2879) / 2880 * 2880;
+    uint8_t *b = calloc(1, *n);
+    ck_assert_ptr_nonnull(b);
+    char *at = (char *)b;
+    memset(b, ' ', 2880);
+    fits_card(&at, "SIMPLE", "T");
+    fits_card(&at, "BITPIX", "16");
+    fits_card(&at, "NAXIS", "2");
+    fits_card(&at, "NAXIS1", "128");
+    fits_card(&at, "NAXIS2", "128");
+    fits_card(&at, "BZERO", "32768");
+    fits_card(&at, "EXPTIME", "0.5");
+    fits_card(&at, "DATE-OBS", "'2024-03-01T22:00:00.000'");
+    fits_card(&at, "ROWORDER", "'TOP-DOWN'");
+    memcpy(at, "END", 3);
+    uint8_t *px = b + 2880;
+    for (int y = 0; y < FAKE_H; y++)
+        for (int x = 0; x < FAKE_W; x++) {
+            int v = 100 + (int)((unsigned)(x * 7919 + y * 104729) % 10u);
+            for (int k = 0; k < 5; k++) {
+                const int sx = 20 + 21 * k, sy = 30 + 17 * k, d2 = (x - sx) * (x - sx) +
+                                                                   (y - sy) * (y - sy);
+                v += (int)(3000.0 * exp(-d2 / 4.5));
+            }
+            const int s = v - 32768;
+            px[2 * ((size_t)y * FAKE_W + x)] = (uint8_t)((unsigned)s >> 8 & 0xff);
+            px[2 * ((size_t)y * FAKE_W + x) + 1] = (uint8_t)((unsigned)s & 0xff);
+        }
+    return b;
+}
+
+/* A setBLOBVector message of the camera's CCD1 with the FITS of n bytes,
+ * base64 in lines of 72 as indiserver sends it; the caller frees it. */
+static char *blob_message(const uint8_t *fits, size_t n)
+{
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const size_t cap = 4 * n / 3 + n / 54 + 512;
+    char *m = malloc(cap);
+    ck_assert_ptr_nonnull(m);
+    size_t o = (size_t)snprintf(m, cap, "<setBLOBVector device=\"CCD Simulator\" name=\"CCD1\" "
+                                "state=\"Ok\" timeout=\"60\" timestamp=\"2024-03-01T22:00:01\">\n"
+                                "    <oneBLOB name=\"CCD1\" size=\"%zu\" format=\".fits\">\n", n);
+    for (size_t i = 0; i < n; i += 3) {
+        const unsigned v = (unsigned)fits[i] << 16 | (i + 1 < n ? (unsigned)fits[i + 1] << 8 : 0) |
+                           (i + 2 < n ? fits[i + 2] : 0);
+        m[o++] = A[v >> 18 & 63];
+        m[o++] = A[v >> 12 & 63];
+        m[o++] = i + 1 < n ? A[v >> 6 & 63] : '=';
+        m[o++] = i + 2 < n ? A[v & 63] : '=';
+        if (i % 54 == 51)
+            m[o++] = '\n';
+    }
+    snprintf(m + o, cap - o, "\n    </oneBLOB>\n</setBLOBVector>\n");
+    return m;
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        const ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Wait up to timeout s for fd to be readable: 1, or 0. */
+static int readable(int fd, double timeout)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    return poll(&p, 1, (int)(timeout * 1e3)) == 1;
+}
+
+/* The next client of ls, once it has sent its hello (getProperties and
+ * enableBLOB): its fd, or -1 after FAKE_WAIT_S. */
+static int accept_client(int ls)
+{
+    if (!readable(ls, FAKE_WAIT_S))
+        return -1;
+    const int fd = accept(ls, NULL, NULL);
+    char hello[1024];
+    size_t got = 0;
+    while (fd >= 0 && got + 1 < sizeof hello && readable(fd, FAKE_WAIT_S)) {
+        const ssize_t k = recv(fd, hello + got, sizeof hello - 1 - got, 0);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+        hello[got] = '\0';
+        if (strstr(hello, "getProperties") && strstr(hello, "</enableBLOB>"))
+            return fd;
+    }
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/* Read and drop what the client sends until it hangs up: 0, or -1 when
+ * it does not within timeout s. */
+static int until_hang_up(int fd, double timeout)
+{
+    char buf[4096];
+    const double end = mono_s() + timeout;
+    while (mono_s() < end)
+        if (readable(fd, 0.1) && recv(fd, buf, sizeof buf, 0) <= 0)
+            return 0;
+    return -1;
+}
+
+/* The fake server's script on the listening socket ls (in a child
+ * process; it exits with the result):
+ *   1. a client's hello, then half of a BLOB, and the connection closed;
+ *   2. the next client's hello, then malformed XML: it must hang up;
+ *   3. the next client's hello, then FAKE_GOOD whole BLOBs, and the
+ *      connection held until the client hangs up (skysieved stops).
+ * Exit 0 when every step went so, else the step that did not. */
+static int fake_server(int ls)
+{
+    size_t n;
+    uint8_t *fits = fake_fits(&n);
+    char *m = blob_message(fits, n);
+    const char *garbage = "<defNumberVector device=\"CCD Simulator\" name=\"CCD_TEMPERATURE\">"
+                          "<defNumber name=\"T\">-10</defNumber></defNumberVector\n<<!-- \x01";
+    int fd = accept_client(ls);
+    if (fd < 0 || send_all(fd, m, strlen(m) / 2) != 0)
+        return 1;
+    shutdown(fd, SHUT_WR);               /* the server dies mid-BLOB */
+    int bad = until_hang_up(fd, FAKE_WAIT_S) != 0;
+    close(fd);
+    if (bad)
+        return 1;
+    fd = accept_client(ls);
+    if (fd < 0 || send_all(fd, garbage, strlen(garbage)) != 0 ||
+        until_hang_up(fd, FAKE_WAIT_S) != 0)
+        return 2;
+    close(fd);
+    fd = accept_client(ls);
+    for (int i = 0; fd >= 0 && i < FAKE_GOOD; i++)
+        if (send_all(fd, m, strlen(m)) != 0)
+            return 3;
+    if (fd < 0 || until_hang_up(fd, 2 * DMN_WAIT_S) != 0)
+        return 3;
+    close(fd);
+    free(m);
+    free(fits);
+    return 0;
+}
+
+/* A listening TCP socket on a free loopback port (*port). */
+static int listen_loopback(int *port)
+{
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t al = sizeof a;
+    ck_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 4) == 0 &&
+              getsockname(fd, (struct sockaddr *)&a, &al) == 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* skysieved against a server that dies mid-BLOB, then sends malformed
+ * XML, then good frames: the half BLOB is counted lost (received and
+ * rejected, data_size), never read as a frame; the malformed stream is
+ * counted and the connection made again; the good frames are processed;
+ * the daemon serves on and exits 0. No indi-bin needed. */
+START_TEST(test_indi_fake_server)
+{
+    char dir[700], cfg[800], log[800], jt[800], feeds[2048] = "";
+    snprintf(dir, sizeof dir, "%s/fake", tmp_root[0] ? tmp_root : "/tmp");
+    ck_assert_msg(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s", dir);
+    join_path(cfg, sizeof cfg, dir, "skysieved.json");
+    join_path(log, sizeof log, dir, "skysieved.log");
+    join_path(jt, sizeof jt, dir, "fake.jsonl");
+    int port;
+    const int ls = listen_loopback(&port);
+    const double t0 = mono_s();
+    fflush(NULL);
+    const pid_t srv = fork();
+    ck_assert_int_ge(srv, 0);
+    if (srv == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        _exit(fake_server(ls));
+    }
+    close(ls);
+    indi_feed(feeds, sizeof feeds, "fake", "127.0.0.1", port, "", jt, "");
+    write_indi_config(cfg, "debug", feeds);
+    const pid_t dmn = start_daemon(cfg, log);
+    const int frames = wait_for(log, "CCD Simulator.CCD1 (.fits) ", FAKE_GOOD, 2 * FAKE_WAIT_S);
+    const int dmn_rc = stop_daemon(dmn);
+    int st = 0;
+    waitpid(srv, &st, 0);
+    const int srv_rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    fprintf(stderr, "indi fake server test: %.1f s\n", mono_s() - t0);
+
+    const char *line = "feed fake final:", *line_indi = "feed fake final (indi):";
+    const long long rec = final_counter(log, line, "received");
+    const long long acc = final_counter(log, line, "accepted");
+    const long long rej = final_counter(log, line, "rejected");
+    const long long proc = final_counter(log, line, "processed");
+    const long long conns = final_counter(log, line_indi, "indi_connects");
+    const long long lost = final_counter(log, line_indi, "indi_disconnects");
+    const long long malformed = final_counter(log, line_indi, "indi_malformed");
+    const int cut = count_in(log, "frame rejected (data_size)");
+    fprintf(stderr, "feed fake: received %lld accepted %lld rejected %lld (data_size %d) "
+            "processed %lld; connects %lld disconnects %lld malformed %lld; server step %d, "
+            "daemon exit %d\n", rec, acc, rej, cut, proc, conns, lost, malformed, srv_rc, dmn_rc);
+    ck_assert_msg(frames, "the %d good frames did not arrive in %.0f s (see %s)", FAKE_GOOD,
+                  2 * FAKE_WAIT_S, log);
+    ck_assert_msg(srv_rc == 0, "the fake server's step %d failed: skysieved did not reconnect, "
+                  "or did not hang up on the malformed stream (see %s)", srv_rc, log);
+    ck_assert_msg(dmn_rc == 0, "skysieved exited %d (see %s)", dmn_rc, log);
+    ck_assert_msg(conns == 3 && lost == 2 && malformed == 1,
+                  "connects %lld disconnects %lld malformed %lld: wanted 3, 2 (the death "
+                  "mid-BLOB, the malformed stream), 1", conns, lost, malformed);
+    ck_assert_msg(rec == FAKE_GOOD + 1 && acc == FAKE_GOOD && rej == 1 && cut == 1,
+                  "received %lld accepted %lld rejected %lld (data_size %d): wanted the half "
+                  "BLOB received and rejected as data_size, the %d good ones accepted", rec, acc,
+                  rej, cut, FAKE_GOOD);
+    ck_assert_msg(proc == FAKE_GOOD, "processed %lld of %d frames", proc, FAKE_GOOD);
+    unlink(cfg);
+    unlink(log);
+    unlink(jt);
+    rmdir(dir);
+}
+END_TEST
+
+/* ---- active mode: skysieved takes the exposures -------------------------- */
+
+#define ACTIVE_FRAMES 4
+
+/* skysieved in active mode (source.indi.active, exposure 0.2 s) is the only
+ * client taking exposures: capture.py sets the simulator up (--frames 0)
+ * and takes none. The frames must come, each accepted and processed. */
+START_TEST(test_indi_active)
+{
+    char dir[700], a[800], cfg[800], log[800], jt[800], feeds[2048] = "";
+    char ready[900], go[900], unix_name[96];
+    snprintf(dir, sizeof dir, "%s/active", tmp_root[0] ? tmp_root : "/tmp");
+    ck_assert_msg(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s", dir);
+    join_path(a, sizeof a, dir, "a");
+    join_path(cfg, sizeof cfg, dir, "skysieved.json");
+    join_path(log, sizeof log, dir, "skysieved.log");
+    join_path(jt, sizeof jt, dir, "active.jsonl");
+    const int port = free_port();
+    snprintf(unix_name, sizeof unix_name, "/tmp/skysieve-indi-active-%d", (int)getpid());
+    const double t0 = mono_s();
+    pid_t cap = serve(a, 0, port, unix_name, ready, go, sizeof ready);
+    indi_feed(feeds, sizeof feeds, "active", "127.0.0.1", port, "", jt,
+              ", \"active\": true, \"exposure\": 0.2");
+    write_indi_config(cfg, "debug", feeds);
+    pid_t dmn = start_daemon(cfg, log);
+    const int got = wait_for(log, "CCD Simulator.CCD1 (.fits) ", ACTIVE_FRAMES, DMN_WAIT_S);
+    const int dmn_rc = stop_daemon(dmn);
+    touch(go);
+    const int cap_rc = wait_capture(cap);
+    fprintf(stderr, "indi active test: %.1f s\n", mono_s() - t0);
+    const char *line = "feed active final:";
+    const long long rec = final_counter(log, line, "received");
+    const long long acc = final_counter(log, line, "accepted");
+    const long long proc = final_counter(log, line, "processed");
+    const long long conns = final_counter(log, "feed active final (indi):", "indi_connects");
+    fprintf(stderr, "feed active: received %lld accepted %lld processed %lld connects %lld\n", rec,
+            acc, proc, conns);
+    ck_assert_msg(got, "skysieved in active mode got fewer than %d frames in %.0f s (see %s)",
+                  ACTIVE_FRAMES, DMN_WAIT_S, log);
+    ck_assert_int_eq(dmn_rc, 0);
+    ck_assert_int_eq(cap_rc, 0);
+    ck_assert_msg(rec >= ACTIVE_FRAMES && acc == rec && proc == acc && conns == 1,
+                  "received %lld accepted %lld processed %lld connects %lld", rec, acc, proc,
+                  conns);
+    remove_dir(a);
     remove_dir(dir);
 }
 END_TEST
@@ -800,6 +1104,14 @@ int main(void)
     tcase_set_timeout(td, 2 * CAPTURE_TIMEOUT_S);
     tcase_add_test(td, test_indi_daemon);
     suite_add_tcase(s, td);
+    TCase *tf = tcase_create("fake");
+    tcase_set_timeout(tf, 4 * FAKE_WAIT_S + 60);
+    tcase_add_test(tf, test_indi_fake_server);
+    suite_add_tcase(s, tf);
+    TCase *ta = tcase_create("active");
+    tcase_set_timeout(ta, CAPTURE_TIMEOUT_S);
+    tcase_add_test(ta, test_indi_active);
+    suite_add_tcase(s, ta);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
@@ -811,8 +1123,9 @@ int main(void)
             snprintf(sub, sizeof sub, "%s/%s", tmp_root, all[i]->name);
             remove_dir(sub);
         }
-        const char *daemon_dirs[] = { "daemon/a", "daemon/b", "daemon" };
-        for (int i = 0; i < 3; i++) {   /* left by a failed daemon test */
+        const char *daemon_dirs[] = { "daemon/a", "daemon/b", "daemon", "fake", "active/a",
+                                      "active" };
+        for (int i = 0; i < 6; i++) {   /* left by a failed daemon test */
             snprintf(sub, sizeof sub, "%s/%s", tmp_root, daemon_dirs[i]);
             remove_dir(sub);
         }

@@ -13,6 +13,10 @@ writes DIR/truth.txt. Everything it started is stopped by PID on exit,
 failure, timeout or signal (and indiserver dies with this process:
 PR_SET_PDEATHSIG).
 
+With --frames 0 and --go-file it sets the simulator up (optics, pointing,
+gsc stand-in) and takes no exposure: another client (skysieved in active
+mode) takes them until the go file appears; no truth.txt.
+
 Modes: `static`, the pointing never changes; `jitter`, the pointing moves
 between frames so that the star field moves by whole pixels, at most
 --jitter px per axis (frame 0 unmoved). The simulator draws every star at
@@ -591,8 +595,15 @@ def capture(args):
             os.replace(part, args.ready_file)
             log("ready: port %d; waiting for %s" % (server.port, args.go_file))
         if args.go_file:
-            client.wait(lambda: os.path.exists(args.go_file), max(1.0, deadline - time.monotonic()),
-                        "the go file %s" % args.go_file)
+            # (BLOBs another client triggers meanwhile are dropped unread)
+            client.wait(lambda: client.blobs.clear() or os.path.exists(args.go_file),
+                        max(1.0, deadline - time.monotonic()), "the go file %s" % args.go_file)
+        if args.frames == 0:
+            # set-up only: another client (skysieved in active mode) took
+            # whatever exposures it wanted until the go file appeared
+            client.blobs.clear()
+            log("set-up only (--frames 0): done")
+            return
         offsets = jitter_offsets(args.frames, args.jitter) if args.mode == "jitter" \
             else [(0, 0)] * args.frames
         anchor = None
@@ -694,7 +705,9 @@ def capture(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="directory for frame_NNN.fits and truth.txt")
-    ap.add_argument("--frames", type=int, default=25)
+    ap.add_argument("--frames", type=int, default=25,
+                    help="exposures to take; 0 (with --go-file): set the simulator up, take "
+                    "none, and serve other clients until the go file appears")
     ap.add_argument("--mode", choices=("static", "jitter"), default="static")
     ap.add_argument("--exposure", type=float, default=0.5, help="seconds")
     ap.add_argument("--jitter", type=int, default=4, help="largest whole-pixel move per axis")
@@ -708,7 +721,7 @@ def main():
                     help="once set up, write 'PORT UNIX' here (renamed into place)")
     ap.add_argument("--go-file", default="", help="wait for this file before the first exposure")
     args = ap.parse_args()
-    if args.frames < 1 or not 0 < args.jitter <= 40 or args.exposure <= 0 or \
+    if args.frames < 0 or (args.frames == 0 and not args.go_file) or not 0 < args.jitter <= 40 or args.exposure <= 0 or \
             not 1 <= args.stars <= len(skyfield.STARS):
         ap.error("bad --frames, --jitter, --exposure or --stars")
 
