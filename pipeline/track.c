@@ -101,7 +101,8 @@ typedef struct trk {
     double lchance;             /* log10 of the product of its links' chances (those
                                  * past the first two; link_chance) */
     int n_links;                /* the links in that product */
-    double lflux;               /* log10 of the product of its flux charges (flux_charge) */
+    double lflux;               /* log10 of the product of its links' flux charges (those
+                                 * past the first two; flux_charge) */
     double t0;
     double S, St, Stt, Su, Stu, Suu, Sv, Stv, Svv, snr_sum;
     int n_mag;                  /* detections with a magnitude: weighted sums of them */
@@ -272,14 +273,19 @@ static int has_key(const trk_t *k, uint64_t key)
 }
 
 /* log10 of the chance that a link r px from its track's prediction, after
- * waiting `wait` frames, was a chance detection: that one of the free
- * candidates (T->rho per px²) fell within r of the prediction in one of
- * those frames, wait·ρ·π·r², r at least CENTROID_FLOOR, at most 1. Under
- * chance detections this is a p-value: P(chance <= x) <= x. */
-static double link_chance(const ss_tracker_t *T, double r, double wait)
+ * waiting w frames, was a chance detection: that one of the free
+ * candidates (T->rho per px²) fell within r of the prediction, ρ·π·r² (r
+ * at least CENTROID_FLOOR) per frame, times w·H, H = Σ 1/j for j = 1 ..
+ * max_missed + 1; at most 1. A track is tested in each frame it waits:
+ * the chance that it passes at x in any of them is Σ_w x / (w·H) = x, so
+ * that this is a p-value, P(chance <= x) <= x. */
+static double link_chance(const ss_tracker_t *T, double r, int wait)
 {
+    double h = 0.0;
+    for (int j = 1; j <= T->cfg.max_missed + 1; j++)
+        h += 1.0 / j;
     r = fmax(r, CENTROID_FLOOR);
-    return log10(fmin(1.0, wait * T->rho * M_PI * r * r));
+    return log10(fmin(1.0, wait * h * T->rho * M_PI * r * r));
 }
 
 /* The share of this frame's free candidates whose peak SNR lies in
@@ -713,9 +719,9 @@ static void link_tentative(ss_tracker_t *T, double t)
         trk_t *k = &T->tent[T->cands[c].track];
         if (!k->alive || k->updated || T->taken[T->cands[c].obs])
             continue;
-        /* the chance of this link: a chance detection in the gate in any
-         * of the frames the track waited for it */
-        double wait = 1.0 + k->missed;
+        /* the chance of this link: a chance detection as near its
+         * prediction in any of the frames the track waited for it */
+        int wait = 1 + k->missed;
         const obs_t *o = &T->obs[T->cands[c].obs];
         T->taken[T->cands[c].obs] = 1;
         k->lchance += link_chance(T, T->cands[c].d * T->cands[c].g, wait);
@@ -855,7 +861,6 @@ static int start_tracks(ss_tracker_t *T, int nobs)
             memset(k, 0, sizeof *k);
             k->alive = 1;
             add_obs(k, &T->seeds[best[c]]);
-            k->lflux = flux_charge(T, T->seeds[best[c]].snr, 1, o->snr);
             add_obs(k, o);
             T->births_now++;
         }
