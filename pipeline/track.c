@@ -697,17 +697,22 @@ static trk_t *free_slot(trk_t *arr, int *n, int cap)
     return *n < cap ? &arr[(*n)++] : NULL;
 }
 
-/* Confirmed tracks take the detections nearest their predictions. */
+/* Confirmed tracks take the detections nearest their predictions. A
+ * track whose gate holds only detections that other tracks took shares
+ * the nearest of them: where two movers' paths cross, the two are one
+ * detection (a blend) for a few frames, and both tracks go on through it
+ * instead of one ending after max_missed frames. */
 static void link_confirmed(ss_tracker_t *T, double t)
 {
     int m = gate_pairs(T, T->conf, T->n_conf, t);
-    for (int c = 0; c < m; c++) {
-        trk_t *k = &T->conf[T->cands[c].track];
-        if (k->updated || T->taken[T->cands[c].obs])
-            continue;
-        T->taken[T->cands[c].obs] = 1;
-        add_obs(k, &T->obs[T->cands[c].obs]);
-    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int c = 0; c < m; c++) {
+            trk_t *k = &T->conf[T->cands[c].track];
+            if (k->updated || (pass == 0 && T->taken[T->cands[c].obs]))
+                continue;
+            T->taken[T->cands[c].obs] = 1;
+            add_obs(k, &T->obs[T->cands[c].obs]);
+        }
 }
 
 /* Tentative tracks grow the same way; one that is confirmable becomes a

@@ -27,6 +27,8 @@ typedef struct scene {
     double noise;                                   /* centroid error, px */
     int false_alarms;                               /* random detections per frame */
     double jitter;                                  /* pointing offset rms, px */
+    double blend;                                   /* > 0: movers 0 and 1 closer than this
+                                                     * are one detection at their mean */
 } scene_t;
 
 /* What the tracker did with each mover. */
@@ -113,11 +115,18 @@ static void run_scene(const scene_t *s, const ss_track_cfg_t *cfg, int frames, i
     for (int f = 0; f < frames; f++) {
         ss_detlist_clear(&dets);
         double ox = s->jitter * rng_gauss(), oy = s->jitter * rng_gauss();
+        const int blended = s->blend > 0.0 && s->n >= 2 &&
+                            hypot(s->x0[0] - s->x0[1] + (s->vx[0] - s->vx[1]) * f,
+                                  s->y0[0] - s->y0[1] + (s->vy[0] - s->vy[1]) * f) < s->blend;
         for (int i = 0; i < s->n; i++) {
             if ((f >= s->gap_from[i] && f < s->gap_to[i]) ||
-                (s->to[i] > 0 && (f < s->from[i] || f >= s->to[i])))
+                (s->to[i] > 0 && (f < s->from[i] || f >= s->to[i])) || (blended && i == 1))
                 continue;
             double u = s->x0[i] + s->vx[i] * f, v = s->y0[i] + s->vy[i] * f;
+            if (blended && i == 0) {
+                u = 0.5 * (u + s->x0[1] + s->vx[1] * f);
+                v = 0.5 * (v + s->y0[1] + s->vy[1] * f);
+            }
             push_det(&dets, s, i, u - ox + s->noise * rng_gauss(), v - oy + s->noise * rng_gauss(),
                      s->vx[i], s->vy[i]);
         }
@@ -253,6 +262,28 @@ START_TEST(test_crossing)
                       o.linked[i], o.seen[i]);
     }
     ck_assert(id[0] != id[1] && id[2] != id[3]);
+}
+END_TEST
+
+/* Issue 12, item 2 (crossing pairs): two slow movers whose paths cross
+ * are one detection (a blend at their mean) while within 6 px, about 9
+ * frames; both tracks take it and go on, so that the mover whose
+ * detections vanish into the blend keeps its id after it. */
+START_TEST(test_crossing_blend)
+{
+    scene_t s = { .n = 2, .noise = 0.1, .false_alarms = 2, .blend = 6.0 };
+    rng_state = 7;
+    const double v[2][2] = { { 0.5, 0.0 }, { 1.0 * cos(1.96), 1.0 * sin(1.96) } };
+    for (int i = 0; i < 2; i++) {
+        s.vx[i] = v[i][0], s.vy[i] = v[i][1];
+        s.x0[i] = 500.0 - 25 * v[i][0], s.y0[i] = 600.0 - 25 * v[i][1];
+    }
+    outcome_t o;
+    ss_track_cfg_t cfg = default_cfg();
+    run_scene(&s, &cfg, 50, 0, 0.0, &o);
+    ck_assert_msg(o.n_ids[0] == 1 && o.n_ids[1] == 1, "%d and %d track ids", o.n_ids[0],
+                  o.n_ids[1]);
+    ck_assert(o.ids[0][0] != o.ids[1][0]);
 }
 END_TEST
 
@@ -505,6 +536,7 @@ int main(void)
     TCase *tc = tcase_create("tracker");
     tcase_add_test(tc, test_speeds);
     tcase_add_test(tc, test_crossing);
+    tcase_add_test(tc, test_crossing_blend);
     tcase_add_test(tc, test_gaps);
     tcase_add_test(tc, test_stationary);
     tcase_add_test(tc, test_streaks);
