@@ -288,27 +288,30 @@ static double link_chance(const ss_tracker_t *T, double r, int wait)
     return log10(fmin(1.0, wait * h * T->rho * M_PI * r * r));
 }
 
-/* The share of this frame's free candidates whose peak SNR lies in
- * [lo, hi] (0 without any). */
-static double share_between(const ss_tracker_t *T, double lo, double hi)
+/* The number of the ascending v[0..n) below x (at most x when
+ * inclusive). */
+static int count_below(const double *v, int n, double x, int inclusive)
 {
-    int a = 0, b = T->n_free;       /* first >= lo */
+    int a = 0, b = n;
     while (a < b) {
         int mid = (a + b) / 2;
-        if (T->free_snr[mid] < lo)
+        if (v[mid] < x || (inclusive && v[mid] == x))
             a = mid + 1;
         else
             b = mid;
     }
-    int c = a, d = T->n_free;       /* first > hi */
-    while (c < d) {
-        int mid = (c + d) / 2;
-        if (T->free_snr[mid] <= hi)
-            c = mid + 1;
-        else
-            d = mid;
-    }
-    return T->n_free > 0 ? (double)(c - a) / T->n_free : 0.0;
+    return a;
+}
+
+/* The share of this frame's free candidates whose peak SNR lies in
+ * [lo, hi] (0 without any). */
+static double share_between(const ss_tracker_t *T, double lo, double hi)
+{
+    if (T->n_free == 0)
+        return 0.0;
+    const int a = count_below(T->free_snr, T->n_free, lo, 0);
+    const int c = count_below(T->free_snr, T->n_free, hi, 1);
+    return (double)(c - a) / T->n_free;
 }
 
 /* Whether a detection of SNR snr looks like a track whose n detections
