@@ -549,7 +549,7 @@ int main(void)
     tcase_add_test(tc, test_fast_three_frames);
     tcase_add_test(tc, test_three_frames_near);
     tcase_add_test(tc, test_false_rate);
-    tcase_set_timeout(tc, 60);
+    tcase_set_timeout(tc, 300);     /* test_false_rate: 20000 frames, ~7 s alone */
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
