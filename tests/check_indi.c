@@ -42,7 +42,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -147,16 +151,19 @@ static const char *source_dir(void)
 
 /* ---- capture ---------------------------------------------------------------- */
 
-/* Run capture.py into dir; returns its exit status (or -1 when it had to
- * be stopped). It is stopped by its PID when it overruns, and it dies with
- * this process (PR_SET_PDEATHSIG: it then stops indiserver itself). */
-static int run_capture(const seq_t *sq, const char *dir)
+/* Start capture.py with args (NULL-terminated, after the script); it dies
+ * with this process (PR_SET_PDEATHSIG: it then stops indiserver itself). */
+static pid_t spawn_capture(const char *const *args)
 {
-    char script[1024], frames[16], timeout[16], stars[16];
+    char script[1024];
+    const char *argv[32];
+    int k = 0;
     snprintf(script, sizeof script, "%s/tests/indi/capture.py", source_dir());
-    snprintf(frames, sizeof frames, "%d", NFRAMES);
-    snprintf(stars, sizeof stars, "%d", sq->stars);
-    snprintf(timeout, sizeof timeout, "%d", CAPTURE_TIMEOUT_S);
+    argv[k++] = PYTHON;
+    argv[k++] = script;
+    for (int i = 0; args[i] && k < 31; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
     fflush(NULL);
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -165,11 +172,17 @@ static int run_capture(const seq_t *sq, const char *dir)
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent)        /* the test died before prctl */
             _exit(127);
-        execl(PYTHON, PYTHON, script, "--out", dir, "--mode", sq->mode, "--frames", frames,
-              "--stars", stars, "--timeout", timeout, (char *)NULL);
+        execv(PYTHON, (char *const *)argv);
         fprintf(stderr, "exec %s %s: %s\n", PYTHON, script, strerror(errno));
         _exit(127);
     }
+    return pid;
+}
+
+/* Wait for capture.py (pid); returns its exit status (or -1 when it had to
+ * be stopped: by its PID, when it overruns). */
+static int wait_capture(pid_t pid)
+{
     struct timespec t0, now, nap = { 0, 50 * 1000 * 1000 };
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int st = 0, signalled = 0;
@@ -195,6 +208,18 @@ static int run_capture(const seq_t *sq, const char *dir)
     if (signalled)
         return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Run capture.py into dir; returns its exit status (wait_capture). */
+static int run_capture(const seq_t *sq, const char *dir)
+{
+    char frames[16], timeout[16], stars[16];
+    snprintf(frames, sizeof frames, "%d", NFRAMES);
+    snprintf(stars, sizeof stars, "%d", sq->stars);
+    snprintf(timeout, sizeof timeout, "%d", CAPTURE_TIMEOUT_S);
+    const char *args[] = { "--out", dir, "--mode", sq->mode, "--frames", frames, "--stars", stars,
+                           "--timeout", timeout, NULL };
+    return wait_capture(spawn_capture(args));
 }
 
 /* truth.txt -> rows; returns the number of frames. */
@@ -445,6 +470,302 @@ START_TEST(test_indi_sparse)
 }
 END_TEST
 
+/* ---- skysieved as an INDI client (source.type "indi") ------------------- */
+
+#define DMN_FRAMES 25           /* the first server's frames */
+#define DMN_FRAMES_B 3          /* the restarted server's */
+#define DMN_WAIT_S 30.0
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void nap_s(double s)
+{
+    struct timespec t = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+    nanosleep(&t, NULL);
+}
+
+/* A whole file as a string (NULL when absent); the caller frees it. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)(n > 0 ? n : 0) + 1);
+    size_t got = b ? fread(b, 1, (size_t)(n > 0 ? n : 0), f) : 0;
+    if (b)
+        b[got] = '\0';
+    fclose(f);
+    return b;
+}
+
+/* How often text occurs in the file at path. */
+static int count_in(const char *path, const char *text)
+{
+    char *b = slurp(path);
+    int k = 0;
+    for (const char *p = b ? strstr(b, text) : NULL; p; p = strstr(p + 1, text))
+        k++;
+    free(b);
+    return k;
+}
+
+/* Wait until text occurs at least k times in path: 1, or 0 at the timeout. */
+static int wait_for(const char *path, const char *text, int k, double timeout)
+{
+    const double end = mono_s() + timeout;
+    while (count_in(path, text) < k)
+        if (mono_s() > end)
+            return 0;
+        else
+            nap_s(0.05);
+    return 1;
+}
+
+/* The counter name= of the line starting with line_start in the log, -1 if none. */
+static long long final_counter(const char *log, const char *line_start, const char *name)
+{
+    char *b = slurp(log);
+    long long v = -1;
+    const char *l = b ? strstr(b, line_start) : NULL;
+    char key[96];
+    snprintf(key, sizeof key, " %s=", name);
+    const char *eol = l ? strchr(l, '\n') : NULL;
+    const char *p = l ? strstr(l, key) : NULL;
+    if (p && (!eol || p < eol))
+        v = strtoll(p + strlen(key), NULL, 10);
+    free(b);
+    return v;
+}
+
+/* A TCP port free on the loopback now. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t al = sizeof a;
+    ck_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+              getsockname(fd, (struct sockaddr *)&a, &al) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* Start skysieved (the built binary) with config cfg, its output to log. */
+static pid_t start_daemon(const char *cfg, const char *log)
+{
+    const char *bd = getenv("SKYSIEVE_BINARY_DIR");
+    ck_assert_msg(bd != NULL, "SKYSIEVE_BINARY_DIR is not set (run through ctest)");
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/daemon/skysieved", bd);
+    ck_assert_msg(access(bin, X_OK) == 0, "%s is not built", bin);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        unsetenv("NOTIFY_SOCKET");
+        unsetenv("JOURNAL_STREAM");
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execl(bin, "skysieved", "--config", cfg, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* SIGTERM skysieved and wait for it (it drains its queues): its exit status. */
+static int stop_daemon(pid_t pid)
+{
+    int st = 0;
+    kill(pid, SIGTERM);
+    const double end = mono_s() + 60.0;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (mono_s() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        nap_s(0.05);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* One feed of an INDI daemon config (a JSON array element). */
+static void indi_feed(char *buf, size_t n, const char *name, const char *host, int port,
+                      const char *local, const char *jsonl)
+{
+    addf(buf, n, "%s{\"name\": \"%s\", \"source\": {\"type\": \"indi\", \"indi\": {\"host\": \"%s\","
+         " \"port\": %d, \"local\": \"%s\", \"device\": \"CCD Simulator\", \"retry_max\": 0.5}},"
+         " \"limits\": {\"max_width\": 1280, \"max_height\": 1024},"
+         " \"queue\": {\"depth\": 32, \"policy\": \"block\"},"
+         " \"pipeline\": {\"backend\": \"cpu\", \"threads\": 1},"
+         " \"sinks\": {\"jsonl\": {\"path\": \"%s\"}}}", buf[0] ? ", " : "", name, host, port,
+         local, jsonl);
+}
+
+static void write_indi_config(const char *path, const char *feeds)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    fprintf(f, "{\"log_level\": \"info\", \"control\": {\"endpoint\": \"\"},"
+            " \"publish\": {\"endpoint\": \"\"}, \"shutdown\": {\"drain_timeout\": 300},"
+            " \"feeds\": [%s]}\n", feeds);
+    fclose(f);
+}
+
+/* The first frame of seq in feed's JSON lines with a positive detection
+ * within MOVER_TOL_PX of (x, y): 1 if there is one. */
+static int mover_found(const char *jsonl, int seq, int x, int y)
+{
+    char *b = slurp(jsonl), key[32];
+    int found = 0;
+    snprintf(key, sizeof key, "\"seq\":%d,", seq);
+    for (char *l = b; l && *l && !found; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        char *eol = strchr(l, '\n');
+        if (eol)
+            *eol = '\0';
+        const char *px = strstr(l, ",\"x\":"), *py = strstr(l, ",\"y\":");
+        if (strstr(l, key) && strstr(l, "\"sign\":1") && px && py) {
+            double dx = strtod(px + 5, NULL) - x, dy = strtod(py + 5, NULL) - y;
+            found = sqrt(dx * dx + dy * dy) <= MOVER_TOL_PX;
+        }
+        if (eol)
+            *eol = '\n';
+    }
+    free(b);
+    return found;
+}
+
+/* The checks of one feed of the INDI daemon test (the final log lines,
+ * the JSON lines against truth). */
+static void check_indi_feed(const char *log, const char *feed, const char *jsonl,
+                            const truth_row_t *truth, int min_history, const char *how)
+{
+    char line[64], line_indi[80], conn[128];
+    snprintf(line, sizeof line, "feed %s final:", feed);
+    snprintf(line_indi, sizeof line_indi, "feed %s final (indi):", feed);
+    const long long rec = final_counter(log, line, "received");
+    const long long acc = final_counter(log, line, "accepted");
+    const long long ok = final_counter(log, line, "ok");
+    const long long bad = final_counter(log, line, "regfail") + final_counter(log, line, "error");
+    const long long conns = final_counter(log, line_indi, "indi_connects");
+    const long long lost = final_counter(log, line_indi, "indi_disconnects");
+    const long long malformed = final_counter(log, line_indi, "indi_malformed");
+    snprintf(conn, sizeof conn, "feed %s: connected to indiserver (%s)", feed, how);
+    int first_ok = min_history + 2, movers = 0;      /* seq: reference 1, warm-up, then ok */
+    for (int q = first_ok; q <= DMN_FRAMES; q++)
+        movers += mover_found(jsonl, q, truth[q - 1].mover_x, truth[q - 1].mover_y);
+    const int want_movers = (int)ceil(MOVER_MIN_SHARE * (DMN_FRAMES - first_ok + 1));
+    fprintf(stderr, "feed %s: received %lld accepted %lld ok %lld regfail+error %lld; "
+            "connects %lld disconnects %lld malformed %lld; mover in %d of frames %d..%d\n",
+            feed, rec, acc, ok, bad, conns, lost, malformed, movers, first_ok, DMN_FRAMES);
+    ck_assert_msg(count_in(log, conn) >= 2, "feed %s: not connected twice over the %s", feed, how);
+    ck_assert_msg(rec == DMN_FRAMES + DMN_FRAMES_B && acc == rec,
+                  "feed %s: %lld frames received, %lld accepted; %d sent", feed, rec, acc,
+                  DMN_FRAMES + DMN_FRAMES_B);
+    ck_assert_msg(bad == 0 && ok >= DMN_FRAMES + DMN_FRAMES_B - 1 - min_history,
+                  "feed %s: %lld ok, %lld regfail or error", feed, ok, bad);
+    ck_assert_msg(conns >= 2 && lost >= 1 && malformed == 0,
+                  "feed %s: connects %lld disconnects %lld malformed %lld: the restart should "
+                  "reconnect", feed, conns, lost, malformed);
+    ck_assert_msg(movers >= want_movers, "feed %s: the mover found in %d frames, wanted %d",
+                  feed, movers, want_movers);
+}
+
+/* Start a capture that serves port and the local socket unix, and wait
+ * until it is set up (its ready file). */
+static pid_t serve(const char *dir, int frames, int port, const char *unix_name, char *ready,
+                   char *go, size_t n)
+{
+    char fr[16], ps[16];
+    snprintf(fr, sizeof fr, "%d", frames);
+    snprintf(ps, sizeof ps, "%d", port);
+    snprintf(ready, n, "%s.ready", dir);
+    snprintf(go, n, "%s.go", dir);
+    const char *args[] = { "--out", dir, "--mode", "static", "--frames", fr, "--port", ps,
+                           "--unix", unix_name, "--ready-file", ready, "--go-file", go,
+                           "--timeout", "90", NULL };
+    pid_t pid = spawn_capture(args);
+    const double end = mono_s() + DMN_WAIT_S;
+    while (access(ready, F_OK) != 0) {
+        int st;
+        ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0, "capture.py for %s exited early", dir);
+        ck_assert_msg(mono_s() < end, "capture.py for %s not ready in %.0f s", dir, DMN_WAIT_S);
+        nap_s(0.05);
+    }
+    return pid;
+}
+
+static void touch(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    fclose(f);
+}
+
+/* skysieved listens passively, over TCP (feed "tcp") and over the local
+ * socket (feed "local"), while capture.py, another client, takes the
+ * frames; then that server stops and a new one starts on the same port
+ * and socket: both feeds reconnect and take its frames too. */
+START_TEST(test_indi_daemon)
+{
+    char dir[700], a[800], b[800], cfg[800], log[800], jt[800], jl[800], feeds[2048] = "";
+    char ready[900], go[900], unix_name[96];
+    snprintf(dir, sizeof dir, "%s/daemon", tmp_root[0] ? tmp_root : "/tmp");
+    ck_assert_msg(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s", dir);
+    join_path(a, sizeof a, dir, "a");
+    join_path(b, sizeof b, dir, "b");
+    join_path(cfg, sizeof cfg, dir, "skysieved.json");
+    join_path(log, sizeof log, dir, "skysieved.log");
+    join_path(jt, sizeof jt, dir, "tcp.jsonl");
+    join_path(jl, sizeof jl, dir, "local.jsonl");
+    const int port = free_port();
+    snprintf(unix_name, sizeof unix_name, "/tmp/skysieve-indi-test-%d", (int)getpid());
+    const double t0 = mono_s();
+
+    pid_t cap = serve(a, DMN_FRAMES, port, unix_name, ready, go, sizeof ready);
+    indi_feed(feeds, sizeof feeds, "tcp", "127.0.0.1", port, "", jt);
+    indi_feed(feeds, sizeof feeds, "local", "localhost", port, unix_name, jl);
+    write_indi_config(cfg, feeds);
+    pid_t dmn = start_daemon(cfg, log);
+    ck_assert_msg(wait_for(log, "connected to indiserver", 2, DMN_WAIT_S),
+                  "skysieved did not connect both feeds (see %s)", log);
+    touch(go);                  /* the other client takes the frames */
+    ck_assert_int_eq(wait_capture(cap), 0);
+
+    /* the server is gone: a new one on the same port and socket */
+    cap = serve(b, DMN_FRAMES_B, port, unix_name, ready, go, sizeof ready);
+    ck_assert_msg(wait_for(log, "connected to indiserver", 4, DMN_WAIT_S),
+                  "skysieved did not reconnect both feeds to the restarted server (see %s)", log);
+    touch(go);
+    ck_assert_int_eq(wait_capture(cap), 0);
+    ck_assert_int_eq(stop_daemon(dmn), 0);
+    fprintf(stderr, "indi daemon test: %.1f s\n", mono_s() - t0);
+
+    truth_row_t truth[MAX_FRAMES];
+    ck_assert_int_eq(read_truth(a, truth, MAX_FRAMES), DMN_FRAMES);
+    ss_pipeline_cfg_t pc;
+    ss_pipeline_cfg_defaults(&pc);
+    const int min_history = ss_cfg_min_history(&pc);
+    check_indi_feed(log, "tcp", jt, truth, min_history, "TCP");
+    check_indi_feed(log, "local", jl, truth, min_history, "local socket");
+    remove_dir(a);
+    remove_dir(b);
+    remove_dir(dir);
+}
+END_TEST
+
 int main(void)
 {
     char missing[256];
@@ -475,6 +796,10 @@ int main(void)
     tcase_add_test(tc, test_indi_jitter);
     tcase_add_test(tc, test_indi_sparse);
     suite_add_tcase(s, tc);
+    TCase *td = tcase_create("daemon");
+    tcase_set_timeout(td, 2 * CAPTURE_TIMEOUT_S);
+    tcase_add_test(td, test_indi_daemon);
+    suite_add_tcase(s, td);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
@@ -484,6 +809,11 @@ int main(void)
         const seq_t *all[N_SEQ] = { &SEQ_STATIC, &SEQ_JITTER, &SEQ_SPARSE };
         for (int i = 0; i < N_SEQ; i++) {
             snprintf(sub, sizeof sub, "%s/%s", tmp_root, all[i]->name);
+            remove_dir(sub);
+        }
+        const char *daemon_dirs[] = { "daemon/a", "daemon/b", "daemon" };
+        for (int i = 0; i < 3; i++) {   /* left by a failed daemon test */
+            snprintf(sub, sizeof sub, "%s/%s", tmp_root, daemon_dirs[i]);
             remove_dir(sub);
         }
         rmdir(tmp_root);
