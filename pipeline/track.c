@@ -63,6 +63,12 @@ void ss_tracklist_free(ss_tracklist_t *l)
 #define SEED_CELL 64.0          /* px: the seeds' lookup grid (births search far) */
 #define GRID_CELLS 65536        /* at most; the cell grows for wide spreads */
 #define MAG_ERR_FLOOR 1e-3      /* mag: the least error a detection's weight assumes */
+#define SNR_REL 0.1             /* a detection's peak SNR scatters by sqrt(1 + (0.1·SNR)²)
+                                 * about its track's (docs/QUALITY.md: its derivation) */
+#define SNR_WINDOW 3.0          /* a link's SNR within 3 of those of its track's mean looks
+                                 * alike */
+#define ALIKE_SHARE 0.9         /* of a link's chance budget: the part spent on links that
+                                 * look alike (flux_charge) */
 
 /* One linked detection. u, v: registered px; x, y: input-frame px. */
 typedef struct obs {
@@ -92,8 +98,11 @@ typedef struct trk {
     int updated;                /* linked in the current frame */
     int missed;
     int n, n_streak;
-    double lchance;             /* log10 of the chance that its links past the first
-                                 * two were chance detections */
+    double lchance;             /* log10 of the product of its links' chances (those
+                                 * past the first two; link_chance) */
+    int n_links;                /* the links in that product */
+    double lflux;               /* log10 of the product of its links' flux charges (those
+                                 * past the first two; flux_charge) */
     double t0;
     double S, St, Stt, Su, Stu, Suu, Sv, Stv, Svv, snr_sum;
     int n_mag;                  /* detections with a magnitude: weighted sums of them */
@@ -123,6 +132,8 @@ struct ss_tracker {
     long frame;
     int timed;                  /* -1 before the first frame */
     double rho;                 /* this frame's candidates per px² */
+    double *free_snr;           /* their peak SNRs, ascending */
+    int n_free;
     double births;              /* tentative tracks started per frame (running mean) */
     int births_now;
     double mjd0;
@@ -261,12 +272,101 @@ static int has_key(const trk_t *k, uint64_t key)
     return 0;
 }
 
+/* log10 of the chance that a link r px from its track's prediction, after
+ * waiting w frames, was a chance detection: that one of the free
+ * candidates (T->rho per px²) fell within r of the prediction, ρ·π·r² (r
+ * at least CENTROID_FLOOR) per frame, times w·H, H = Σ 1/j for j = 1 ..
+ * max_missed + 1; at most 1. A track is tested in each frame it waits:
+ * the chance that it passes at x in any of them is Σ_w x / (w·H) = x, so
+ * that this is a p-value, P(chance <= x) <= x. */
+static double link_chance(const ss_tracker_t *T, double r, int wait)
+{
+    double h = 0.0;
+    for (int j = 1; j <= T->cfg.max_missed + 1; j++)
+        h += 1.0 / j;
+    r = fmax(r, CENTROID_FLOOR);
+    return log10(fmin(1.0, wait * h * T->rho * M_PI * r * r));
+}
+
+/* The number of the ascending v[0..n) below x (at most x when
+ * inclusive). */
+static int count_below(const double *v, int n, double x, int inclusive)
+{
+    int a = 0, b = n;
+    while (a < b) {
+        int mid = (a + b) / 2;
+        if (v[mid] < x || (inclusive && v[mid] == x))
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a;
+}
+
+/* The share of this frame's free candidates whose peak SNR lies in
+ * [lo, hi] (0 without any). */
+static double share_between(const ss_tracker_t *T, double lo, double hi)
+{
+    if (T->n_free == 0)
+        return 0.0;
+    const int a = count_below(T->free_snr, T->n_free, lo, 0);
+    const int c = count_below(T->free_snr, T->n_free, hi, 1);
+    return (double)(c - a) / T->n_free;
+}
+
+/* Whether a detection of SNR snr looks like a track whose n detections
+ * average mean (within SNR_WINDOW of their scatter, sqrt((1 +
+ * (SNR_REL·mean)²)(1 + 1/n))), into *alike; returns the share of the free
+ * candidates that look like it. */
+static double alike_share(const ss_tracker_t *T, double mean, int n, double snr, int *alike)
+{
+    const double w = SNR_WINDOW * sqrt((1.0 + SNR_REL * SNR_REL * mean * mean) * (1.0 + 1.0 / n));
+    *alike = fabs(snr - mean) <= w;
+    return share_between(T, mean - w, mean + w);
+}
+
+/* log10 of a link's flux charge: a detection of SNR snr joins a track
+ * whose n detections average mean. It looks alike when within SNR_WINDOW
+ * of their scatter, sqrt((1 + (SNR_REL·mean)²)(1 + 1/n)); f, the share of
+ * the free candidates that look alike, is the chance that a chance
+ * detection does. The charge is f / ALIKE_SHARE when it looks alike, else
+ * (1 − f) / (1 − ALIKE_SHARE): independent of where the detection lies,
+ * and a chance detection's charge c is below x with probability
+ * ALIKE_SHARE·x + (1 − ALIKE_SHARE)·x, so that a product of p-values and
+ * charges stays a p-value (f / ALIKE_SHARE may exceed 1: capped, the
+ * bound would not hold). A source whose flux varies (a tumbling
+ * satellite) pays (1 − f) / (1 − ALIKE_SHARE) per link unlike its mean. */
+static double flux_charge(const ss_tracker_t *T, double mean, int n, double snr)
+{
+    int alike;
+    const double f = alike_share(T, mean, n, snr, &alike);
+    if (alike)
+        return log10(fmax(f, 1e-12) / ALIKE_SHARE);     /* not capped at 1: see above */
+    return log10(fmax(1.0 - f, 1e-12) / (1.0 - ALIKE_SHARE));
+}
+
+/* log10 of P(Π of m p-values <= x) for x = 10^lx: the product of m
+ * independent uniform variables is at most x with probability
+ * x·Σ_{i<m} (−ln x)^i / i! (m = 0: 1). */
+static double log10_product_tail(double lx, int m)
+{
+    if (m <= 0 || lx >= 0.0)
+        return 0.0;
+    const double y = -lx * M_LN10;
+    double term = 1.0, sum = 1.0;
+    for (int i = 1; i < m; i++) {
+        term *= y / i;
+        sum += term;
+    }
+    return fmin(0.0, lx + log10(sum));
+}
+
 /* Whether a tentative track may be confirmed: enough detections, moved
  * by more than its scatter (a detection that repeats at one place — a
  * star's residual, a hot pixel — is no mover), and unlikely to be chance
- * detections lined up: the tracks started per frame times the chance of
- * each later link (free candidates per px² times the gate's area times
- * the frames it waited) at most 1 / SS_TRACK_CHANCE. */
+ * detections lined up: the tracks started per frame times the chance
+ * that its later links, each as near its prediction as it was
+ * (link_chance), were chance detections at most 1 / SS_TRACK_CHANCE. */
 static int confirmable(const ss_tracker_t *T, const trk_t *k)
 {
     if (k->n < T->cfg.min_points)
@@ -274,7 +374,8 @@ static int confirmable(const ss_tracker_t *T, const trk_t *k)
     motion_t m = motion_of(k);
     double speed = hypot(m.vu, m.vv);
     double span = k->last.t - k->first.t;
-    double chance = log10(fmax(1.0, T->births)) + k->lchance;  /* per frame */
+    double chance = log10(fmax(1.0, T->births)) + log10_product_tail(k->lchance, k->n_links) +
+                    k->lflux;
     return speed * span >= MIN_MOTION && speed >= MOTION_SIGNIFICANCE * m.err &&
            m.rms <= T->cfg.gate && chance <= -log10(SS_TRACK_CHANCE);
 }
@@ -355,6 +456,7 @@ void ss_tracker_destroy(ss_tracker_t **pt)
     free(T->obs);
     free(T->obs_det);
     free(T->taken);
+    free(T->free_snr);
     free(T->cands);
     free(T->og.start);
     free(T->sg.start);
@@ -405,7 +507,9 @@ static int reserve(ss_tracker_t *T, int n, int m)
         T->obs = malloc((size_t)n * sizeof *T->obs);
         T->obs_det = malloc((size_t)n * sizeof *T->obs_det);
         T->taken = malloc((size_t)n * sizeof *T->taken);
-        T->obs_cap = T->obs && T->obs_det && T->taken ? n : 0;
+        free(T->free_snr);
+        T->free_snr = malloc((size_t)n * sizeof *T->free_snr);
+        T->obs_cap = T->obs && T->obs_det && T->taken && T->free_snr ? n : 0;
         if (!T->obs_cap)
             return -1;
     }
@@ -456,6 +560,23 @@ static int collect(ss_tracker_t *T, ss_detlist_t *dets, uint64_t seq, double t, 
         n++;
     }
     return n;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The peak SNRs of the nobs observations no confirmed track took, into
+ * free_snr, ascending (flux_charge's reference). */
+static void sort_free_snr(ss_tracker_t *T, int nobs)
+{
+    T->n_free = 0;
+    for (int j = 0; j < nobs; j++)
+        if (!T->taken[j])
+            T->free_snr[T->n_free++] = T->obs[j].snr;
+    qsort(T->free_snr, (size_t)T->n_free, sizeof *T->free_snr, cmp_dbl);
 }
 
 static int cmp_cand(const void *a, const void *b)
@@ -598,17 +719,22 @@ static trk_t *free_slot(trk_t *arr, int *n, int cap)
     return *n < cap ? &arr[(*n)++] : NULL;
 }
 
-/* Confirmed tracks take the detections nearest their predictions. */
+/* Confirmed tracks take the detections nearest their predictions. A
+ * track whose gate holds only detections that other tracks took shares
+ * the nearest of them: where two movers' paths cross, the two are one
+ * detection (a blend) for a few frames, and both tracks go on through it
+ * instead of one ending after max_missed frames. */
 static void link_confirmed(ss_tracker_t *T, double t)
 {
     int m = gate_pairs(T, T->conf, T->n_conf, t);
-    for (int c = 0; c < m; c++) {
-        trk_t *k = &T->conf[T->cands[c].track];
-        if (k->updated || T->taken[T->cands[c].obs])
-            continue;
-        T->taken[T->cands[c].obs] = 1;
-        add_obs(k, &T->obs[T->cands[c].obs]);
-    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int c = 0; c < m; c++) {
+            trk_t *k = &T->conf[T->cands[c].track];
+            if (k->updated || (pass == 0 && T->taken[T->cands[c].obs]))
+                continue;
+            T->taken[T->cands[c].obs] = 1;
+            add_obs(k, &T->obs[T->cands[c].obs]);
+        }
 }
 
 /* Tentative tracks grow the same way; one that is confirmable becomes a
@@ -620,12 +746,15 @@ static void link_tentative(ss_tracker_t *T, double t)
         trk_t *k = &T->tent[T->cands[c].track];
         if (!k->alive || k->updated || T->taken[T->cands[c].obs])
             continue;
-        /* the chance of this link: a chance detection in the gate in any
-         * of the frames the track waited for it */
-        double wait = 1.0 + k->missed;
+        /* the chance of this link: a chance detection as near its
+         * prediction in any of the frames the track waited for it */
+        int wait = 1 + k->missed;
+        const obs_t *o = &T->obs[T->cands[c].obs];
         T->taken[T->cands[c].obs] = 1;
-        add_obs(k, &T->obs[T->cands[c].obs]);
-        k->lchance += log10(fmin(1.0, wait * T->rho * M_PI * T->cands[c].g * T->cands[c].g));
+        k->lchance += link_chance(T, T->cands[c].d * T->cands[c].g, wait);
+        k->n_links++;
+        k->lflux += flux_charge(T, k->snr_sum / k->n, k->n, o->snr);
+        add_obs(k, o);
         if (!confirmable(T, k))
             continue;
         trk_t *slot = free_slot(T->conf, &T->n_conf, MAX_CONFIRMED);
@@ -654,14 +783,33 @@ static int pairable(const ss_tracker_t *T, const obs_t *s, const obs_t *o)
     return dth <= STREAK_ANGLE && dir <= STREAK_ANGLE;
 }
 
-/* Seed s into best / d2 (n of them, nearest first, at most
- * PAIRS_PER_DET) when it is pairable with o and nearer than the last. */
+/* The least factor pair_metric applies to a squared distance. */
+static double least_alike(const ss_tracker_t *T)
+{
+    return 1.0 / SS_MAX(T->n_free, 1);
+}
+
+/* How a seed ranks as o's partner: the squared distance, times the share
+ * of the free candidates that look like the seed when o does
+ * (alike_share; at least least_alike): the area, scaled by the chance
+ * that a detection there looks alike, in which a chance partner would be
+ * as good. */
+static double pair_metric(const ss_tracker_t *T, const obs_t *s, const obs_t *o)
+{
+    const double du = o->u - s->u, dv = o->v - s->v;
+    int alike;
+    const double f = alike_share(T, s->snr, 1, o->snr, &alike);
+    return (du * du + dv * dv) * (alike ? fmax(f, least_alike(T)) : 1.0);
+}
+
+/* Seed s into best / d2 (n of them, best first by pair_metric, at most
+ * PAIRS_PER_DET) when it is pairable with o and better than the last. */
 static void offer_seed(const ss_tracker_t *T, const obs_t *o, int s, int *best, double *d2,
                        int *n)
 {
     if (!pairable(T, &T->seeds[s], o))
         return;
-    const double du = o->u - T->seeds[s].u, dv = o->v - T->seeds[s].v, e = du * du + dv * dv;
+    const double e = pair_metric(T, &T->seeds[s], o);
     if (*n == PAIRS_PER_DET && e >= d2[*n - 1])
         return;
     int i = *n < PAIRS_PER_DET ? (*n)++ : *n - 1;
@@ -673,10 +821,11 @@ static void offer_seed(const ss_tracker_t *T, const obs_t *o, int s, int *best, 
     best[i] = s;
 }
 
-/* The (at most PAIRS_PER_DET) nearest seeds o may pair with, nearest
- * first, as indices in best; returns their count. The seed grid (sg) is
- * searched ring by ring around o's cell until a ring lies beyond the
- * farthest kept seed, or beyond the birth reach, or the grid ends. */
+/* The (at most PAIRS_PER_DET) best seeds o may pair with by pair_metric,
+ * best first, as indices in best; returns their count. The seed grid (sg)
+ * is searched ring by ring around o's cell until no seed of a ring can
+ * rank above the last kept, or a ring lies beyond the birth reach, or the
+ * grid ends. */
 static int nearest_seeds(const ss_tracker_t *T, const obs_t *o, int best[PAIRS_PER_DET])
 {
     const grid_t *g = &T->sg;
@@ -684,10 +833,10 @@ static int nearest_seeds(const ss_tracker_t *T, const obs_t *o, int best[PAIRS_P
     int n = 0;
     const int cx = (int)floor((o->u - g->u0) / g->cell), cy = (int)floor((o->v - g->v0) / g->cell);
     const int last = SS_MAX(SS_MAX(abs(cx), abs(cx - g->w + 1)), SS_MAX(abs(cy), abs(cy - g->h + 1)));
-    const double reach = T->cfg.max_speed * (T->cfg.max_missed + 1);
+    const double reach = T->cfg.max_speed * (T->cfg.max_missed + 1), least = least_alike(T);
     for (int r = 0; r <= last; r++) {
         const double near = (r - 1) * g->cell;     /* no point of ring r is nearer */
-        if (near > reach || (n == PAIRS_PER_DET && near * near > d2[n - 1]))
+        if (near > reach || (n == PAIRS_PER_DET && near * near * least > d2[n - 1]))
             break;
         for (int y = SS_MAX(cy - r, 0); y <= SS_MIN(cy + r, g->h - 1); y++) {
             /* the ring's top and bottom rows whole, its sides' two cells */
@@ -813,6 +962,7 @@ int ss_tracker_frame(ss_tracker_t *T, const ss_track_frame_t *f, ss_detlist_t *d
     for (int j = 0; j < nobs; j++)
         free_obs += !T->taken[j];
     T->rho = free_obs / fmax(f->area, 1.0);
+    sort_free_snr(T, nobs);
     link_tentative(T, t);
     T->births_now = 0;
     if (start_tracks(T, nobs) != 0) {

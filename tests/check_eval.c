@@ -648,6 +648,33 @@ START_TEST(test_track_scoring)
 }
 END_TEST
 
+/* A blend two tracks share (a crossing pair): mover 1's detections 5..7
+ * carry track 1 (mover 0's), and track 2's points name them too. They
+ * count for mover 1's segment in track 2 (10 of 10, in one track; 7 of 10
+ * without), and for neither track's purity (track 1 would hold 3 of
+ * mover 1's: 10 of 13, not pure). */
+START_TEST(test_track_shared)
+{
+    ss_evt_t e;
+    memset(&e, 0, sizeof e);
+    uint64_t t0[10] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+    uint64_t t1[10] = { 2, 2, 2, 2, 2, 1, 1, 1, 2, 2 };
+    add_segment(&e, 0, 0, 0, 10, 10, 10.0, 1.0, 0.0, t0, -1);
+    add_segment(&e, 1, 0, 0, 10, 10, 10.0, 1.0, 0.0, t1, -1);
+    add_report(&e, 1, 0, 10, 10, 1.0, 0.0, 0, 1.0, 0.0);
+    add_report(&e, 2, 1, 10, 10, 1.0, 0.0, 0, 1.0, 0.0);
+    ss_evt_cfg_t c = { 3, 1.0, 50.0 };
+    ss_evt_result_t r;
+    ck_assert_int_eq(ss_evt_score(&e, &c, &r, NULL), 0);
+    ck_assert_int_eq(r.segments, 2);
+    ck_assert_int_eq(r.in_one, 2);
+    ck_assert_int_eq(r.crossing_in_one, 2);
+    ck_assert_int_eq(r.tracks, 2);
+    ck_assert_int_eq(r.pure, 2);
+    ss_evt_free(&e);
+}
+END_TEST
+
 /* Speed bins: the nearest in log. */
 START_TEST(test_track_speed_bins)
 {
@@ -714,6 +741,7 @@ static Suite *eval_suite(void)
     tcase_add_test(tc, test_varying_frames_and_read_error);
     tcase_add_test(tc, test_usage);
     tcase_add_test(tc, test_track_scoring);
+    tcase_add_test(tc, test_track_shared);
     tcase_add_test(tc, test_track_speed_bins);
     tcase_add_test(tc, test_track_derive_motion);
     tcase_add_test(tc, test_tracks_end_to_end);

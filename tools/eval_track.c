@@ -129,14 +129,17 @@ static long lower_seq(const seq_ix_t *by, long n, uint64_t s)
 }
 
 /* cred[i] = the track detection i is credited to: its own id, or the
- * track whose points name it (same seq, within SS_EVT_POS_TOL px). */
-static int credit(const ss_evt_t *e, uint64_t *cred)
+ * track whose points name it (same seq, within SS_EVT_POS_TOL px);
+ * shared[i] = a second track whose points name it (a blend two tracks
+ * share), else 0. */
+static int credit(const ss_evt_t *e, uint64_t *cred, uint64_t *shared)
 {
     seq_ix_t *by = malloc((size_t)(e->n_dets > 0 ? e->n_dets : 1) * sizeof *by);
     if (!by)
         return -1;
     for (long i = 0; i < e->n_dets; i++) {
         cred[i] = e->dets[i].track;
+        shared[i] = 0;
         by[i] = (seq_ix_t){ e->dets[i].seq, i };
     }
     qsort(by, (size_t)e->n_dets, sizeof *by, cmp_seq_ix);
@@ -146,12 +149,18 @@ static int credit(const ss_evt_t *e, uint64_t *cred)
             const ss_track_point_t *pt = &tr->pts[p];
             for (long k = lower_seq(by, e->n_dets, pt->seq);
                  k < e->n_dets && by[k].seq == pt->seq; k++) {
-                const ss_evt_det_t *d = &e->dets[by[k].i];
-                if (cred[by[k].i] == 0 && fabs(d->x - pt->x) <= SS_EVT_POS_TOL &&
-                    fabs(d->y - pt->y) <= SS_EVT_POS_TOL) {
-                    cred[by[k].i] = tr->id;
-                    break;
-                }
+                const long i = by[k].i;
+                const ss_evt_det_t *d = &e->dets[i];
+                if (fabs(d->x - pt->x) > SS_EVT_POS_TOL || fabs(d->y - pt->y) > SS_EVT_POS_TOL ||
+                    cred[i] == tr->id)
+                    continue;
+                if (cred[i] == 0)
+                    cred[i] = tr->id;
+                else if (shared[i] == 0 && tr->id != cred[i])
+                    shared[i] = tr->id;
+                else
+                    continue;
+                break;
             }
         }
     }
@@ -259,15 +268,17 @@ static void score_track(const ss_evt_t *e, const tkey_t *k, long n, const ss_evt
     }
 }
 
-static int score_tracks(const ss_evt_t *e, const uint64_t *cred, const ss_evt_cfg_t *c,
-                        ss_evt_result_t *r, FILE *cases)
+/* A shared detection (a blend of two movers) counts for neither track's
+ * purity: the truth names one mover for it. */
+static int score_tracks(const ss_evt_t *e, const uint64_t *cred, const uint64_t *shared,
+                        const ss_evt_cfg_t *c, ss_evt_result_t *r, FILE *cases)
 {
     long m = 0;
     tkey_t *k = malloc((size_t)(e->n_dets > 0 ? e->n_dets : 1) * sizeof *k);
     if (!k)
         return -1;
     for (long i = 0; i < e->n_dets; i++)
-        if (cred[i])
+        if (cred[i] && !shared[i])
             k[m++] = (tkey_t){ cred[i], e->dets[i].mover,
                                e->dets[i].mover >= 0 ? e->dets[i].segment : 0, i };
     qsort(k, (size_t)m, sizeof *k, cmp_tkey);
@@ -345,17 +356,22 @@ static void id_counts(uint64_t *ids, long n, int min_points, long *best, int *bi
 }
 
 /* One segment: samples k[0..n) of one (mover, segment), seq ascending;
- * snr and ids are scratch of n. */
+ * snr is scratch of n, ids of 2n. A detection two tracks share counts for
+ * both. */
 static void score_segment(const ss_evt_t *e, const skey_t *k, long n, const uint64_t *cred,
-                          const ss_evt_cfg_t *c, double *snr, uint64_t *ids,
-                          ss_evt_result_t *r, FILE *cases)
+                          const uint64_t *shared, const ss_evt_cfg_t *c, double *snr,
+                          uint64_t *ids, ss_evt_result_t *r, FILE *cases)
 {
-    long nf = 0;
+    long nf = 0, ni = 0;
     for (long j = 0; j < n; j++) {
         const ss_evt_sample_t *s = &e->samples[k[j].i];
         snr[j] = s->snr;
-        if (s->det >= 0 && s->det < e->n_dets)
-            ids[nf++] = cred[s->det];
+        if (s->det >= 0 && s->det < e->n_dets) {
+            nf++;
+            ids[ni++] = cred[s->det];
+            if (shared[s->det])
+                ids[ni++] = shared[s->det];
+        }
     }
     if (nf < c->min_points)
         return;
@@ -365,7 +381,7 @@ static void score_segment(const ss_evt_t *e, const skey_t *k, long n, const uint
     int sb = ss_evt_speed_bin(s0->speed);
     long best;
     int big, any;
-    id_counts(ids, nf, c->min_points, &best, &big, &any);
+    id_counts(ids, ni, c->min_points, &best, &big, &any);
     int one = best >= SS_EVT_ONE_TRACK * (double)nf;
     r->segments++;
     r->in_one += one;
@@ -388,9 +404,9 @@ static void score_segment(const ss_evt_t *e, const skey_t *k, long n, const uint
             "%ld seen;", s0->mover, s0->segment, s0->pair >= 0 ? " (crossing)" : "", s0->speed,
             med, (unsigned long long)s0->seq, (unsigned long long)e->samples[k[n - 1].i].seq,
             nf, n);
-    for (long a = 0; a < nf;) {
+    for (long a = 0; a < ni;) {
         long b = a;
-        while (b < nf && ids[b] == ids[a])
+        while (b < ni && ids[b] == ids[a])
             b++;
         if (ids[a])
             fprintf(cases, " track %llu: %ld", (unsigned long long)ids[a], b - a);
@@ -401,13 +417,13 @@ static void score_segment(const ss_evt_t *e, const skey_t *k, long n, const uint
     fprintf(cases, "\n");
 }
 
-static int score_segments(const ss_evt_t *e, const uint64_t *cred, const ss_evt_cfg_t *c,
-                          ss_evt_result_t *r, FILE *cases)
+static int score_segments(const ss_evt_t *e, const uint64_t *cred, const uint64_t *shared,
+                          const ss_evt_cfg_t *c, ss_evt_result_t *r, FILE *cases)
 {
     size_t n = (size_t)(e->n_samples > 0 ? e->n_samples : 1);
     skey_t *k = malloc(n * sizeof *k);
     double *snr = malloc(n * sizeof *snr);
-    uint64_t *ids = malloc(n * sizeof *ids);
+    uint64_t *ids = malloc(2 * n * sizeof *ids);
     if (!k || !snr || !ids) {
         free(k);
         free(snr);
@@ -421,7 +437,7 @@ static int score_segments(const ss_evt_t *e, const uint64_t *cred, const ss_evt_
         long b = a;
         while (b < e->n_samples && k[b].mover == k[a].mover && k[b].segment == k[a].segment)
             b++;
-        score_segment(e, k + a, b - a, cred, c, snr, ids, r, cases);
+        score_segment(e, k + a, b - a, cred, shared, c, snr, ids, r, cases);
         a = b;
     }
     free(k);
@@ -440,18 +456,19 @@ static int score_segments(const ss_evt_t *e, const uint64_t *cred, const ss_evt_
 int ss_evt_score(const ss_evt_t *e, const ss_evt_cfg_t *c, ss_evt_result_t *r, FILE *cases)
 {
     memset(r, 0, sizeof *r);
-    uint64_t *cred = malloc((size_t)(e->n_dets > 0 ? e->n_dets : 1) * sizeof *cred);
-    if (!cred || credit(e, cred) != 0) {
+    const size_t nd = (size_t)(e->n_dets > 0 ? e->n_dets : 1);
+    uint64_t *cred = malloc(2 * nd * sizeof *cred), *shared = cred ? cred + nd : NULL;
+    if (!cred || credit(e, cred, shared) != 0) {
         free(cred);
         return -1;
     }
     if (cases)
         fprintf(cases, "track cases: segments not in one track (mover/segment)\n");
-    int rc = score_segments(e, cred, c, r, cases);
+    int rc = score_segments(e, cred, shared, c, r, cases);
     if (cases && rc == 0)
         fprintf(cases, "track cases: tracks not pure, velocities more than 10 %% off\n");
     if (rc == 0)
-        rc = score_tracks(e, cred, c, r, cases);
+        rc = score_tracks(e, cred, shared, c, r, cases);
     free(cred);
     return rc;
 }
