@@ -23,7 +23,7 @@
 static int find_feed(ss_daemon_t *d, const char *name)
 {
     for (int i = 0; i < d->n_feeds; i++)
-        if (strcmp(d->feeds[i].name, name) == 0)
+        if (strcmp(ss_feed_name(d->feeds[i]), name) == 0)
             return i;
     return -1;
 }
@@ -100,11 +100,11 @@ int ss_control_handle(ss_daemon_t *d, const void *req, size_t len, char *buf, si
         char body[SS_MAX_FEEDS * (SS_NAME_MAX + 3) + 16];
         size_t at = (size_t)snprintf(body, sizeof body, "{\"feeds\":[");
         for (int i = 0; i < d->n_feeds; i++)
-            if (!r.feed[0] || strcmp(r.feed, d->feeds[i].name) == 0) {
-                atomic_store(&d->feeds[i].reset_req, 1);
-                SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: history reset requested", d->feeds[i].name);
+            if (!r.feed[0] || strcmp(r.feed, ss_feed_name(d->feeds[i])) == 0) {
+                ss_feed_request_reset(d->feeds[i]);
+                SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: history reset requested", ss_feed_name(d->feeds[i]));
                 at += (size_t)snprintf(body + at, sizeof body - at, "%s\"%s\"",
-                                       body[at - 1] == '[' ? "" : ",", d->feeds[i].name);
+                                       body[at - 1] == '[' ? "" : ",", ss_feed_name(d->feeds[i]));
             }
         snprintf(body + at, sizeof body - at, "]}");
         return ss_proto_encode_response(cmd, body, buf, n);

@@ -81,117 +81,44 @@ void ss_daemon_status(ss_daemon_t *d, ss_proto_status_t *st)
     st->uptime_s = ss_now_mono() - d->start_mono;
     st->n_feeds = SS_MIN(d->n_feeds, SS_PROTO_MAX_FEEDS);
     for (int i = 0; i < st->n_feeds; i++)
-        ss_stats_snapshot(d->feeds[i].stats, &st->feeds[i], NULL);
+        ss_stats_snapshot(ss_feed_stats(d->feeds[i]), &st->feeds[i], NULL);
 }
 
 /* ---- building ----------------------------------------------------------- */
 
-/* The feed's source says its input ended (source.h, on its thread): the
+/* A feed's source says its input ended (source.h, on its thread): the
  * daemon stops when the source asks it to (exit_at_end). */
 static void source_ended(void *user, const char *stop_why)
 {
-    ss_feed_t *f = user;
+    ss_daemon_t *d = user;
     if (stop_why)
-        ss_daemon_request_stop(f->d, 0, stop_why);
+        ss_daemon_request_stop(d, 0, stop_why);
 }
 
-/* The feed's source makes a socket a CURVE server (source.h). */
+/* A feed's source makes a socket a CURVE server (source.h). */
 static int source_secure(void *user, void *sock, const char *what, char *err, size_t n)
 {
-    const ss_feed_t *f = user;
-    return ss_daemon_secure(f->d, sock, what, err, n);
+    const ss_daemon_t *d = user;
+    return ss_daemon_secure(d, sock, what, err, n);
 }
 
+/* Build feeds[i] and its worker's slot; 0, or -1 with err. */
 static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
 {
-    ss_feed_t *f = &d->feeds[i];
-    f->index = i;
-    f->d = d;
-    f->start = ss_cfg_board_take(d->board);
-    f->cfg = &ss_cfg_snap_config(f->start)->feeds[i];
-    ss_strlcpy(f->name, f->cfg->name, sizeof f->name);
-    int masks = 0;
-    ss_source_frame_needs(f->cfg, &f->max_pixels, &f->frame_bytes, &masks);
-
-    if (!(f->pipe = ss_pipeline_new(&f->cfg->pipeline, f->name, err, n)))
-        return -1;
-    /* the backend chosen for the feed gives the frame pool its host memory
-     * (pinned under CUDA, for asynchronous uploads) */
-    const ss_backend_ops_t *ops = NULL;
-    ss_pipeline_backend(f->pipe, &ops);
-
-    /* queue depth + 3: the queue's frames, the worker's two (the current
-     * one and the next, prefetched), the source's */
-    int pool_n = f->cfg->queue_depth + 3;
-    /* mask buffers only where the source type can deliver a mask */
-    size_t mask_bytes = masks ? f->max_pixels : 0;
-    f->pool = ss_frame_pool_new(pool_n, f->frame_bytes, mask_bytes, &ops->host_alloc);
-    f->frames = ss_queue_new(f->cfg->queue_depth, f->cfg->queue_policy);
-    f->n_outs = SS_OUTS_PER_FEED;
-    f->outs = calloc((size_t)f->n_outs, sizeof *f->outs);
-    f->free_outs = ss_queue_new(f->n_outs, SS_QUEUE_BLOCK);
-    if (!f->pool || !f->frames || !f->outs || !f->free_outs) {
-        snprintf(err, n, "feed %s: cannot allocate %d frames of %zu bytes", f->name, pool_n,
-                 f->frame_bytes);
-        return -1;
-    }
-    for (int k = 0; k < f->n_outs; k++) {
-        ss_out_t *o = &f->outs[k];
-        o->feed = f;
-        if (ss_pipeline_result_init(f->pipe, &o->res, f->max_pixels,
-                                    f->cfg->pipeline.max_detections) != 0) {
-            snprintf(err, n, "feed %s: cannot allocate result buffers", f->name);
-            return -1;
-        }
-        if (k == 0)
-            f->work = o;
-        else
-            ss_queue_try_push(f->free_outs, o);
-    }
-
-    const ss_source_env_t env = {
-        .zctx = d->zctx,
-        .peer_timeout = d->cfg.peer_timeout,
-        .secure = source_secure,
-        .ended = source_ended,
-        .user = f,
+    const ss_feed_env_t env = {
+        .index = i,
+        .board = d->board,
+        .source = { .zctx = d->zctx,
+                    .peer_timeout = d->cfg.peer_timeout,
+                    .secure = source_secure,
+                    .ended = source_ended,
+                    .user = d },
     };
-    if (!(f->source = ss_source_open(f, &env, err, n)))
+    if (!(d->feeds[i] = ss_feed_new(&env, err, n)))
         return -1;
-    if (!(f->stats = ss_feed_stats_new(f->name, ss_source_desc(f->source)))) {
-        snprintf(err, n, "out of memory");
-        return -1;
-    }
-    if (f->cfg->wcs_solve && !(f->solver = ss_solver_new(f->name, f->cfg, f->stats))) {
-        snprintf(err, n, "feed %s: cannot start the plate solver", f->name);
-        return -1;
-    }
-    ss_stats_set_queue(f->stats, 0, f->cfg->queue_depth);
-    ss_stats_set_backend(f->stats, ss_pipeline_backend_name(f->pipe));
-    SS_LOG(SS_LOG_INFO, TAG, "feed %s: %s; queue %d (%s); frames up to %zu bytes; backend %s",
-           f->name, ss_source_desc(f->source), f->cfg->queue_depth,
-           ss_queue_policy_name(f->cfg->queue_policy), f->frame_bytes,
-           ss_pipeline_backend_name(f->pipe));
+    d->workers[i].d = d;
+    d->workers[i].feed = d->feeds[i];
     return 0;
-}
-
-static void feed_free(ss_feed_t *f)
-{
-    ss_solver_destroy(&f->solver);
-    ss_source_destroy(&f->source);
-    ss_pipeline_destroy(&f->pipe);
-    if (f->outs)
-        for (int k = 0; k < f->n_outs; k++)
-            ss_result_free(&f->outs[k].res);
-    free(f->outs);
-    f->outs = NULL;
-    ss_queue_destroy(&f->free_outs);
-    ss_queue_destroy(&f->frames);
-    ss_frame_pool_destroy(&f->pool);
-    ss_feed_stats_destroy(&f->stats);
-    ss_cfg_snap_release(&f->wsnap);
-    ss_cfg_snap_release(&f->start);
-    f->cfg = NULL;
 }
 
 static int bind_socket(void *sock, const char *endpoint, const char *what, char *err, size_t n)
@@ -225,7 +152,7 @@ static int open_sockets(ss_daemon_t *d, char *err, size_t n)
          * bounds what each one holds. */
         size_t largest = HEADER_ALLOWANCE;
         for (int i = 0; i < d->n_feeds; i++)
-            largest = SS_MAX(largest, HEADER_ALLOWANCE + d->feeds[i].max_pixels * 5);
+            largest = SS_MAX(largest, HEADER_ALLOWANCE + ss_feed_max_pixels(d->feeds[i]) * 5);
         d->pub_hwm = ss_publish_sndhwm(c->publish_budget, largest);
         int linger = SS_PUB_LINGER_MS;
         d->pub_sock = zmq_socket(d->zctx, ZMQ_XPUB);
@@ -328,7 +255,6 @@ ss_daemon_t *ss_daemon_new(const ss_config_t *cfg, const char *config_path)
     d->cfg = *cfg;
     ss_strlcpy(d->config_path, config_path ? config_path : "", sizeof d->config_path);
     d->log_level_override = -1;
-    pthread_mutex_init(&d->region_lock, NULL);
     d->start_mono = ss_now_mono();
     d->start_unix = ss_now_unix();
     d->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -368,7 +294,7 @@ void ss_daemon_destroy(ss_daemon_t **pd)
         return;
     ss_daemon_t *d = *pd;
     for (int i = 0; i < SS_MAX_FEEDS; i++)
-        feed_free(&d->feeds[i]);
+        ss_feed_destroy(&d->feeds[i]);
     if (d->pub_sock)
         zmq_close(d->pub_sock);
     if (d->ctl_sock)
@@ -381,7 +307,6 @@ void ss_daemon_destroy(ss_daemon_t **pd)
     if (d->wake_fd >= 0)
         close(d->wake_fd);
     ss_cfg_board_destroy(&d->board);
-    pthread_mutex_destroy(&d->region_lock);
     free(d);
     *pd = NULL;
 }
@@ -410,9 +335,7 @@ static int reload_file(ss_daemon_t *d, char *err, size_t n)
     }
     /* calibration the new config names must fit the frames now arriving */
     for (int i = 0; i < d->n_feeds; i++) {
-        pthread_mutex_lock(&d->region_lock);
-        const ss_roi_t region = d->feeds[i].region;
-        pthread_mutex_unlock(&d->region_lock);
+        const ss_roi_t region = ss_feed_region(d->feeds[i]);
         char e[480];
         if (ss_pipeline_check_calibration(&neu->feeds[i].pipeline, region, e, sizeof e) != 0) {
             snprintf(err, n, "%s: feeds[%d].%s; nothing was reloaded", d->config_path, i, e);
@@ -473,10 +396,10 @@ int ss_log_prefix_wanted(ss_log_prefix_t p)
 static int start_threads(ss_daemon_t *d)
 {
     for (int i = 0; i < d->n_feeds; i++) {
-        ss_feed_t *f = &d->feeds[i];
-        if (pthread_create(&f->worker, NULL, ss_worker_main, f) != 0)
+        ss_worker_slot_t *w = &d->workers[i];
+        if (pthread_create(&w->thread, NULL, ss_worker_main, w) != 0)
             return -1;
-        f->worker_started = 1;
+        w->started = 1;
     }
     if (pthread_create(&d->publisher, NULL, ss_publisher_main, d) != 0)
         return -1;
@@ -485,7 +408,7 @@ static int start_threads(ss_daemon_t *d)
         return -1;
     d->filesink_started = 1;
     for (int i = 0; i < d->n_feeds; i++)
-        if (ss_source_start(d->feeds[i].source) != SS_OK)
+        if (ss_source_start(ss_feed_source(d->feeds[i])) != SS_OK)
             return -1;
     return 0;
 }
@@ -496,13 +419,13 @@ static int pipelines_progress(ss_daemon_t *d, double stall_s)
 {
     uint64_t now = mono_us();
     for (int i = 0; i < d->n_feeds; i++) {
-        uint64_t since = atomic_load(&d->feeds[i].busy_since_us);
+        uint64_t since = ss_feed_busy_since(d->feeds[i]);
         if (since && (double)(now - since) * 1e-6 > stall_s) {
             static double last_warn;
             if (ss_now_mono() - last_warn > 10.0) {
                 last_warn = ss_now_mono();
                 SS_LOG(SS_LOG_ERR, TAG, "feed %s: one frame has taken %.1f s: withholding WATCHDOG=1",
-                       d->feeds[i].name, (double)(now - since) * 1e-6);
+                       ss_feed_name(d->feeds[i]), (double)(now - since) * 1e-6);
             }
             return 0;
         }
@@ -516,8 +439,8 @@ static void notify_status(ss_daemon_t *d)
     uint64_t processed = 0, dropped = 0, rejected = 0, pub_dropped = 0;
     for (int i = 0; i < d->n_feeds; i++) {
         ss_proto_feed_stats_t s;
-        ss_stats_tick(d->feeds[i].stats, ss_now_mono());
-        ss_stats_snapshot(d->feeds[i].stats, &s, NULL);
+        ss_stats_tick(ss_feed_stats(d->feeds[i]), ss_now_mono());
+        ss_stats_snapshot(ss_feed_stats(d->feeds[i]), &s, NULL);
         fps += s.fps;
         processed += s.processed;
         dropped += s.dropped_queue;
@@ -577,7 +500,7 @@ static void drain_workers(ss_daemon_t *d, uint64_t wd_us)
     for (;;) {
         int pending = 0;
         for (int i = 0; i < d->n_feeds; i++)
-            pending += d->feeds[i].worker_started && !atomic_load(&d->feeds[i].worker_done);
+            pending += d->workers[i].started && !atomic_load(&d->workers[i].done);
         if (!pending)
             return;
         double now = ss_now_mono();
@@ -585,7 +508,7 @@ static void drain_workers(ss_daemon_t *d, uint64_t wd_us)
             SS_LOG(SS_LOG_WARNING, TAG, "drain timeout (%.1f s): dropping what is still queued",
                    limit);
             for (int i = 0; i < d->n_feeds; i++)
-                atomic_store(&d->feeds[i].discard, 1);
+                ss_feed_set_discard(d->feeds[i]);
             discarding = 1;
         }
         if (now - t0 > limit + STOP_GRACE_S) {
@@ -619,7 +542,7 @@ static void log_summary(ss_daemon_t *d)
     for (int i = 0; i < d->n_feeds; i++) {
         ss_proto_feed_stats_t s;
         ss_sink_counters_t k;
-        ss_stats_snapshot(d->feeds[i].stats, &s, &k);
+        ss_stats_snapshot(ss_feed_stats(d->feeds[i]), &s, &k);
         SS_LOG(SS_LOG_NOTICE, TAG,
                "feed %s final: received=%llu accepted=%llu rejected=%llu dropped=%llu "
                "processed=%llu ok=%llu reference=%llu warmup=%llu regfail=%llu error=%llu "
@@ -650,7 +573,7 @@ static void log_summary(ss_daemon_t *d)
                (unsigned long long)k.connections_refused, (unsigned long long)k.solve_started,
                (unsigned long long)k.solve_ok, (unsigned long long)k.solve_failed,
                (unsigned long long)k.solve_timeouts);
-        if (d->feeds[i].cfg->source == SS_SOURCE_INDI)
+        if (ss_feed_cfg(d->feeds[i])->source == SS_SOURCE_INDI)
             SS_LOG(SS_LOG_NOTICE, TAG, "feed %s final (indi): indi_connects=%llu "
                    "indi_connect_failures=%llu indi_disconnects=%llu indi_malformed=%llu", s.name,
                    (unsigned long long)k.indi_connects, (unsigned long long)k.indi_connect_failures,
@@ -672,12 +595,12 @@ static uint64_t report_losses(ss_daemon_t *d)
     size_t at = 0;
     uint64_t total = 0;
     for (int i = 0; i < d->n_feeds; i++) {
-        ss_feed_t *f = &d->feeds[i];
+        ss_feed_t *f = d->feeds[i];
         ss_proto_feed_stats_t s;
         ss_sink_counters_t k;
-        ss_stats_snapshot(f->stats, &s, &k);
-        const uint64_t drained = (uint64_t)atomic_load(&f->drain_dropped);
-        const int block = f->cfg->queue_policy == SS_QUEUE_BLOCK;
+        ss_stats_snapshot(ss_feed_stats(f), &s, &k);
+        const uint64_t drained = ss_feed_drain_dropped(f);
+        const int block = ss_feed_cfg(f)->queue_policy == SS_QUEUE_BLOCK;
         const uint64_t skipped = block ? k.sink_dropped + k.file_dropped : 0;
         const uint64_t lost =
             drained + skipped + k.fits_errors + k.jsonl_errors + k.ds9_errors + k.iod_errors +
@@ -690,7 +613,7 @@ static uint64_t report_losses(ss_daemon_t *d)
                          "sink saw (sink_dropped), %llu skipped by the file sinks (file_dropped), "
                          "%llu FITS, %llu JSON-lines, %llu DS9, %llu IOD and %llu ADES write "
                          "errors",
-                         at ? "; " : "", f->name, (unsigned long long)drained,
+                         at ? "; " : "", ss_feed_name(f), (unsigned long long)drained,
                          (unsigned long long)(block ? k.sink_dropped : 0),
                          (unsigned long long)(block ? k.file_dropped : 0),
                          (unsigned long long)k.fits_errors, (unsigned long long)k.jsonl_errors,
@@ -712,14 +635,14 @@ static void shutdown_all(ss_daemon_t *d, uint64_t wd_us)
     ss_notify_stopping((uint64_t)((d->cfg.drain_timeout + STOP_GRACE_S + 1.0) * 1e6));
     SS_LOG(SS_LOG_NOTICE, TAG, "shutting down: stopping intake, draining the queues");
     for (int i = 0; i < d->n_feeds; i++)
-        ss_source_stop(d->feeds[i].source);
+        ss_source_stop(ss_feed_source(d->feeds[i]));
     for (int i = 0; i < d->n_feeds; i++)
-        ss_queue_close(d->feeds[i].frames);
+        ss_feed_close(d->feeds[i]);
     drain_workers(d, wd_us);
     for (int i = 0; i < d->n_feeds; i++)
-        if (d->feeds[i].worker_started) {
-            pthread_join(d->feeds[i].worker, NULL);
-            d->feeds[i].worker_started = 0;
+        if (d->workers[i].started) {
+            pthread_join(d->workers[i].thread, NULL);
+            d->workers[i].started = 0;
         }
     ss_queue_close(d->pub_q);
     ss_queue_close(d->file_q);

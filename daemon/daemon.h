@@ -1,7 +1,8 @@
 /*
- * daemon.h — skysieved's shared state and its threads (ARCHITECTURE.md
- * "Threads"); a feed's hand-over points are in feed.h, a source's
- * interface in source.h:
+ * daemon.h — the daemon: skysieved's shared state and its threads
+ * (ARCHITECTURE.md "Threads"). A feed (its pool, queue, pipeline, result
+ * buffers and hand-over points) is feed.h's, a source's interface
+ * source.h's, a feed's plate solver solver.h's:
  *
  *   source thread (per feed) --frames queue--> worker (per feed)
  *   worker --pub queue--> publisher (one; owns the PUB socket)
@@ -48,87 +49,28 @@ extern "C" {
 #define SKYSIEVE_VERSION "0.0.0"
 #endif
 
-#define SS_OUTS_PER_FEED 5          /* result buffers: up to two at the worker (the current
-                                     * frame, the previous one while its residual lands), the
-                                     * rest with the sinks */
-#define SS_FILE_HELD_MAX 2          /* of those, at most this many waiting for the file sink */
 #define SS_EXIT_LOST 3              /* stopped, but some accepted frames' results were lost */
 #define SS_SINK_WAIT_S 1.0          /* the longest a worker waits for the publisher to free a buffer */
 #define SS_PUB_LINGER_MS 2000       /* what a closing PUB socket may still flush */
 
 typedef struct ss_daemon ss_daemon_t;
-typedef struct ss_solver ss_solver_t;
-
-/* One result buffer travelling from a worker to the sinks. refs counts the
- * sinks that still hold it; the last one returns it to the free list. */
-struct ss_out {
-    ss_result_t res;
-    ss_feed_t *feed;
-    atomic_int refs;
-    int to_files;                   /* the file sink also gets it */
-};
-
-/* solver.c: plate solving off the frame path (README "Plate solving").
- * ss_solver_new starts the feed's solver thread with cfg's wcs.* keys
- * (NULL on failure); ss_solver_destroy kills a solve under way, joins and
- * frees (NULL is accepted; *p is nulled). */
-ss_solver_t *ss_solver_new(const char *feed, const ss_feed_cfg_t *cfg, ss_feed_stats_t *stats);
-void ss_solver_destroy(ss_solver_t **p);
-/* Worker: solve frame f (a reference without a WCS; its result said
- * sky_epoch = epoch, reg_x/y = ox/oy). The pixels are copied; a job not
- * yet started is replaced. Never waits for a solve. */
-void ss_solver_submit(ss_solver_t *s, const ss_frame_t *f, uint64_t epoch, double ox, double oy);
-/* Worker: a new solution, if one came since the last call: 1 with its
- * WCS keys (up to SS_WCS_MAX into keys, *n), what it was submitted with,
- * and the zero point fitted against its matched stars' catalogue
- * magnitudes (*zp; source SS_PHOT_NONE when none); else 0. */
-int ss_solver_take(ss_solver_t *s, ss_wcs_key_t *keys, int *n, uint64_t *epoch, double *ox,
-                   double *oy, ss_phot_zp_t *zp);
-
 
 /* With CURVE on (d->zap), sock becomes a CURVE server with the daemon's
  * key (before it binds); nothing otherwise. Returns 0, or -1 with err. */
 int ss_daemon_secure(const ss_daemon_t *d, void *sock, const char *what, char *err, size_t n);
 
-struct ss_feed {
-    int index;
-    char name[SS_NAME_MAX];
+/* A feed's worker thread (worker.c), as the daemon runs it. */
+typedef struct ss_worker_slot {
     ss_daemon_t *d;
-    const ss_feed_cfg_t *cfg;       /* the feed's config in start: as built (fixed keys hold;
-                                     * reloadable ones reach threads through snapshots) */
-    ss_cfg_snap_t *start;           /* the config snapshot the feed was built with (held) */
-    ss_cfg_snap_t *wsnap;           /* the worker's current snapshot (worker thread only) */
-    ss_feed_stats_t *stats;
-
-    ss_frame_pool_t *pool;
-    size_t frame_bytes;             /* pixel bytes per pooled frame */
-    size_t max_pixels;              /* pixels a frame / residual may have */
-    ss_queue_t *frames;             /* source -> worker */
-
-    ss_pipeline_t *pipe;            /* used by the worker thread only */
-    ss_roi_t region;                /* the last frame's processed region (w = 0: none yet);
-                                     * written by the worker under d->region_lock */
-    ss_out_t *outs;
-    int n_outs;
-    ss_queue_t *free_outs;          /* result buffers not in use */
-    ss_out_t *work;                 /* the worker's current result buffer */
-    atomic_int file_held;           /* result buffers queued for / held by the file sink */
-    ss_source_t *source;
-    ss_solver_t *solver;            /* wcs.solve: the plate-solving thread; NULL when off */
-    pthread_t worker;
-    int worker_started;
-
-    atomic_int reset_req;           /* control "reset": forget the history before the next frame */
-    atomic_int discard;             /* drain time is up: drop what is still queued (counted) */
-    atomic_int drain_dropped;       /* accepted frames dropped at the drain timeout */
-    atomic_int worker_done;
-    _Atomic uint64_t busy_since_us; /* monotonic µs the current frame started; 0 = idle */
-};
+    ss_feed_t *feed;
+    pthread_t thread;
+    int started;
+    atomic_int done;                /* the worker returned */
+} ss_worker_slot_t;
 
 struct ss_daemon {
     ss_config_t cfg;                /* the running config: the main thread's alone */
     ss_cfg_board_t *board;          /* its snapshots, for the other threads (cfgsnap.h) */
-    pthread_mutex_t region_lock;    /* guards feeds[].region */
     char config_path[SS_PATH_MAX];  /* "" = built-in default config */
     int log_level_override;         /* --log-level (kept across reloads); -1 = none */
 
@@ -144,7 +86,8 @@ struct ss_daemon {
     int pub_hwm;
 
     int n_feeds;
-    ss_feed_t feeds[SS_MAX_FEEDS];
+    ss_feed_t *feeds[SS_MAX_FEEDS];   /* feed.h */
+    ss_worker_slot_t workers[SS_MAX_FEEDS];     /* workers[i] runs feeds[i] */
 
     ss_queue_t *pub_q;              /* ss_out_t* to the publisher */
     ss_queue_t *file_q;             /* ss_out_t* to the file sink */
@@ -181,13 +124,11 @@ void ss_daemon_block_signals(void);
  * nonzero: a broken backend). */
 void ss_daemon_request_stop(ss_daemon_t *d, int exit_code, const char *why);
 
-/* ---- feed.h: the feed's hand-over (feed.c) ---------------------------- */
-
 /* ---- source.c, source_*.c: see source.h ------------------------------- */
 
 /* ---- worker.c, publisher.c, sinks ------------------------------------- */
 
-void *ss_worker_main(void *feed);           /* pthread body, one per feed */
+void *ss_worker_main(void *slot);           /* pthread body, one per feed (ss_worker_slot_t) */
 void *ss_publisher_main(void *daemon);      /* pthread body */
 void *ss_filesink_main(void *daemon);       /* pthread body */
 

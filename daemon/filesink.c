@@ -40,53 +40,56 @@ void *ss_filesink_main(void *arg)
             for (int i = 0; i < SS_MAX_FEEDS; i++)
                 ss_jsonl_close(&jl[i]);
         ss_out_t *o = item;
-        ss_feed_t *f = o->feed;
-        const ss_feed_cfg_t *c = &ss_cfg_snap_config(snap)->feeds[f->index];
+        ss_feed_t *f = ss_out_feed(o);
+        const int fi = ss_feed_index(f);
+        const char *name = ss_feed_name(f);
+        ss_feed_stats_t *st = ss_feed_stats(f);
+        const ss_result_t *res = ss_out_result(o);
+        const ss_feed_cfg_t *c = &ss_cfg_snap_config(snap)->feeds[fi];
 
-        if (c->fits_dir[0] && o->res.has_residual) {
-            if (ss_sink_fits_write(c->fits_dir, c->fits_compress, &o->res, f->name) == 0)
-                SS_SINK_ADD(f->stats, fits_written, 1);
+        if (c->fits_dir[0] && res->has_residual) {
+            if (ss_sink_fits_write(c->fits_dir, c->fits_compress, res, name) == 0)
+                SS_SINK_ADD(st, fits_written, 1);
             else
-                SS_SINK_ADD(f->stats, fits_errors, 1);
+                SS_SINK_ADD(st, fits_errors, 1);
         }
-        if (c->ds9_dir[0] && (o->res.dets.count > 0 || o->res.tracks.count > 0)) {
-            if (ss_sink_ds9_write(c->ds9_dir, &o->res, f->name) == 0)
-                SS_SINK_ADD(f->stats, ds9_written, 1);
+        if (c->ds9_dir[0] && (res->dets.count > 0 || res->tracks.count > 0)) {
+            if (ss_sink_ds9_write(c->ds9_dir, res, name) == 0)
+                SS_SINK_ADD(st, ds9_written, 1);
             else
-                SS_SINK_ADD(f->stats, ds9_errors, 1);
+                SS_SINK_ADD(st, ds9_errors, 1);
         }
-        if (c->iod_path[0] && o->res.dets.count > 0) {
-            int lines = ss_sink_iod_append(c->iod_path, &o->res, c->iod_station, c->iod_min_rate);
+        if (c->iod_path[0] && res->dets.count > 0) {
+            int lines = ss_sink_iod_append(c->iod_path, res, c->iod_station, c->iod_min_rate);
             if (lines >= 0)
-                SS_SINK_ADD(f->stats, iod_written, (uint64_t)lines);
+                SS_SINK_ADD(st, iod_written, (uint64_t)lines);
             else
-                SS_SINK_ADD(f->stats, iod_errors, 1);
+                SS_SINK_ADD(st, iod_errors, 1);
         }
-        if (c->ades_path[0] && o->res.tracks.count > 0) {
-            int rows = ss_sink_ades_append(c->ades_path, &o->res, c->ades_stn, c->ades_astcat,
+        if (c->ades_path[0] && res->tracks.count > 0) {
+            int rows = ss_sink_ades_append(c->ades_path, res, c->ades_stn, c->ades_astcat,
                                            c->pipeline.phot.band, c->iod_min_rate);
             if (rows >= 0)
-                SS_SINK_ADD(f->stats, ades_written, (uint64_t)rows);
+                SS_SINK_ADD(st, ades_written, (uint64_t)rows);
             else
-                SS_SINK_ADD(f->stats, ades_errors, 1);
+                SS_SINK_ADD(st, ades_errors, 1);
         }
         const char *jpath = c->jsonl_path;
         const int jtracks = c->jsonl_tracks;
-        ss_jsonl_t **j = &jl[f->index];
+        ss_jsonl_t **j = &jl[fi];
         if (*j && strcmp(ss_jsonl_path(*j), jpath) != 0)
             ss_jsonl_close(j);
-        if (jpath[0] && !*j && ss_now_mono() - open_failed[f->index] > REOPEN_INTERVAL_S &&
+        if (jpath[0] && !*j && ss_now_mono() - open_failed[fi] > REOPEN_INTERVAL_S &&
             !(*j = ss_jsonl_open(jpath)))
-            open_failed[f->index] = ss_now_mono();
-        if (jpath[0] && (o->res.dets.count > 0 || (jtracks && o->res.tracks.count > 0))) {
-            int lines = *j ? ss_jsonl_write(*j, &o->res, jtracks) : -1;
+            open_failed[fi] = ss_now_mono();
+        if (jpath[0] && (res->dets.count > 0 || (jtracks && res->tracks.count > 0))) {
+            int lines = *j ? ss_jsonl_write(*j, res, jtracks) : -1;
             if (lines >= 0)
-                SS_SINK_ADD(f->stats, jsonl_written, (uint64_t)lines);
+                SS_SINK_ADD(st, jsonl_written, (uint64_t)lines);
             else
-                SS_SINK_ADD(f->stats, jsonl_errors, 1);
+                SS_SINK_ADD(st, jsonl_errors, 1);
         }
-        atomic_fetch_sub(&f->file_held, 1);
-        ss_out_release(o);
+        ss_out_release_files(o);
     }
     for (int i = 0; i < SS_MAX_FEEDS; i++)
         ss_jsonl_close(&jl[i]);

@@ -86,7 +86,7 @@ static int publish_body(pub_t *p, const ss_feed_t *f, const ss_result_t *res, ss
     size_t bound = (tracks ? ss_proto_tracks_bound(res) : ss_proto_detections_bound(res)) +
                    TOPIC_SEQ_ROOM;
     char topic[SS_PROTO_TOPIC_MAX];
-    int tl = ss_proto_topic(t, f->name, topic, sizeof topic);
+    int tl = ss_proto_topic(t, ss_feed_name(f), topic, sizeof topic);
     int bl = -1;
     if (grow((void **)&p->body, &p->body_cap, bound) == 0)
         bl = tracks ? ss_proto_encode_tracks(res, p->body, p->body_cap - TOPIC_SEQ_ROOM)
@@ -94,7 +94,7 @@ static int publish_body(pub_t *p, const ss_feed_t *f, const ss_result_t *res, ss
     if (bl >= 0)
         bl = ss_proto_add_topic_seq(p->body, bl, p->body_cap, (*topic_seq)++);
     if (tl < 0 || bl < 0) {
-        SS_LOG(SS_LOG_ERR, TAG, "feed %s: frame %llu: %s do not encode", f->name,
+        SS_LOG(SS_LOG_ERR, TAG, "feed %s: frame %llu: %s do not encode", ss_feed_name(f),
                (unsigned long long)res->meta.seq, ss_msg_type_name(t));
         return 0;
     }
@@ -105,22 +105,23 @@ static int publish_body(pub_t *p, const ss_feed_t *f, const ss_result_t *res, ss
 
 static void publish_result(pub_t *p, ss_out_t *o)
 {
-    ss_feed_t *f = o->feed;
-    const ss_result_t *res = &o->res;
+    ss_feed_t *f = ss_out_feed(o);
+    const int fi = ss_feed_index(f);
+    const ss_result_t *res = ss_out_result(o);
     const ss_config_t *c = ss_cfg_snap_config(p->snap);
     const int residuals = c->publish_residuals, with_mask = c->publish_mask;
     uint64_t sent = 0, dropped = 0;
     char topic[SS_PROTO_TOPIC_MAX];
 
     if (residuals && res->has_residual) {
-        int tl = ss_proto_topic(SS_MSG_RESIDUAL, f->name, topic, sizeof topic);
+        int tl = ss_proto_topic(SS_MSG_RESIDUAL, ss_feed_name(f), topic, sizeof topic);
         int hl = ss_proto_encode_residual(res, p->hdr, HEADER_MAX);
         if (hl >= 0)
-            hl = ss_proto_add_topic_seq(p->hdr, hl, HEADER_MAX, p->res_seq[f->index]++);
+            hl = ss_proto_add_topic_seq(p->hdr, hl, HEADER_MAX, p->res_seq[fi]++);
         size_t npix = (size_t)res->width * (size_t)res->height;
         if (tl < 0 || hl < 0) {
             SS_LOG(SS_LOG_ERR, TAG, "feed %s: frame %llu: residual header does not encode",
-                   f->name, (unsigned long long)res->meta.seq);
+                   ss_feed_name(f), (unsigned long long)res->meta.seq);
             dropped++;
         } else {
             const void *data[4] = { topic, p->hdr, res->residual, p->mask };
@@ -138,20 +139,20 @@ static void publish_result(pub_t *p, ss_out_t *o)
         }
     }
 
-    if (publish_body(p, f, res, SS_MSG_DETECTIONS, &p->det_seq[f->index]))
+    if (publish_body(p, f, res, SS_MSG_DETECTIONS, &p->det_seq[fi]))
         sent++;
     else
         dropped++;
     if (res->tracks.count > 0) {
-        if (publish_body(p, f, res, SS_MSG_TRACKS, &p->trk_seq[f->index]))
+        if (publish_body(p, f, res, SS_MSG_TRACKS, &p->trk_seq[fi]))
             sent++;
         else
             dropped++;
     }
     if (sent)
-        ss_stats_published(f->stats, sent);
+        ss_stats_published(ss_feed_stats(f), sent);
     if (dropped)
-        ss_stats_pub_dropped(f->stats, dropped);
+        ss_stats_pub_dropped(ss_feed_stats(f), dropped);
 }
 
 static void publish_status(pub_t *p)

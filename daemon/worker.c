@@ -20,11 +20,26 @@
  * with a non-zero exit, so that systemd restarts it.
  */
 #include "daemon.h"
+#include "solver.h"
 
 #include <string.h>
 #include <time.h>
 
 #define TAG "worker"
+
+/* The worker's own state: its feed and daemon, the config snapshot it
+ * reads reloadable keys from, its current result buffer. */
+typedef struct worker {
+    ss_daemon_t *d;
+    ss_feed_t *f;
+    ss_pipeline_t *pipe;            /* the feed's: this thread's alone */
+    ss_solver_t *solver;            /* the feed's (NULL with wcs.solve off) */
+    ss_feed_stats_t *stats;
+    const char *name;
+    int index;
+    ss_cfg_snap_t *wsnap;           /* the worker's current snapshot */
+    ss_out_t *work;                 /* the current result buffer */
+} worker_t;
 
 static uint64_t mono_us(void)
 {
@@ -35,86 +50,87 @@ static uint64_t mono_us(void)
  * frames from the next on get its WCS through their shift, and the zero
  * point fitted against its catalogue stars when there is one (below a
  * configured pipeline.photometry.zeropoint, above a header's). */
-static void take_solution(ss_feed_t *f)
+static void take_solution(worker_t *w)
 {
     ss_wcs_key_t keys[SS_WCS_MAX];
     int n;
     uint64_t epoch;
     double ox, oy;
     ss_phot_zp_t zp;
-    if (!f->solver || !ss_solver_take(f->solver, keys, &n, &epoch, &ox, &oy, &zp))
+    if (!w->solver || !ss_solver_take(w->solver, keys, &n, &epoch, &ox, &oy, &zp))
         return;
-    if (ss_pipeline_set_sky(f->pipe, keys, n, epoch, ox, oy) != 0) {
+    if (ss_pipeline_set_sky(w->pipe, keys, n, epoch, ox, oy) != 0) {
         SS_LOG(SS_LOG_INFO, TAG, "feed %s: a plate solution of an earlier pointing (before a "
-               "reset) dropped", f->name);
+               "reset) dropped", w->name);
         return;
     }
     SS_LOG(SS_LOG_INFO, TAG, "feed %s: frames get sky coordinates from the plate solution",
-           f->name);
+           w->name);
     if (zp.source == SS_PHOT_FIT)
-        ss_pipeline_set_zeropoint(f->pipe, &zp);
+        ss_pipeline_set_zeropoint(w->pipe, &zp);
 }
 
 /* A frame that became the reference (start, reset, re-reference) and has
  * no WCS of its own goes to the solver (wcs.solve). */
-static void maybe_solve(ss_feed_t *f, const ss_frame_t *frame, const ss_result_t *res, ss_err_t e)
+static void maybe_solve(worker_t *w, const ss_frame_t *frame, const ss_result_t *res, ss_err_t e)
 {
-    if (f->solver && e == SS_OK && res->rereferenced && res->reg_known && frame->meta.n_wcs == 0)
-        ss_solver_submit(f->solver, frame, res->sky_epoch, res->reg_x, res->reg_y);
+    if (w->solver && e == SS_OK && res->rereferenced && res->reg_known && frame->meta.n_wcs == 0)
+        ss_solver_submit(w->solver, frame, res->sky_epoch, res->reg_x, res->reg_y);
 }
 
 /* The feed's keys in the worker's config snapshot. */
-static const ss_feed_cfg_t *wcfg(const ss_feed_t *f)
+static const ss_feed_cfg_t *wcfg(const worker_t *w)
 {
-    return &ss_cfg_snap_config(f->wsnap)->feeds[f->index];
+    return &ss_cfg_snap_config(w->wsnap)->feeds[w->index];
 }
 
 /* Take the newest config snapshot, if a reload published one, and
  * reconfigure the pipeline when its keys changed (worker thread, between
  * frames). */
-static void take_config(ss_feed_t *f)
+static void take_config(worker_t *w)
 {
-    ss_cfg_snap_t *neu = ss_cfg_board_newer(f->d->board, f->wsnap);
+    ss_cfg_snap_t *neu = ss_cfg_board_newer(w->d->board, w->wsnap);
     if (!neu)
         return;
-    const ss_pipeline_cfg_t *cfg = &ss_cfg_snap_config(neu)->feeds[f->index].pipeline;
-    const int changed = memcmp(cfg, &wcfg(f)->pipeline, sizeof *cfg) != 0;
-    ss_cfg_snap_release(&f->wsnap);
-    f->wsnap = neu;
+    const ss_pipeline_cfg_t *cfg = &ss_cfg_snap_config(neu)->feeds[w->index].pipeline;
+    const int changed = memcmp(cfg, &wcfg(w)->pipeline, sizeof *cfg) != 0;
+    ss_cfg_snap_release(&w->wsnap);
+    w->wsnap = neu;
     if (!changed)
         return;
     char err[400];
-    if (ss_pipeline_reconfigure(f->pipe, cfg, err, sizeof err) != 0)
-        SS_LOG(SS_LOG_ERR, TAG, "feed %s: new pipeline config not applied: %s", f->name, err);
+    if (ss_pipeline_reconfigure(w->pipe, cfg, err, sizeof err) != 0)
+        SS_LOG(SS_LOG_ERR, TAG, "feed %s: new pipeline config not applied: %s", w->name, err);
     else
-        SS_LOG(SS_LOG_INFO, TAG, "feed %s: pipeline config applied", f->name);
-    ss_stats_set_backend(f->stats, ss_pipeline_backend_name(f->pipe));
+        SS_LOG(SS_LOG_INFO, TAG, "feed %s: pipeline config applied", w->name);
+    ss_stats_set_backend(w->stats, ss_pipeline_backend_name(w->pipe));
 }
 
 /* Apply reset / reconfigure requests (worker thread, between frames). */
-static void apply_requests(ss_feed_t *f)
+static void apply_requests(worker_t *w)
 {
-    take_config(f);
-    if (atomic_exchange(&f->reset_req, 0))
-        ss_pipeline_reset(f->pipe, "control request");
-    take_solution(f);
+    take_config(w);
+    if (ss_feed_take_reset(w->f))
+        ss_pipeline_reset(w->pipe, "control request");
+    take_solution(w);
 }
 
 /* A result buffer with room for max_dets detections (a reload may have
  * raised detect.max: the buffer grows once, here, not per frame). */
-static void fit_detections(ss_feed_t *f, ss_out_t *o)
+static void fit_detections(worker_t *w, ss_out_t *o)
 {
-    const int want = wcfg(f)->pipeline.max_detections;
-    if (o->res.dets.capacity >= want)
+    const int want = wcfg(w)->pipeline.max_detections;
+    ss_result_t *res = ss_out_result(o);
+    if (res->dets.capacity >= want)
         return;
     ss_detlist_t l;
     if (ss_detlist_init(&l, want) != 0) {
-        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: cannot grow the detection list to %d", f->name,
+        SS_LOG(SS_LOG_WARNING, TAG, "feed %s: cannot grow the detection list to %d", w->name,
                want);
         return;
     }
-    ss_detlist_free(&o->res.dets);
-    o->res.dets = l;
+    ss_detlist_free(&res->dets);
+    res->dets = l;
 }
 
 /* Whether the sinks may make this worker wait for them: under
@@ -123,10 +139,10 @@ static void fit_detections(ss_feed_t *f, ss_out_t *o)
  * daemon drains (every accepted frame's results reach every sink before
  * exit), until the drain timeout. Otherwise (drop_oldest, live) a slow
  * disk costs file results, counted, never the pipeline's pace. */
-static int sinks_may_wait(const ss_feed_t *f)
+static int sinks_may_wait(const worker_t *w)
 {
-    return !atomic_load(&f->discard) &&
-           (wcfg(f)->queue_policy == SS_QUEUE_BLOCK || atomic_load(&f->d->draining));
+    return !ss_feed_discarding(w->f) &&
+           (wcfg(w)->queue_policy == SS_QUEUE_BLOCK || atomic_load(&w->d->draining));
 }
 
 static void nap_ms(int ms)
@@ -145,23 +161,19 @@ static int file_sinks_on(const ss_feed_cfg_t *c)
            c->ades_path[0];
 }
 
-static void publish(ss_feed_t *f, ss_out_t *o)
+static void publish(worker_t *w, ss_out_t *o)
 {
-    const int files = file_sinks_on(wcfg(f));
-    while (files && atomic_load(&f->file_held) >= SS_FILE_HELD_MAX && sinks_may_wait(f))
+    const int files = file_sinks_on(wcfg(w));
+    while (files && ss_feed_files_held(w->f) >= SS_FILE_HELD_MAX && sinks_may_wait(w))
         nap_ms(2);
-    o->to_files = files && atomic_load(&f->file_held) < SS_FILE_HELD_MAX;
-    if (files && !o->to_files)
-        SS_SINK_ADD(f->stats, file_dropped, 1);
-    if (o->to_files)
-        atomic_fetch_add(&f->file_held, 1);
-    atomic_store(&o->refs, 1 + o->to_files);
-    if (ss_queue_try_push(f->d->pub_q, o) != SS_OK)
+    const int to_files = files && ss_feed_files_held(w->f) < SS_FILE_HELD_MAX;
+    if (files && !to_files)
+        SS_SINK_ADD(w->stats, file_dropped, 1);
+    ss_out_hold(o, to_files);
+    if (ss_queue_try_push(w->d->pub_q, o) != SS_OK)
         ss_out_release(o);
-    if (o->to_files && ss_queue_try_push(f->d->file_q, o) != SS_OK) {
-        atomic_fetch_sub(&f->file_held, 1);
-        ss_out_release(o);
-    }
+    if (to_files && ss_queue_try_push(w->d->file_q, o) != SS_OK)
+        ss_out_release_files(o);
 }
 
 /* Give the worker's current result to the sinks and take a free buffer
@@ -174,70 +186,66 @@ static void publish(ss_feed_t *f, ss_out_t *o)
  * its buffer). The file sink may wait on a disk, so it may hold only
  * SS_FILE_HELD_MAX buffers: beyond that, publish waits or the file sinks
  * skip the frame (file_dropped). */
-static void hand_over(ss_feed_t *f)
+static void hand_over(worker_t *w)
 {
-    void *next = NULL;
+    ss_out_t *next = NULL;
     ss_err_t e;
-    while ((e = ss_queue_pop(f->free_outs, &next, SS_SINK_WAIT_S)) == SS_ERR_TIMEOUT &&
-           sinks_may_wait(f))
+    while ((e = ss_feed_out_take(w->f, &next, SS_SINK_WAIT_S)) == SS_ERR_TIMEOUT &&
+           sinks_may_wait(w))
         ;
     if (e != SS_OK) {
-        SS_SINK_ADD(f->stats, sink_dropped, 1);
+        SS_SINK_ADD(w->stats, sink_dropped, 1);
         return;
     }
-    publish(f, f->work);
-    f->work = next;
-    fit_detections(f, f->work);
+    publish(w, w->work);
+    w->work = next;
+    fit_detections(w, w->work);
 }
 
 /* Drop everything still queued (broken backend, drain timeout). */
-static void discard_queue(ss_feed_t *f)
+static void discard_queue(worker_t *w)
 {
-    void *item;
-    while (ss_queue_pop(f->frames, &item, 0) == SS_OK) {
-        ss_frame_pool_put(item);
-        ss_stats_dropped(f->stats, 1);
-        atomic_fetch_add(&f->drain_dropped, 1);
-    }
+    ss_frame_t *frame;
+    while (ss_feed_frame_take(w->f, &frame, 0) == SS_OK)
+        ss_feed_drop_frame(w->f, frame);
 }
 
 /* A backend gone broken (sticky GPU error): the feed ends, what is queued
  * is dropped (counted), the daemon stops non-zero so that systemd
  * restarts it. */
-static void go_broken(ss_feed_t *f, ss_frame_t **next)
+static void go_broken(worker_t *w, ss_frame_t **next)
 {
-    ss_stats_set_state(f->stats, "broken");
-    ss_queue_close(f->frames);
+    ss_stats_set_state(w->stats, "broken");
+    ss_feed_close(w->f);
     if (*next) {
         ss_frame_pool_put(*next);
-        ss_stats_dropped(f->stats, 1);
+        ss_stats_dropped(w->stats, 1);
         *next = NULL;
     }
-    discard_queue(f);
-    ss_daemon_request_stop(f->d, 1, "a backend is broken (sticky device error)");
+    discard_queue(w);
+    ss_daemon_request_stop(w->d, 1, "a backend is broken (sticky device error)");
 }
 
 /* A frame's result is complete (its residual landed): counters. Returns
  * the frame's outcome, SS_ERR_BROKEN included. */
-static ss_err_t complete(ss_feed_t *f, ss_out_t *o, ss_err_t e, int *first)
+static ss_err_t complete(worker_t *w, ss_out_t *o, ss_err_t e, int *first)
 {
-    const ss_err_t fe = ss_pipeline_finish(f->pipe, &o->res);
+    ss_result_t *res = ss_out_result(o);
+    const ss_err_t fe = ss_pipeline_finish(w->pipe, res);
     if (fe == SS_ERR_BROKEN || (e == SS_OK && fe != SS_OK))
         e = fe;
-    ss_source_frame_done(f->source, &o->res.meta);
-    if (o->res.width > 0 && o->res.height > 0) {   /* what a reload's calibration must hold */
-        pthread_mutex_lock(&f->d->region_lock);
-        f->region = (ss_roi_t){ o->res.origin_x, o->res.origin_y, o->res.width, o->res.height };
-        pthread_mutex_unlock(&f->d->region_lock);
-    }
+    ss_source_frame_done(ss_feed_source(w->f), &res->meta);
+    if (res->width > 0 && res->height > 0)     /* what a reload's calibration must hold */
+        ss_feed_set_region(w->f,
+                           (ss_roi_t){ res->origin_x, res->origin_y, res->width, res->height });
     ss_pipeline_stats_t ps;
     size_t used, total;
-    ss_pipeline_get_stats(f->pipe, &ps);
-    ss_pipeline_memory(f->pipe, &used, &total);
-    ss_stats_processed(f->stats, &o->res, &ps, used, total, ss_queue_depth(f->frames),
-                       wcfg(f)->queue_depth);
+    ss_pipeline_get_stats(w->pipe, &ps);
+    ss_pipeline_memory(w->pipe, &used, &total);
+    ss_stats_processed(w->stats, res, &ps, used, total, ss_feed_queue_depth(w->f),
+                       wcfg(w)->queue_depth);
     if (*first) {
-        ss_stats_set_state(f->stats, "running");    /* "idle" until the first frame */
+        ss_stats_set_state(w->stats, "running");    /* "idle" until the first frame */
         *first = 0;
     }
     return e;
@@ -250,21 +258,30 @@ static int publishable(ss_err_t e)
 
 /* Complete the held-back result and give it to the sinks (the worker has
  * its next buffer already). Returns 1 when the backend turned out broken. */
-static int flush_pend(ss_feed_t *f, ss_out_t **pend, ss_err_t pend_e, int *first)
+static int flush_pend(worker_t *w, ss_out_t **pend, ss_err_t pend_e, int *first)
 {
     ss_out_t *o = *pend;
     *pend = NULL;
-    const ss_err_t e = complete(f, o, pend_e, first);
+    const ss_err_t e = complete(w, o, pend_e, first);
     if (publishable(e))
-        publish(f, o);
+        publish(w, o);
     else
-        ss_queue_try_push(f->free_outs, o);     /* room for every buffer: never fails */
+        ss_feed_out_put(w->f, o);
     return e == SS_ERR_BROKEN;
 }
 
 void *ss_worker_main(void *arg)
 {
-    ss_feed_t *f = arg;
+    ss_worker_slot_t *slot = arg;
+    ss_feed_t *f = slot->feed;
+    worker_t wk = { .d = slot->d,
+                    .f = f,
+                    .pipe = ss_feed_pipeline(f),
+                    .solver = ss_feed_solver(f),
+                    .stats = ss_feed_stats(f),
+                    .name = ss_feed_name(f),
+                    .index = ss_feed_index(f) },
+             *w = &wk;
     int broken = 0, first = 1;
     /* the frame after the current one, taken from the queue early so that
      * its upload overlaps the current frame's work (ss_pipeline_prefetch);
@@ -277,76 +294,72 @@ void *ss_worker_main(void *arg)
      * over as soon as it is complete. */
     ss_out_t *pend = NULL;
     ss_err_t pend_e = SS_OK;
-    f->wsnap = ss_cfg_snap_ref(f->start);    /* what the pipeline was built with */
-    fit_detections(f, f->work);
+    w->wsnap = ss_cfg_snap_ref(ss_feed_start_snap(f));    /* what the pipeline was built with */
+    ss_feed_out_take(f, &w->work, 0);       /* every buffer is free before the first frame */
+    fit_detections(w, w->work);
     while (!broken) {
-        void *item = NULL;
+        ss_frame_t *frame = NULL;
         ss_err_t e = SS_OK;
-        if (pend && !next && flush_pend(f, &pend, pend_e, &first)) {
+        if (pend && !next && flush_pend(w, &pend, pend_e, &first)) {
             /* (the next frame was dropped by a drain: nothing else comes soon) */
-            go_broken(f, &next);
+            go_broken(w, &next);
             broken = 1;
             continue;
         }
         if (next) {
-            item = next;
+            frame = next;
             next = NULL;
         } else {
-            e = ss_queue_pop(f->frames, &item, SS_POLL_S);
+            e = ss_feed_frame_take(f, &frame, SS_POLL_S);
             if (e == SS_ERR_STOPPED)
                 break;
         }
-        apply_requests(f);
+        apply_requests(w);
         if (e != SS_OK)
             continue;
-        ss_frame_t *frame = item;
-        if (atomic_load(&f->discard)) {
-            ss_frame_pool_put(frame);
-            ss_stats_dropped(f->stats, 1);
-            atomic_fetch_add(&f->drain_dropped, 1);
+        if (ss_feed_discarding(f)) {
+            ss_feed_drop_frame(f, frame);
             continue;
         }
-        if (ss_queue_pop(f->frames, &item, 0) == SS_OK) {
-            next = item;
-            ss_pipeline_prefetch(f->pipe, next);
-        }
-        ss_result_t *res = &f->work->res;
-        atomic_store(&f->busy_since_us, mono_us());
-        e = ss_pipeline_start(f->pipe, frame, res);
-        atomic_store(&f->busy_since_us, 0);
-        maybe_solve(f, frame, res, e);
+        if (ss_feed_frame_take(f, &next, 0) == SS_OK)
+            ss_pipeline_prefetch(w->pipe, next);
+        ss_result_t *res = ss_out_result(w->work);
+        ss_feed_set_busy(f, mono_us());
+        e = ss_pipeline_start(w->pipe, frame, res);
+        ss_feed_set_busy(f, 0);
+        maybe_solve(w, frame, res, e);
         ss_frame_pool_put(frame);
 
         /* the previous frame's residual has landed by now (this frame's
          * guided filter waited for it on the device) */
-        if (pend && flush_pend(f, &pend, pend_e, &first))
+        if (pend && flush_pend(w, &pend, pend_e, &first))
             e = SS_ERR_BROKEN;
         if (e != SS_ERR_BROKEN && res->residual_pending && next) {
-            void *nb = NULL;
-            if (ss_queue_pop(f->free_outs, &nb, 0) == SS_OK) {
-                pend = f->work;
+            ss_out_t *nb = NULL;
+            if (ss_feed_out_take(f, &nb, 0) == SS_OK) {
+                pend = w->work;
                 pend_e = e;
-                f->work = nb;
-                fit_detections(f, f->work);
+                w->work = nb;
+                fit_detections(w, w->work);
                 continue;
             }
         }
-        e = complete(f, f->work, e, &first);
+        e = complete(w, w->work, e, &first);
         if (e == SS_ERR_BROKEN) {
-            go_broken(f, &next);
+            go_broken(w, &next);
             broken = 1;
             continue;
         }
         if (publishable(e))
-            hand_over(f);
+            hand_over(w);
     }
-    if (pend && flush_pend(f, &pend, pend_e, &first)) {   /* nothing accepted is lost */
-        go_broken(f, &next);
+    if (pend && flush_pend(w, &pend, pend_e, &first)) {   /* nothing accepted is lost */
+        go_broken(w, &next);
         broken = 1;
     }
     if (!broken)
-        ss_stats_set_state(f->stats, "stopped");
-    ss_cfg_snap_release(&f->wsnap);
-    atomic_store(&f->worker_done, 1);
+        ss_stats_set_state(w->stats, "stopped");
+    ss_cfg_snap_release(&w->wsnap);
+    atomic_store(&slot->done, 1);
     return NULL;
 }
