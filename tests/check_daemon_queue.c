@@ -369,6 +369,7 @@ END_TEST
  * written by the same publish), until it has seen the last generation. */
 typedef struct snap_reader {
     ss_cfg_board_t *board;
+    ss_cfg_snap_t *held;            /* taken before the publishes start: it must swap */
     uint64_t last;
     int torn, swaps;
 } snap_reader_t;
@@ -376,7 +377,7 @@ typedef struct snap_reader {
 static void *snap_read(void *arg)
 {
     snap_reader_t *r = arg;
-    ss_cfg_snap_t *held = ss_cfg_board_take(r->board);
+    ss_cfg_snap_t *held = r->held;
     while (ss_cfg_snap_generation(held) < r->last) {
         r->swaps += ss_cfg_refresh(r->board, &held);
         const ss_config_t *c = ss_cfg_snap_config(held);
@@ -417,7 +418,7 @@ START_TEST(test_cfg_snapshots)
     /* publishes racing a reader (the TSan and ASan builds check the rest) */
     b = ss_cfg_board_new(cfg);
     ck_assert_ptr_nonnull(b);
-    snap_reader_t r = { .board = b, .last = 201 };
+    snap_reader_t r = { .board = b, .held = ss_cfg_board_take(b), .last = 201 };
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, snap_read, &r), 0);
     for (int g = 2; g <= 201; g++) {
