@@ -15,6 +15,7 @@
 #include "pipeline/stages.h"
 #include "tools/synth.h"
 #include "ss_test.h"
+#include "ss_chain.h"
 
 /* ---------------------------------------------------------------------- */
 /* the fit                                                                 */
@@ -88,16 +89,6 @@ END_TEST
 /* the pipeline on a sequence with 10 % seeing wobble                      */
 /* ---------------------------------------------------------------------- */
 
-#define MATCH_PX 3.0
-
-typedef struct chain_score {
-    int frames;             /* frames with a residual */
-    int mover_seen;         /* true mover instances detected */
-    int mover_total;
-    int false_alarms;       /* positive detections, not cosmic, matching no true object */
-    double beta_max;        /* the largest fitted β */
-} chain_score_t;
-
 /* The sky scenario's seeing (docs/QUALITY.md, scenario 3) on a 512² field
  * of Moffat stars through the CPU pipeline at its defaults, the term on
  * or off. On a synthetic star and on an averaged history the guided
@@ -125,54 +116,7 @@ static void chain_run(int term, int frames, chain_score_t *sc)
     ss_pipeline_cfg_defaults(&pc);
     pc.backend = SS_BACKEND_CPU;
     pc.model_error = term;
-    char err[256] = "";
-    ss_synth_t *syn = ss_synth_new(&c);
-    ck_assert_ptr_nonnull(syn);
-    ss_pipeline_t *pipe = ss_pipeline_new(&pc, "modelvar-test", err, sizeof err);
-    ck_assert_msg(pipe != NULL, "pipeline: %s", err);
-    const size_t npix = (size_t)c.width * c.height;
-    ss_frame_t f;
-    memset(&f, 0, sizeof f);
-    f.capacity = npix * ss_dtype_size(c.dtype);
-    f.pixels = malloc(f.capacity);
-    ss_result_t res;
-    ck_assert_int_eq(ss_result_init(&res, npix, 4000), 0);
-    ss_synth_truth_t truth;
-    memset(sc, 0, sizeof *sc);
-    for (int t = 0; t < frames; t++) {
-        ck_assert_int_eq(ss_synth_next(syn, &f, &truth), SS_OK);
-        ck_assert_int_eq(ss_pipeline_process(pipe, &f, &res), SS_OK);
-        if (res.status != SS_STATUS_OK)
-            continue;
-        sc->frames++;
-        sc->beta_max = fmax(sc->beta_max, (double)res.model_beta);
-        for (int o = 0; o < truth.n_obj; o++) {
-            if (truth.obj[o].kind != SS_SYNTH_MOVER)
-                continue;
-            sc->mover_total++;
-            for (int d = 0; d < res.dets.count; d++) {
-                const ss_detection_t *det = &res.dets.items[d];
-                if (det->sign > 0 &&
-                    hypot(det->x - truth.obj[o].x, det->y - truth.obj[o].y) <= MATCH_PX) {
-                    sc->mover_seen++;
-                    break;
-                }
-            }
-        }
-        for (int d = 0; d < res.dets.count; d++) {
-            const ss_detection_t *det = &res.dets.items[d];
-            if (det->sign < 0 || det->kind == SS_KIND_COSMIC)
-                continue;
-            int matched = 0;
-            for (int o = 0; o < truth.n_obj && !matched; o++)
-                matched = hypot(det->x - truth.obj[o].x, det->y - truth.obj[o].y) <= MATCH_PX;
-            sc->false_alarms += !matched;
-        }
-    }
-    ss_result_free(&res);
-    free(f.pixels);
-    ss_pipeline_destroy(&pipe);
-    ss_synth_destroy(&syn);
+    chain_score_run(&c, &pc, frames, sc);
 }
 
 /* 10 % seeing wobble: the term takes out most of the false alarms on the
