@@ -121,8 +121,8 @@ typedef struct score {
     long cen_n;
     long neg_total, neg_twins;
     long streaks, streaks_whole;
-    long star_seen, star_found;     /* -v with noise.model_error: movers of truth SNR >= 7
-                                     * on a bright star (template D >= STAR_D within
+    long star_seen[2], star_found[2];   /* -v with noise.model_error: movers of truth SNR
+                                     * >= 7 near a star (template D >= STAR_D[k] within
                                      * STAR_NEAR_PX), and of them found */
 } score_t;
 
@@ -842,7 +842,8 @@ static float star_near(int x, int y, int r, float *dist)
     return best;
 }
 
-#define STAR_D 20.0f                /* a bright star's ring: the fit's default noise.model_error_snr */
+/* a star's ring: the fit's default noise.model_error_snr, and a fainter one */
+static const float STAR_D[2] = { 20.0f, 5.0f };
 #define STAR_NEAR_PX 3
 #define STAR_MIN_SNR 6.5            /* the bins of SNR 7 and up */
 
@@ -856,11 +857,13 @@ static void score_movers(score_t *s, const ss_detlist_t *dl, const fctx_t *c, in
         s->seen[b]++;
         int j = nearest_positive(dl, o->x, o->y, found_radius(o));
         float dist;
-        const int on_star = g_star && o->snr > STAR_MIN_SNR &&
-                            star_near((int)lround(o->x), (int)lround(o->y), STAR_NEAR_PX, &dist) >=
-                                STAR_D;
-        s->star_seen += on_star;
-        s->star_found += on_star && j >= 0;
+        const float dn = g_star && o->snr > STAR_MIN_SNR
+                             ? star_near((int)lround(o->x), (int)lround(o->y), STAR_NEAR_PX, &dist)
+                             : NAN;
+        for (int k = 0; k < 2; k++) {
+            s->star_seen[k] += dn >= STAR_D[k];
+            s->star_found[k] += dn >= STAR_D[k] && j >= 0;
+        }
         if (j < 0)
             continue;
         const ss_detection_t *d = &dl->items[j];
@@ -1633,10 +1636,12 @@ static void print_text(const eval_t *E, const shift_stats_t *sh, const ss_evt_re
     for (int m = 0; m < nm; m++)
         printf(" %s %.3f px (%ld)", METHOD_NAME[m],
                T->sc[m].cen_n ? sqrt(T->sc[m].cen_sum2 / T->sc[m].cen_n) : NAN, T->sc[m].cen_n);
-    if (T->sc[M_PIPE].star_seen)
-        printf("\nmovers of SNR >= 7 on bright stars (model-error template D >= %g within %d px): "
-               "found %ld of %ld",
-               (double)STAR_D, STAR_NEAR_PX, T->sc[M_PIPE].star_found, T->sc[M_PIPE].star_seen);
+    for (int k = 0; k < 2; k++)
+        if (T->sc[M_PIPE].star_seen[k])
+            printf("\nmovers of SNR >= 7 near stars (model-error template D >= %g within %d px): "
+                   "found %ld of %ld",
+                   (double)STAR_D[k], STAR_NEAR_PX, T->sc[M_PIPE].star_found[k],
+                   T->sc[M_PIPE].star_seen[k]);
     printf("\nnegative detections (pipeline, detect.negative %s): %ld, twins within %g px of a "
            "found mover: %ld\n",
            E->pc.negative ? "on" : "off", T->sc[M_PIPE].neg_total, TWIN_PX,
