@@ -1611,9 +1611,12 @@ static ss_err_t cuda_modelvar(ss_backend_t *b, int r, double psf_sigma, float si
     if ((e = enqueue(b, st_mv_template, r * 64 + R, SS_STAGE_MATCHED)) || (e = flush_wait(b)))
         return e;
     const unsigned int cnt = SS_MIN(b->h_res->mv_count, (unsigned int)b->npix);
-    if (cnt > 0)
-        CK(b, cudaMemcpy(b->h_mvq, b->d_selbuf, (size_t)cnt * sizeof(float),
-                         cudaMemcpyDeviceToHost));
+    if (cnt > 0) {              /* pageable: through the copy engine, on the work's stream */
+        CK(b, cudaMemcpyAsync(b->h_mvq, b->d_selbuf, (size_t)cnt * sizeof(float),
+                              cudaMemcpyDeviceToHost, b->cs));
+        CK(b, cudaEventRecord(b->ev_done, b->cs));
+        CK(b, cudaEventSynchronize(b->ev_done));
+    }
     *n = (int)cnt;
     *beta = ss_mv_beta(b->h_mvq, (int)cnt);
     if ((e = params_begin(b)))
