@@ -378,7 +378,7 @@ static const ss_config_key_t feed_keys[] = {
            "[4] With laplacian: one global term of the prediction's biharmonic per frame, fitted first: the second order of a seeing change (README: when it helps)."),
     F_INT("pipeline.noise.stride", P(noise_stride), 1.0, 64.0, 2.0, RELOAD,
           "[5] Sample every stride-th row and column for the noise σ."),
-    F_BOOL("pipeline.noise.model_error", P(model_error), 1, RELOAD,
+    F_BOOL("pipeline.noise.model_error", P(model_error), 0, RELOAD,
            "[6b] Near stars, divide z by sqrt(1 + β·t²), t the prediction's star SNR and β fitted per frame from the star pixels (a median): the share of a star the prediction gets wrong counted as noise (README, Model error)."),
     F_DBL("pipeline.noise.model_error_snr", P(model_error_snr), 3.0, 1000.0, 20.0, RELOAD,
           "[6b] Pixels whose star SNR t is at least this enter the fit of β."),
