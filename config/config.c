@@ -842,6 +842,24 @@ static int check_feed(const ss_config_t *c, int i, char *err, size_t n)
             return -1;
         }
         break;
+    case SS_SOURCE_INDI:
+        if (!f->indi.host[0] && !f->indi.local[0]) {
+            ss_msgf(err, n, "feeds[%d].source.indi.host: required (or source.indi.local)", i);
+            return -1;
+        }
+        if (!f->indi.blob[0]) {
+            ss_msgf(err, n, "feeds[%d].source.indi.blob: required", i);
+            return -1;
+        }
+        if (f->indi.active && !f->indi.device[0]) {
+            ss_msgf(err, n, "feeds[%d].source.indi.device: required in active mode", i);
+            return -1;
+        }
+        if (strpbrk(f->indi.device, "<>&\"") || strpbrk(f->indi.blob, "<>&\"")) {
+            ss_msgf(err, n, "feeds[%d].source.indi: device and blob names may not hold < > & \"", i);
+            return -1;
+        }
+        break;
     case SS_SOURCE_FITS: {
         const ss_fits_source_cfg_t *s = &f->fits;
         static const char *const need[] = { "path", "list", "pattern" };

@@ -43,10 +43,16 @@ extern "C" {
 typedef enum ss_source_type {
     SS_SOURCE_SYNTH = 0,        /* built-in synthetic star field (tools/synth.h) */
     SS_SOURCE_ZMQ,              /* multipart frames over ZeroMQ (proto/PROTOCOL.md) */
-    SS_SOURCE_FITS              /* FITS files: directory, list or glob */
+    SS_SOURCE_FITS,             /* FITS files: directory, list or glob */
+    SS_SOURCE_INDI              /* an INDI camera's BLOBs, from indiserver (daemon/source_indi.c) */
 } ss_source_type_t;
 
 typedef enum ss_zmq_socket { SS_ZMQ_PULL = 0, SS_ZMQ_SUB } ss_zmq_socket_t;
+
+typedef enum ss_zmq_format {
+    SS_ZMQ_FORMAT_SKYSIEVE = 0, /* proto/PROTOCOL.md's frame messages */
+    SS_ZMQ_FORMAT_ADZMQ         /* EPICS areaDetector's NDPluginZMQ arrays (PROTOCOL.md §11) */
+} ss_zmq_format_t;
 
 typedef enum ss_fits_mode {
     SS_FITS_DIRECTORY = 0,      /* watch a directory, take new files once complete */
@@ -81,6 +87,7 @@ typedef struct ss_zmq_source_cfg {
     int bind;                       /* "source.zmq.bind": 1 bind, 0 connect */
     int rcvhwm;                     /* "source.zmq.rcvhwm": ZMQ_RCVHWM, messages */
     char subscribe[SS_NAME_MAX];    /* "source.zmq.subscribe": SUB prefix ("" = everything) */
+    ss_zmq_format_t format;         /* "source.zmq.format": skysieve|adzmq */
 } ss_zmq_source_cfg_t;
 
 typedef struct ss_fits_source_cfg {
@@ -95,12 +102,27 @@ typedef struct ss_fits_source_cfg {
     int exit_at_end;                /* "source.fits.exit_at_end" */
 } ss_fits_source_cfg_t;
 
+#define SS_INDI_CFG_NAME_MAX 128    /* device and BLOB names, with the NUL (INDI's own limit) */
+
+typedef struct ss_indi_source_cfg {
+    char host[SS_ENDPOINT_MAX];     /* "source.indi.host": indiserver's host */
+    int port;                       /* "source.indi.port": its TCP port */
+    char local[SS_PATH_MAX];        /* "source.indi.local": its local (abstract unix) socket,
+                                     * preferred for a local host; "" = TCP only */
+    char device[SS_INDI_CFG_NAME_MAX]; /* "source.indi.device": "" = any device */
+    char blob[SS_INDI_CFG_NAME_MAX];   /* "source.indi.blob": the BLOB vector, "CCD1" */
+    int active;                     /* "source.indi.active": take exposures ourselves */
+    double exposure;                /* "source.indi.exposure": s, active mode */
+    double retry_max;               /* "source.indi.retry_max": longest reconnect back-off, s */
+} ss_indi_source_cfg_t;
+
 typedef struct ss_feed_cfg {
     char name[SS_NAME_MAX];         /* "name": [A-Za-z0-9_-]+, unique; used in topics */
     ss_source_type_t source;        /* "source.type" */
     ss_synth_source_cfg_t synth;
     ss_zmq_source_cfg_t zmq;
     ss_fits_source_cfg_t fits;
+    ss_indi_source_cfg_t indi;
 
     int max_width, max_height;      /* "limits.max_width|max_height": px */
     int max_parts;                  /* "limits.max_parts": parts of a frame message */

@@ -51,7 +51,8 @@ static const ss_enum_name_t log_prefix_names[] = {
     { "never", SS_LOG_PREFIX_NEVER }, { NULL, 0 }
 };
 static const ss_enum_name_t source_names[] = {
-    { "synth", SS_SOURCE_SYNTH }, { "zmq", SS_SOURCE_ZMQ }, { "fits", SS_SOURCE_FITS }, { NULL, 0 }
+    { "synth", SS_SOURCE_SYNTH }, { "zmq", SS_SOURCE_ZMQ }, { "fits", SS_SOURCE_FITS },
+    { "indi", SS_SOURCE_INDI }, { NULL, 0 }
 };
 static const ss_enum_name_t dtype_names[] = {
     { "u8", SS_DT_U8 }, { "u16", SS_DT_U16 }, { "i16", SS_DT_I16 },
@@ -62,6 +63,9 @@ static const ss_enum_name_t psf_names[] = {
 };
 static const ss_enum_name_t zmq_socket_names[] = {
     { "pull", SS_ZMQ_PULL }, { "sub", SS_ZMQ_SUB }, { NULL, 0 }
+};
+static const ss_enum_name_t zmq_format_names[] = {
+    { "skysieve", SS_ZMQ_FORMAT_SKYSIEVE }, { "adzmq", SS_ZMQ_FORMAT_ADZMQ }, { NULL, 0 }
 };
 static const ss_enum_name_t fits_mode_names[] = {
     { "directory", SS_FITS_DIRECTORY }, { "list", SS_FITS_LIST }, { "glob", SS_FITS_GLOB }, { NULL, 0 }
@@ -171,7 +175,7 @@ static const ss_config_key_t feed_keys[] = {
     F_STR("name", name, "synth0", FIXED,
           "Feed name: letters, digits, '_', '-' and '.' (PROTOCOL.md); unique; used in topics and file names."),
     F_ENUM("source.type", source, source_names, "synth", FIXED,
-           "Where frames come from: synth (built-in synthetic field), zmq or fits."),
+           "Where frames come from: synth (built-in synthetic field), zmq, fits or indi."),
 
     /* synthetic source (tools/synth.h) */
     F_DBL("source.synth.rate", synth.rate, 0.0, 10000.0, 2.0, FIXED,
@@ -260,6 +264,8 @@ static const ss_config_key_t feed_keys[] = {
           "ZMQ_RCVHWM: frame messages buffered in the socket."),
     F_STR("source.zmq.subscribe", zmq.subscribe, "", FIXED,
           "SUB only: subscription prefix (\"\" = every message)."),
+    F_ENUM("source.zmq.format", zmq.format, zmq_format_names, "skysieve", FIXED,
+           "Message format: skysieve (PROTOCOL.md frames) or adzmq (EPICS areaDetector NDPluginZMQ arrays)."),
 
     /* FITS source */
     F_ENUM("source.fits.mode", fits.mode, fits_mode_names, "directory", FIXED,
@@ -278,6 +284,22 @@ static const ss_config_key_t feed_keys[] = {
     F_STR("source.fits.move_dir", fits.move_dir, "", FIXED, "Where processed files go when after is move."),
     F_BOOL("source.fits.exit_at_end", fits.exit_at_end, 0, FIXED,
            "List and glob modes: stop the daemon (exit 0, after draining) once every file is processed."),
+
+    /* INDI source */
+    F_STR("source.indi.host", indi.host, "localhost", FIXED,
+          "indiserver's host name or address (TCP)."),
+    F_INT("source.indi.port", indi.port, 1.0, 65535.0, 7624.0, FIXED, "indiserver's TCP port."),
+    F_STR("source.indi.local", indi.local, "/tmp/indiserver", FIXED,
+          "indiserver's local socket (abstract unix socket, its -u): preferred over TCP when host is this machine (localhost, 127.0.0.1, ::1) and the socket answers; frames then come as shared memory, not base64 (\"\" = TCP only)."),
+    F_STR("source.indi.device", indi.device, "", FIXED,
+          "The camera's INDI device name (\"CCD Simulator\"); \"\" = the BLOBs of any device."),
+    F_STR("source.indi.blob", indi.blob, "CCD1", FIXED, "The BLOB vector that carries the frames."),
+    F_BOOL("source.indi.active", indi.active, 0, FIXED,
+           "Take exposures: set CCD_EXPOSURE (source.indi.exposure) and again after each frame, for a station with no other INDI client. Default: passive, never set a property of the camera."),
+    F_DBL("source.indi.exposure", indi.exposure, 0.001, 3600.0, 1.0, FIXED,
+          "Active mode: exposure time, s."),
+    F_DBL("source.indi.retry_max", indi.retry_max, 0.1, 3600.0, 30.0, FIXED,
+          "Longest wait between reconnection attempts, s (the back-off doubles from 0.1 s up to this)."),
 
     /* limits and queue */
     F_INT("limits.max_width", max_width, 16.0, MAX_SIDE, 4096.0, FIXED,

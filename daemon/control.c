@@ -56,9 +56,7 @@ out:
 
 static int config_reply(ss_daemon_t *d, char *buf, size_t n)
 {
-    pthread_mutex_lock(&d->cfg_lock);
-    char *json = ss_config_to_json(&d->cfg);
-    pthread_mutex_unlock(&d->cfg_lock);
+    char *json = ss_config_to_json(&d->cfg);    /* the main thread's own */
     if (!json)
         return ss_proto_encode_error_response("config", "out of memory", buf, n);
     /* the config is a JSON object: it becomes the member "config" */

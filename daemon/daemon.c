@@ -86,20 +86,6 @@ void ss_daemon_status(ss_daemon_t *d, ss_proto_status_t *st)
 
 /* ---- building ----------------------------------------------------------- */
 
-/* Bytes of one pooled frame and pixels of a residual: a synthetic feed
- * knows its exact size; other feeds take their limits. */
-static void feed_sizes(const ss_feed_cfg_t *c, size_t *frame_bytes, size_t *max_pixels)
-{
-    if (c->source == SS_SOURCE_SYNTH) {
-        const ss_synth_cfg_t *g = &c->synth.gen;
-        *max_pixels = (size_t)g->width * (size_t)g->height;
-        *frame_bytes = *max_pixels * ss_dtype_size(g->dtype);
-    } else {
-        *max_pixels = (size_t)c->max_width * (size_t)c->max_height;
-        *frame_bytes = ss_feed_max_pixel_bytes(c);
-    }
-}
-
 /* The feed's source says its input ended (source.h, on its thread): the
  * daemon stops when the source asks it to (exit_at_end). */
 static void source_ended(void *user, const char *stop_why)
@@ -121,9 +107,11 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
     ss_feed_t *f = &d->feeds[i];
     f->index = i;
     f->d = d;
-    f->cfg = &d->cfg.feeds[i];
+    f->start = ss_cfg_board_take(d->board);
+    f->cfg = &ss_cfg_snap_config(f->start)->feeds[i];
     ss_strlcpy(f->name, f->cfg->name, sizeof f->name);
-    feed_sizes(f->cfg, &f->frame_bytes, &f->max_pixels);
+    int masks = 0;
+    ss_source_frame_needs(f->cfg, &f->max_pixels, &f->frame_bytes, &masks);
 
     if (!(f->pipe = ss_pipeline_new(&f->cfg->pipeline, f->name, err, n)))
         return -1;
@@ -135,8 +123,8 @@ static int feed_build(ss_daemon_t *d, int i, char *err, size_t n)
     /* queue depth + 3: the queue's frames, the worker's two (the current
      * one and the next, prefetched), the source's */
     int pool_n = f->cfg->queue_depth + 3;
-    /* mask buffers only where a source can send a mask part (zmq) */
-    size_t mask_bytes = f->cfg->source == SS_SOURCE_ZMQ ? f->max_pixels : 0;
+    /* mask buffers only where the source type can deliver a mask */
+    size_t mask_bytes = masks ? f->max_pixels : 0;
     f->pool = ss_frame_pool_new(pool_n, f->frame_bytes, mask_bytes, &ops->host_alloc);
     f->frames = ss_queue_new(f->cfg->queue_depth, f->cfg->queue_policy);
     f->n_outs = SS_OUTS_PER_FEED;
@@ -201,6 +189,9 @@ static void feed_free(ss_feed_t *f)
     ss_queue_destroy(&f->frames);
     ss_frame_pool_destroy(&f->pool);
     ss_feed_stats_destroy(&f->stats);
+    ss_cfg_snap_release(&f->wsnap);
+    ss_cfg_snap_release(&f->start);
+    f->cfg = NULL;
 }
 
 static int bind_socket(void *sock, const char *endpoint, const char *what, char *err, size_t n)
@@ -337,14 +328,15 @@ ss_daemon_t *ss_daemon_new(const ss_config_t *cfg, const char *config_path)
     d->cfg = *cfg;
     ss_strlcpy(d->config_path, config_path ? config_path : "", sizeof d->config_path);
     d->log_level_override = -1;
-    pthread_mutex_init(&d->cfg_lock, NULL);
+    pthread_mutex_init(&d->region_lock, NULL);
     d->start_mono = ss_now_mono();
     d->start_unix = ss_now_unix();
     d->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     d->zctx = zmq_ctx_new();
+    d->board = ss_cfg_board_new(cfg);
     char err[512] = "";
-    if (d->wake_fd < 0 || !d->zctx) {
-        snprintf(err, sizeof err, "cannot create the event fd or the ZeroMQ context");
+    if (d->wake_fd < 0 || !d->zctx || !d->board) {
+        snprintf(err, sizeof err, "cannot create the event fd, the ZeroMQ context or the config");
         goto fail;
     }
     if (start_zap(d, err, sizeof err) != 0)
@@ -388,7 +380,8 @@ void ss_daemon_destroy(ss_daemon_t **pd)
     ss_queue_destroy(&d->file_q);
     if (d->wake_fd >= 0)
         close(d->wake_fd);
-    pthread_mutex_destroy(&d->cfg_lock);
+    ss_cfg_board_destroy(&d->board);
+    pthread_mutex_destroy(&d->region_lock);
     free(d);
     *pd = NULL;
 }
@@ -417,9 +410,9 @@ static int reload_file(ss_daemon_t *d, char *err, size_t n)
     }
     /* calibration the new config names must fit the frames now arriving */
     for (int i = 0; i < d->n_feeds; i++) {
-        pthread_mutex_lock(&d->cfg_lock);
+        pthread_mutex_lock(&d->region_lock);
         const ss_roi_t region = d->feeds[i].region;
-        pthread_mutex_unlock(&d->cfg_lock);
+        pthread_mutex_unlock(&d->region_lock);
         char e[480];
         if (ss_pipeline_check_calibration(&neu->feeds[i].pipeline, region, e, sizeof e) != 0) {
             snprintf(err, n, "%s: feeds[%d].%s; nothing was reloaded", d->config_path, i, e);
@@ -427,23 +420,25 @@ static int reload_file(ss_daemon_t *d, char *err, size_t n)
         }
     }
 
-    pthread_mutex_lock(&d->cfg_lock);
-    ss_pipeline_cfg_t before[SS_MAX_FEEDS];
-    for (int i = 0; i < d->n_feeds; i++)
-        before[i] = d->cfg.feeds[i].pipeline;
-    ss_config_apply_reloadable(&d->cfg, neu);
-    for (int i = 0; i < d->n_feeds; i++) {
-        ss_feed_t *f = &d->feeds[i];
-        if (memcmp(&before[i], &f->cfg->pipeline, sizeof before[i]) != 0) {
-            f->reconf = f->cfg->pipeline;
-            atomic_store(&f->reconf_req, 1);
-        }
+    /* the running config with the new reloadable keys, published for the
+     * threads (each takes it at its next frame boundary), then kept */
+    ss_config_t *next = malloc(sizeof *next);
+    if (!next) {
+        snprintf(err, n, "out of memory");
+        goto out;
     }
-    pthread_mutex_unlock(&d->cfg_lock);
+    *next = d->cfg;
+    ss_config_apply_reloadable(next, neu);
+    if (ss_cfg_board_publish(d->board, next) != 0) {
+        snprintf(err, n, "out of memory");
+        free(next);
+        goto out;
+    }
+    d->cfg = *next;
+    free(next);
     ss_log_setup(d->log_level_override >= 0 ? d->log_level_override : d->cfg.log_level,
                  ss_log_prefix_wanted(d->cfg.log_prefix));
     rc = 0;
-    atomic_fetch_add(&d->reloads, 1);
     SS_LOG(SS_LOG_NOTICE, TAG, "reloaded %s", d->config_path);
 out:
     free(neu);
@@ -655,6 +650,11 @@ static void log_summary(ss_daemon_t *d)
                (unsigned long long)k.connections_refused, (unsigned long long)k.solve_started,
                (unsigned long long)k.solve_ok, (unsigned long long)k.solve_failed,
                (unsigned long long)k.solve_timeouts);
+        if (d->feeds[i].cfg->source == SS_SOURCE_INDI)
+            SS_LOG(SS_LOG_NOTICE, TAG, "feed %s final (indi): indi_connects=%llu "
+                   "indi_connect_failures=%llu indi_disconnects=%llu indi_malformed=%llu", s.name,
+                   (unsigned long long)k.indi_connects, (unsigned long long)k.indi_connect_failures,
+                   (unsigned long long)k.indi_disconnects, (unsigned long long)k.indi_malformed);
     }
 }
 
@@ -794,11 +794,7 @@ int ss_daemon_run(ss_daemon_t *d)
             serve_control(d, req, resp);
 
         double now = ss_now_mono();
-        double interval;
-        pthread_mutex_lock(&d->cfg_lock);
-        interval = d->cfg.status_interval;
-        double stall = d->cfg.watchdog_stall;
-        pthread_mutex_unlock(&d->cfg_lock);
+        const double interval = d->cfg.status_interval, stall = d->cfg.watchdog_stall;
         if (now - last_status >= interval) {
             notify_status(d);
             last_status = now;

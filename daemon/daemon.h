@@ -14,6 +14,9 @@
  * a per-feed set of ss_out_t buffers that circulate worker -> sinks ->
  * free list. Nothing is allocated per frame.
  *
+ * The running config is the main thread's; the other threads read
+ * immutable snapshots of it, taken at their frame boundaries (cfgsnap.h).
+ *
  * The library skysieve_daemon_lib holds all of it but main(): tests link
  * it for the unit-level checks and exec the skysieved binary for the rest.
  */
@@ -27,6 +30,7 @@
 #include "config/config.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/solve.h"
+#include "cfgsnap.h"
 #include "feed.h"
 #include "peers.h"
 #include "queue.h"
@@ -90,7 +94,10 @@ struct ss_feed {
     int index;
     char name[SS_NAME_MAX];
     ss_daemon_t *d;
-    ss_feed_cfg_t *cfg;             /* &d->cfg.feeds[index]; reloads write it under d->cfg_lock */
+    const ss_feed_cfg_t *cfg;       /* the feed's config in start: as built (fixed keys hold;
+                                     * reloadable ones reach threads through snapshots) */
+    ss_cfg_snap_t *start;           /* the config snapshot the feed was built with (held) */
+    ss_cfg_snap_t *wsnap;           /* the worker's current snapshot (worker thread only) */
     ss_feed_stats_t *stats;
 
     ss_frame_pool_t *pool;
@@ -100,7 +107,7 @@ struct ss_feed {
 
     ss_pipeline_t *pipe;            /* used by the worker thread only */
     ss_roi_t region;                /* the last frame's processed region (w = 0: none yet);
-                                     * written by the worker under d->cfg_lock */
+                                     * written by the worker under d->region_lock */
     ss_out_t *outs;
     int n_outs;
     ss_queue_t *free_outs;          /* result buffers not in use */
@@ -112,8 +119,6 @@ struct ss_feed {
     int worker_started;
 
     atomic_int reset_req;           /* control "reset": forget the history before the next frame */
-    atomic_int reconf_req;          /* a reload left a new pipeline config in reconf */
-    ss_pipeline_cfg_t reconf;       /* under d->cfg_lock */
     atomic_int discard;             /* drain time is up: drop what is still queued (counted) */
     atomic_int drain_dropped;       /* accepted frames dropped at the drain timeout */
     atomic_int worker_done;
@@ -121,8 +126,9 @@ struct ss_feed {
 };
 
 struct ss_daemon {
-    ss_config_t cfg;                /* running config */
-    pthread_mutex_t cfg_lock;       /* guards cfg and feeds[].cfg / reconf / region after start */
+    ss_config_t cfg;                /* the running config: the main thread's alone */
+    ss_cfg_board_t *board;          /* its snapshots, for the other threads (cfgsnap.h) */
+    pthread_mutex_t region_lock;    /* guards feeds[].region */
     char config_path[SS_PATH_MAX];  /* "" = built-in default config */
     int log_level_override;         /* --log-level (kept across reloads); -1 = none */
 
@@ -148,8 +154,6 @@ struct ss_daemon {
     int wake_fd;                    /* eventfd: other threads wake the main loop */
     atomic_int stop_req;            /* a thread asked the daemon to stop */
     atomic_int draining;            /* shutdown has begun: every result must reach the sinks */
-    atomic_int reloads;             /* successful reloads so far: the file sink reopens its
-                                     * files when it changes (log rotation) */
     atomic_int exit_code;
     double start_mono, start_unix;
 };

@@ -29,8 +29,11 @@ extern "C" {
 typedef struct ss_feed ss_feed_t;
 typedef struct ss_out ss_out_t;
 
-/* The feed's name, its config (reloads may change the reloadable keys)
- * and its counters; each valid as long as the feed. */
+/* The feed's name, its config and its counters; each valid as long as the
+ * feed. The config is the snapshot the feed was built with (cfgsnap.h):
+ * immutable, its fixed keys (source.*, limits.*, queue.*) are the running
+ * ones; a reload's reloadable keys reach the worker and the sinks through
+ * their own snapshots, never through this one. */
 const char *ss_feed_name(const ss_feed_t *f);
 const ss_feed_cfg_t *ss_feed_cfg(const ss_feed_t *f);
 ss_feed_stats_t *ss_feed_stats(const ss_feed_t *f);

@@ -8,9 +8,10 @@
  * delays the network, and apart from the workers so that it never delays
  * a pipeline (it may hold SS_FILE_HELD_MAX result buffers; beyond that
  * the worker skips the file sinks for a frame, counted as file_dropped).
- * Both sink keys are reloadable: the JSON-lines file is reopened at every
- * reload (SIGHUP after logrotate moved it away starts a new file) and
- * when its path changes.
+ * The sink keys are reloadable: the thread takes a reload's config
+ * snapshot (cfgsnap.h) between results; the JSON-lines file is reopened
+ * at every reload (SIGHUP after logrotate moved it away starts a new
+ * file) and when its path changes.
  */
 #include "daemon.h"
 
@@ -24,7 +25,7 @@ void *ss_filesink_main(void *arg)
     ss_daemon_t *d = arg;
     ss_jsonl_t *jl[SS_MAX_FEEDS] = { 0 };
     double open_failed[SS_MAX_FEEDS];  /* when the last open failed (monotonic s) */
-    int seen_reloads = atomic_load(&d->reloads);
+    ss_cfg_snap_t *snap = ss_cfg_board_take(d->board);
     for (int i = 0; i < SS_MAX_FEEDS; i++)
         open_failed[i] = -REOPEN_INTERVAL_S - 1.0;
     for (;;) {
@@ -34,59 +35,43 @@ void *ss_filesink_main(void *arg)
             break;
         if (e != SS_OK)
             continue;
+        /* a reload's config, taken between results; every file reopens */
+        if (ss_cfg_refresh(d->board, &snap))
+            for (int i = 0; i < SS_MAX_FEEDS; i++)
+                ss_jsonl_close(&jl[i]);
         ss_out_t *o = item;
         ss_feed_t *f = o->feed;
-        char dir[SS_PATH_MAX], jpath[SS_PATH_MAX], ds9[SS_PATH_MAX], iod[SS_PATH_MAX];
-        char ades[SS_PATH_MAX], stn[8], astcat[16], band[SS_PHOT_BAND_MAX];
-        int compress, jtracks, station;
-        double min_rate;
-        pthread_mutex_lock(&d->cfg_lock);
-        ss_strlcpy(dir, f->cfg->fits_dir, sizeof dir);
-        ss_strlcpy(jpath, f->cfg->jsonl_path, sizeof jpath);
-        compress = f->cfg->fits_compress;
-        jtracks = f->cfg->jsonl_tracks;
-        ss_strlcpy(ds9, f->cfg->ds9_dir, sizeof ds9);
-        ss_strlcpy(iod, f->cfg->iod_path, sizeof iod);
-        station = f->cfg->iod_station;
-        min_rate = f->cfg->iod_min_rate;
-        ss_strlcpy(ades, f->cfg->ades_path, sizeof ades);
-        ss_strlcpy(stn, f->cfg->ades_stn, sizeof stn);
-        ss_strlcpy(astcat, f->cfg->ades_astcat, sizeof astcat);
-        ss_strlcpy(band, f->cfg->pipeline.phot.band, sizeof band);
-        pthread_mutex_unlock(&d->cfg_lock);
+        const ss_feed_cfg_t *c = &ss_cfg_snap_config(snap)->feeds[f->index];
 
-        if (dir[0] && o->res.has_residual) {
-            if (ss_sink_fits_write(dir, compress, &o->res, f->name) == 0)
+        if (c->fits_dir[0] && o->res.has_residual) {
+            if (ss_sink_fits_write(c->fits_dir, c->fits_compress, &o->res, f->name) == 0)
                 SS_SINK_ADD(f->stats, fits_written, 1);
             else
                 SS_SINK_ADD(f->stats, fits_errors, 1);
         }
-        if (ds9[0] && (o->res.dets.count > 0 || o->res.tracks.count > 0)) {
-            if (ss_sink_ds9_write(ds9, &o->res, f->name) == 0)
+        if (c->ds9_dir[0] && (o->res.dets.count > 0 || o->res.tracks.count > 0)) {
+            if (ss_sink_ds9_write(c->ds9_dir, &o->res, f->name) == 0)
                 SS_SINK_ADD(f->stats, ds9_written, 1);
             else
                 SS_SINK_ADD(f->stats, ds9_errors, 1);
         }
-        if (iod[0] && o->res.dets.count > 0) {
-            int lines = ss_sink_iod_append(iod, &o->res, station, min_rate);
+        if (c->iod_path[0] && o->res.dets.count > 0) {
+            int lines = ss_sink_iod_append(c->iod_path, &o->res, c->iod_station, c->iod_min_rate);
             if (lines >= 0)
                 SS_SINK_ADD(f->stats, iod_written, (uint64_t)lines);
             else
                 SS_SINK_ADD(f->stats, iod_errors, 1);
         }
-        if (ades[0] && o->res.tracks.count > 0) {
-            int rows = ss_sink_ades_append(ades, &o->res, stn, astcat, band, min_rate);
+        if (c->ades_path[0] && o->res.tracks.count > 0) {
+            int rows = ss_sink_ades_append(c->ades_path, &o->res, c->ades_stn, c->ades_astcat,
+                                           c->pipeline.phot.band, c->iod_min_rate);
             if (rows >= 0)
                 SS_SINK_ADD(f->stats, ades_written, (uint64_t)rows);
             else
                 SS_SINK_ADD(f->stats, ades_errors, 1);
         }
-        const int reloads = atomic_load(&d->reloads);
-        if (reloads != seen_reloads) {      /* reopen every file after a reload */
-            for (int i = 0; i < SS_MAX_FEEDS; i++)
-                ss_jsonl_close(&jl[i]);
-            seen_reloads = reloads;
-        }
+        const char *jpath = c->jsonl_path;
+        const int jtracks = c->jsonl_tracks;
         ss_jsonl_t **j = &jl[f->index];
         if (*j && strcmp(ss_jsonl_path(*j), jpath) != 0)
             ss_jsonl_close(j);
@@ -105,5 +90,6 @@ void *ss_filesink_main(void *arg)
     }
     for (int i = 0; i < SS_MAX_FEEDS; i++)
         ss_jsonl_close(&jl[i]);
+    ss_cfg_snap_release(&snap);
     return NULL;
 }

@@ -38,6 +38,7 @@
 typedef struct pub {
     ss_daemon_t *d;
     void *sock;
+    ss_cfg_snap_t *snap;            /* the config, taken between results (cfgsnap.h) */
     /* the next topic_seq of each topic: residual.<feed>, detections.<feed>,
      * tracks.<feed> (by feed index), status */
     uint64_t res_seq[SS_MAX_FEEDS], det_seq[SS_MAX_FEEDS], trk_seq[SS_MAX_FEEDS], status_seq;
@@ -106,11 +107,8 @@ static void publish_result(pub_t *p, ss_out_t *o)
 {
     ss_feed_t *f = o->feed;
     const ss_result_t *res = &o->res;
-    int residuals, with_mask;
-    pthread_mutex_lock(&p->d->cfg_lock);
-    residuals = p->d->cfg.publish_residuals;
-    with_mask = p->d->cfg.publish_mask;
-    pthread_mutex_unlock(&p->d->cfg_lock);
+    const ss_config_t *c = ss_cfg_snap_config(p->snap);
+    const int residuals = c->publish_residuals, with_mask = c->publish_mask;
     uint64_t sent = 0, dropped = 0;
     char topic[SS_PROTO_TOPIC_MAX];
 
@@ -175,21 +173,19 @@ static void publish_status(pub_t *p)
     send_parts(p, data, len, 2);
 }
 
-/* The subscription caps of the config now. */
-static ss_subguard_limits_t guard_limits(ss_daemon_t *d)
+/* The subscription caps of config c. */
+static ss_subguard_limits_t guard_limits(const ss_config_t *c)
 {
-    pthread_mutex_lock(&d->cfg_lock);
-    const ss_subguard_limits_t lim = { .max_subs = d->cfg.publish_max_subs,
-                                       .max_subs_peer = d->cfg.publish_max_subs_peer,
-                                       .ban_s = d->cfg.publish_ban_s };
-    pthread_mutex_unlock(&d->cfg_lock);
+    const ss_subguard_limits_t lim = { .max_subs = c->publish_max_subs,
+                                       .max_subs_peer = c->publish_max_subs_peer,
+                                       .ban_s = c->publish_ban_s };
     return lim;
 }
 
 void *ss_publisher_main(void *arg)
 {
     ss_daemon_t *d = arg;
-    pub_t p = { .d = d, .sock = d->pub_sock };
+    pub_t p = { .d = d, .sock = d->pub_sock, .snap = ss_cfg_board_take(d->board) };
     p.hdr = malloc(HEADER_MAX);
     p.status = malloc(sizeof *p.status);
     if (!p.hdr || !p.status)
@@ -203,6 +199,7 @@ void *ss_publisher_main(void *arg)
         ss_err_t e = ss_queue_pop(d->pub_q, &item, wait);
         if (e == SS_ERR_STOPPED)
             break;
+        ss_cfg_refresh(d->board, &p.snap);     /* a reload's config, between results */
         if (e == SS_OK) {
             if (can)
                 publish_result(&p, item);
@@ -210,14 +207,12 @@ void *ss_publisher_main(void *arg)
         }
         if (!can)
             continue;
-        const ss_subguard_limits_t lim = guard_limits(d);
+        const ss_subguard_limits_t lim = guard_limits(ss_cfg_snap_config(p.snap));
         ss_subguard_poll(d->pub_guard, p.sock, d->zap, &lim);
         now = ss_now_mono();
         if (now >= next_status) {
             publish_status(&p);
-            pthread_mutex_lock(&d->cfg_lock);
-            next_status = now + d->cfg.status_interval;
-            pthread_mutex_unlock(&d->cfg_lock);
+            next_status = now + ss_cfg_snap_config(p.snap)->status_interval;
         }
     }
     if (can)
@@ -232,5 +227,6 @@ void *ss_publisher_main(void *arg)
     free(p.body);
     free(p.mask);
     free(p.status);
+    ss_cfg_snap_release(&p.snap);
     return NULL;
 }

@@ -27,6 +27,7 @@ static const ss_source_ops_t *const registry[] = {
     &ss_source_synth_ops,
     &ss_source_zmq_ops,
     &ss_source_fits_ops,
+    &ss_source_indi_ops,
 };
 
 const ss_source_ops_t *ss_source_ops_find(const char *name)
@@ -35,6 +36,18 @@ const ss_source_ops_t *ss_source_ops_find(const char *name)
         if (strcmp(registry[i]->name, name) == 0)
             return registry[i];
     return NULL;
+}
+
+void ss_source_frame_needs(const ss_feed_cfg_t *c, size_t *pixels, size_t *bytes, int *masks)
+{
+    const ss_source_ops_t *ops = ss_source_ops_find(ss_source_type_name(c->source));
+    *masks = ops && ops->masks;
+    if (ops && ops->frame_size) {
+        ops->frame_size(c, pixels, bytes);
+        return;
+    }
+    *pixels = (size_t)c->max_width * (size_t)c->max_height;
+    *bytes = ss_feed_max_pixel_bytes(c);
 }
 
 static void *source_thread(void *arg)

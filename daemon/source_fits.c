@@ -115,7 +115,7 @@ static double key_of(const char *path, void *user)
 static void reject_file(ss_feed_t *f, ss_proto_reason_t why, const char *text)
 {
     ss_stats_rejected(ss_feed_stats(f), why);
-    SS_LOG(SS_LOG_WARNING, TAG, "feed %s: file rejected (%s): %s", ss_feed_name(f),
+    SS_LOG(SS_LOG_WARNING, TAG, "feed %s: frame rejected (%s): %s", ss_feed_name(f),
            ss_proto_reason_name(why), text);
 }
 
@@ -146,8 +146,7 @@ static void after_file(ss_feed_t *f, const char *path)
 static int take_file(fits_src_t *fs, const char *path)
 {
     ss_feed_t *f = fs->feed;
-    char err[600], text[SS_PROTO_ERR_MAX];
-    int w, h;
+    char err[600];
     ss_fits_image_t *im;
     ss_stats_received(ss_feed_stats(f));
     /* one open for the size check and the read: a gzip'ed file is
@@ -156,39 +155,56 @@ static int take_file(fits_src_t *fs, const char *path)
         reject_file(f, REASON_BAD_FILE, err);
         return 1;
     }
+    int code = 0;
+    ss_frame_t *fr = ss_source_fits_frame(f, &im, path, fs->stop, &fs->arrivals, &code);
+    if (!fr)
+        return code;
+    ss_stats_accepted(ss_feed_stats(f));
+    SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: %s (%dx%d %s)", ss_feed_name(f), path, fr->width,
+           fr->height, ss_dtype_name(fr->dtype));
+    ss_feed_submit(f, fr);
+    return 0;
+}
+
+ss_frame_t *ss_source_fits_frame(ss_feed_t *f, ss_fits_image_t **pim, const char *what,
+                                 const atomic_int *stop, uint64_t *arrivals, int *code)
+{
+    char err[600], text[SS_PROTO_ERR_MAX];
+    int w, h;
+    ss_fits_image_t *im = *pim;
+    *pim = NULL;
+    *code = 2;
     ss_fits_image_size(im, &w, &h, NULL);
     if (w > ss_feed_cfg(f)->max_width || h > ss_feed_cfg(f)->max_height) {
-        snprintf(text, sizeof text, "%s: %d x %d is above the limits (%d x %d)", path, w, h,
+        snprintf(text, sizeof text, "%s: %d x %d is above the limits (%d x %d)", what, w, h,
                  ss_feed_cfg(f)->max_width, ss_feed_cfg(f)->max_height);
         ss_fits_image_close(&im);
         reject_file(f, SS_PR_DIMENSIONS, text);
-        return 2;
+        return NULL;
     }
-    ss_frame_t *fr = ss_feed_frame_get(f, fs->stop);
+    ss_frame_t *fr = ss_feed_frame_get(f, stop);
     if (!fr) {
         ss_fits_image_close(&im);
         reject_file(f, SS_PR_NO_BUFFER, "shutting down");
-        return 2;
+        return NULL;
     }
     ss_err_t e = ss_fits_image_read(im, fr, err, sizeof err);
     ss_fits_image_close(&im);
     if (e != SS_OK) {
         ss_frame_pool_put(fr);
         reject_file(f, e == SS_ERR_SIZE ? SS_PR_NO_BUFFER : REASON_BAD_FILE, err);
-        return e == SS_ERR_SIZE ? 2 : 1;
+        *code = e == SS_ERR_SIZE ? 2 : 1;
+        return NULL;
     }
     ss_strlcpy(fr->meta.feed, ss_feed_name(f), sizeof fr->meta.feed);
-    /* a file without SEQ: the source's arrival number (files accepted,
+    /* a frame without SEQ: the source's arrival number (frames accepted,
      * from 1), so that its results stay apart from the others' */
-    fs->arrivals++;
+    (*arrivals)++;
     if (fr->meta.seq_missing)
-        fr->meta.seq = fs->arrivals;
+        fr->meta.seq = *arrivals;
     fr->meta.recv_mono = ss_now_mono();
-    ss_stats_accepted(ss_feed_stats(f));
-    SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: %s (%dx%d %s)", ss_feed_name(f), path, fr->width,
-           fr->height, ss_dtype_name(fr->dtype));
-    ss_feed_submit(f, fr);
-    return 0;
+    *code = 0;
+    return fr;
 }
 
 /* source.fits.after, once the file's frame was processed (ops.frame_done,

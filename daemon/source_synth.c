@@ -107,9 +107,19 @@ static void *synth_open(ss_source_t *s, char *desc, size_t desc_n, char *err, si
     return ss;
 }
 
+/* A synthetic feed knows its frames' exact size (source.synth.width,
+ * height, dtype). */
+static void synth_frame_size(const ss_feed_cfg_t *c, size_t *pixels, size_t *bytes)
+{
+    const ss_synth_cfg_t *g = &c->synth.gen;
+    *pixels = (size_t)g->width * (size_t)g->height;
+    *bytes = *pixels * ss_dtype_size(g->dtype);
+}
+
 const ss_source_ops_t ss_source_synth_ops = {
     .name = "synth",
     .open = synth_open,
     .run = synth_run,
     .close = synth_close,
+    .frame_size = synth_frame_size,
 };

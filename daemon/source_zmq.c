@@ -11,7 +11,9 @@
  *   ZMQ_RCVHWM      source.zmq.rcvhwm messages;
  *   heartbeats      a peer silent for peer_timeout is dropped, and with it
  *                   a message it stopped sending half-way.
- * Messages are received by proto's one receive path
+ * Messages, in the format source.zmq.format names (this protocol's, or
+ * EPICS areaDetector's NDPluginZMQ: PROTOCOL.md §11), are received by
+ * proto's one receive path
  * (ss_proto_recv_message): the header part is read as a zmq_msg_t (no
  * copy) and validated; the pixel part is received straight into a pooled
  * frame (the one copy, into pinned memory under CUDA), the mask part into
@@ -49,6 +51,7 @@ typedef struct zmq_src {
     void *mon;                      /* PAIR: the socket monitor's events; NULL without one */
     uint64_t refused_logged;        /* connections shut for the open-files headroom */
     ss_proto_limits_t lim;
+    ss_proto_format_t format;       /* source.zmq.format */
     size_t max_total;
     int max_parts;
     double last_log;
@@ -94,6 +97,7 @@ static void receive_one(zmq_src_t *z)
     ss_feed_t *f = z->feed;
     const ss_proto_recv_cfg_t cfg = {
         .lim = &z->lim,
+        .format = z->format,
         .max_parts = z->max_parts,
         .max_bytes = z->max_total,
         .frame_get = take_frame,
@@ -234,6 +238,7 @@ static void *zmq_src_open(ss_source_t *s, char *desc, size_t desc_n, char *err, 
     z->stop = ss_source_stop_flag(s);
     z->desc = ss_source_desc(s);
     ss_feed_limits(f, &z->lim);
+    z->format = zc->format == SS_ZMQ_FORMAT_ADZMQ ? SS_PROTO_FMT_ADZMQ : SS_PROTO_FMT_SKYSIEVE;
     z->max_total = ss_feed_max_message_bytes(c);
     z->max_parts = c->max_parts;
     z->sock = zmq_socket(zctx, zc->socket == SS_ZMQ_SUB ? ZMQ_SUB : ZMQ_PULL);
@@ -265,8 +270,9 @@ static void *zmq_src_open(ss_source_t *s, char *desc, size_t desc_n, char *err, 
         return NULL;
     }
     monitor_open(z, zctx, c->name);
-    snprintf(desc, desc_n, "zmq %s %s %s", zc->socket == SS_ZMQ_SUB ? "sub" : "pull",
-             zc->bind ? "bind" : "connect", zc->endpoint);
+    snprintf(desc, desc_n, "zmq %s %s %s%s", zc->socket == SS_ZMQ_SUB ? "sub" : "pull",
+             zc->bind ? "bind" : "connect", zc->endpoint,
+             z->format == SS_PROTO_FMT_ADZMQ ? " (adzmq)" : "");
     return z;
 }
 
@@ -275,4 +281,5 @@ const ss_source_ops_t ss_source_zmq_ops = {
     .open = zmq_src_open,
     .run = zmq_run,
     .close = zmq_src_close,
+    .masks = 1,         /* PROTOCOL.md §3's optional mask part */
 };

@@ -50,6 +50,12 @@ typedef struct ss_sink_counters {
                                  * ends a connection this way too) */
     uint64_t connections_refused; /* ZeroMQ source: connections closed at once, the open
                                    * files being near their limit */
+    uint64_t indi_connects;     /* INDI source: connections made to indiserver (the first and
+                                 * each reconnection) */
+    uint64_t indi_connect_failures; /* INDI source: connection attempts that failed */
+    uint64_t indi_disconnects;  /* INDI source: connections lost (closed by the server, an
+                                 * error, a malformed stream) */
+    uint64_t indi_malformed;    /* INDI source: connections closed for a malformed stream */
 } ss_sink_counters_t;
 
 typedef struct ss_feed_stats ss_feed_stats_t;

@@ -5,7 +5,9 @@
  *
  * The worker does not wait on the network or the disk (see hand_over):
  * only, briefly, on the publisher's own encoding. Between frames it applies what the main thread asked for: a
- * history reset (control "reset") or a new pipeline config (reload).
+ * history reset (control "reset") and a reload's config: it takes the
+ * newest config snapshot (cfgsnap.h; reconfiguring the pipeline when its
+ * keys changed) and reads the reloadable keys from that snapshot alone.
  *
  * Under load (a next frame already queued) a result whose residual is
  * still on its way from the GPU is held back while the next frame starts,
@@ -19,6 +21,7 @@
  */
 #include "daemon.h"
 
+#include <string.h>
 #include <time.h>
 
 #define TAG "worker"
@@ -60,21 +63,38 @@ static void maybe_solve(ss_feed_t *f, const ss_frame_t *frame, const ss_result_t
         ss_solver_submit(f->solver, frame, res->sky_epoch, res->reg_x, res->reg_y);
 }
 
+/* The feed's keys in the worker's config snapshot. */
+static const ss_feed_cfg_t *wcfg(const ss_feed_t *f)
+{
+    return &ss_cfg_snap_config(f->wsnap)->feeds[f->index];
+}
+
+/* Take the newest config snapshot, if a reload published one, and
+ * reconfigure the pipeline when its keys changed (worker thread, between
+ * frames). */
+static void take_config(ss_feed_t *f)
+{
+    ss_cfg_snap_t *neu = ss_cfg_board_newer(f->d->board, f->wsnap);
+    if (!neu)
+        return;
+    const ss_pipeline_cfg_t *cfg = &ss_cfg_snap_config(neu)->feeds[f->index].pipeline;
+    const int changed = memcmp(cfg, &wcfg(f)->pipeline, sizeof *cfg) != 0;
+    ss_cfg_snap_release(&f->wsnap);
+    f->wsnap = neu;
+    if (!changed)
+        return;
+    char err[400];
+    if (ss_pipeline_reconfigure(f->pipe, cfg, err, sizeof err) != 0)
+        SS_LOG(SS_LOG_ERR, TAG, "feed %s: new pipeline config not applied: %s", f->name, err);
+    else
+        SS_LOG(SS_LOG_INFO, TAG, "feed %s: pipeline config applied", f->name);
+    ss_stats_set_backend(f->stats, ss_pipeline_backend_name(f->pipe));
+}
+
 /* Apply reset / reconfigure requests (worker thread, between frames). */
 static void apply_requests(ss_feed_t *f)
 {
-    if (atomic_exchange(&f->reconf_req, 0)) {
-        ss_pipeline_cfg_t cfg;
-        pthread_mutex_lock(&f->d->cfg_lock);
-        cfg = f->reconf;
-        pthread_mutex_unlock(&f->d->cfg_lock);
-        char err[400];
-        if (ss_pipeline_reconfigure(f->pipe, &cfg, err, sizeof err) != 0)
-            SS_LOG(SS_LOG_ERR, TAG, "feed %s: new pipeline config not applied: %s", f->name, err);
-        else
-            SS_LOG(SS_LOG_INFO, TAG, "feed %s: pipeline config applied", f->name);
-        ss_stats_set_backend(f->stats, ss_pipeline_backend_name(f->pipe));
-    }
+    take_config(f);
     if (atomic_exchange(&f->reset_req, 0))
         ss_pipeline_reset(f->pipe, "control request");
     take_solution(f);
@@ -84,9 +104,7 @@ static void apply_requests(ss_feed_t *f)
  * raised detect.max: the buffer grows once, here, not per frame). */
 static void fit_detections(ss_feed_t *f, ss_out_t *o)
 {
-    pthread_mutex_lock(&f->d->cfg_lock);
-    int want = f->cfg->pipeline.max_detections;
-    pthread_mutex_unlock(&f->d->cfg_lock);
+    const int want = wcfg(f)->pipeline.max_detections;
     if (o->res.dets.capacity >= want)
         return;
     ss_detlist_t l;
@@ -108,7 +126,7 @@ static void fit_detections(ss_feed_t *f, ss_out_t *o)
 static int sinks_may_wait(const ss_feed_t *f)
 {
     return !atomic_load(&f->discard) &&
-           (f->cfg->queue_policy == SS_QUEUE_BLOCK || atomic_load(&f->d->draining));
+           (wcfg(f)->queue_policy == SS_QUEUE_BLOCK || atomic_load(&f->d->draining));
 }
 
 static void nap_ms(int ms)
@@ -120,7 +138,7 @@ static void nap_ms(int ms)
 /* Give a finished result to the sinks. The publisher's queue has room for
  * every buffer of every feed; the file sink may hold SS_FILE_HELD_MAX, and
  * beyond that the worker waits where sinks_may_wait says so. */
-/* Whether any file sink of feed config c is on (under cfg_lock). */
+/* Whether any file sink of feed config c is on. */
 static int file_sinks_on(const ss_feed_cfg_t *c)
 {
     return c->fits_dir[0] || c->jsonl_path[0] || c->ds9_dir[0] || c->iod_path[0] ||
@@ -129,9 +147,7 @@ static int file_sinks_on(const ss_feed_cfg_t *c)
 
 static void publish(ss_feed_t *f, ss_out_t *o)
 {
-    pthread_mutex_lock(&f->d->cfg_lock);
-    int files = file_sinks_on(f->cfg);
-    pthread_mutex_unlock(&f->d->cfg_lock);
+    const int files = file_sinks_on(wcfg(f));
     while (files && atomic_load(&f->file_held) >= SS_FILE_HELD_MAX && sinks_may_wait(f))
         nap_ms(2);
     o->to_files = files && atomic_load(&f->file_held) < SS_FILE_HELD_MAX;
@@ -210,16 +226,16 @@ static ss_err_t complete(ss_feed_t *f, ss_out_t *o, ss_err_t e, int *first)
         e = fe;
     ss_source_frame_done(f->source, &o->res.meta);
     if (o->res.width > 0 && o->res.height > 0) {   /* what a reload's calibration must hold */
-        pthread_mutex_lock(&f->d->cfg_lock);
+        pthread_mutex_lock(&f->d->region_lock);
         f->region = (ss_roi_t){ o->res.origin_x, o->res.origin_y, o->res.width, o->res.height };
-        pthread_mutex_unlock(&f->d->cfg_lock);
+        pthread_mutex_unlock(&f->d->region_lock);
     }
     ss_pipeline_stats_t ps;
     size_t used, total;
     ss_pipeline_get_stats(f->pipe, &ps);
     ss_pipeline_memory(f->pipe, &used, &total);
     ss_stats_processed(f->stats, &o->res, &ps, used, total, ss_queue_depth(f->frames),
-                       f->cfg->queue_depth);
+                       wcfg(f)->queue_depth);
     if (*first) {
         ss_stats_set_state(f->stats, "running");    /* "idle" until the first frame */
         *first = 0;
@@ -261,6 +277,7 @@ void *ss_worker_main(void *arg)
      * over as soon as it is complete. */
     ss_out_t *pend = NULL;
     ss_err_t pend_e = SS_OK;
+    f->wsnap = ss_cfg_snap_ref(f->start);    /* what the pipeline was built with */
     fit_detections(f, f->work);
     while (!broken) {
         void *item = NULL;
@@ -329,6 +346,7 @@ void *ss_worker_main(void *arg)
     }
     if (!broken)
         ss_stats_set_state(f->stats, "stopped");
+    ss_cfg_snap_release(&f->wsnap);
     atomic_store(&f->worker_done, 1);
     return NULL;
 }

@@ -45,6 +45,10 @@ typedef struct ss_frame_meta {
     double zp_header, zp_header_err; /* MAGZERO, MAGZPT (MAGZRR) or PHOTZP (PHOTZPER), mag;
                                      * the error 0 when not given (photometry.h) */
     double recv_mono;               /* monotonic time it was received (s) */
+    int top_down;                   /* FITS ROWORDER = 'TOP-DOWN' (INDI, N.I.N.A.): the first
+                                     * row is the top of the picture. Rows stay in file
+                                     * order (pixel coordinates and WCS keywords refer to
+                                     * it); written files say ROWORDER again */
     /* Trim section from the input (FITS TRIMSEC/DATASEC), 0-based, inclusive
      * start, exclusive end; trim_w == 0 means none given. */
     int trim_x0, trim_y0, trim_w, trim_h;

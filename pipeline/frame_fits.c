@@ -339,6 +339,9 @@ void ss_fits_close_readonly(void *fptr, int proxy_fd)
         close(proxy_fd);
 }
 
+static ss_err_t describe_image(fitsfile *fp, const char *path, long long have, img_info_t *ii,
+                               char *err, size_t n);
+
 /* Open path and describe its image; on success *out_fp is open at the
  * image HDU (the caller closes it). */
 static ss_err_t open_image(const char *path, fitsfile **out_fp, img_info_t *ii, char *err,
@@ -375,7 +378,25 @@ static ss_err_t open_image(const char *path, fitsfile **out_fp, img_info_t *ii, 
         close_image(fp, ii);
         return fe;
     }
-    int naxis = 0;
+    struct stat sb;
+    const long long have = plain && stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+    ss_err_t e = describe_image(fp, path, have, ii, err, n);
+    if (e != SS_OK) {
+        close_image(fp, ii);
+        return e;
+    }
+    *out_fp = fp;
+    return SS_OK;
+}
+
+/* Move the open fp to its image HDU and describe the image into ii
+ * (geometry, BITPIX, scaling, pixel type), refusing what the contract
+ * refuses; have: the bytes of the file when known (a file cut short is
+ * refused), else -1. path names it in err. The caller closes fp. */
+static ss_err_t describe_image(fitsfile *fp, const char *path, long long have, img_info_t *ii,
+                               char *err, size_t n)
+{
+    int st = 0, naxis = 0;
     ss_err_t e = find_image_hdu(fp, path, &naxis, err, n);
     if (e != SS_OK)
         goto fail;
@@ -442,20 +463,14 @@ static ss_err_t open_image(const char *path, fitsfile **out_fp, img_info_t *ii, 
      * data must end inside the file (its last block's padding may be
      * missing, some writers leave it off). */
     LONGLONG hstart = 0, dstart = 0, dend = 0;
-    struct stat sb;
     fits_get_hduaddrll(fp, &hstart, &dstart, &dend, &st);
-    if (st == 0 && plain && stat(path, &sb) == 0 &&
-        (LONGLONG)sb.st_size < dend - (FITS_BLOCK - 1)) {
+    if (st == 0 && have >= 0 && (LONGLONG)have < dend - (FITS_BLOCK - 1)) {
         set_err(err, n, path, "truncated: HDU %d needs %lld bytes, the file has %lld", ii->hdu,
-                (long long)dend, (long long)sb.st_size);
-        e = SS_ERR_FORMAT;
-        goto fail;
+                (long long)dend, have);
+        return SS_ERR_FORMAT;
     }
-    st = 0;
-    *out_fp = fp;
     return SS_OK;
 fail:
-    close_image(fp, ii);
     return e;
 }
 
@@ -895,6 +910,12 @@ static void read_meta(fitsfile *fp, const img_info_t *ii, ss_frame_meta_t *m, co
         ss_strlcpy(m->feed, buf, sizeof m->feed);
     if (key_str(fp, "SERIES", buf))
         ss_strlcpy(m->series, buf, sizeof m->series);
+    if (key_str(fp, "ROWORDER", buf)) {
+        m->top_down = strcmp(buf, "TOP-DOWN") == 0;
+        if (!m->top_down && strcmp(buf, "BOTTOM-UP") != 0)
+            SS_LOG(SS_LOG_WARNING, TAG, "%s: ROWORDER '%s' is neither TOP-DOWN nor BOTTOM-UP; "
+                   "taken as BOTTOM-UP", path, buf);
+    }
 
     /* TRIMSEC, else DATASEC; BIASSEC (the overscan) on its own */
     int box[4];
@@ -914,6 +935,8 @@ struct ss_fits_image {
     fitsfile *fp;
     img_info_t ii;
     char *path;
+    void *mem;                  /* an image in memory: the caller's bytes (CFITSIO */
+    size_t mem_n;               /* keeps the address of these two) */
 };
 
 ss_err_t ss_fits_image_open(const char *path, ss_fits_image_t **out, char *err, size_t err_len)
@@ -929,6 +952,38 @@ ss_err_t ss_fits_image_open(const char *path, ss_fits_image_t **out, char *err, 
     if (e != SS_OK) {
         free(im->path);
         free(im);
+        return e;
+    }
+    *out = im;
+    return SS_OK;
+}
+
+ss_err_t ss_fits_image_open_mem(const void *buf, size_t n, const char *name,
+                                ss_fits_image_t **out, char *err, size_t err_len)
+{
+    *out = NULL;
+    ss_fits_image_t *im = calloc(1, sizeof *im);
+    if (!im || !(im->path = strdup(name ? name : "(memory)"))) {
+        free(im);
+        set_err(err, err_len, name, "out of memory");
+        return SS_ERR_NOMEM;
+    }
+    im->ii.proxy_fd = -1;
+    im->mem = (void *)buf;      /* read only: CFITSIO never writes a READONLY file */
+    im->mem_n = n;
+    int st = 0;
+    ss_err_t e = SS_OK;
+    if (n < FITS_BLOCK || memcmp(buf, "SIMPLE", 6) != 0) {
+        set_err(err, err_len, im->path, "not a FITS file (%zu bytes, no SIMPLE card)", n);
+        e = SS_ERR_FORMAT;
+    } else if (fits_open_memfile(&im->fp, im->path, READONLY, &im->mem, &im->mem_n, 0, NULL,
+                                 &st) != 0) {
+        e = fits_fail(err, err_len, im->path, "not a readable FITS file", st, SS_ERR_FORMAT);
+    } else {
+        e = describe_image(im->fp, im->path, (long long)n, &im->ii, err, err_len);
+    }
+    if (e != SS_OK) {
+        ss_fits_image_close(&im);
         return e;
     }
     *out = im;
@@ -1178,6 +1233,8 @@ static void put_meta(fitsfile *fp, const ss_frame_meta_t *m, int ox, int oy, int
     }
     if (m->exposure > 0.0)
         put_dbl(fp, "EXPTIME", m->exposure, "[s] exposure time", st);
+    if (m->top_down)
+        put_str(fp, "ROWORDER", "TOP-DOWN", "the first row is the top (as the input's)", st);
     for (int i = 0; i < m->n_wcs && i < SS_WCS_MAX; i++) {
         const ss_wcs_key_t *k = &m->wcs[i];
         if (!k->key[0])

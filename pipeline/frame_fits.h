@@ -16,7 +16,10 @@
  * keywords (CTYPEi, CRPIXi, CRVALi, CDi_j, CDELTi, PCi_j, CROTA2, CUNITi,
  * LONPOLE, LATPOLE, EQUINOX, RADESYS, A_/B_/AP_/BP_ SIP terms). A header
  * value that does not parse (a non-standard DATE-OBS, say) leaves the field
- * unknown and is logged, not fatal.
+ * unknown and is logged, not fatal. ROWORDER = 'TOP-DOWN' (INDI's
+ * frames) sets meta.top_down; the rows are returned in file order, the
+ * order the pixel coordinates and any WCS keywords of the file refer to,
+ * and the frame and residual writers write ROWORDER back.
  *
  * All functions return SS_OK or an error with a one-line reason in err
  * (which names the file); they never abort on a corrupt file.
@@ -48,6 +51,11 @@ typedef struct ss_fits_image ss_fits_image_t;
 /* Open path at its image HDU: SS_OK and *out (close it with
  * ss_fits_image_close), or an error with a message in err (*out NULL). */
 ss_err_t ss_fits_image_open(const char *path, ss_fits_image_t **out, char *err, size_t err_len);
+/* The same for a FITS file held in memory (n bytes at buf, plain or with
+ * tile-compressed HDUs; not gzip'ed), named name in messages and in
+ * meta.source: buf must stay unchanged until the image is closed. */
+ss_err_t ss_fits_image_open_mem(const void *buf, size_t n, const char *name,
+                                ss_fits_image_t **out, char *err, size_t err_len);
 /* The image's size and the pixel type a read gives (any pointer may be NULL). */
 void ss_fits_image_size(const ss_fits_image_t *im, int *w, int *h, ss_dtype_t *dt);
 /* Read the pixels and metadata into f, as ss_fits_read_frame does. */

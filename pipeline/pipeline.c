@@ -32,13 +32,32 @@ static const char *const cal_what[CAL_N] = { "dark", "flat", "bad_pixels", "bias
 #define SLOW_NEAR 3.0               /* px: a detection this near a known slow mover is it */
 #define SLOW_CONFIRM_PX 1.5         /* a fit continues last frame's where it was predicted */
 #define SLOW_CONFIRM_V 0.4          /* ... with a speed this near (px per frame) */
+#define CLEAN_TRACKS 64             /* confirmed slow tracks whose stored frames are cleaned */
+#define CLEAN_SPREAD 0.5            /* px: a stored frame is cleaned along a track once the
+                                     * track's position there is known this well (1 σ) */
+#define REMOVED_CAP 256             /* positive detections remembered per stored frame */
 
 typedef struct hist_entry {
     int slot;
     double sx, sy;
     uint64_t seq;                   /* stats.processed when it was stored */
     int screened;                   /* stored with object removal: movers already out */
+    double mjd;                     /* its mid-exposure MJD (NAN: not timed) */
+    long tframe;                    /* its number as the tracker counts frames */
+    int n_removed;                  /* its removed detections (p->removed, by slot); -1:
+                                     * more than REMOVED_CAP, so any place may be */
 } hist_entry_t;
+
+/* A confirmed slow track whose stored frames are cleaned along it: the
+ * flux and sigma of its last fit, and the stored frames (by seq) already
+ * handled for it (cleaned, or stored with it removed). */
+typedef struct clean_track {
+    uint64_t id;
+    int fitted;
+    double flux, sigma;
+    int n_done;
+    uint64_t done[SS_MAX_HISTORY];
+} clean_track_t;
 
 struct ss_pipeline {
     ss_pipeline_cfg_t cfg;          /* as configured */
@@ -89,6 +108,14 @@ struct ss_pipeline {
     /* the slow movers fitted in the last ok frame, not yet confirmed */
     struct slow_track cand[SS_SLOW_MAX_FITS];
     int n_cand;
+    /* confirmed slow tracks cleaned out of the stored frames (clean_tracks),
+     * the detections each slot's frame was stored without (dilated
+     * bounding boxes x0, y0, x1, y1, processed px; REMOVED_CAP per slot),
+     * and a host copy of this frame's RESIDUAL plane for their fits */
+    clean_track_t clean[CLEAN_TRACKS];
+    int n_clean;
+    float (*removed)[4];
+    float *res_host;
     ss_reweight_t rw;               /* this frame's poly re-weighting block (compute_weights) */
     int free_slots[SS_MAX_HISTORY];
     int n_free;
@@ -172,6 +199,8 @@ static void free_ref_mean(ss_pipeline_t *p)
     free(p->ref_cnt);
     free(p->ref_buf);
     free(p->ref_host);
+    free(p->res_host);
+    p->res_host = NULL;
     p->ref_sum = NULL;
     p->ref_cnt = NULL;
     p->ref_buf = NULL;
@@ -257,6 +286,7 @@ static void history_clear(ss_pipeline_t *p)
     p->n_hist = 0;
     p->n_slow = 0;
     p->n_cand = 0;
+    p->n_clean = 0;
     p->n_free = 0;
     for (int i = p->cfg.history - 1; i >= 0; i--)
         p->free_slots[p->n_free++] = i;
@@ -287,7 +317,8 @@ static void history_push(ss_pipeline_t *p, int slot, double sx, double sy, int s
 {
     int keep = SS_MIN(p->n_hist, p->cfg.history - 1);
     memmove(&p->hist[1], &p->hist[0], (size_t)keep * sizeof p->hist[0]);
-    p->hist[0] = (hist_entry_t){ slot, sx, sy, p->stats.processed, screened };
+    p->hist[0] = (hist_entry_t){ .slot = slot, .sx = sx, .sy = sy, .seq = p->stats.processed,
+                                 .screened = screened, .mjd = NAN };
     p->n_hist = keep + 1;
 }
 
@@ -359,8 +390,10 @@ ss_pipeline_t *ss_pipeline_new(const ss_pipeline_cfg_t *cfg, const char *feed, c
         free(p);
         return NULL;
     }
-    if (!(p->tracker = ss_tracker_new(&cfg->track))) {
+    p->removed = malloc((size_t)SS_MAX(cfg->history, 1) * REMOVED_CAP * sizeof p->removed[0]);
+    if (!p->removed || !(p->tracker = ss_tracker_new(&cfg->track))) {
         snprintf(err, err_len, "out of memory (tracker)");
+        free(p->removed);
         free_calibration(p);
         free(p);
         return NULL;
@@ -382,6 +415,7 @@ void ss_pipeline_destroy(ss_pipeline_t **pp)
         p->ops->destroy(&p->be);
     free_calibration(p);
     free_ref_mean(p);
+    free(p->removed);
     ss_tracker_destroy(&p->tracker);
     free(p);
     *pp = NULL;
@@ -466,7 +500,8 @@ static ss_err_t build_backend(ss_pipeline_t *p, const ss_geometry_t *geo, int fr
             bad[i] = roi_cal[CAL_BAD][i] != 0.0f;
     }
     free_ref_mean(p);
-    if (!(p->ref_host = malloc(npix * sizeof(float)))) {
+    if (!(p->ref_host = malloc(npix * sizeof(float))) ||
+        !(p->res_host = malloc(npix * sizeof(float)))) {
         e = SS_ERR_NOMEM;
         goto out;
     }
@@ -1261,6 +1296,243 @@ static ss_err_t slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hi
     return e;
 }
 
+/* ---- stored frames cleaned along confirmed slow tracks ------------------ */
+
+/* What the stored frame of entry e was stored without: the positive
+ * detections of res (input-frame px; most significant first), as their
+ * bounding boxes dilated by the removal radius, in processed px. */
+static void remember_removed(ss_pipeline_t *p, hist_entry_t *e, const ss_result_t *res,
+                             int removed, int radius)
+{
+    float (*box)[4] = p->removed + (size_t)e->slot * REMOVED_CAP;
+    e->n_removed = 0;
+    for (int i = 0; removed && i < res->dets.count; i++) {
+        const ss_detection_t *d = &res->dets.items[i];
+        if (d->sign <= 0)
+            continue;
+        if (e->n_removed == REMOVED_CAP) {
+            e->n_removed = -1;
+            return;
+        }
+        float *b = box[e->n_removed++];
+        b[0] = (float)(d->bbox_x0 - res->origin_x - radius);
+        b[1] = (float)(d->bbox_y0 - res->origin_y - radius);
+        b[2] = (float)(d->bbox_x1 - res->origin_x + radius);
+        b[3] = (float)(d->bbox_y1 - res->origin_y + radius);
+    }
+}
+
+/* Whether the stored frame of entry e may lack an object at (x, y) (its
+ * processed px): a removed detection's box holds the place, or there were
+ * more than were remembered. */
+static int removed_at(const ss_pipeline_t *p, const hist_entry_t *e, double x, double y)
+{
+    if (e->n_removed < 0)
+        return 1;
+    const float (*box)[4] = (const float (*)[4])(p->removed + (size_t)e->slot * REMOVED_CAP);
+    for (int i = 0; i < e->n_removed; i++)
+        if (x >= box[i][0] && x <= box[i][2] && y >= box[i][1] && y <= box[i][3])
+            return 1;
+    return 0;
+}
+
+/* Where confirmed track id is in the stored frame of entry e (its own
+ * processed px) and the 1-σ spread of that; -1 when the tracker does not
+ * know. Registered px are the current reference's plus ref_off; a frame's
+ * px plus its shift are the reference's. */
+static int track_in_frame(const ss_pipeline_t *p, uint64_t id, const hist_entry_t *e, double *x,
+                          double *y, double *spread)
+{
+    double u, v;
+    if (ss_tracker_position(p->tracker, id, e->mjd, e->tframe, &u, &v, spread) != 0)
+        return -1;
+    *x = u - p->ref_off_x - e->sx;
+    *y = v - p->ref_off_y - e->sy;
+    return 0;
+}
+
+static int clean_done(const clean_track_t *c, uint64_t seq)
+{
+    for (int i = 0; i < c->n_done; i++)
+        if (c->done[i] == seq)
+            return 1;
+    return 0;
+}
+
+/* The record of track id (made when new; NULL when the table is full).
+ * The records of tracks not reported alive in res are dropped, and the
+ * handled seqs of frames no longer stored. */
+static clean_track_t *clean_record(ss_pipeline_t *p, uint64_t id)
+{
+    for (int i = 0; i < p->n_clean; i++)
+        if (p->clean[i].id == id)
+            return &p->clean[i];
+    if (p->n_clean == CLEAN_TRACKS)
+        return NULL;
+    clean_track_t *c = &p->clean[p->n_clean++];
+    c->id = id;
+    c->fitted = 0;
+    c->n_done = 0;
+    return c;
+}
+
+/* Drop the records of tracks that res does not report alive, and from the
+ * others the seqs of frames no longer stored. */
+static void clean_prune(ss_pipeline_t *p, const ss_result_t *res)
+{
+    int keep = 0;
+    for (int i = 0; i < p->n_clean; i++) {
+        clean_track_t *c = &p->clean[i];
+        int alive = 0;
+        for (int j = 0; j < res->tracks.count && !alive; j++)
+            alive = res->tracks.items[j].id == c->id &&
+                    res->tracks.items[j].state != SS_TRACK_ENDED;
+        if (!alive)
+            continue;
+        int nd = 0;
+        for (int d = 0; d < c->n_done; d++)
+            for (int k = 0; k < p->n_hist; k++)
+                if (p->hist[k].seq == c->done[d]) {
+                    c->done[nd++] = c->done[d];
+                    break;
+                }
+        c->n_done = nd;
+        if (keep != i)
+            p->clean[keep] = *c;
+        keep++;
+    }
+    p->n_clean = keep;
+}
+
+/* A track is slow when it moves at most SS_SLOW_VMAX px between the last
+ * two stored frames (per frame of the tracker between them): its copies
+ * in the stored frames lie under it. */
+static int track_is_slow(const ss_pipeline_t *p, uint64_t id)
+{
+    double x0, y0, x1, y1, s;
+    if (p->n_hist < 2 || track_in_frame(p, id, &p->hist[0], &x0, &y0, &s) != 0 ||
+        track_in_frame(p, id, &p->hist[1], &x1, &y1, &s) != 0)
+        return 0;
+    const long frames = p->hist[0].tframe - p->hist[1].tframe;
+    /* registered displacement: the frame px difference less the shifts' */
+    const double du = x0 + p->hist[0].sx - x1 - p->hist[1].sx;
+    const double dv = y0 + p->hist[0].sy - y1 - p->hist[1].sy;
+    return frames > 0 && hypot(du, dv) <= SS_SLOW_VMAX * (double)frames;
+}
+
+/* Fit the flux and sigma of the track's mover on this frame's residual
+ * (p->res_host, read by the caller; processed px): where the track puts it
+ * now, with the copies that this frame's prediction (the stored frames 1..,
+ * weights res->weights) still held of it; c takes them when the fit is ok
+ * (ss_slow_track_fit). det: its detection in this frame. */
+static void clean_fit(ss_pipeline_t *p, const ss_result_t *res, const ss_detection_t *det,
+                      clean_track_t *c)
+{
+    double x, y, sp;
+    if (track_in_frame(p, c->id, &p->hist[0], &x, &y, &sp) != 0)
+        return;
+    ss_slow_hist_t h;
+    h.n = 0;
+    const int n = SS_MIN(res->n_weights, p->n_hist - 1);
+    for (int k = 1; k <= n; k++) {
+        const hist_entry_t *e = &p->hist[k];
+        double xk, yk;
+        const int ix = (int)lround(p->hist[0].sx - e->sx), iy = (int)lround(p->hist[0].sy - e->sy);
+        h.a[h.n] = res->weights[k - 1];
+        h.tau[h.n] = 0.0;
+        h.unscreened[h.n] = 0;
+        if (h.a[h.n] != 0.0 && !clean_done(c, e->seq) &&
+            track_in_frame(p, c->id, e, &xk, &yk, &sp) == 0 && !removed_at(p, e, xk, yk)) {
+            /* the copy in the prediction: frame k's px less its whole-px offset */
+            h.fx[h.n] = xk - ix - x;
+            h.fy[h.n] = yk - iy - y;
+            h.unscreened[h.n] = 1;
+        }
+        h.n++;
+    }
+    ss_slow_fit_t f;
+    if (ss_slow_track_fit(p->res_host, p->geo.roi.w, p->geo.roi.h, x, y, det->flux,
+                          p->cfg.psf_sigma, res->sigma, &h, &f)) {
+        c->fitted = 1;
+        c->flux = f.flux;
+        c->sigma = f.sigma;
+    }
+}
+
+/* Take the mover of every fitted record out of the stored frames not yet
+ * handled for it where its position is known to CLEAN_SPREAD, once per
+ * frame and record (a frame stored with its detection removed is only
+ * marked handled); one read and write per stored frame. */
+static ss_err_t clean_frames(ss_pipeline_t *p)
+{
+    for (int k = 0; k < p->n_hist; k++) {
+        hist_entry_t *e = &p->hist[k];
+        ss_point_source_t src[CLEAN_TRACKS];
+        int m = 0;
+        for (int i = 0; i < p->n_clean; i++) {
+            clean_track_t *c = &p->clean[i];
+            double x, y, sp;
+            if (!c->fitted || clean_done(c, e->seq) ||
+                track_in_frame(p, c->id, e, &x, &y, &sp) != 0 || !(sp <= CLEAN_SPREAD))
+                continue;
+            c->done[c->n_done++] = e->seq;
+            if (!removed_at(p, e, x, y))
+                src[m++] = (ss_point_source_t){ x, y, c->flux, c->sigma };
+        }
+        if (m == 0)
+            continue;
+        ss_err_t err = p->ops->read_plane(p->be, SS_PLANE_HISTORY, e->slot, p->ref_host);
+        if (err != SS_OK)
+            return err;
+        ss_history_subtract(p->ref_host, p->geo.hist_dtype, p->geo.roi.w, p->geo.roi.h, src, m);
+        if ((err = p->ops->write_plane(p->be, SS_PLANE_HISTORY, e->slot, p->ref_host)))
+            return err;
+    }
+    return SS_OK;
+}
+
+/* ALGORITHM.md §3 with §8: a slow mover that the tracker confirmed is
+ * still in the frames stored before (warm-up included) and in those where
+ * it was missed. After the tracker's step of a stored frame, every
+ * confirmed slow point track reported alive gets its flux and sigma fitted
+ * on an ok frame where it was detected, and is taken out of the stored
+ * frames that still hold it (clean_frames); those of a slow mover that the
+ * slow-mover fit already took out of the unscreened frames count as
+ * handled there. */
+static ss_err_t clean_tracks(ss_pipeline_t *p, ss_result_t *res)
+{
+    if (!p->cfg.remove_objects || !p->cfg.track.enabled || p->n_hist == 0)
+        return SS_OK;
+    clean_prune(p, res);
+    const int ok = res->status == SS_STATUS_OK && res->has_residual;
+    int read = 0;
+    for (int j = 0; j < res->tracks.count; j++) {
+        const ss_track_t *t = &res->tracks.items[j];
+        if (t->state == SS_TRACK_ENDED || t->kind != SS_KIND_POINT || !track_is_slow(p, t->id))
+            continue;
+        clean_track_t *c = clean_record(p, t->id);
+        if (!c)
+            continue;
+        double x, y, sp;
+        const ss_shift_t now = { .sx = p->hist[0].sx, .sy = p->hist[0].sy };
+        if (track_in_frame(p, t->id, &p->hist[0], &x, &y, &sp) == 0 && known_slow(p, &now, x, y))
+            for (int k = 0; k < p->n_hist; k++)
+                if (!p->hist[k].screened && !clean_done(c, p->hist[k].seq))
+                    c->done[c->n_done++] = p->hist[k].seq;
+        const ss_detection_t *det = NULL;
+        for (int i = 0; ok && t->state == SS_TRACK_ACTIVE && i < res->dets.count && !det; i++)
+            if (res->dets.items[i].track == t->id)
+                det = &res->dets.items[i];
+        if (!det || c->n_done == p->n_hist)
+            continue;
+        ss_err_t e;
+        if (!read++ && (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, p->res_host)))
+            return e;
+        clean_fit(p, res, det, c);
+    }
+    return clean_frames(p);
+}
+
 int ss_pipeline_result_init(ss_pipeline_t *p, ss_result_t *r, size_t max_pixels, int max_dets)
 {
     return ss_result_init_with(r, max_pixels, max_dets, &p->ops->host_alloc);
@@ -1422,6 +1694,9 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
     int remove = res->status == SS_STATUS_OK && p->cfg.remove_objects;
     TRY(p->ops->history_store(p->be, slot, remove, (int)floor(ss_cfg_mask_radius(&p->cfg))));
     history_push(p, slot, s->sx, s->sy, remove);
+    p->hist[0].mjd = ss_frame_mid_mjd(&res->meta);
+    p->hist[0].tframe = ss_tracker_frames(p->tracker) + 1;
+    remember_removed(p, &p->hist[0], res, remove, (int)floor(ss_cfg_mask_radius(&p->cfg)));
     if (res->status != SS_STATUS_REFERENCE && hypot(s->sx, s->sy) > p->cfg.reref_px) {
         TRY(new_reference(p));
         p->ref_off_x += s->sx;
@@ -1459,6 +1734,7 @@ done:
     }
     photometry(p, res);
     track(p, res);
+    TRY(clean_tracks(p, res));
     p->stats.status[res->status]++;
     p->stats.detections += (uint64_t)res->dets.count;
     p->stats.detections_truncated += (uint64_t)res->dets.truncated;
@@ -1512,6 +1788,8 @@ int ss_pipeline_reconfigure(ss_pipeline_t *p, const ss_pipeline_cfg_t *cfg, char
     const uint64_t sky_epoch = p->sky_epoch;
     ss_phot_zp_t fitted = p->fitted_zp;     /* the sky's zero point outlives a rebuild */
     ss_tracker_destroy(&fresh->tracker);
+    free_ref_mean(p);
+    free(p->removed);
     *p = *fresh;
     free(fresh);
     p->tracker = tracker;
@@ -1546,4 +1824,16 @@ ss_backend_t *ss_pipeline_backend(ss_pipeline_t *p, const ss_backend_ops_t **ops
     if (ops)
         *ops = p->ops;
     return p->be;
+}
+
+int ss_pipeline_history_entry(const ss_pipeline_t *p, int k, int *slot, double *sx, double *sy,
+                              uint64_t *seq)
+{
+    if (k < 0 || k >= p->n_hist)
+        return -1;
+    *slot = p->hist[k].slot;
+    *sx = p->hist[k].sx;
+    *sy = p->hist[k].sy;
+    *seq = p->hist[k].seq;
+    return 0;
 }

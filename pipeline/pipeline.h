@@ -193,6 +193,13 @@ const char *ss_pipeline_backend_name(const ss_pipeline_t *p);
 void ss_pipeline_memory(ss_pipeline_t *p, size_t *used, size_t *total);
 /* The backend instance (tests, bench); NULL before the first frame. */
 ss_backend_t *ss_pipeline_backend(ss_pipeline_t *p, const ss_backend_ops_t **ops);
+/* The k-th newest stored history frame (tests): its backend slot (read
+ * with ops->read_plane(SS_PLANE_HISTORY, slot)), its shift against the
+ * current reference (its px + shift = reference px) and seq, the
+ * pipeline's count of processed frames when it was stored (1: the first).
+ * 0, or -1 when fewer than k + 1 frames are stored. */
+int ss_pipeline_history_entry(const ss_pipeline_t *p, int k, int *slot, double *sx, double *sy,
+                              uint64_t *seq);
 
 #ifdef __cplusplus
 }

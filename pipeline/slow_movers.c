@@ -322,3 +322,46 @@ int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double
               hypot(out->x - x0, out->y - y0) <= MAX_OFFSET;
     return out->ok;
 }
+
+/* The window of a track fit: the source's core and its copies at the
+ * fixed offsets of hist (a copy's 3 sigma beyond the farthest). */
+static int track_window(const float *r, int w, int h, double x0, double y0, double psf_sigma,
+                        double noise, const ss_slow_hist_t *hist, win_t *W)
+{
+    double reach = 0.0;
+    for (int q = 0; q < hist->n; q++)
+        if (hist->unscreened[q])
+            reach = fmax(reach, hypot(hist->fx[q], hist->fy[q]));
+    if (!(psf_sigma > 0.0) || !(noise > 0.0))
+        return -1;
+    const int R = SS_MIN((int)ceil(3.0 * psf_sigma + MAX_OFFSET + reach), WIN_MAX);
+    window(r, w, h, x0, y0, R, 3.0 * psf_sigma + MAX_OFFSET, CLIP * noise, W);
+    return W->n < 16 ? -1 : 0;
+}
+
+int ss_slow_track_fit(const float *r, int w, int h, double x0, double y0, double lobe_flux,
+                      double psf_sigma, double noise, const ss_slow_hist_t *hist,
+                      ss_slow_fit_t *out)
+{
+    memset(out, 0, sizeof *out);
+    static _Thread_local win_t W;
+    if (track_window(r, w, h, x0, y0, psf_sigma, noise, hist, &W) != 0)
+        return 0;
+    double rss0 = 0.0, mean = 0.0;          /* no source: the offset alone */
+    for (int p = 0; p < W.n; p++)
+        mean += W.r[p] / W.n;
+    for (int p = 0; p < W.n; p++)
+        rss0 += (W.r[p] - mean) * (W.r[p] - mean);
+    const model_t mover = { hist, psf_sigma, 1 };
+    double th[NPAR] = { x0, y0, 0.0, 0.0, 0.0 }, f;
+    out->rss = fit(&mover, &W, 3, th, &f);
+    out->rss_new = rss0;
+    out->npix = W.n;
+    out->x = th[0];
+    out->y = th[1];
+    out->sigma = model_sigma(&mover, th);
+    out->flux = f;
+    out->ok = out->rss < rss0 && f > 0.0 && f <= SS_SLOW_FLUX_RATIO * lobe_flux &&
+              hypot(th[0] - x0, th[1] - y0) <= MAX_OFFSET;
+    return out->ok;
+}

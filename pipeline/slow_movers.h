@@ -75,6 +75,20 @@ int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double
 double ss_slow_source_rss(const float *r, int w, int h, double x0, double y0, double psf_sigma,
                           double noise, const ss_slow_hist_t *hist);
 
+/* The flux and width of a mover whose track is known (a confirmed slow
+ * track, pipeline.c): the residual r around (x0, y0) fitted with
+ * f·[G(x - p) - Σ_k u_k·a_k·G(x - p - (fx_k, fy_k))] + c, the copies at
+ * the fixed offsets (fx_k, fy_k) from p that the track gives (hist's tau
+ * unused), p and the sigma free (p within 3 px of (x0, y0), the sigma
+ * within psf_sigma·e^±1.1), f and c solved. ok when the fit lowers the
+ * RSS of the window against no source at all, its flux is positive and
+ * at most SS_SLOW_FLUX_RATIO·lobe_flux (the detection's flux, which the
+ * copies eat into) and p stayed within 3 px. Returns out->ok (out->vx,
+ * vy = 0). */
+int ss_slow_track_fit(const float *r, int w, int h, double x0, double y0, double lobe_flux,
+                      double psf_sigma, double noise, const ss_slow_hist_t *hist,
+                      ss_slow_fit_t *out);
+
 #ifdef __cplusplus
 }
 #endif

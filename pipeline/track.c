@@ -376,6 +376,25 @@ void ss_tracker_reset(ss_tracker_t *T, ss_tracklist_t *out)
     T->timed = -1;
 }
 
+long ss_tracker_frames(const ss_tracker_t *T)
+{
+    return T->frame;
+}
+
+int ss_tracker_position(const ss_tracker_t *T, uint64_t id, double mjd_mid, long frame, double *u,
+                        double *v, double *spread)
+{
+    if (T->timed == -1 || (T->timed == 1 && !isfinite(mjd_mid)))
+        return -1;
+    const double t = T->timed == 1 ? (mjd_mid - T->mjd0) * 86400.0 : (double)frame;
+    for (int i = 0; i < T->n_conf; i++)
+        if (T->conf[i].alive && T->conf[i].id == id) {
+            predict(&T->conf[i], t, u, v, spread);
+            return 0;
+        }
+    return -1;
+}
+
 /* Room for n observations and m candidate pairs. */
 static int reserve(ss_tracker_t *T, int n, int m)
 {

@@ -117,6 +117,22 @@ typedef struct ss_track_frame {
 int ss_tracker_frame(ss_tracker_t *t, const ss_track_frame_t *f, ss_detlist_t *dets,
                      ss_tracklist_t *out);
 
+/* Frames passed to ss_tracker_frame since the tracker was made: the
+ * next frame is number ss_tracker_frames(t) + 1 (a reset does not
+ * restart the count). */
+long ss_tracker_frames(const ss_tracker_t *t);
+
+/* Where the live confirmed track `id` is by its fitted motion at one
+ * frame: that of mid-exposure MJD mjd_mid when the tracker counts time
+ * (ss_track_t.timed), else the frame numbered `frame` as
+ * ss_tracker_frames counts. (*u, *v): registered px (ss_track_frame_t);
+ * *spread: the 1-σ error of that position from the fit (its scatter, at
+ * least 0.2 px, and the velocity's error times the distance in time from
+ * the track's mean). Returns 0, or -1 when no live confirmed track has
+ * that id (or the time is unknown). */
+int ss_tracker_position(const ss_tracker_t *t, uint64_t id, double mjd_mid, long frame, double *u,
+                        double *v, double *spread);
+
 /* The pointing was lost (a history reset): every confirmed track is
  * reported ended in out (appended), and nothing carries over. */
 void ss_tracker_reset(ss_tracker_t *t, ss_tracklist_t *out);

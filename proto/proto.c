@@ -882,11 +882,13 @@ static int get_wcs(dctx_t *c, ss_frame_meta_t *m)
     return 1;
 }
 
-/* "meta": any object, kept as compact JSON text (size-capped). */
-static int get_meta(dctx_t *c, size_t max_bytes, char *out /* SS_META_MAX */)
+/* An optional object member kept as compact JSON text, size-capped:
+ * "meta" (ADZMQ's "ndattr" plays its part). */
+static int get_object_json(dctx_t *c, const char *name, size_t max_bytes,
+                           char *out /* SS_META_MAX */)
 {
     const cJSON *o = NULL;
-    int r = get_typed(c, "meta", 0, 1, &o);
+    int r = get_typed(c, name, 0, 1, &o);
     if (r <= 0)
         return r;
     if (max_bytes > SS_META_MAX - 1)
@@ -905,10 +907,28 @@ static int get_meta(dctx_t *c, size_t max_bytes, char *out /* SS_META_MAX */)
         cJSON_free(full);
     }
     return fail(c->err, SS_PR_META_TOO_LARGE,
-                "field \"meta\" is too large: %zu bytes as compact JSON (maximum %zu)", n, max_bytes);
+                "field \"%s\" is too large: %zu bytes as compact JSON (maximum %zu)", name, n,
+                max_bytes);
+}
+
+/* "meta": any object, kept as compact JSON text (size-capped). */
+static int get_meta(dctx_t *c, size_t max_bytes, char *out /* SS_META_MAX */)
+{
+    return get_object_json(c, "meta", max_bytes, out);
 }
 
 /* ---- input: frame, series_start, series_end ---------------------------- */
+
+/* A frame's width or height (what: "width", "height"; an integer within
+ * ±2^53) held to its limit max: 0, or -1 with the "out of range" text. */
+static int check_dim(dctx_t *c, const char *what, int64_t v, int max, int *out)
+{
+    if (v < 1 || v > max)
+        return fail(c->err, SS_PR_DIMENSIONS, "%s %lld is out of range (1 to %d)", what,
+                    (long long)v, max);
+    *out = (int)v;
+    return 0;
+}
 
 static int parse_frame_fields(dctx_t *c, const ss_proto_limits_t *lim, ss_proto_input_t *in)
 {
@@ -918,18 +938,12 @@ static int parse_frame_fields(dctx_t *c, const ss_proto_limits_t *lim, ss_proto_
         return -1;
     if (get_time(c, 1, 0, &m->mjd_obs) < 0)
         return -1;
-    if (get_int(c, "width", 1, -SS_PROTO_MAX_INT, SS_PROTO_MAX_INT, "an integer", &v) < 0)
+    if (get_int(c, "width", 1, -SS_PROTO_MAX_INT, SS_PROTO_MAX_INT, "an integer", &v) < 0 ||
+        check_dim(c, "width", v, lim->max_width, &in->width) < 0)
         return -1;
-    if (v < 1 || v > lim->max_width)
-        return fail(c->err, SS_PR_DIMENSIONS, "width %lld is out of range (1 to %d)", (long long)v,
-                    lim->max_width);
-    in->width = (int)v;
-    if (get_int(c, "height", 1, -SS_PROTO_MAX_INT, SS_PROTO_MAX_INT, "an integer", &v) < 0)
+    if (get_int(c, "height", 1, -SS_PROTO_MAX_INT, SS_PROTO_MAX_INT, "an integer", &v) < 0 ||
+        check_dim(c, "height", v, lim->max_height, &in->height) < 0)
         return -1;
-    if (v < 1 || v > lim->max_height)
-        return fail(c->err, SS_PR_DIMENSIONS, "height %lld is out of range (1 to %d)",
-                    (long long)v, lim->max_height);
-    in->height = (int)v;
     char dt[SS_NAME_MAX];
     if (get_str(c, "dtype", 1, CHARS_ANY, dt, sizeof dt) < 0)
         return -1;
@@ -971,9 +985,33 @@ static int parse_series_fields(dctx_t *c, const ss_proto_limits_t *lim, ss_proto
     return 0;
 }
 
-ss_err_t ss_proto_parse_input(const void *buf, size_t len, const ss_proto_limits_t *lim,
-                              ss_proto_input_t *in, ss_proto_error_t *err)
+/* This protocol's input header: protocol, type, then the type's fields. */
+static int parse_skysieve_fields(dctx_t *c, const ss_proto_limits_t *lim, ss_proto_input_t *in)
 {
+    char type[SS_NAME_MAX];
+    if (check_version(c) < 0 || get_str(c, "type", 1, CHARS_ANY, type, sizeof type) < 0)
+        return -1;
+    if (strcmp(type, "frame") == 0) {
+        in->type = SS_MSG_FRAME;
+        return parse_frame_fields(c, lim, in);
+    }
+    if (strcmp(type, "series_start") == 0 || strcmp(type, "series_end") == 0) {
+        in->type = strcmp(type, "series_start") == 0 ? SS_MSG_SERIES_START : SS_MSG_SERIES_END;
+        return parse_series_fields(c, lim, in);
+    }
+    return fail(c->err, SS_PR_UNKNOWN_TYPE,
+                "unknown message type \"%s\" (expected frame, series_start or series_end)", type);
+}
+
+typedef int (*fields_fn)(dctx_t *c, const ss_proto_limits_t *lim, ss_proto_input_t *in);
+
+/* Parse a header part of format fmt into in: the JSON object, then its
+ * members by fields (which sets in->type). */
+static ss_err_t parse_header(ss_proto_format_t fmt, fields_fn fields, const void *buf, size_t len,
+                             const ss_proto_limits_t *lim, ss_proto_input_t *in,
+                             ss_proto_error_t *err)
+{
+    in->format = fmt;
     in->type = SS_MSG_NONE;
     in->width = in->height = 0;
     in->dtype = SS_DT_U8;
@@ -984,29 +1022,143 @@ ss_err_t ss_proto_parse_input(const void *buf, size_t len, const ss_proto_limits
     if (!root)
         return reason_err(err->reason);
     dctx_t c = { .obj = root, .err = err };
-    int rc = -1;
-    char type[SS_NAME_MAX];
-    if (check_version(&c) < 0)
-        goto out;
-    if (get_str(&c, "type", 1, CHARS_ANY, type, sizeof type) < 0)
-        goto out;
-    if (strcmp(type, "frame") == 0) {
-        in->type = SS_MSG_FRAME;
-        rc = parse_frame_fields(&c, lim, in);
-    } else if (strcmp(type, "series_start") == 0 || strcmp(type, "series_end") == 0) {
-        in->type = strcmp(type, "series_start") == 0 ? SS_MSG_SERIES_START : SS_MSG_SERIES_END;
-        rc = parse_series_fields(&c, lim, in);
-    } else {
-        fail(err, SS_PR_UNKNOWN_TYPE,
-             "unknown message type \"%s\" (expected frame, series_start or series_end)", type);
-    }
-out:
+    const int rc = fields(&c, lim, in);
     cJSON_Delete(root);
     if (rc != 0) {
         in->type = SS_MSG_NONE;
         return reason_err(err->reason);
     }
     return SS_OK;
+}
+
+ss_err_t ss_proto_parse_input(const void *buf, size_t len, const ss_proto_limits_t *lim,
+                              ss_proto_input_t *in, ss_proto_error_t *err)
+{
+    return parse_header(SS_PROTO_FMT_SKYSIEVE, parse_skysieve_fields, buf, len, lim, in, err);
+}
+
+/* ---- input: EPICS areaDetector NDPluginZMQ (ADZMQ) ---------------------- */
+
+/* "htype": "array-1.0" (ADZMQ >= 1.4.0, shape in z,y,x order) or
+ * ["array-1.0"] (earlier, shape in x,y,z order: *xyz set). */
+static int adzmq_htype(dctx_t *c, int *xyz)
+{
+    const cJSON *it = NULL;
+    if (get(c, "htype", 1, &it) < 0)
+        return -1;
+    *xyz = cJSON_IsArray(it);
+    if (!*xyz && !cJSON_IsString(it))
+        return wrong_type(c, "htype", "a string or an array", it);
+    const cJSON *v = *xyz && cJSON_GetArraySize(it) == 1 ? cJSON_GetArrayItem(it, 0) : it;
+    if (cJSON_IsString(v) && strcmp(v->valuestring, "array-1.0") == 0)
+        return 1;
+    if (cJSON_IsString(v))
+        return fail(c->err, SS_PR_BAD_VALUE,
+                    "field \"htype\" is \"%.40s\" (expected \"array-1.0\" or [\"array-1.0\"])",
+                    v->valuestring);
+    return fail(c->err, SS_PR_BAD_VALUE,
+                "field \"htype\" is an array other than [\"array-1.0\"]");
+}
+
+/* "shape": two integers, [height, width] (z,y,x order) or, with xyz,
+ * [width, height]; held to the limits. */
+static int adzmq_shape(dctx_t *c, const ss_proto_limits_t *lim, int xyz, ss_proto_input_t *in)
+{
+    const cJSON *a = NULL;
+    if (get_typed(c, "shape", 1, 0, &a) < 0)
+        return -1;
+    const int n = cJSON_GetArraySize(a);
+    if (n != 2)
+        return fail(c->err, SS_PR_DIMENSIONS,
+                    "field \"shape\" has %d dimensions (expected 2: a monochrome image)", n);
+    int64_t d[2];
+    for (int i = 0; i < 2; i++) {
+        const cJSON *it = cJSON_GetArrayItem(a, i);
+        const double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+        if (!cJSON_IsNumber(it))
+            return fail(c->err, SS_PR_WRONG_TYPE,
+                        "field \"shape[%d]\" has the wrong type: expected an integer, got %s", i,
+                        json_kind(it));
+        if (!isfinite(v) || floor(v) != v || fabs(v) > SS_PROTO_MAX_INT)
+            return fail(c->err, SS_PR_WRONG_TYPE,
+                        "field \"shape[%d]\" has the wrong type: expected an integer, got %.17g", i,
+                        v);
+        d[i] = (int64_t)v;
+    }
+    const int64_t w = xyz ? d[0] : d[1], h = xyz ? d[1] : d[0];
+    if (check_dim(c, "width", w, lim->max_width, &in->width) < 0 ||
+        check_dim(c, "height", h, lim->max_height, &in->height) < 0)
+        return -1;
+    return 0;
+}
+
+/* "timeStamp": seconds since the EPICS epoch (1990-01-01 UTC), as
+ * areaDetector's NDArray keeps it; into an MJD of the protocol's range. */
+static int adzmq_time(dctx_t *c, double *mjd)
+{
+    double ts = 0;
+    if (get_num(c, "timeStamp", 1, 0, &ts) < 0)
+        return -1;
+    const double m = SS_EPICS_EPOCH_MJD + ts / 86400.0;
+    if (m < MJD_MIN || m >= MJD_MAX)
+        return fail(c->err, SS_PR_BAD_TIME,
+                    "field \"timeStamp\" is out of range: %.17g s after 1990-01-01 (expected MJD 0 "
+                    "to 200000)", ts);
+    *mjd = m;
+    return 0;
+}
+
+/* "encoding": absent or "" (a raw array); anything else names the
+ * compression codec that packed the array, which is not read here. */
+static int adzmq_encoding(dctx_t *c)
+{
+    char enc[SS_NAME_MAX] = "";
+    if (get_str(c, "encoding", 0, CHARS_ANY, enc, sizeof enc) < 0)
+        return -1;
+    if (enc[0] != '\0')
+        return fail(c->err, SS_PR_UNKNOWN_DTYPE,
+                    "field \"encoding\" is \"%s\": compressed arrays are not accepted (expected "
+                    "\"\")", enc);
+    return 0;
+}
+
+/* An ADZMQ header's members, in the order the plugin writes them. */
+static int parse_adzmq_fields(dctx_t *c, const ss_proto_limits_t *lim, ss_proto_input_t *in)
+{
+    ss_frame_meta_t *m = &in->meta;
+    int xyz = 0;
+    char type[SS_NAME_MAX];
+    in->type = SS_MSG_FRAME;
+    if (adzmq_htype(c, &xyz) < 0 || get_str(c, "type", 1, CHARS_ANY, type, sizeof type) < 0)
+        return -1;
+    if (dtype_parse(type, &in->dtype) != 0)
+        return fail(c->err, SS_PR_UNKNOWN_DTYPE,
+                    "unknown type \"%s\" (expected uint8, uint16, int16, int32 or float32)", type);
+    if (adzmq_shape(c, lim, xyz, in) < 0 || get_u64(c, "frame", 1, &m->seq) < 0 ||
+        adzmq_time(c, &m->mjd_obs) < 0 || adzmq_encoding(c) < 0 ||
+        get_object_json(c, "ndattr", lim->max_meta_bytes, m->meta_json) < 0)
+        return -1;
+    return 0;
+}
+
+ss_err_t ss_proto_parse_adzmq(const void *buf, size_t len, const ss_proto_limits_t *lim,
+                              ss_proto_input_t *in, ss_proto_error_t *err)
+{
+    return parse_header(SS_PROTO_FMT_ADZMQ, parse_adzmq_fields, buf, len, lim, in, err);
+}
+
+ss_err_t ss_proto_parse_header(ss_proto_format_t fmt, const void *buf, size_t len,
+                               const ss_proto_limits_t *lim, ss_proto_input_t *in,
+                               ss_proto_error_t *err)
+{
+    if (fmt == SS_PROTO_FMT_ADZMQ)
+        return ss_proto_parse_adzmq(buf, len, lim, in, err);
+    return ss_proto_parse_input(buf, len, lim, in, err);
+}
+
+const char *ss_proto_format_name(ss_proto_format_t fmt)
+{
+    return fmt == SS_PROTO_FMT_ADZMQ ? "adzmq" : "skysieve";
 }
 
 size_t ss_proto_input_data_bytes(const ss_proto_input_t *in)
@@ -1028,10 +1180,18 @@ ss_err_t ss_proto_check_parts(const ss_proto_input_t *in, int n_parts, size_t da
         }
         return SS_OK;
     }
+    const int adzmq = in->format == SS_PROTO_FMT_ADZMQ;
     if (n_parts < 2) {
         fail(err, SS_PR_MISSING_PART,
-             "missing pixel part (a frame has a header part, a pixel part and an optional mask part)");
+             adzmq ? "missing array part (an ADZMQ message has a header part and an array part)"
+                   : "missing pixel part (a frame has a header part, a pixel part and an optional "
+                     "mask part)");
         return SS_ERR_FORMAT;
+    }
+    if (adzmq && n_parts > 2) {
+        fail(err, SS_PR_TOO_MANY_PARTS, "too many parts: %d (an ADZMQ message has 2: header, array)",
+             n_parts);
+        return SS_ERR_SIZE;
     }
     if (n_parts > SS_PROTO_FRAME_MAX_PARTS) {
         fail(err, SS_PR_TOO_MANY_PARTS,

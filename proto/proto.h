@@ -133,10 +133,21 @@ typedef struct ss_proto_part {
 
 /* ---- input: frame, series_start, series_end --------------------------- */
 
+/* The header formats a frame receiver reads (PROTOCOL.md §3 and §11). */
+typedef enum ss_proto_format {
+    SS_PROTO_FMT_SKYSIEVE = 0,      /* this protocol: frame, series_start, series_end */
+    SS_PROTO_FMT_ADZMQ              /* EPICS areaDetector's NDPluginZMQ: [header, array] */
+} ss_proto_format_t;
+
+/* The EPICS epoch (1990-01-01 00:00:00 UTC) as MJD: NDArray timeStamps
+ * count seconds from it. */
+#define SS_EPICS_EPOCH_MJD 47892.0
+
 /* A validated input header. For frames, meta holds seq, series, feed,
  * mjd_obs, exposure, the WCS keywords and the "meta" object (source,
  * recv_mono and the trim box are left cleared for the receiver). */
 typedef struct ss_proto_input {
+    ss_proto_format_t format;       /* the header's format (its parts follow from it) */
     ss_msg_type_t type;             /* FRAME, SERIES_START or SERIES_END */
     int width, height;              /* frames only */
     ss_dtype_t dtype;               /* frames only */
@@ -151,13 +162,31 @@ typedef struct ss_proto_input {
 ss_err_t ss_proto_parse_input(const void *buf, size_t len, const ss_proto_limits_t *lim,
                               ss_proto_input_t *in, ss_proto_error_t *err);
 
+/* Parse and validate an NDPluginZMQ (ADZMQ) header part (PROTOCOL.md §11)
+ * against the limits, as a frame: htype "array-1.0" (ADZMQ >= 1.4.0:
+ * shape in z,y,x order) or ["array-1.0"] (earlier: x,y,z order), type ->
+ * dtype, a 2-dimensional shape -> width and height, frame -> seq,
+ * timeStamp (s since the EPICS epoch) -> mjd_obs, ndattr -> the "meta"
+ * object; a non-empty encoding (a compressed array) is refused. Returns
+ * and fails as ss_proto_parse_input. */
+ss_err_t ss_proto_parse_adzmq(const void *buf, size_t len, const ss_proto_limits_t *lim,
+                              ss_proto_input_t *in, ss_proto_error_t *err);
+
+/* The parser of format fmt (ss_proto_parse_input or ss_proto_parse_adzmq). */
+ss_err_t ss_proto_parse_header(ss_proto_format_t fmt, const void *buf, size_t len,
+                               const ss_proto_limits_t *lim, ss_proto_input_t *in,
+                               ss_proto_error_t *err);
+
+/* Format name ("skysieve", "adzmq"). */
+const char *ss_proto_format_name(ss_proto_format_t fmt);
+
 /* Bytes of the pixel part a frame header announces (width·height·size). */
 size_t ss_proto_input_data_bytes(const ss_proto_input_t *in);
 
 /* Check the shape of the whole message against a parsed header: n_parts
  * counts every part including the header; data_len and mask_len are the
- * sizes of parts 2 and 3 (ignored when absent). SS_OK or SS_ERR_SIZE /
- * SS_ERR_FORMAT with err filled. */
+ * sizes of parts 2 and 3 (ignored when absent; an ADZMQ message has no
+ * mask part). SS_OK or SS_ERR_SIZE / SS_ERR_FORMAT with err filled. */
 ss_err_t ss_proto_check_parts(const ss_proto_input_t *in, int n_parts, size_t data_len,
                               size_t mask_len, ss_proto_error_t *err);
 

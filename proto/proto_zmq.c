@@ -116,7 +116,7 @@ static ss_err_t recv_frame_parts(void *sock, const ss_proto_recv_cfg_t *cfg,
     size_t mask_len = 0;
     *bytes += data_len;
     uint8_t *mask = NULL;
-    if (more_parts(sock)) {
+    if (in->format == SS_PROTO_FMT_SKYSIEVE && more_parts(sock)) {
         mask = ss_frame_mask_buffer(f);
         n = zmq_recv(sock, mask, mask ? (size_t)in->width * (size_t)in->height : 0, 0);
         if (n < 0)
@@ -155,7 +155,7 @@ ss_err_t ss_proto_recv_message(void *sock, int flags, const ss_proto_recv_cfg_t 
     }
     const int more = zmq_msg_more(&hdr);
     size_t bytes = zmq_msg_size(&hdr);
-    ss_err_t rc = ss_proto_parse_input(zmq_msg_data(&hdr), bytes, cfg->lim, in, err);
+    ss_err_t rc = ss_proto_parse_header(cfg->format, zmq_msg_data(&hdr), bytes, cfg->lim, in, err);
     zmq_msg_close(&hdr);
     if (rc != SS_OK) {
         drain(sock, NULL);

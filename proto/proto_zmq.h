@@ -34,6 +34,7 @@ int ss_proto_set_maxmsgsize(void *sock, const ss_proto_limits_t *lim);
 /* What one receive of an input message enforces, and where a frame goes. */
 typedef struct ss_proto_recv_cfg {
     const ss_proto_limits_t *lim;   /* the header's limits */
+    ss_proto_format_t format;       /* the header's format (0: this protocol's) */
     int max_parts;                  /* parts of a frame message (config limits.max_parts);
                                      * 0: the protocol's own count only */
     size_t max_bytes;               /* all parts of a frame message together; 0: no cap */
@@ -44,7 +45,9 @@ typedef struct ss_proto_recv_cfg {
 } ss_proto_recv_cfg_t;
 
 /* The one receive path of input messages (frame, series_start or
- * series_end), for the daemon's ZeroMQ source, the tools and the tests.
+ * series_end; with cfg->format SS_PROTO_FMT_ADZMQ, NDPluginZMQ's
+ * [header, array] read as a frame), for the daemon's ZeroMQ source, the
+ * tools and the tests.
  * flags applies to the first part (0 blocks up to the socket's
  * ZMQ_RCVTIMEO; ZMQ_DONTWAIT does not block). The header is validated
  * first; only then is a frame taken (cfg->frame_get) and the pixel part

@@ -585,7 +585,13 @@ START_TEST(test_bad_enums)
     ASSERT_ERR("{\"log_level\": \"loud\"}",
                "log_level: \"loud\" is not one of: err, warning, notice, info, debug");
     ASSERT_ERR("{\"feeds\": [{\"source\": {\"type\": \"camera\"}}]}",
-               "feeds[0].source.type: \"camera\" is not one of: synth, zmq, fits");
+               "feeds[0].source.type: \"camera\" is not one of: synth, zmq, fits, indi");
+    ASSERT_ERR("{\"feeds\": [{\"source\": {\"type\": \"indi\", \"indi\": {\"active\": true}}}]}",
+               "feeds[0].source.indi.device: required in active mode");
+    ASSERT_ERR("{\"feeds\": [{\"source\": {\"type\": \"indi\", \"indi\": {\"device\": \"a<b\"}}}]}",
+               "feeds[0].source.indi: device and blob names may not hold < > & \"");
+    ASSERT_ERR("{\"feeds\": [{\"source\": {\"type\": \"indi\", \"indi\": {\"port\": 0}}}]}",
+               "feeds[0].source.indi.port: 0 is out of range [1, 65535]");
     ASSERT_ERR("{\"feeds\": [{\"pipeline\": {\"backend\": \"CUDA\"}}]}",
                "feeds[0].pipeline.backend: \"CUDA\" is not one of: auto, cpu, cuda");
 }

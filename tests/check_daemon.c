@@ -50,6 +50,7 @@
 #include "proto/proto_zmq.h"
 #include "tools/synth.h"
 #include "ss_test.h"
+#include "adzmq_sender.h"
 #include "solve_scene.h"
 
 #define W 256
@@ -473,18 +474,26 @@ static const char *pipeline_keys(double thresh)
     return pipeline_keys_with(thresh, NULL);
 }
 
-/* A zmq-fed feed "f0" on d->in (PULL, bound). */
-static void write_zmq_config(const dmn_t *d, int depth, const char *policy)
+/* A zmq-fed feed "f0" on d->in (PULL, bound) reading messages of format
+ * (source.zmq.format). */
+static void write_zmq_config_format(const dmn_t *d, int depth, const char *policy,
+                                    const char *format)
 {
     char dk[1024];
     daemon_keys(d, dk, sizeof dk);
     write_text(d->cfg,
                "{ %s, \"feeds\": [ { \"name\": \"f0\","
                " \"source\": {\"type\": \"zmq\", \"zmq\": {\"endpoint\": \"%s\", \"socket\": \"pull\","
-               " \"bind\": true, \"rcvhwm\": 100}},"
+               " \"bind\": true, \"rcvhwm\": 100, \"format\": \"%s\"}},"
                " \"limits\": {\"max_width\": %d, \"max_height\": %d},"
                " \"queue\": {\"depth\": %d, \"policy\": \"%s\"}, %s } ] }\n",
-               dk, d->in, W, H, depth, policy, pipeline_keys(5.0));
+               dk, d->in, format, W, H, depth, policy, pipeline_keys(5.0));
+}
+
+/* The same with this protocol's frames. */
+static void write_zmq_config(const dmn_t *d, int depth, const char *policy)
+{
+    write_zmq_config_format(d, depth, policy, "skysieve");
 }
 
 /* The scene of every test: stars, noise, jitter and (optionally) movers;
@@ -1977,6 +1986,128 @@ END_TEST
 
 
 /* ======================================================================
+ * source.zmq.format "adzmq": frames as EPICS areaDetector's NDPluginZMQ
+ * sends them (tests/adzmq_sender.h), both forms
+ * ==================================================================== */
+
+#define ADZMQ_FRAMES 16
+
+/* Send the sender's next frame as NDPluginZMQ would: [header, array]; the
+ * header's form (current or pre-1.4), type and codec as given. */
+static void adzmq_send(sender_t *s, int current, const char *type, const char *codec,
+                       ss_synth_truth_t *truth)
+{
+    ck_assert_int_eq(ss_synth_next(s->gen, &s->f, truth), SS_OK);
+    const double ts = (s->f.meta.mjd_obs - SS_EPICS_EPOCH_MJD) * 86400.0;
+    int hl = ss_test_adzmq_header(s->hdr, sizeof s->hdr, current, type, s->f.width, s->f.height,
+                                  (long)s->f.meta.seq, ts, codec, "{\"Camera\":\"sim\"}");
+    ck_assert(hl > 0 && (size_t)hl < sizeof s->hdr);
+    ss_proto_part_t p[2] = { { s->hdr, (size_t)hl }, { s->f.pixels, ss_frame_bytes(&s->f) } };
+    send_parts(s->sock, p, 2);
+}
+
+START_TEST(test_adzmq_source)
+{
+    dmn_t d;
+    dmn_init(&d);
+    write_zmq_config_format(&d, 4, "block", "adzmq");
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    void *sub = subscribe(&d);
+    sender_t s;
+    sender_open(&s, &d, MOVERS);
+    ss_synth_truth_t truth[ADZMQ_FRAMES + 3];
+    double mjd[ADZMQ_FRAMES + 3];
+    /* the current form, then pre-1.4; among them a compressed array, a
+     * type skysieve does not take and this protocol's own header, each
+     * rejected and counted (the sequence numbers they use are skipped) */
+    int sent = 0;
+    for (int i = 0; i < ADZMQ_FRAMES + 3; i++) {
+        if (i == 5)
+            adzmq_send(&s, 1, "uint16", "blosc", &truth[i]);
+        else if (i == 9)
+            adzmq_send(&s, 0, "uint32", "", &truth[i]);
+        else if (i == 12)
+            sender_send(&s, &truth[i]);
+        else {
+            adzmq_send(&s, i < ADZMQ_FRAMES / 2, "uint16", i % 2 ? "" : NULL, &truth[i]);
+            sent++;
+        }
+        mjd[i] = s.f.meta.mjd_obs;
+    }
+    ck_assert_int_eq(sent, ADZMQ_FRAMES);
+
+    /* each accepted frame's detections message carries its uniqueId as seq,
+     * its timeStamp as the time and its attributes as meta */
+    ss_result_t res;
+    ck_assert_int_eq(ss_result_init(&res, 1, 1000), 0);
+    ss_proto_limits_t lim = limits();
+    int n_det = 0, n_ok = 0, dets = 0, seen[ADZMQ_FRAMES + 3] = { 0 };
+    const double t0 = now_s();
+    while (n_det < ADZMQ_FRAMES && now_s() - t0 < 120.0) {
+        ss_proto_rx_t rx;
+        if (ss_proto_recv_parts(sub, 0, &rx) != SS_OK)
+            continue;
+        ss_proto_error_t err;
+        if (ss_proto_topic_parse(rx.part[0].data, rx.part[0].len, NULL) == SS_MSG_DETECTIONS) {
+            ck_assert_msg(ss_proto_decode_detections(rx.part, rx.n, &lim, &res, &err) == SS_OK,
+                          "%s", err.text);
+            const uint64_t k = res.meta.seq;
+            ck_assert_uint_lt(k, ADZMQ_FRAMES + 3);
+            ck_assert(k != 5 && k != 9 && k != 12);
+            ck_assert_uint_eq(truth[k].seq, k);
+            ck_assert_msg(fabs(res.meta.mjd_obs - mjd[k]) * 86400.0 < 1e-3,
+                          "frame %d: mjd %.9f, sent %.9f", (int)k, res.meta.mjd_obs, mjd[k]);
+            ck_assert_str_eq(res.meta.meta_json, "{\"Camera\":\"sim\"}");
+            n_ok += res.status == SS_STATUS_OK;
+            dets += res.dets.count;
+            n_det++;
+            seen[k]++;
+        }
+        ss_proto_rx_close(&rx);
+    }
+    if (n_det != ADZMQ_FRAMES) {
+        ss_proto_status_t *st = stats_of(&d);
+        char got[256] = "";
+        for (int k = 0; k < ADZMQ_FRAMES + 3; k++)
+            if (seen[k])
+                snprintf(got + strlen(got), sizeof got - strlen(got), " %d", k);
+        for (int r = 1; st && r < SS_PR__COUNT; r++)
+            if (st->feeds[0].rejected_by[r])
+                snprintf(got + strlen(got), sizeof got - strlen(got), " %s=%llu",
+                         ss_proto_reason_name((ss_proto_reason_t)r),
+                         (unsigned long long)st->feeds[0].rejected_by[r]);
+        ck_abort_msg("%d detections messages of %d (seqs%s); processed %llu, received %llu, "
+                     "rejected %llu", n_det, ADZMQ_FRAMES, got,
+                     st ? (unsigned long long)st->feeds[0].processed : 0ull,
+                     st ? (unsigned long long)st->feeds[0].received : 0ull,
+                     st ? (unsigned long long)st->feeds[0].rejected : 0ull);
+    }
+    ck_assert_int_gt(n_ok, 0);
+    ck_assert_int_gt(dets, 0);
+
+    ss_proto_status_t *st = stats_when_processed(&d, ADZMQ_FRAMES, 60.0);
+    const ss_proto_feed_stats_t *fs = &st->feeds[0];
+    ck_assert_uint_eq(fs->processed, ADZMQ_FRAMES);
+    ck_assert_uint_eq(fs->received, ADZMQ_FRAMES + 3);
+    ck_assert_uint_eq(fs->rejected, 3);
+    ck_assert_uint_eq(fs->rejected_by[SS_PR_UNKNOWN_DTYPE], 2);
+    ck_assert_uint_eq(fs->rejected_by[SS_PR_MISSING_FIELD], 1);
+    ck_assert_uint_eq(fs->last_seq, ADZMQ_FRAMES + 2);
+    ck_assert_ptr_nonnull(strstr(fs->source, "(adzmq)"));
+    free(st);
+    /* the first rejection is logged (the later ones within 5 s are counted) */
+    ck_assert(log_contains(&d, "compressed arrays are not accepted"));
+
+    ss_result_free(&res);
+    zmq_close(sub);
+    sender_close(&s);
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    dmn_cleanup(&d);
+}
+END_TEST
+
+/* ======================================================================
  * drop_oldest: a full queue drops, and every drop is counted
  * ==================================================================== */
 
@@ -2988,6 +3119,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_control_commands);
     tcase_add_test(tc, test_hostile_input);
     tcase_add_test(tc, test_zmq_end_to_end);
+    tcase_add_test(tc, test_adzmq_source);
     tcase_add_test(tc, test_fits_directory);
     tcase_add_test(tc, test_sd_notify_sequence);
     tcase_add_test(tc, test_sighup_reload);

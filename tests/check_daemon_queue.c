@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config/config.h"
+#include "daemon/cfgsnap.h"
 #include "daemon/dirwatch.h"
 #include "daemon/queue.h"
 
@@ -360,6 +362,76 @@ START_TEST(test_dirwatch_directory_gone)
 }
 END_TEST
 
+/* ---- config snapshots (cfgsnap.h) ---------------------------------------- */
+
+/* A reader on its own thread: takes the newest snapshot at each
+ * "boundary" and checks that what it reads is one whole config (both keys
+ * written by the same publish), until it has seen the last generation. */
+typedef struct snap_reader {
+    ss_cfg_board_t *board;
+    uint64_t last;
+    int torn, swaps;
+} snap_reader_t;
+
+static void *snap_read(void *arg)
+{
+    snap_reader_t *r = arg;
+    ss_cfg_snap_t *held = ss_cfg_board_take(r->board);
+    while (ss_cfg_snap_generation(held) < r->last) {
+        r->swaps += ss_cfg_refresh(r->board, &held);
+        const ss_config_t *c = ss_cfg_snap_config(held);
+        r->torn += c->status_interval != c->peer_timeout;
+    }
+    ss_cfg_snap_release(&held);
+    return NULL;
+}
+
+START_TEST(test_cfg_snapshots)
+{
+    ss_config_t *cfg = malloc(sizeof *cfg);
+    ck_assert_ptr_nonnull(cfg);
+    ss_config_defaults(cfg);
+    cfg->status_interval = cfg->peer_timeout = 1;
+    ss_cfg_board_t *b = ss_cfg_board_new(cfg);
+    ck_assert_ptr_nonnull(b);
+    ss_cfg_snap_t *held = ss_cfg_board_take(b);
+    ck_assert_uint_eq(ss_cfg_snap_generation(held), 1);
+    /* nothing newer: no swap, the same snapshot */
+    ck_assert_ptr_null(ss_cfg_board_newer(b, held));
+    ck_assert_int_eq(ss_cfg_refresh(b, &held), 0);
+    /* a publish: the holder keeps its snapshot until its boundary */
+    cfg->status_interval = cfg->peer_timeout = 2;
+    ck_assert_int_eq(ss_cfg_board_publish(b, cfg), 0);
+    ck_assert(ss_cfg_snap_config(held)->status_interval == 1);
+    ck_assert_int_eq(ss_cfg_refresh(b, &held), 1);
+    ck_assert_uint_eq(ss_cfg_snap_generation(held), 2);
+    ck_assert(ss_cfg_snap_config(held)->status_interval == 2);
+    /* a holder outlives the board */
+    ss_cfg_board_destroy(&b);
+    ck_assert_ptr_null(b);
+    ck_assert(ss_cfg_snap_config(held)->peer_timeout == 2);
+    ss_cfg_snap_release(&held);
+    ck_assert_ptr_null(held);
+    ss_cfg_snap_release(&held);         /* NULL accepted */
+
+    /* publishes racing a reader (the TSan and ASan builds check the rest) */
+    b = ss_cfg_board_new(cfg);
+    ck_assert_ptr_nonnull(b);
+    snap_reader_t r = { .board = b, .last = 201 };
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, snap_read, &r), 0);
+    for (int g = 2; g <= 201; g++) {
+        cfg->status_interval = cfg->peer_timeout = g;
+        ck_assert_int_eq(ss_cfg_board_publish(b, cfg), 0);
+    }
+    pthread_join(t, NULL);
+    ck_assert_int_eq(r.torn, 0);
+    ck_assert_int_gt(r.swaps, 0);
+    ss_cfg_board_destroy(&b);
+    free(cfg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("daemon_queue");
@@ -370,6 +442,9 @@ int main(void)
     tcase_add_test(tq, test_queue_close_drains);
     tcase_add_test(tq, test_queue_close_wakes_consumer);
     suite_add_tcase(s, tq);
+    TCase *tc = tcase_create("cfgsnap");
+    tcase_add_test(tc, test_cfg_snapshots);
+    suite_add_tcase(s, tc);
     TCase *tw = tcase_create("dirwatch");
     tcase_set_timeout(tw, 60);
     tcase_add_test(tw, test_dirwatch_rename_into_place);

@@ -42,7 +42,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -147,16 +152,19 @@ static const char *source_dir(void)
 
 /* ---- capture ---------------------------------------------------------------- */
 
-/* Run capture.py into dir; returns its exit status (or -1 when it had to
- * be stopped). It is stopped by its PID when it overruns, and it dies with
- * this process (PR_SET_PDEATHSIG: it then stops indiserver itself). */
-static int run_capture(const seq_t *sq, const char *dir)
+/* Start capture.py with args (NULL-terminated, after the script); it dies
+ * with this process (PR_SET_PDEATHSIG: it then stops indiserver itself). */
+static pid_t spawn_capture(const char *const *args)
 {
-    char script[1024], frames[16], timeout[16], stars[16];
+    char script[1024];
+    const char *argv[32];
+    int k = 0;
     snprintf(script, sizeof script, "%s/tests/indi/capture.py", source_dir());
-    snprintf(frames, sizeof frames, "%d", NFRAMES);
-    snprintf(stars, sizeof stars, "%d", sq->stars);
-    snprintf(timeout, sizeof timeout, "%d", CAPTURE_TIMEOUT_S);
+    argv[k++] = PYTHON;
+    argv[k++] = script;
+    for (int i = 0; args[i] && k < 31; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
     fflush(NULL);
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -165,11 +173,17 @@ static int run_capture(const seq_t *sq, const char *dir)
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent)        /* the test died before prctl */
             _exit(127);
-        execl(PYTHON, PYTHON, script, "--out", dir, "--mode", sq->mode, "--frames", frames,
-              "--stars", stars, "--timeout", timeout, (char *)NULL);
+        execv(PYTHON, (char *const *)argv);
         fprintf(stderr, "exec %s %s: %s\n", PYTHON, script, strerror(errno));
         _exit(127);
     }
+    return pid;
+}
+
+/* Wait for capture.py (pid); returns its exit status (or -1 when it had to
+ * be stopped: by its PID, when it overruns). */
+static int wait_capture(pid_t pid)
+{
     struct timespec t0, now, nap = { 0, 50 * 1000 * 1000 };
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int st = 0, signalled = 0;
@@ -195,6 +209,18 @@ static int run_capture(const seq_t *sq, const char *dir)
     if (signalled)
         return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Run capture.py into dir; returns its exit status (wait_capture). */
+static int run_capture(const seq_t *sq, const char *dir)
+{
+    char frames[16], timeout[16], stars[16];
+    snprintf(frames, sizeof frames, "%d", NFRAMES);
+    snprintf(stars, sizeof stars, "%d", sq->stars);
+    snprintf(timeout, sizeof timeout, "%d", CAPTURE_TIMEOUT_S);
+    const char *args[] = { "--out", dir, "--mode", sq->mode, "--frames", frames, "--stars", stars,
+                           "--timeout", timeout, NULL };
+    return wait_capture(spawn_capture(args));
 }
 
 /* truth.txt -> rows; returns the number of frames. */
@@ -445,6 +471,610 @@ START_TEST(test_indi_sparse)
 }
 END_TEST
 
+/* ---- skysieved as an INDI client (source.type "indi") ------------------- */
+
+#define DMN_FRAMES 25           /* the first server's frames */
+#define DMN_FRAMES_B 3          /* the restarted server's */
+#define DMN_WAIT_S 30.0
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void nap_s(double s)
+{
+    struct timespec t = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+    nanosleep(&t, NULL);
+}
+
+/* A whole file as a string (NULL when absent); the caller frees it. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)(n > 0 ? n : 0) + 1);
+    size_t got = b ? fread(b, 1, (size_t)(n > 0 ? n : 0), f) : 0;
+    if (b)
+        b[got] = '\0';
+    fclose(f);
+    return b;
+}
+
+/* How often text occurs in the file at path. */
+static int count_in(const char *path, const char *text)
+{
+    char *b = slurp(path);
+    int k = 0;
+    for (const char *p = b ? strstr(b, text) : NULL; p; p = strstr(p + 1, text))
+        k++;
+    free(b);
+    return k;
+}
+
+/* Wait until text occurs at least k times in path: 1, or 0 at the timeout. */
+static int wait_for(const char *path, const char *text, int k, double timeout)
+{
+    const double end = mono_s() + timeout;
+    while (count_in(path, text) < k)
+        if (mono_s() > end)
+            return 0;
+        else
+            nap_s(0.05);
+    return 1;
+}
+
+/* The counter name= of the line starting with line_start in the log, -1 if none. */
+static long long final_counter(const char *log, const char *line_start, const char *name)
+{
+    char *b = slurp(log);
+    long long v = -1;
+    const char *l = b ? strstr(b, line_start) : NULL;
+    char key[96];
+    snprintf(key, sizeof key, " %s=", name);
+    const char *eol = l ? strchr(l, '\n') : NULL;
+    const char *p = l ? strstr(l, key) : NULL;
+    if (p && (!eol || p < eol))
+        v = strtoll(p + strlen(key), NULL, 10);
+    free(b);
+    return v;
+}
+
+/* A TCP port free on the loopback now. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t al = sizeof a;
+    ck_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+              getsockname(fd, (struct sockaddr *)&a, &al) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* Start skysieved (the built binary) with config cfg, its output to log. */
+static pid_t start_daemon(const char *cfg, const char *log)
+{
+    const char *bd = getenv("SKYSIEVE_BINARY_DIR");
+    ck_assert_msg(bd != NULL, "SKYSIEVE_BINARY_DIR is not set (run through ctest)");
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/daemon/skysieved", bd);
+    ck_assert_msg(access(bin, X_OK) == 0, "%s is not built", bin);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        unsetenv("NOTIFY_SOCKET");
+        unsetenv("JOURNAL_STREAM");
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execl(bin, "skysieved", "--config", cfg, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+#define DRAIN_S 300           /* the daemon configs' shutdown.drain_timeout, s */
+
+/* SIGTERM skysieved and wait for it (it drains its queues): its exit status,
+ * or -1 when it is still running past the drain timeout of its config
+ * (DRAIN_S) and 30 s more. A sanitizer build on a busy machine drains the
+ * frames queued at SIGTERM for over a minute. */
+static int stop_daemon(pid_t pid)
+{
+    int st = 0;
+    kill(pid, SIGTERM);
+    const double end = mono_s() + DRAIN_S + 30.0;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (mono_s() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        nap_s(0.05);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* One feed of an INDI daemon config (a JSON array element); extra: more
+ * members of its source.indi object (", \"active\": true", or ""). */
+static void indi_feed(char *buf, size_t n, const char *name, const char *host, int port,
+                      const char *local, const char *jsonl, const char *extra)
+{
+    addf(buf, n, "%s{\"name\": \"%s\", \"source\": {\"type\": \"indi\", \"indi\": {\"host\": \"%s\","
+         " \"port\": %d, \"local\": \"%s\", \"device\": \"CCD Simulator\", \"retry_max\": 0.5%s}},"
+         " \"limits\": {\"max_width\": 1280, \"max_height\": 1024},"
+         " \"queue\": {\"depth\": 32, \"policy\": \"block\"},"
+         " \"pipeline\": {\"backend\": \"cpu\", \"threads\": 1},"
+         " \"sinks\": {\"jsonl\": {\"path\": \"%s\"}}}", buf[0] ? ", " : "", name, host, port,
+         local, extra, jsonl);
+}
+
+/* A daemon config of feeds, logging at level ("debug": a line per frame). */
+static void write_indi_config(const char *path, const char *level, const char *feeds)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    fprintf(f, "{\"log_level\": \"%s\", \"control\": {\"endpoint\": \"\"},"
+            " \"publish\": {\"endpoint\": \"\"}, \"shutdown\": {\"drain_timeout\": %d},"
+            " \"feeds\": [%s]}\n", level, DRAIN_S, feeds);
+    fclose(f);
+}
+
+/* The first frame of seq in feed's JSON lines with a positive detection
+ * within MOVER_TOL_PX of (x, y): 1 if there is one. */
+static int mover_found(const char *jsonl, int seq, int x, int y)
+{
+    char *b = slurp(jsonl), key[32];
+    int found = 0;
+    snprintf(key, sizeof key, "\"seq\":%d,", seq);
+    for (char *l = b; l && *l && !found; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        char *eol = strchr(l, '\n');
+        if (eol)
+            *eol = '\0';
+        const char *px = strstr(l, ",\"x\":"), *py = strstr(l, ",\"y\":");
+        if (strstr(l, key) && strstr(l, "\"sign\":1") && px && py) {
+            double dx = strtod(px + 5, NULL) - x, dy = strtod(py + 5, NULL) - y;
+            found = sqrt(dx * dx + dy * dy) <= MOVER_TOL_PX;
+        }
+        if (eol)
+            *eol = '\n';
+    }
+    free(b);
+    return found;
+}
+
+/* The checks of one feed of the INDI daemon test (the final log lines,
+ * the JSON lines against truth). */
+static void check_indi_feed(const char *log, const char *feed, const char *jsonl,
+                            const truth_row_t *truth, int min_history, const char *how)
+{
+    char line[64], line_indi[80], conn[128];
+    snprintf(line, sizeof line, "feed %s final:", feed);
+    snprintf(line_indi, sizeof line_indi, "feed %s final (indi):", feed);
+    const long long rec = final_counter(log, line, "received");
+    const long long acc = final_counter(log, line, "accepted");
+    const long long ok = final_counter(log, line, "ok");
+    const long long bad = final_counter(log, line, "regfail") + final_counter(log, line, "error");
+    const long long conns = final_counter(log, line_indi, "indi_connects");
+    const long long lost = final_counter(log, line_indi, "indi_disconnects");
+    const long long malformed = final_counter(log, line_indi, "indi_malformed");
+    snprintf(conn, sizeof conn, "feed %s: connected to indiserver (%s)", feed, how);
+    int first_ok = min_history + 2, movers = 0;      /* seq: reference 1, warm-up, then ok */
+    for (int q = first_ok; q <= DMN_FRAMES; q++)
+        movers += mover_found(jsonl, q, truth[q - 1].mover_x, truth[q - 1].mover_y);
+    const int want_movers = (int)ceil(MOVER_MIN_SHARE * (DMN_FRAMES - first_ok + 1));
+    fprintf(stderr, "feed %s: received %lld accepted %lld ok %lld regfail+error %lld; "
+            "connects %lld disconnects %lld malformed %lld; mover in %d of frames %d..%d\n",
+            feed, rec, acc, ok, bad, conns, lost, malformed, movers, first_ok, DMN_FRAMES);
+    ck_assert_msg(count_in(log, conn) >= 2, "feed %s: not connected twice over the %s", feed, how);
+    ck_assert_msg(rec == DMN_FRAMES + DMN_FRAMES_B && acc == rec,
+                  "feed %s: %lld frames received, %lld accepted; %d sent", feed, rec, acc,
+                  DMN_FRAMES + DMN_FRAMES_B);
+    ck_assert_msg(bad == 0 && ok >= DMN_FRAMES + DMN_FRAMES_B - 1 - min_history,
+                  "feed %s: %lld ok, %lld regfail or error", feed, ok, bad);
+    ck_assert_msg(conns >= 2 && lost >= 1 && malformed == 0,
+                  "feed %s: connects %lld disconnects %lld malformed %lld: the restart should "
+                  "reconnect", feed, conns, lost, malformed);
+    ck_assert_msg(movers >= want_movers, "feed %s: the mover found in %d frames, wanted %d",
+                  feed, movers, want_movers);
+}
+
+/* Start a capture that serves port and the local socket unix, and wait
+ * until it is set up (its ready file). */
+static pid_t serve(const char *dir, int frames, int port, const char *unix_name, char *ready,
+                   char *go, size_t n)
+{
+    char fr[16], ps[16];
+    snprintf(fr, sizeof fr, "%d", frames);
+    snprintf(ps, sizeof ps, "%d", port);
+    snprintf(ready, n, "%s.ready", dir);
+    snprintf(go, n, "%s.go", dir);
+    const char *args[] = { "--out", dir, "--mode", "static", "--frames", fr, "--port", ps,
+                           "--unix", unix_name, "--ready-file", ready, "--go-file", go,
+                           "--timeout", "90", NULL };
+    pid_t pid = spawn_capture(args);
+    const double end = mono_s() + DMN_WAIT_S;
+    while (access(ready, F_OK) != 0) {
+        int st;
+        ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0, "capture.py for %s exited early", dir);
+        ck_assert_msg(mono_s() < end, "capture.py for %s not ready in %.0f s", dir, DMN_WAIT_S);
+        nap_s(0.05);
+    }
+    return pid;
+}
+
+static void touch(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    fclose(f);
+}
+
+/* skysieved listens passively, over TCP (feed "tcp") and over the local
+ * socket (feed "local"), while capture.py, another client, takes the
+ * frames; then that server stops and a new one starts on the same port
+ * and socket: both feeds reconnect and take its frames too. */
+START_TEST(test_indi_daemon)
+{
+    char dir[700], a[800], b[800], cfg[800], log[800], jt[800], jl[800], feeds[2048] = "";
+    char ready[900], go[900], unix_name[96];
+    snprintf(dir, sizeof dir, "%s/daemon", tmp_root[0] ? tmp_root : "/tmp");
+    ck_assert_msg(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s", dir);
+    join_path(a, sizeof a, dir, "a");
+    join_path(b, sizeof b, dir, "b");
+    join_path(cfg, sizeof cfg, dir, "skysieved.json");
+    join_path(log, sizeof log, dir, "skysieved.log");
+    join_path(jt, sizeof jt, dir, "tcp.jsonl");
+    join_path(jl, sizeof jl, dir, "local.jsonl");
+    const int port = free_port();
+    snprintf(unix_name, sizeof unix_name, "/tmp/skysieve-indi-test-%d", (int)getpid());
+    const double t0 = mono_s();
+
+    pid_t cap = serve(a, DMN_FRAMES, port, unix_name, ready, go, sizeof ready);
+    indi_feed(feeds, sizeof feeds, "tcp", "127.0.0.1", port, "", jt, "");
+    indi_feed(feeds, sizeof feeds, "local", "localhost", port, unix_name, jl, "");
+    write_indi_config(cfg, "info", feeds);
+    pid_t dmn = start_daemon(cfg, log);
+    ck_assert_msg(wait_for(log, "connected to indiserver", 2, DMN_WAIT_S),
+                  "skysieved did not connect both feeds (see %s)", log);
+    touch(go);                  /* the other client takes the frames */
+    ck_assert_int_eq(wait_capture(cap), 0);
+
+    /* the server is gone: a new one on the same port and socket */
+    cap = serve(b, DMN_FRAMES_B, port, unix_name, ready, go, sizeof ready);
+    ck_assert_msg(wait_for(log, "connected to indiserver", 4, DMN_WAIT_S),
+                  "skysieved did not reconnect both feeds to the restarted server (see %s)", log);
+    touch(go);
+    ck_assert_int_eq(wait_capture(cap), 0);
+    ck_assert_int_eq(stop_daemon(dmn), 0);
+    fprintf(stderr, "indi daemon test: %.1f s\n", mono_s() - t0);
+
+    truth_row_t truth[MAX_FRAMES];
+    ck_assert_int_eq(read_truth(a, truth, MAX_FRAMES), DMN_FRAMES);
+    ss_pipeline_cfg_t pc;
+    ss_pipeline_cfg_defaults(&pc);
+    const int min_history = ss_cfg_min_history(&pc);
+    check_indi_feed(log, "tcp", jt, truth, min_history, "TCP");
+    check_indi_feed(log, "local", jl, truth, min_history, "local socket");
+    remove_dir(a);
+    remove_dir(b);
+    remove_dir(dir);
+}
+END_TEST
+
+/* ---- a fake indiserver that fails: mid-BLOB, then malformed ------------- */
+
+#define FAKE_W 128              /* the fake server's frames: 128 x 128 u16 */
+#define FAKE_H 128
+#define FAKE_GOOD 2             /* whole BLOBs its third connection sends */
+#define FAKE_WAIT_S 15.0
+
+/* One 80-character FITS card "KEY = value" at *at (advanced). */
+static void fits_card(char **at, const char *key, const char *value)
+{
+    char card[81];
+    snprintf(card, sizeof card, "%-8s= %20s", key, value);
+    memset(card + strlen(card), ' ', 80 - strlen(card));
+    memcpy(*at, card, 80);
+    *at += 80;
+}
+
+/* A small valid FITS frame (FAKE_W x FAKE_H, BITPIX 16 with BZERO, a few
+ * stars on a noisy background, as INDI cameras send them) in a buffer of
+ * *n bytes; the caller frees it. */
+static uint8_t *fake_fits(size_t *n)
+{
+    const size_t data = (size_t)FAKE_W * FAKE_H * 2;
+    *n = 2880 + (data + 2879) / 2880 * 2880;
+    uint8_t *b = calloc(1, *n);
+    ck_assert_ptr_nonnull(b);
+    char *at = (char *)b;
+    memset(b, ' ', 2880);
+    fits_card(&at, "SIMPLE", "T");
+    fits_card(&at, "BITPIX", "16");
+    fits_card(&at, "NAXIS", "2");
+    fits_card(&at, "NAXIS1", "128");
+    fits_card(&at, "NAXIS2", "128");
+    fits_card(&at, "BZERO", "32768");
+    fits_card(&at, "EXPTIME", "0.5");
+    fits_card(&at, "DATE-OBS", "'2024-03-01T22:00:00.000'");
+    fits_card(&at, "ROWORDER", "'TOP-DOWN'");
+    memcpy(at, "END", 3);
+    uint8_t *px = b + 2880;
+    for (int y = 0; y < FAKE_H; y++)
+        for (int x = 0; x < FAKE_W; x++) {
+            int v = 100 + (int)((unsigned)(x * 7919 + y * 104729) % 10u);
+            for (int k = 0; k < 5; k++) {
+                const int sx = 20 + 21 * k, sy = 30 + 17 * k, d2 = (x - sx) * (x - sx) +
+                                                                   (y - sy) * (y - sy);
+                v += (int)(3000.0 * exp(-d2 / 4.5));
+            }
+            const int s = v - 32768;
+            px[2 * ((size_t)y * FAKE_W + x)] = (uint8_t)((unsigned)s >> 8 & 0xff);
+            px[2 * ((size_t)y * FAKE_W + x) + 1] = (uint8_t)((unsigned)s & 0xff);
+        }
+    return b;
+}
+
+/* A setBLOBVector message of the camera's CCD1 with the FITS of n bytes,
+ * base64 in lines of 72 as indiserver sends it; the caller frees it. */
+static char *blob_message(const uint8_t *fits, size_t n)
+{
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const size_t cap = 4 * n / 3 + n / 54 + 512;
+    char *m = malloc(cap);
+    ck_assert_ptr_nonnull(m);
+    size_t o = (size_t)snprintf(m, cap, "<setBLOBVector device=\"CCD Simulator\" name=\"CCD1\" "
+                                "state=\"Ok\" timeout=\"60\" timestamp=\"2024-03-01T22:00:01\">\n"
+                                "    <oneBLOB name=\"CCD1\" size=\"%zu\" format=\".fits\">\n", n);
+    for (size_t i = 0; i < n; i += 3) {
+        const unsigned v = (unsigned)fits[i] << 16 | (i + 1 < n ? (unsigned)fits[i + 1] << 8 : 0) |
+                           (i + 2 < n ? fits[i + 2] : 0);
+        m[o++] = A[v >> 18 & 63];
+        m[o++] = A[v >> 12 & 63];
+        m[o++] = i + 1 < n ? A[v >> 6 & 63] : '=';
+        m[o++] = i + 2 < n ? A[v & 63] : '=';
+        if (i % 54 == 51)
+            m[o++] = '\n';
+    }
+    snprintf(m + o, cap - o, "\n    </oneBLOB>\n</setBLOBVector>\n");
+    return m;
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        const ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Wait up to timeout s for fd to be readable: 1, or 0. */
+static int readable(int fd, double timeout)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    return poll(&p, 1, (int)(timeout * 1e3)) == 1;
+}
+
+/* The next client of ls, once it has sent its hello (getProperties and
+ * enableBLOB): its fd, or -1 after FAKE_WAIT_S. */
+static int accept_client(int ls)
+{
+    if (!readable(ls, FAKE_WAIT_S))
+        return -1;
+    const int fd = accept(ls, NULL, NULL);
+    char hello[1024];
+    size_t got = 0;
+    while (fd >= 0 && got + 1 < sizeof hello && readable(fd, FAKE_WAIT_S)) {
+        const ssize_t k = recv(fd, hello + got, sizeof hello - 1 - got, 0);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+        hello[got] = '\0';
+        if (strstr(hello, "getProperties") && strstr(hello, "</enableBLOB>"))
+            return fd;
+    }
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/* Read and drop what the client sends until it hangs up: 0, or -1 when
+ * it does not within timeout s. */
+static int until_hang_up(int fd, double timeout)
+{
+    char buf[4096];
+    const double end = mono_s() + timeout;
+    while (mono_s() < end)
+        if (readable(fd, 0.1) && recv(fd, buf, sizeof buf, 0) <= 0)
+            return 0;
+    return -1;
+}
+
+/* The fake server's script on the listening socket ls (in a child
+ * process; it exits with the result):
+ *   1. a client's hello, then half of a BLOB, and the connection closed;
+ *   2. the next client's hello, then malformed XML: it must hang up;
+ *   3. the next client's hello, then FAKE_GOOD whole BLOBs, and the
+ *      connection held until the client hangs up (skysieved stops).
+ * Exit 0 when every step went so, else the step that did not. */
+static int fake_server(int ls)
+{
+    size_t n;
+    uint8_t *fits = fake_fits(&n);
+    char *m = blob_message(fits, n);
+    const char *garbage = "<defNumberVector device=\"CCD Simulator\" name=\"CCD_TEMPERATURE\">"
+                          "<defNumber name=\"T\">-10</defNumber></defNumberVector\n<<!-- \x01";
+    int fd = accept_client(ls);
+    if (fd < 0 || send_all(fd, m, strlen(m) / 2) != 0)
+        return 1;
+    shutdown(fd, SHUT_WR);               /* the server dies mid-BLOB */
+    int bad = until_hang_up(fd, FAKE_WAIT_S) != 0;
+    close(fd);
+    if (bad)
+        return 1;
+    fd = accept_client(ls);
+    if (fd < 0 || send_all(fd, garbage, strlen(garbage)) != 0 ||
+        until_hang_up(fd, FAKE_WAIT_S) != 0)
+        return 2;
+    close(fd);
+    fd = accept_client(ls);
+    for (int i = 0; fd >= 0 && i < FAKE_GOOD; i++)
+        if (send_all(fd, m, strlen(m)) != 0)
+            return 3;
+    if (fd < 0 || until_hang_up(fd, 2 * DMN_WAIT_S) != 0)
+        return 3;
+    close(fd);
+    free(m);
+    free(fits);
+    return 0;
+}
+
+/* A listening TCP socket on a free loopback port (*port). */
+static int listen_loopback(int *port)
+{
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t al = sizeof a;
+    ck_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 4) == 0 &&
+              getsockname(fd, (struct sockaddr *)&a, &al) == 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* skysieved against a server that dies mid-BLOB, then sends malformed
+ * XML, then good frames: the half BLOB is counted lost (received and
+ * rejected, data_size), never read as a frame; the malformed stream is
+ * counted and the connection made again; the good frames are processed;
+ * the daemon serves on and exits 0. No indi-bin needed. */
+START_TEST(test_indi_fake_server)
+{
+    char dir[700], cfg[800], log[800], jt[800], feeds[2048] = "";
+    snprintf(dir, sizeof dir, "%s/fake", tmp_root[0] ? tmp_root : "/tmp");
+    ck_assert_msg(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s", dir);
+    join_path(cfg, sizeof cfg, dir, "skysieved.json");
+    join_path(log, sizeof log, dir, "skysieved.log");
+    join_path(jt, sizeof jt, dir, "fake.jsonl");
+    int port;
+    const int ls = listen_loopback(&port);
+    const double t0 = mono_s();
+    fflush(NULL);
+    const pid_t srv = fork();
+    ck_assert_int_ge(srv, 0);
+    if (srv == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        _exit(fake_server(ls));
+    }
+    close(ls);
+    indi_feed(feeds, sizeof feeds, "fake", "127.0.0.1", port, "", jt, "");
+    write_indi_config(cfg, "debug", feeds);
+    const pid_t dmn = start_daemon(cfg, log);
+    const int frames = wait_for(log, "CCD Simulator.CCD1 (.fits) ", FAKE_GOOD, 2 * FAKE_WAIT_S);
+    const int dmn_rc = stop_daemon(dmn);
+    int st = 0;
+    waitpid(srv, &st, 0);
+    const int srv_rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    fprintf(stderr, "indi fake server test: %.1f s\n", mono_s() - t0);
+
+    const char *line = "feed fake final:", *line_indi = "feed fake final (indi):";
+    const long long rec = final_counter(log, line, "received");
+    const long long acc = final_counter(log, line, "accepted");
+    const long long rej = final_counter(log, line, "rejected");
+    const long long proc = final_counter(log, line, "processed");
+    const long long conns = final_counter(log, line_indi, "indi_connects");
+    const long long lost = final_counter(log, line_indi, "indi_disconnects");
+    const long long malformed = final_counter(log, line_indi, "indi_malformed");
+    const int cut = count_in(log, "frame rejected (data_size)");
+    fprintf(stderr, "feed fake: received %lld accepted %lld rejected %lld (data_size %d) "
+            "processed %lld; connects %lld disconnects %lld malformed %lld; server step %d, "
+            "daemon exit %d\n", rec, acc, rej, cut, proc, conns, lost, malformed, srv_rc, dmn_rc);
+    ck_assert_msg(frames, "the %d good frames did not arrive in %.0f s (see %s)", FAKE_GOOD,
+                  2 * FAKE_WAIT_S, log);
+    ck_assert_msg(srv_rc == 0, "the fake server's step %d failed: skysieved did not reconnect, "
+                  "or did not hang up on the malformed stream (see %s)", srv_rc, log);
+    ck_assert_msg(dmn_rc == 0, "skysieved exited %d (see %s)", dmn_rc, log);
+    ck_assert_msg(conns == 3 && lost == 2 && malformed == 1,
+                  "connects %lld disconnects %lld malformed %lld: wanted 3, 2 (the death "
+                  "mid-BLOB, the malformed stream), 1", conns, lost, malformed);
+    ck_assert_msg(rec == FAKE_GOOD + 1 && acc == FAKE_GOOD && rej == 1 && cut == 1,
+                  "received %lld accepted %lld rejected %lld (data_size %d): wanted the half "
+                  "BLOB received and rejected as data_size, the %d good ones accepted", rec, acc,
+                  rej, cut, FAKE_GOOD);
+    ck_assert_msg(proc == FAKE_GOOD, "processed %lld of %d frames", proc, FAKE_GOOD);
+    unlink(cfg);
+    unlink(log);
+    unlink(jt);
+    rmdir(dir);
+}
+END_TEST
+
+/* ---- active mode: skysieved takes the exposures -------------------------- */
+
+#define ACTIVE_FRAMES 4
+
+/* skysieved in active mode (source.indi.active, exposure 0.2 s) is the only
+ * client taking exposures: capture.py sets the simulator up (--frames 0)
+ * and takes none. The frames must come, each accepted and processed. */
+START_TEST(test_indi_active)
+{
+    char dir[700], a[800], cfg[800], log[800], jt[800], feeds[2048] = "";
+    char ready[900], go[900], unix_name[96];
+    snprintf(dir, sizeof dir, "%s/active", tmp_root[0] ? tmp_root : "/tmp");
+    ck_assert_msg(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s", dir);
+    join_path(a, sizeof a, dir, "a");
+    join_path(cfg, sizeof cfg, dir, "skysieved.json");
+    join_path(log, sizeof log, dir, "skysieved.log");
+    join_path(jt, sizeof jt, dir, "active.jsonl");
+    const int port = free_port();
+    snprintf(unix_name, sizeof unix_name, "/tmp/skysieve-indi-active-%d", (int)getpid());
+    const double t0 = mono_s();
+    pid_t cap = serve(a, 0, port, unix_name, ready, go, sizeof ready);
+    indi_feed(feeds, sizeof feeds, "active", "127.0.0.1", port, "", jt,
+              ", \"active\": true, \"exposure\": 0.2");
+    write_indi_config(cfg, "debug", feeds);
+    pid_t dmn = start_daemon(cfg, log);
+    const int got = wait_for(log, "CCD Simulator.CCD1 (.fits) ", ACTIVE_FRAMES, DMN_WAIT_S);
+    const int dmn_rc = stop_daemon(dmn);
+    touch(go);
+    const int cap_rc = wait_capture(cap);
+    fprintf(stderr, "indi active test: %.1f s\n", mono_s() - t0);
+    const char *line = "feed active final:";
+    const long long rec = final_counter(log, line, "received");
+    const long long acc = final_counter(log, line, "accepted");
+    const long long proc = final_counter(log, line, "processed");
+    const long long conns = final_counter(log, "feed active final (indi):", "indi_connects");
+    fprintf(stderr, "feed active: received %lld accepted %lld processed %lld connects %lld\n", rec,
+            acc, proc, conns);
+    ck_assert_msg(got, "skysieved in active mode got fewer than %d frames in %.0f s (see %s)",
+                  ACTIVE_FRAMES, DMN_WAIT_S, log);
+    ck_assert_int_eq(dmn_rc, 0);
+    ck_assert_int_eq(cap_rc, 0);
+    ck_assert_msg(rec >= ACTIVE_FRAMES && acc == rec && proc == acc && conns == 1,
+                  "received %lld accepted %lld processed %lld connects %lld", rec, acc, proc,
+                  conns);
+    remove_dir(a);
+    remove_dir(dir);
+}
+END_TEST
+
 int main(void)
 {
     char missing[256];
@@ -475,6 +1105,18 @@ int main(void)
     tcase_add_test(tc, test_indi_jitter);
     tcase_add_test(tc, test_indi_sparse);
     suite_add_tcase(s, tc);
+    TCase *td = tcase_create("daemon");
+    tcase_set_timeout(td, 2 * CAPTURE_TIMEOUT_S);
+    tcase_add_test(td, test_indi_daemon);
+    suite_add_tcase(s, td);
+    TCase *tf = tcase_create("fake");
+    tcase_set_timeout(tf, 4 * FAKE_WAIT_S + 60);
+    tcase_add_test(tf, test_indi_fake_server);
+    suite_add_tcase(s, tf);
+    TCase *ta = tcase_create("active");
+    tcase_set_timeout(ta, CAPTURE_TIMEOUT_S);
+    tcase_add_test(ta, test_indi_active);
+    suite_add_tcase(s, ta);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
@@ -484,6 +1126,12 @@ int main(void)
         const seq_t *all[N_SEQ] = { &SEQ_STATIC, &SEQ_JITTER, &SEQ_SPARSE };
         for (int i = 0; i < N_SEQ; i++) {
             snprintf(sub, sizeof sub, "%s/%s", tmp_root, all[i]->name);
+            remove_dir(sub);
+        }
+        const char *daemon_dirs[] = { "daemon/a", "daemon/b", "daemon", "fake", "active/a",
+                                      "active" };
+        for (int i = 0; i < 6; i++) {   /* left by a failed daemon test */
+            snprintf(sub, sizeof sub, "%s/%s", tmp_root, daemon_dirs[i]);
             remove_dir(sub);
         }
         rmdir(tmp_root);

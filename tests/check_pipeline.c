@@ -1407,6 +1407,138 @@ START_TEST(test_tracks_in_chain)
 }
 END_TEST
 
+/* What a stored history frame (u16, w px wide) keeps of a Gaussian source
+ * of the given sigma and flux at (x, y) that the input frame `in` (u16)
+ * holds: 1 + a/flux, a the least-squares amplitude of c + a·G over the
+ * (2·7+1)² window of stored - input (the stars, the sky and the noise
+ * cancel; sentinels left out): 1 when the frame was stored as it came,
+ * about 0 when the source was taken out. NAN when the window leaves the
+ * frame. */
+static double stored_fraction(const uint16_t *hist, const uint16_t *in, int w, int h, double x,
+                              double y, double sigma, double flux)
+{
+    enum { R = 7 };
+    const int cx = (int)lround(x), cy = (int)lround(y);
+    if (cx < R || cy < R || cx >= w - R || cy >= h - R)
+        return NAN;
+    const double k = 1.0 / (sqrt(2.0) * sigma);
+    double n = 0, sg = 0, sv = 0, sgg = 0, sgv = 0;
+    for (int Y = cy - R; Y <= cy + R; Y++)
+        for (int X = cx - R; X <= cx + R; X++) {
+            const size_t i = (size_t)Y * (size_t)w + (size_t)X;
+            if (hist[i] == UINT16_MAX)
+                continue;
+            const double v = (double)hist[i] - (double)in[i];
+            const double g = 0.25 * (erf((X + 0.5 - x) * k) - erf((X - 0.5 - x) * k)) *
+                             (erf((Y + 0.5 - y) * k) - erf((Y - 0.5 - y) * k));
+            n++, sg += g, sv += v, sgg += g * g, sgv += g * v;
+        }
+    const double det = n * sgg - sg * sg;
+    return det > 0.0 ? 1.0 + (n * sgv - sg * sv) / det / flux : NAN;
+}
+
+/* Issue 12, item 1, and issue 9, items 5-6: faint slow comets (SNR 6.5,
+ * sigma 2 px, 0.5 px per frame, below the slow-mover fit's
+ * SS_SLOW_MIN_SNR) present from frame 0. Once the tracker confirms one,
+ * the stored frames that still hold it (warm-up frames, frames where it
+ * was missed) are cleaned along its track. Measured in the stored frames
+ * themselves at the end, against the input frames, at each comet's true
+ * place: over the stored frames where it was not detected, the mean share
+ * of its flux left is at most 0.3 (measured -0.036 over 33 comet-frames;
+ * without the cleaning 1.000 over 44: they hold it whole); and the comets
+ * are found in at least 85 % of the ok frames after frame 27 (measured
+ * 136 of 156; without the cleaning 129, 82.7 %). */
+START_TEST(test_slow_tracks_clean_history)
+{
+    enum { FRAMES = 40, MOVERS = 12, LATE = 27 };
+    ss_synth_cfg_t sc;
+    ss_pipeline_cfg_t pc;
+    field_cfg(&sc, 512, 512, 4242);
+    sc.jitter = 0.3;
+    sc.n_hot = 0;
+    sc.cosmic_rate = 2.0;
+    sc.seeing_wobble = 0.0;
+    sc.transparency = 0.0;
+    sc.n_movers = MOVERS;
+    sc.mover_snr = 6.5;
+    sc.mover_speed = 0.5;
+    sc.mover_sigma = 2.0;
+    pipe_cfg(&pc);
+    run_t r;
+    run_open(&r, &sc, &pc);
+    /* each comet's truth and detection by the pipeline's count of frames */
+    static double tx[FRAMES + 1][MOVERS], ty[FRAMES + 1][MOVERS], tf[FRAMES + 1][MOVERS];
+    static int det[FRAMES + 1][MOVERS];
+    int late_seen = 0, late_found = 0;
+    double sigma = 2.0;
+    const size_t npix = (size_t)sc.width * (size_t)sc.height;
+    uint16_t *input = malloc((FRAMES + 1) * npix * sizeof *input);
+    ck_assert_ptr_nonnull(input);
+    for (int f = 1; f <= FRAMES; f++) {
+        run_step(&r);
+        ck_assert(r.frame.dtype == SS_DT_U16 && r.frame.width == sc.width &&
+                  r.frame.height == sc.height);
+        memcpy(input + (size_t)f * npix, r.frame.pixels, npix * sizeof *input);
+        int m = 0;
+        for (int i = 0; i < r.truth.n_obj && m < MOVERS; i++) {
+            const ss_synth_obj_t *o = &r.truth.obj[i];
+            if (o->kind != SS_SYNTH_MOVER)
+                continue;
+            tx[f][m] = o->x, ty[f][m] = o->y, tf[f][m] = o->flux, sigma = o->sigma;
+            det[f][m] = 0;
+            for (int j = 0; j < r.res.dets.count; j++) {
+                const ss_detection_t *d = &r.res.dets.items[j];
+                det[f][m] |= d->sign > 0 && hypot(d->x - o->x, d->y - o->y) <= 3.0;
+            }
+            if (r.res.status == SS_STATUS_OK && f > LATE && o->x > 12 && o->y > 12 &&
+                o->x < sc.width - 13 && o->y < sc.height - 13) {
+                late_seen++;
+                late_found += det[f][m];
+            }
+            m++;
+        }
+        ck_assert_int_eq(m, MOVERS);
+    }
+    const ss_backend_ops_t *ops;
+    ss_backend_t *be = ss_pipeline_backend(r.pipe, &ops);
+    ck_assert(ss_history_dtype(r.frame.dtype, 0) == SS_DT_U16);
+    uint16_t *buf = malloc(npix * sizeof *buf);
+    ck_assert_ptr_nonnull(buf);
+    int slot, n_missed = 0, n_found = 0;
+    double sx, sy, left_missed = 0.0, left_found = 0.0;
+    uint64_t seq;
+    for (int k = 0; ss_pipeline_history_entry(r.pipe, k, &slot, &sx, &sy, &seq) == 0; k++) {
+        ck_assert_int_eq(ops->read_plane(be, SS_PLANE_HISTORY, slot, buf), SS_OK);
+        ck_assert(seq >= 1 && seq <= FRAMES);
+        for (int m = 0; m < MOVERS; m++) {
+            /* the processed region is the whole frame: its px are the input's */
+            const double a = stored_fraction(buf, input + (size_t)seq * npix, sc.width, sc.height,
+                                             tx[seq][m], ty[seq][m], sigma, tf[seq][m]);
+            if (!isfinite(a))
+                continue;
+            if (det[seq][m]) {
+                left_found += a;
+                n_found++;
+            } else {
+                left_missed += a;
+                n_missed++;
+            }
+        }
+    }
+    free(buf);
+    free(input);
+    fprintf(stderr, "faint slow comets: stored frames without their detection keep %.3f of the "
+            "flux (%d comet-frames), with it %.3f (%d); found in %d of %d ok frames after %d\n",
+            left_missed / n_missed, n_missed, left_found / n_found, n_found, late_found,
+            late_seen, LATE);
+    ck_assert_int_ge(n_missed, 25);
+    ck_assert_msg(left_missed / n_missed <= 0.3, "the history keeps %.3f of the comets",
+                  left_missed / n_missed);
+    ck_assert_msg(late_found >= 0.85 * late_seen, "found %d of %d", late_found, late_seen);
+    run_close(&r);
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -1430,6 +1562,7 @@ static Suite *pipeline_suite(void)
     tcase_set_timeout(q, 900);
     tcase_add_test(q, test_detection_quality);
     tcase_add_loop_test(q, test_slow_movers_leave_history, 0, 3);
+    tcase_add_test(q, test_slow_tracks_clean_history);
     tcase_add_test(q, test_tracks_in_chain);
     tcase_add_test(q, test_photometry_in_chain);
     suite_add_tcase(s, q);

@@ -27,6 +27,8 @@
 #include "proto/proto.h"
 #include "proto/proto_zmq.h"
 
+#include "adzmq_sender.h"
+
 #define GOLDEN_MAX_PARTS 6
 #define RESIDUAL_PARTS_TEXT_T \
     "a residual message has a topic, a header, a pixel part and an optional mask part"
@@ -2271,6 +2273,224 @@ START_TEST(test_zmq_input_caps)
 }
 END_TEST
 
+/* ---- ADZMQ (EPICS areaDetector NDPluginZMQ) ----------------------------------- */
+
+/* 2026-11-22T06:00:00Z (MJD 61366.25) in seconds since the EPICS epoch */
+#define ADZMQ_TS ((61366.25 - 47892.0) * 86400.0)
+
+/* One malformed ADZMQ header: its reason and exact text. */
+static void adzmq_reject(const char *hdr, const ss_proto_limits_t *lim, const char *reason,
+                         const char *text)
+{
+    static ss_proto_input_t in;
+    ss_proto_error_t err;
+    ck_assert_msg(ss_proto_parse_adzmq(hdr, strlen(hdr), lim, &in, &err) != SS_OK, "%s", hdr);
+    ck_assert_int_eq(in.type, SS_MSG_NONE);
+    ck_assert_msg(strcmp(err.text, text) == 0, "%s: got \"%s\", want \"%s\"", hdr, err.text, text);
+    ck_assert_str_eq(ss_proto_reason_name(err.reason), reason);
+}
+
+/* Both forms of a NDPluginZMQ header map to the same frame: shape to
+ * width and height by form, type to dtype, frame to seq, timeStamp (EPICS
+ * epoch) to the MJD, ndattr to meta; an empty or absent encoding is a raw
+ * array. */
+START_TEST(test_adzmq_headers)
+{
+    ss_proto_limits_t lim = limits();
+    char hdr[1024];
+    static ss_proto_input_t in;
+    ss_proto_error_t err;
+    for (int current = 0; current < 2; current++) {
+        for (int codec = 0; codec < 2; codec++) {
+            int n = ss_test_adzmq_header(hdr, sizeof hdr, current, "uint16", 4, 3, 42, ADZMQ_TS,
+                                 codec ? "" : NULL, "{\"Exposure\":2.5, \"Camera\":\"sim\"}");
+            ck_assert_int_eq(ss_proto_parse_adzmq(hdr, (size_t)n, &lim, &in, &err), SS_OK);
+            ck_assert_int_eq(in.format, SS_PROTO_FMT_ADZMQ);
+            ck_assert_int_eq(in.type, SS_MSG_FRAME);
+            ck_assert_int_eq(in.width, 4);
+            ck_assert_int_eq(in.height, 3);
+            ck_assert_int_eq(in.dtype, SS_DT_U16);
+            ck_assert_uint_eq(in.meta.seq, 42);
+            ck_assert_double_eq_tol(in.meta.mjd_obs, 61366.25, 1e-9);
+            ck_assert_str_eq(in.meta.meta_json, "{\"Exposure\":2.5,\"Camera\":\"sim\"}");
+            ck_assert_str_eq(in.meta.feed, "");
+            ck_assert_double_eq(in.meta.exposure, 0.0);
+            ck_assert_uint_eq(ss_proto_input_data_bytes(&in), 24);
+            ck_assert_int_eq(ss_proto_check_parts(&in, 2, 24, 0, &err), SS_OK);
+        }
+    }
+    /* the same header read as this protocol's is not a frame */
+    ss_test_adzmq_header(hdr, sizeof hdr, 1, "uint16", 4, 3, 42, ADZMQ_TS, "", "{}");
+    ck_assert_int_ne(ss_proto_parse_header(SS_PROTO_FMT_SKYSIEVE, hdr, strlen(hdr), &lim, &in, &err),
+                     SS_OK);
+    ck_assert_str_eq(err.text, "missing field \"protocol\"");
+    ck_assert_int_eq(ss_proto_parse_header(SS_PROTO_FMT_ADZMQ, hdr, strlen(hdr), &lim, &in, &err),
+                     SS_OK);
+    ck_assert_str_eq(ss_proto_format_name(SS_PROTO_FMT_ADZMQ), "adzmq");
+    ck_assert_str_eq(ss_proto_format_name(SS_PROTO_FMT_SKYSIEVE), "skysieve");
+
+    /* the parts: two, the array part of the header's size */
+    ck_assert_int_eq(ss_proto_check_parts(&in, 1, 0, 0, &err), SS_ERR_FORMAT);
+    ck_assert_str_eq(err.text,
+                     "missing array part (an ADZMQ message has a header part and an array part)");
+    ck_assert_int_eq(ss_proto_check_parts(&in, 3, 24, 12, &err), SS_ERR_SIZE);
+    ck_assert_str_eq(err.text, "too many parts: 3 (an ADZMQ message has 2: header, array)");
+    ck_assert_int_eq(ss_proto_check_parts(&in, 2, 23, 0, &err), SS_ERR_SIZE);
+    ck_assert_str_eq(err.text, "pixel part is 23 bytes; the header says 4 x 3 u16 = 24 bytes");
+}
+END_TEST
+
+/* Malformed NDPluginZMQ headers: each rejected with its reason and text,
+ * the limits held as for this protocol's frames. */
+START_TEST(test_adzmq_malformed)
+{
+    ss_proto_limits_t lim = limits();
+    lim.max_width = 100;
+    lim.max_height = 50;
+    lim.max_meta_bytes = 16;
+    char hdr[1024];
+#define T "\"type\":\"uint16\", "
+#define S "\"shape\":[3,4], "
+#define F "\"frame\":1, "
+#define TS "\"timeStamp\":1e9"
+    adzmq_reject("{" T S F TS "}", &lim, "missing_field", "missing field \"htype\"");
+    adzmq_reject("{\"htype\":\"chunk-1.0\", " T S F TS "}", &lim, "bad_value",
+                 "field \"htype\" is \"chunk-1.0\" (expected \"array-1.0\" or [\"array-1.0\"])");
+    adzmq_reject("{\"htype\":[\"chunk-1.0\"], " T S F TS "}", &lim, "bad_value",
+                 "field \"htype\" is \"chunk-1.0\" (expected \"array-1.0\" or [\"array-1.0\"])");
+    adzmq_reject("{\"htype\":[\"array-1.0\",\"x\"], " T S F TS "}", &lim, "bad_value",
+                 "field \"htype\" is an array other than [\"array-1.0\"]");
+    adzmq_reject("{\"htype\":1, " T S F TS "}", &lim, "wrong_type",
+                 "field \"htype\" has the wrong type: expected a string or an array, got a number");
+#define H "{\"htype\":\"array-1.0\", "
+    adzmq_reject(H S F TS "}", &lim, "missing_field", "missing field \"type\"");
+    adzmq_reject(H "\"type\":\"uint32\", " S F TS "}", &lim, "unknown_dtype",
+                 "unknown type \"uint32\" (expected uint8, uint16, int16, int32 or float32)");
+    adzmq_reject(H "\"type\":\"float64\", " S F TS "}", &lim, "unknown_dtype",
+                 "unknown type \"float64\" (expected uint8, uint16, int16, int32 or float32)");
+    adzmq_reject(H T F TS "}", &lim, "missing_field", "missing field \"shape\"");
+    adzmq_reject(H T "\"shape\":{}, " F TS "}", &lim, "wrong_type",
+                 "field \"shape\" has the wrong type: expected an array, got an object");
+    adzmq_reject(H T "\"shape\":[3,100,100], " F TS "}", &lim, "dimensions",
+                 "field \"shape\" has 3 dimensions (expected 2: a monochrome image)");
+    adzmq_reject(H T "\"shape\":[12], " F TS "}", &lim, "dimensions",
+                 "field \"shape\" has 1 dimensions (expected 2: a monochrome image)");
+    adzmq_reject(H T "\"shape\":[3,\"4\"], " F TS "}", &lim, "wrong_type",
+                 "field \"shape[1]\" has the wrong type: expected an integer, got a string");
+    adzmq_reject(H T "\"shape\":[3.5,4], " F TS "}", &lim, "wrong_type",
+                 "field \"shape[0]\" has the wrong type: expected an integer, got 3.5");
+    /* current form: [y, x]; pre-1.4: [x, y] — each held to its own limit */
+    adzmq_reject(H T "\"shape\":[10,101], " F TS "}", &lim, "dimensions",
+                 "width 101 is out of range (1 to 100)");
+    adzmq_reject(H T "\"shape\":[51,10], " F TS "}", &lim, "dimensions",
+                 "height 51 is out of range (1 to 50)");
+    {
+        const char *ok = "{\"htype\":[\"array-1.0\"], " T "\"shape\":[51,10], " F TS "}";
+        static ss_proto_input_t in;
+        ss_proto_error_t err;
+        ck_assert_int_eq(ss_proto_parse_adzmq(ok, strlen(ok), &lim, &in, &err), SS_OK);
+        ck_assert_int_eq(in.width, 51);
+        ck_assert_int_eq(in.height, 10);
+    }
+    adzmq_reject("{\"htype\":[\"array-1.0\"], " T "\"shape\":[10,51], " F TS "}", &lim,
+                 "dimensions", "height 51 is out of range (1 to 50)");
+    adzmq_reject(H T "\"shape\":[0,4], " F TS "}", &lim, "dimensions",
+                 "height 0 is out of range (1 to 50)");
+    adzmq_reject(H T S TS "}", &lim, "missing_field", "missing field \"frame\"");
+    adzmq_reject(H T S "\"frame\":-1, " TS "}", &lim, "bad_value",
+                 "field \"frame\" is out of range: -1 (expected 0 to 2^53)");
+    adzmq_reject(H T S F "\"frame\":2, " TS "}", &lim, "duplicate_field",
+                 "duplicate field \"frame\"");
+    adzmq_reject(H T S F "\"x\":1}", &lim, "missing_field", "missing field \"timeStamp\"");
+    adzmq_reject(H T S F "\"timeStamp\":\"now\"}", &lim, "wrong_type",
+                 "field \"timeStamp\" has the wrong type: expected a number, got a string");
+    adzmq_reject(H T S F "\"timeStamp\":-5e9}", &lim, "bad_time",
+                 "field \"timeStamp\" is out of range: -5000000000 s after 1990-01-01 (expected "
+                 "MJD 0 to 200000)");
+    adzmq_reject(H T S F TS ", \"encoding\":\"blosc\"}", &lim, "unknown_dtype",
+                 "field \"encoding\" is \"blosc\": compressed arrays are not accepted (expected \"\")");
+    adzmq_reject(H T S F TS ", \"encoding\":\"jpeg\"}", &lim, "unknown_dtype",
+                 "field \"encoding\" is \"jpeg\": compressed arrays are not accepted (expected \"\")");
+    adzmq_reject(H T S F TS ", \"encoding\":0}", &lim, "wrong_type",
+                 "field \"encoding\" has the wrong type: expected a string, got a number");
+    adzmq_reject(H T S F TS ", \"ndattr\":{\"Temperature\":-20.5}}", &lim, "meta_too_large",
+                 "field \"ndattr\" is too large: 21 bytes as compact JSON (maximum 16)");
+    adzmq_reject(H T S F TS ", \"ndattr\":[1]}", &lim, "wrong_type",
+                 "field \"ndattr\" has the wrong type: expected an object, got an array");
+    /* NDPluginZMQ prints a NaN attribute as nan: not JSON */
+    adzmq_reject(H T S F TS ", \"ndattr\":{\"T\":nan}}", &lim, "not_json",
+                 "header is not valid JSON (error at byte 96)");
+    adzmq_reject("[\"array-1.0\"]", &lim, "not_object",
+                 "header is not a JSON object (got an array)");
+    lim.max_header_bytes = 20;
+    ss_test_adzmq_header(hdr, sizeof hdr, 1, "uint16", 4, 3, 1, 1e9, "", "{}");
+    char want[SS_PROTO_ERR_MAX];
+    snprintf(want, sizeof want, "header too long: %zu bytes (maximum 20)", strlen(hdr));
+    adzmq_reject(hdr, &lim, "too_long", want);
+#undef H
+#undef T
+#undef S
+#undef F
+#undef TS
+}
+END_TEST
+
+/* The receive path with format adzmq: [header, array] into a pooled frame;
+ * a third part, a missing array part and a wrong size are refused whole,
+ * and the pool's frame comes back each time. */
+START_TEST(test_adzmq_receive)
+{
+    void *ctx, *tx, *rx;
+    zmq_pair(&ctx, &tx, &rx, "inproc://proto-adzmq");
+    ss_proto_limits_t lim = limits();
+    ss_frame_pool_t *pool = ss_frame_pool_new(1, 4096, 4096, NULL);
+    ss_proto_recv_cfg_t cfg = { .lim = &lim, .format = SS_PROTO_FMT_ADZMQ, .max_parts = 3,
+                                .frame_get = labelled_get, .user = pool };
+    char hdr[1024];
+    int n = ss_test_adzmq_header(hdr, sizeof hdr, 1, "uint16", 4, 3, 7, ADZMQ_TS, "", "{}");
+    ss_proto_part_t msg[3] = { { hdr, (size_t)n }, { FX_U16_PIX, 24 }, { FX_U16_MASK, 12 } };
+    ck_assert_int_eq(ss_proto_send_parts(tx, msg, 2, 0), SS_OK);
+    ck_assert_int_eq(ss_proto_send_parts(tx, msg, 3, 0), SS_OK);
+    ck_assert_int_eq(ss_proto_send_parts(tx, msg, 1, 0), SS_OK);
+    ss_proto_part_t shortp[2] = { msg[0], { FX_U16_PIX, 22 } };
+    ck_assert_int_eq(ss_proto_send_parts(tx, shortp, 2, 0), SS_OK);
+    ck_assert_int_eq(ss_proto_send_parts(tx, msg, 2, 0), SS_OK);
+
+    static ss_proto_input_t in;
+    ss_proto_error_t err;
+    ss_frame_t *f = NULL;
+    ck_assert_int_eq(ss_proto_recv_message(rx, 0, &cfg, &in, &f, &err), SS_OK);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(f->width, 4);
+    ck_assert_int_eq(f->height, 3);
+    ck_assert_int_eq(f->dtype, SS_DT_U16);
+    ck_assert(memcmp(f->pixels, FX_U16_PIX, 24) == 0);
+    ck_assert_ptr_null(f->valid);
+    ck_assert_uint_eq(f->meta.seq, 7);
+    ck_assert_double_eq_tol(f->meta.mjd_obs, 61366.25, 1e-9);
+    ck_assert_str_eq(f->meta.source, "test source");
+    ss_frame_pool_put(f);
+    /* a third part is no mask in this format */
+    ck_assert_int_eq(ss_proto_recv_message(rx, 0, &cfg, &in, &f, &err), SS_ERR_SIZE);
+    ck_assert_str_eq(err.text, "too many parts: 3 (an ADZMQ message has 2: header, array)");
+    ck_assert_int_eq(ss_frame_pool_free_count(pool), 1);
+    ck_assert_int_eq(ss_proto_recv_message(rx, 0, &cfg, &in, &f, &err), SS_ERR_FORMAT);
+    ck_assert_str_eq(ss_proto_reason_name(err.reason), "missing_part");
+    ck_assert_int_eq(ss_proto_recv_message(rx, 0, &cfg, &in, &f, &err), SS_ERR_SIZE);
+    ck_assert_str_eq(err.text, "pixel part is 22 bytes; the header says 4 x 3 u16 = 24 bytes");
+    ck_assert_int_eq(ss_frame_pool_free_count(pool), 1);
+    /* and the next message starts clean */
+    ck_assert_int_eq(ss_proto_recv_message(rx, 0, &cfg, &in, &f, &err), SS_OK);
+    ck_assert_uint_eq(f->meta.seq, 7);
+    ss_frame_pool_put(f);
+
+    ss_frame_pool_destroy(&pool);
+    zmq_close(tx);
+    zmq_close(rx);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 static Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
@@ -2300,7 +2520,12 @@ static Suite *proto_suite(void)
     TCase *z = tcase_create("zmq");
     tcase_add_test(z, test_zmq_input);
     tcase_add_test(z, test_zmq_input_caps);
+    tcase_add_test(z, test_adzmq_receive);
     suite_add_tcase(s, z);
+    TCase *a = tcase_create("adzmq");
+    tcase_add_test(a, test_adzmq_headers);
+    tcase_add_test(a, test_adzmq_malformed);
+    suite_add_tcase(s, a);
     return s;
 }
 

@@ -8,14 +8,14 @@
 # Usage: tools/fuzz.sh [BUILD_DIR] [SECONDS] [TARGET...]
 #   BUILD_DIR  the fuzzing build (default build-fuzz); configured here
 #   SECONDS    per target (default 60)
-#   TARGET     frame results control config fits (default: all)
+#   TARGET     frame results control config fits indi (default: all)
 set -eu
 cd "$(dirname "$0")/.."
 build=${1:-build-fuzz}
 secs=${2:-60}
 [ $# -gt 0 ] && shift
 [ $# -gt 0 ] && shift
-targets=${*:-frame results control config fits}
+targets=${*:-frame results control config fits indi}
 command -v clang >/dev/null 2>&1 || { echo "fuzz.sh: clang is not installed (tools/install-deps.sh)" >&2; exit 2; }
 mkdir -p "$build"
 log=$build/fuzz-build.log

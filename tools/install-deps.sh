@@ -4,6 +4,7 @@
 # backend is built when nvcc is found (/usr/local/cuda or PATH).
 set -eu
 # indi-bin: indiserver and indi_simulator_ccd, for tests/check_indi.c;
+# libexpat1-dev: the XML parser of the INDI source (daemon/indi_stream.c);
 # zlib1g-dev: gzip'ed FITS inflated with a bound; clang and libclang-rt-14-dev:
 # the libFuzzer targets (tools/fuzz.sh); wcslib-dev: sky coordinates;
 # astrometry.net: solve-field (plate solving, wcs.solve) and query-starkd
@@ -13,7 +14,7 @@ set -eu
 # installed on Debian 12). The 07/08/09 sets, for smaller fields, are
 # 27-88 MB each: a station installs the one its field needs, CI does not.
 PKGS="build-essential cmake pkg-config libzmq3-dev libcjson-dev libcfitsio-dev zlib1g-dev wcslib-dev
-      libsystemd-dev check python3 python3-zmq python3-numpy fitsverify indi-bin
+      libexpat1-dev libsystemd-dev check python3 python3-zmq python3-numpy fitsverify indi-bin
       clang libclang-rt-14-dev astrometry.net astrometry-data-tycho2-10-19"
 missing=""
 for p in $PKGS; do

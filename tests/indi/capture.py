@@ -13,6 +13,10 @@ writes DIR/truth.txt. Everything it started is stopped by PID on exit,
 failure, timeout or signal (and indiserver dies with this process:
 PR_SET_PDEATHSIG).
 
+With --frames 0 and --go-file it sets the simulator up (optics, pointing,
+gsc stand-in) and takes no exposure: another client (skysieved in active
+mode) takes them until the go file appears; no truth.txt.
+
 Modes: `static`, the pointing never changes; `jitter`, the pointing moves
 between frames so that the star field moves by whole pixels, at most
 --jitter px per axis (frame 0 unmoved). The simulator draws every star at
@@ -104,21 +108,25 @@ def free_port():
 class Server:
     """indiserver + indi_simulator_ccd in a process group of their own."""
 
-    def __init__(self, env, logpath):
+    def __init__(self, env, logpath, port=None, unix=None):
         self.proc = None
         self.port = None
         self.logpath = logpath
         self.env = env
+        self.fixed_port = port      # --port: this port or fail (no retry on another)
+        self.unix = unix            # --unix: the local socket's name
 
     def start(self, deadline):
         for attempt in range(PORT_TRIES):
-            port = free_port()
+            port = self.fixed_port or free_port()
             # -u: indiserver 1.9.9 also binds an abstract unix socket, by
             # default "/tmp/indiserver": a second server (another test, a
             # user's) would fail on it. -r 0: a crashing driver is an
             # error here, not something to restart quietly.
+            unix = self.unix or "/tmp/skysieve-indi-%d-%d" % (os.getpid(), port)
+            self.unix_name = unix
             cmd = ["indiserver", "-v", "-r", "0", "-p", str(port),
-                   "-u", "/tmp/skysieve-indi-%d-%d" % (os.getpid(), port), "indi_simulator_ccd"]
+                   "-u", unix, "indi_simulator_ccd"]
             logf = open(self.logpath, "ab")
             self.proc = subprocess.Popen(cmd, env=self.env, stdin=subprocess.DEVNULL,
                                          stdout=logf, stderr=subprocess.STDOUT,
@@ -140,7 +148,7 @@ class Server:
                               % (self.proc.pid, port))
             tail = self.log_tail()
             self.proc = None
-            if "Address already in use" not in tail:
+            if "Address already in use" not in tail or self.fixed_port:
                 raise Failure("indiserver exited at start-up:\n%s" % tail)
             log("port %d taken meanwhile, trying another" % port)
         raise Failure("indiserver: no free port after %d tries" % PORT_TRIES)
@@ -539,7 +547,7 @@ def capture(args):
         # the driver reads and writes ~/.indi/<device>_config.xml: keep it
         # away from the user's, so that no saved setting changes the frames
         env["HOME"] = state
-        server = Server(env, os.path.join(args.out, "indiserver.log"))
+        server = Server(env, os.path.join(args.out, "indiserver.log"), args.port, args.unix)
         open(server.logpath, "wb").close()
         server.start(min(deadline, time.monotonic() + 20))
         client = Indi(server.port, min(deadline, time.monotonic() + 10))
@@ -578,6 +586,24 @@ def capture(args):
         client.set_number("POLLING_PERIOD", {"PERIOD_MS": POLL_MS})
         client.send('<enableBLOB device="%s">Also</enableBLOB>' % DEVICE)
 
+        if args.ready_file:
+            # the simulator is set up: say where it listens, then wait for
+            # the go (another client, skysieved, connects meanwhile)
+            part = args.ready_file + ".part"
+            with open(part, "w") as f:
+                f.write("%d %s\n" % (server.port, server.unix_name))
+            os.replace(part, args.ready_file)
+            log("ready: port %d; waiting for %s" % (server.port, args.go_file))
+        if args.go_file:
+            # (BLOBs another client triggers meanwhile are dropped unread)
+            client.wait(lambda: client.blobs.clear() or os.path.exists(args.go_file),
+                        max(1.0, deadline - time.monotonic()), "the go file %s" % args.go_file)
+        if args.frames == 0:
+            # set-up only: another client (skysieved in active mode) took
+            # whatever exposures it wanted until the go file appeared
+            client.blobs.clear()
+            log("set-up only (--frames 0): done")
+            return
         offsets = jitter_offsets(args.frames, args.jitter) if args.mode == "jitter" \
             else [(0, 0)] * args.frames
         anchor = None
@@ -679,15 +705,23 @@ def capture(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="directory for frame_NNN.fits and truth.txt")
-    ap.add_argument("--frames", type=int, default=25)
+    ap.add_argument("--frames", type=int, default=25,
+                    help="exposures to take; 0 (with --go-file): set the simulator up, take "
+                    "none, and serve other clients until the go file appears")
     ap.add_argument("--mode", choices=("static", "jitter"), default="static")
     ap.add_argument("--exposure", type=float, default=0.5, help="seconds")
     ap.add_argument("--jitter", type=int, default=4, help="largest whole-pixel move per axis")
     ap.add_argument("--stars", type=int, default=len(skyfield.STARS),
                     help="use the first N stars of skyfield.STARS (a sparser field)")
     ap.add_argument("--timeout", type=float, default=150, help="seconds for the whole capture")
+    ap.add_argument("--port", type=int, default=0,
+                    help="indiserver's TCP port (default: one the kernel reports free)")
+    ap.add_argument("--unix", default="", help="indiserver's local socket name (-u)")
+    ap.add_argument("--ready-file", default="",
+                    help="once set up, write 'PORT UNIX' here (renamed into place)")
+    ap.add_argument("--go-file", default="", help="wait for this file before the first exposure")
     args = ap.parse_args()
-    if args.frames < 1 or not 0 < args.jitter <= 40 or args.exposure <= 0 or \
+    if args.frames < 0 or (args.frames == 0 and not args.go_file) or not 0 < args.jitter <= 40 or args.exposure <= 0 or \
             not 1 <= args.stars <= len(skyfield.STARS):
         ap.error("bad --frames, --jitter, --exposure or --stars")
 
