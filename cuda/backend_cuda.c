@@ -148,6 +148,7 @@ struct ss_backend {
     float *d_ref_lvl[SS_MAX_LEVELS + 1], *d_cur_lvl[SS_MAX_LEVELS + 1];
     int lw[SS_MAX_LEVELS + 1], lh[SS_MAX_LEVELS + 1];
     float *d_gs[5];                 /* guided scratch: A/A1, B/A2, B, L, p − c2·Q */
+    float *h_mvq;                   /* npix: the model-error fit's samples on the host */
     float *d_misc;                  /* misc: c */
     int32_t *d_parent;
     uint8_t *d_u8;
@@ -634,8 +635,35 @@ static cudaError_t st_noise(ss_backend_t *b, cudaStream_t s, int stride)
 
 static cudaError_t st_matched(ss_backend_t *b, cudaStream_t s, int R)
 {
-    return cu_matched(b->d_params, R, b->d_plane[SS_PLANE_CLEAN], b->w, b->h,
+    return cu_matched(b->d_params, R, 0, b->d_plane[SS_PLANE_CLEAN], b->w, b->h,
                       b->d_plane[SS_PLANE_SNR], s);
+}
+
+/* §6b, v = r·64 + R: the star map as ss_star_template (radius r; d_gs[0],
+ * d_gs[1] the high-pass's scratch, A in d_gs[2], B in d_gs[3], S in
+ * d_gs[4], its matched filter of radius R into d_gs[4]), the template D
+ * into STAR, and the fit's samples compacted into d_selbuf (free once
+ * the noise is selected) with their number to the host. */
+static cudaError_t st_mv_template(ss_backend_t *b, cudaStream_t s, int v)
+{
+    const int r = v >> 6;
+    float *A = b->d_gs[2], *B = b->d_gs[3], *S = b->d_gs[4];
+    SK(cu_hipass(b->d_plane[SS_PLANE_PREDICTION], b->w, b->h, r, b->d_gs, A, s));
+    SK(cu_mv_clip(b->d_plane[SS_PLANE_PREDICTION], A, B, b->npix, 0, s));
+    SK(cu_hipass(B, b->w, b->h, r, b->d_gs, S, s));
+    SK(cu_mv_clip(S, A, B, b->npix, 1, s));
+    SK(cu_matched(b->d_params, v & 63, 1, B, b->w, b->h, S, s));
+    SK(cu_mv_template(S, b->w, b->h, b->d_plane[SS_PLANE_STAR], s));
+    SK(cu_mv_gather(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR], b->w, b->h,
+                    b->d_selbuf, (unsigned int)b->npix, &b->d_res->mv_count, s));
+    return cu_copy_small(&b->m_res->mv_count, &b->d_res->mv_count, sizeof(unsigned int), s);
+}
+
+static cudaError_t st_mv_apply(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    return cu_mv_apply(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR], b->npix,
+                       s);
 }
 
 static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
@@ -866,6 +894,7 @@ static void cuda_destroy(ss_backend_t **pb)
     free(b->vote_hist);
     free(b->h_acc_big);
     free(b->h_rank);
+    free(b->h_mvq);
     for (int i = 0; i < MAX_TIMERS; i++) {
         if (b->timers[i].a)
             cudaEventDestroy(b->timers[i].a);
@@ -991,7 +1020,7 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     CC(DALLOC(b, b->d_learned, npix));
     CC(cudaMemset(b->d_hits, 0, npix * sizeof(uint16_t)));
     CC(cudaMemset(b->d_learned, 0, npix));
-    for (int i = SS_PLANE_FRAME; i <= SS_PLANE_SNR; i++) {
+    for (int i = SS_PLANE_FRAME; i <= SS_PLANE_STAR; i++) {
         CC(DALLOC(b, b->d_plane[i], npix * sizeof(float)));
         CC(cudaMemset(b->d_plane[i], 0xff, npix * sizeof(float)));      /* NaN */
     }
@@ -1069,6 +1098,9 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     b->h_rank = malloc((size_t)b->max_comp * sizeof(ss_rank_t));
     if (!b->h_rank)
         return create_fail(&b, cudaErrorMemoryAllocation, "host ranking");
+    b->h_mvq = malloc(npix * sizeof(float));
+    if (!b->h_mvq)
+        return create_fail(&b, cudaErrorMemoryAllocation, "host model-error samples");
     memset(b->h_params, 0, sizeof *b->h_params);
     memset(b->h_res, 0, sizeof *b->h_res);
     /* scratch starts defined (compute-sanitizer's initcheck, and reads of
@@ -1530,7 +1562,7 @@ static ss_err_t cuda_noise(ss_backend_t *b, ss_plane_t which, int stride, float 
     ss_err_t e = op_begin(b);
     if (e)
         return e;
-    if (which < SS_PLANE_FRAME || which > SS_PLANE_SNR)
+    if (which < SS_PLANE_FRAME || which > SS_PLANE_STAR)
         return SS_ERR_INVALID;
     if ((e = params_begin(b)))
         return e;
@@ -1557,6 +1589,40 @@ static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, int phases, floa
     hp->mf_R = R;
     hp->mf_sigma = sigma;
     if ((e = enqueue(b, st_matched, R, SS_STAGE_MATCHED)))
+        return e;
+    return op_end(b);
+}
+
+/* §6b: the template and the samples on the device, β on the host
+ * (ss_mv_beta, the same selection as the CPU's), the division on the
+ * device. Two waits: the samples' number, then the samples. */
+static ss_err_t cuda_modelvar(ss_backend_t *b, int r, double psf_sigma, float sigma, int stride,
+                              float tmin, float *beta, int *n)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (e = params_begin(b)))
+        return e;
+    cu_params_t *hp = b->h_params;
+    const int R = ss_psf_kernel(psf_sigma, hp->mv_k);
+    hp->mv_sigma = sigma;
+    hp->mv_stride = stride < 1 ? 1 : stride;
+    hp->mv_tmin = tmin;
+    hp->mv_beta = 0.0f;
+    if ((e = enqueue(b, st_mv_template, r * 64 + R, SS_STAGE_MATCHED)) || (e = flush_wait(b)))
+        return e;
+    const unsigned int cnt = SS_MIN(b->h_res->mv_count, (unsigned int)b->npix);
+    if (cnt > 0) {              /* pageable: through the copy engine, on the work's stream */
+        CK(b, cudaMemcpyAsync(b->h_mvq, b->d_selbuf, (size_t)cnt * sizeof(float),
+                              cudaMemcpyDeviceToHost, b->cs));
+        CK(b, cudaEventRecord(b->ev_done, b->cs));
+        CK(b, cudaEventSynchronize(b->ev_done));
+    }
+    *n = (int)cnt;
+    *beta = ss_mv_beta(b->h_mvq, (int)cnt);
+    if ((e = params_begin(b)))
+        return e;
+    hp->mv_beta = *beta;
+    if ((e = enqueue(b, st_mv_apply, 0, SS_STAGE_MATCHED)))
         return e;
     return op_end(b);
 }
@@ -1718,7 +1784,7 @@ static ss_err_t cuda_history_store(ss_backend_t *b, int slot, int remove, int ra
 
 static void *plane_ptr(ss_backend_t *b, ss_plane_t p, int slot, size_t *bytes)
 {
-    if (p >= SS_PLANE_FRAME && p <= SS_PLANE_SNR) {
+    if (p >= SS_PLANE_FRAME && p <= SS_PLANE_STAR) {
         *bytes = b->npix * sizeof(float);
         return b->d_plane[p];
     }
@@ -1950,6 +2016,10 @@ HOST_TIMED(cuda_noise, SS_STAGE_NOISE, (ss_backend_t *b, ss_plane_t which, int s
 HOST_TIMED(cuda_matched, SS_STAGE_MATCHED,
            (ss_backend_t *b, double psf_sigma, int phases, float sigma),
            (b, psf_sigma, phases, sigma))
+HOST_TIMED(cuda_modelvar, SS_STAGE_MATCHED,
+           (ss_backend_t *b, int r, double psf_sigma, float sigma, int stride, float tmin,
+            float *beta, int *n),
+           (b, r, psf_sigma, sigma, stride, tmin, beta, n))
 HOST_TIMED(cuda_detect, SS_STAGE_DETECT, (ss_backend_t *b, float sigma, ss_detlist_t *out),
            (b, sigma, out))
 HOST_TIMED(cuda_history_store, SS_STAGE_HISTORY, (ss_backend_t *b, int slot, int remove, int radius),
@@ -1983,6 +2053,7 @@ static const ss_backend_ops_t cuda_ops = {
     .guided = cuda_guided_timed,
     .noise = cuda_noise_timed,
     .matched = cuda_matched_timed,
+    .modelvar = cuda_modelvar_timed,
     .detect = cuda_detect_timed,
     .history_store = cuda_history_store_timed,
     .read_plane = cuda_read_plane_timed,

@@ -136,6 +136,14 @@ typedef struct cu_params {
     float mf_sigma;                 /* the residual's σ */
     float mf_k[SS_MF_MAX_PHASES][CU_KTAPS];   /* ss_psf_kernel_phase of each phase */
 
+    /* model-error term (§6b): the star map's matched filter (one kernel,
+     * phase 0, at the residual's σ), the fit's sampling and its β */
+    float mv_k[CU_KTAPS];           /* ss_psf_kernel */
+    float mv_sigma;
+    int mv_stride;
+    float mv_tmin;
+    float mv_beta;
+
     /* detection */
     float thresh, thresh_low;
     int negative;
@@ -167,6 +175,7 @@ typedef struct cu_results {
     int ref_dx, ref_dy;             /* coarse refinement result */
     int np, nn;                     /* components, both signs, before truncation */
     int n_elig;                     /* eligible components (cu_detect_overflow) */
+    unsigned int mv_count;          /* model-error fit samples (cu_mv_gather) */
     double fine[2 * SS_FINE_BANDS * SS_FINE_NSUMS]; /* fine sums: [rows|columns][band][sum] */
     double corr[9 * 2];             /* refinement scratch: (sum, count) per candidate */
 } cu_results_t;
@@ -253,8 +262,23 @@ cudaError_t cu_copy_plane(const float *in, float *out, size_t n, cudaStream_t s)
  * pinned host memory (either direction), off the copy engines. */
 cudaError_t cu_copy_small(void *dst, const void *src, size_t bytes, cudaStream_t s);
 
-/* k_matched.cu */
-cudaError_t cu_matched(const cu_params_t *p, int R, const float *in, int w, int h, float *z,
+/* k_modelvar.cu (§6b, modelvar.c): D = ss_mv_template(t); the fit's samples
+ * ss_mv_gather(z, D) compacted into q (room for cap) in no particular order,
+ * their number in *count (may exceed cap; zeroed first); z = ss_mv_apply(z,
+ * D, p->mv_beta). */
+cudaError_t cu_mv_clip(const float *a, const float *A, float *out, size_t n, int restore,
+                       cudaStream_t s);     /* ss_mv_clip (0) / ss_mv_restore (1) */
+cudaError_t cu_mv_template(const float *t, int w, int h, float *D, cudaStream_t s);
+cudaError_t cu_mv_gather(const cu_params_t *p, const float *z, const float *D, int w, int h,
+                         float *q, unsigned int cap, unsigned int *count, cudaStream_t s);
+cudaError_t cu_mv_apply(const cu_params_t *p, float *z, const float *D, size_t n, cudaStream_t s);
+/* k_register.cu: ss_hipass of in (radius r) into out; sc: 2 planes */
+cudaError_t cu_hipass(const float *in, int w, int h, int r, float *const *sc, float *out,
+                      cudaStream_t s);
+
+/* k_matched.cu; star = 1: the model-error star map's single kernel
+ * (p->mv_k, p->mv_sigma) instead of the residual's bank */
+cudaError_t cu_matched(const cu_params_t *p, int R, int star, const float *in, int w, int h, float *z,
                        cudaStream_t s);
 
 /* k_detect.cu: hysteresis + CCL + numbering + accumulation. */

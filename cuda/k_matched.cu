@@ -26,12 +26,12 @@ namespace {
 constexpr int MT = 32;              /* output tile (square) */
 constexpr int MTY = 8;              /* block is MT × MTY threads */
 
-__global__ void k_matched(const cu_params_t *__restrict__ p, int R, const float *__restrict__ in,
-                          int w, int h, float *__restrict__ z)
+__global__ void k_matched(const cu_params_t *__restrict__ p, int R, int star,
+                          const float *__restrict__ in, int w, int h, float *__restrict__ z)
 {
     extern __shared__ float sm[];
     __shared__ float k[SS_MF_MAX_PHASES][CU_KTAPS], k2[SS_MF_MAX_PHASES][CU_KTAPS];
-    const int n = p->mf_phases;
+    const int n = star ? 1 : p->mf_phases;
     const int TWI = MT + 2 * R;                 /* input tile width and height */
     float *tv = sm;                             /* TWI × TWI: the value, 0 where invalid */
     float *tf = tv + TWI * TWI;                 /* TWI × TWI: 1 where valid, else 0 */
@@ -42,8 +42,9 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, const float 
     const int x0 = blockIdx.x * MT, y0 = blockIdx.y * MT;
     for (int i = tid; i < n * (2 * R + 1); i += MT * MTY) {
         const int ph = i / (2 * R + 1), t = i - ph * (2 * R + 1);
-        k[ph][t] = p->mf_k[ph][t];
-        k2[ph][t] = p->mf_k[ph][t] * p->mf_k[ph][t];
+        const float kv = star ? p->mv_k[t] : p->mf_k[ph][t];
+        k[ph][t] = kv;
+        k2[ph][t] = kv * kv;
     }
     /* validity resolved once per input pixel, not once per tap: k·0 and
      * k·1 are the +0 and k the reference adds for an invalid / valid tap */
@@ -59,7 +60,7 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, const float 
             tf[ry * TWI + cx] = ok ? 1.0f : 0.0f;
         }
     }
-    const float sigma = p->mf_sigma;
+    const float sigma = star ? p->mv_sigma : p->mf_sigma;
     const int x = x0 + tx;
     float zo[MT / MTY];                         /* the fold of the rows oy = ty + MTY·r */
     for (int r = 0; r < MT / MTY; r++)
@@ -120,8 +121,8 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, const float 
 
 } // namespace
 
-extern "C" cudaError_t cu_matched(const cu_params_t *p, int R, const float *in, int w, int h,
-                                  float *z, cudaStream_t s)
+extern "C" cudaError_t cu_matched(const cu_params_t *p, int R, int star, const float *in, int w,
+                                  int h, float *z, cudaStream_t s)
 {
     const int TWI = MT + 2 * R;
     const size_t sm = (2 * (size_t)TWI * TWI + 3 * (size_t)TWI * MT) * sizeof(float);
@@ -132,6 +133,6 @@ extern "C" cudaError_t cu_matched(const cu_params_t *p, int R, const float *in, 
             return e;
     }
     const dim3 grid((unsigned)((w + MT - 1) / MT), (unsigned)((h + MT - 1) / MT));
-    k_matched<<<grid, dim3(MT, MTY), sm, s>>>(p, R, in, w, h, z);
+    k_matched<<<grid, dim3(MT, MTY), sm, s>>>(p, R, star, in, w, h, z);
     return cudaGetLastError();
 }

@@ -395,6 +395,14 @@ extern "C" cudaError_t cu_regin(const cu_params_t *p, const float *frame, const 
     return cudaGetLastError();
 }
 
+extern "C" cudaError_t cu_hipass(const float *in, int w, int h, int r, float *const *sc,
+                                 float *out, cudaStream_t s)
+{
+    k_hp_rows<<<grid2(w, h), dim3(TX, TY), 0, s>>>(in, w, h, r, sc[0], sc[1]);
+    k_hp_cols<<<grid2(w, h), dim3(TX, TY), 0, s>>>(in, sc[0], sc[1], w, h, r, out);
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t cu_bin2(const float *in, int w, int h, float *out, cudaStream_t s)
 {
     if (w / 2 > 0 && h / 2 > 0)

@@ -23,6 +23,8 @@
  *   REF_S, REF_GX, REF_GY   the reference's smoothing and gradients (§2b)
  *   PREDICTION  P, RESIDUAL r, CLEAN r' (after the guided filter; equals r
  *               when the stage is off), SNR z
+ *   STAR        D, the model-error template of the prediction's stars
+ *               (ss_star_template; written by modelvar)
  *   LABELS      int32 labels (ss_label's convention)
  *   HISTORY     one history slot (slot argument), of the history dtype
  *   BADMASK     uint8, 1 = bad (static | learned)
@@ -53,6 +55,7 @@ typedef enum ss_plane {
     SS_PLANE_RESIDUAL,
     SS_PLANE_CLEAN,
     SS_PLANE_SNR,
+    SS_PLANE_STAR,
     SS_PLANE_LABELS,
     SS_PLANE_HISTORY,
     SS_PLANE_BADMASK,
@@ -143,6 +146,13 @@ typedef struct ss_backend_ops {
     /* §6: CLEAN -> SNR (ss_matched_filter; phases as configured, <= 0 =
      * auto). */
     ss_err_t (*matched)(ss_backend_t *b, double psf_sigma, int phases, float sigma);
+    /* §6b, after matched: PREDICTION -> STAR (the template D,
+     * ss_star_template with radius r, psf_sigma and sigma), the fit's
+     * samples (ss_mv_gather of SNR and STAR with stride and tmin) to the
+     * host, *beta = ss_mv_beta of them, then ss_mv_apply(SNR, STAR,
+     * *beta). *n gets the number of samples. */
+    ss_err_t (*modelvar)(ss_backend_t *b, int r, double psf_sigma, float sigma, int stride,
+                         float tmin, float *beta, int *n);
     /* §7: SNR -> LABELS (every component), then measurement into out: the
      * ss_detect_keep most significant eligible components, most
      * significant first, truncated exact (ss_measure_rank), whatever the

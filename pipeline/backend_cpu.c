@@ -31,7 +31,7 @@ struct ss_backend {
     uint8_t *bad;                   /* static mask, roi-sized, NULL if none */
     ss_hotpix_t hot;
 
-    float *plane[SS_PLANE__COUNT];  /* float planes (FRAME .. SNR) */
+    float *plane[SS_PLANE__COUNT];  /* float planes (FRAME .. STAR) */
     int32_t *labels;
     void **hist;                    /* geo.history slots of geo.hist_dtype */
 
@@ -53,7 +53,7 @@ struct ss_backend {
 
 static int is_float_plane(ss_plane_t p)
 {
-    return p >= SS_PLANE_FRAME && p <= SS_PLANE_SNR;
+    return p >= SS_PLANE_FRAME && p <= SS_PLANE_STAR;
 }
 
 static int cpu_probe(int device, char *why, size_t n)
@@ -145,7 +145,7 @@ static ss_err_t cpu_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *ge
     }
     if (ss_hotpix_init(&b->hot, b->w, b->h) != 0)
         fail = 1;
-    for (int i = SS_PLANE_FRAME; i <= SS_PLANE_SNR; i++)
+    for (int i = SS_PLANE_FRAME; i <= SS_PLANE_STAR; i++)
         if (!(b->plane[i] = malloc(b->npix * sizeof(float))))
             fail = 1;
     b->labels = calloc(b->npix, sizeof(int32_t));
@@ -180,7 +180,7 @@ static ss_err_t cpu_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *ge
         cpu_destroy(&b);
         return SS_ERR_NOMEM;
     }
-    for (int i = SS_PLANE_FRAME; i <= SS_PLANE_SNR; i++)
+    for (int i = SS_PLANE_FRAME; i <= SS_PLANE_STAR; i++)
         for (size_t j = 0; j < b->npix; j++)
             b->plane[i][j] = NAN;
     b->ref_pyr.lvl[0] = b->plane[SS_PLANE_REFERENCE];
@@ -363,6 +363,23 @@ static ss_err_t cpu_matched(ss_backend_t *b, double psf_sigma, int phases, float
     return SS_OK;
 }
 
+/* §6b. The samples go to the end of fscratch (at most npix/stride²
+ * floats; the template's scratch is its first 5·npix). */
+static ss_err_t cpu_modelvar(ss_backend_t *b, int r, double psf_sigma, float sigma, int stride,
+                             float tmin, float *beta, int *n)
+{
+    const double t0 = ss_now_mono();
+    float *t = b->plane[SS_PLANE_STAR], *z = b->plane[SS_PLANE_SNR];
+    ss_star_template(b->plane[SS_PLANE_PREDICTION], b->w, b->h, r, psf_sigma, sigma, t,
+                     b->fscratch);
+    float *q = b->fscratch + 5 * b->npix;
+    *n = ss_mv_gather(z, t, b->w, b->h, stride, tmin, q);
+    *beta = ss_mv_beta(q, *n);
+    ss_mv_apply(z, t, b->w, b->h, *beta);
+    b->ms[SS_STAGE_MATCHED] += (ss_now_mono() - t0) * 1e3;     /* part of the matched filter */
+    return SS_OK;
+}
+
 /* §7. Up to CPU_MAX_COMPONENTS components are measured and ranked as
  * they are; a frame with more first picks the most significant eligible
  * ones (ss_comp_preselect), so that the result is the same as if all had
@@ -516,6 +533,7 @@ const ss_backend_ops_t ss_backend_cpu = {
     .guided = cpu_guided,
     .noise = cpu_noise,
     .matched = cpu_matched,
+    .modelvar = cpu_modelvar,
     .detect = cpu_detect,
     .history_store = cpu_history_store,
     .read_plane = cpu_read_plane,

@@ -1067,6 +1067,12 @@ static ss_err_t predict(ss_pipeline_t *p, ss_result_t *res, const int *slots, co
 static ss_err_t find(ss_pipeline_t *p, ss_result_t *res)
 {
     ss_err_t e = p->ops->matched(p->be, p->cfg.psf_sigma, p->cfg.mf_phases, res->sigma);
+    res->model_beta = 0.0f;
+    res->model_samples = 0;
+    if (e == SS_OK && p->cfg.model_error)
+        e = p->ops->modelvar(p->be, ss_mv_radius(p->cfg.psf_sigma), p->cfg.psf_sigma, res->sigma,
+                             p->cfg.noise_stride, (float)p->cfg.model_error_snr,
+                             &res->model_beta, &res->model_samples);
     if (e == SS_OK)
         e = p->ops->detect(p->be, res->sigma, &res->dets);
     if (e == SS_OK)

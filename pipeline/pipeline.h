@@ -49,6 +49,9 @@ typedef struct ss_result {
     int history_reset;              /* 1: the history was reset at this frame */
     int history_len;                /* frames used for the prediction */
     float sigma;                    /* noise of the cleaned residual (NaN if none) */
+    float model_beta;               /* β of the model-error term (noise.model_error; 0: none
+                                     * or off): z was divided by sqrt(1 + β·t²) */
+    int model_samples;              /* star pixels its fit had */
     int n_weights;
     double weights[SS_MAX_HISTORY];
     int has_residual;               /* residual holds width×height floats (every frame

@@ -95,6 +95,9 @@ typedef struct ss_pipeline_cfg {
 
     /* §5 noise */
     int noise_stride;           /* "noise.stride": sample every s-th row and column */
+    int model_error;            /* "noise.model_error": the model-error term near stars (§6b) */
+    double model_error_snr;     /* "noise.model_error_snr": star SNR t from which pixels enter
+                                 * its fit */
 
     /* §6 matched filter */
     double psf_sigma;           /* "psf_sigma": Gaussian PSF sigma in px */

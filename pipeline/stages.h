@@ -730,6 +730,80 @@ void ss_matched_filter(const float *in, int w, int h, double psf_sigma, int phas
                        float *z, float *scratch);
 
 /* ======================================================================
+ * §6b model-error variance (modelvar.c)
+ * ==================================================================== */
+
+/* Near a bright star the residual is not sky noise alone: what the
+ * prediction gets wrong there scales with the star. Measured on the sky
+ * scenario (docs/QUALITY.md, 2026-11-24, "model error"): after the guided
+ * filter the residual's matched-filter z around bright stars is a ring
+ * peaking 2–4 px from the centre, about 0 at the core, and it follows the
+ * star's scale derivative — a seeing change dilates the PSF, r·∂t/∂r —
+ * at a constant share (0.041–0.048 of it at 1–4 px, the same frames),
+ * while the star's own profile t, ∇²P and ∇⁴P do not (their ratio to the
+ * residual varies 5–30-fold over that range). So the SNR map is divided by
+ * sqrt(1 + β·D²), D the scale derivative of the star's SNR map in a form
+ * that needs no star centre: for a Gaussian t of width s, r·|∂t/∂r| =
+ * s²·|∇t|²/t, so D = |∇t|²/max(t, 1) (the s² goes into β). β is fitted
+ * per frame from the pixels where D is large (README, "Model error").
+ *
+ * The star map is the prediction less its local background, matched-
+ * filtered. The background is a box mean (radius r = SS_MV_RADIUS_PSF·
+ * psf_sigma rounded up: it holds a star and its wings) of the prediction
+ * with its stars cut at a first box mean. A plain box mean sits under a
+ * bright star F/(2r+1)² too high, which turned its wings negative and put
+ * a ring of large D 7 px around it (measured on a synthetic star; the
+ * clipped one does not). With A = ss_hipass(P, r) = P − box(P):
+ *   B = ss_mv_clip(P, A) = P − max(A, 0) = min(P, box(P));
+ *   S = ss_mv_restore(ss_hipass(B, r), A) = (B − box(B)) + max(A, 0)
+ *     = P − box(B) (float, elementwise as written);
+ *   t = ss_matched_filter(S, psf_sigma, 1 phase, sigma); D =
+ *   ss_mv_template(t).
+ * scratch: 5·w·h floats. */
+#define SS_MV_RADIUS_PSF 8.0
+int ss_mv_radius(double psf_sigma);     /* ceil(SS_MV_RADIUS_PSF·psf_sigma), at least 2 */
+void ss_mv_clip(const float *P, const float *A, float *out, size_t n);     /* P − fmaxf(A, 0) */
+void ss_mv_restore(const float *S, const float *A, float *out, size_t n);  /* S + fmaxf(A, 0) */
+void ss_star_template(const float *P, int w, int h, int r, double psf_sigma, float sigma,
+                      float *D, float *scratch);
+
+/* D = (gx·gx + gy·gy) / fmaxf(t, 1.0f) (float, in that order), gx =
+ * 0.5f·(t(x+1, y) − t(x−1, y)), gy = 0.5f·(t(x, y+1) − t(x, y−1)); NaN on
+ * the frame's outer row and column and where any of the five is NaN. */
+void ss_mv_template(const float *t, int w, int h, float *D);
+
+/* The median of χ²₁: for z ~ N(0, 1 + β·t²) the median of z²/SS_MV_CHI2_MED
+ * is 1 + β·t². */
+#define SS_MV_CHI2_MED 0.45493642f
+/* Star pixels fewer than this give β = 0 (no fit). */
+#define SS_MV_MIN_SAMPLES 64
+
+/* One pixel's estimate of β: q = (z·z / SS_MV_CHI2_MED − 1) / (t·t), in
+ * float as written (the CUDA kernel computes the same expression), t the
+ * template D. Its median over pixels is β for Gaussian z whatever each
+ * pixel's t. */
+static inline float ss_mv_q(float z, float t)
+{
+    return (z * z / SS_MV_CHI2_MED - 1.0f) / (t * t);
+}
+
+/* The samples of the fit: q = ss_mv_q(z, t) (t: the template D) at the
+ * pixels on rows and columns that are multiples of stride (< 1: 1) where z
+ * and t are finite and t >= tmin, written to q in raster order. Returns
+ * their number. */
+int ss_mv_gather(const float *z, const float *t, int w, int h, int stride, float tmin, float *q);
+
+/* β = max(0, the lower median of q[0..n-1]) (rank floor((n−1)/2), an exact
+ * order statistic: the same for any order of q); 0 when n <
+ * SS_MV_MIN_SAMPLES. q is reordered. A median, because a mover or a cosmic
+ * hit on a star must not raise it: up to half the samples may be such. */
+float ss_mv_beta(float *q, int n);
+
+/* z = z / sqrtf(1.0f + beta·t·t) (float, as written) where z and t are
+ * finite; z unchanged elsewhere and everywhere when beta <= 0. */
+void ss_mv_apply(float *z, const float *t, int w, int h, float beta);
+
+/* ======================================================================
  * §7 labelling and measurement (label.c, measure.c)
  * ==================================================================== */
 

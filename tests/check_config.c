@@ -169,6 +169,8 @@ START_TEST(test_table_covers_pipeline)
     p->gamma = p->forget = p->mask_radius = 1;
     p->guided = p->guided_radius = p->noise_stride = 1;
     p->guided_eps = p->psf_sigma = 1;
+    p->model_error = 1;
+    p->model_error_snr = 1;
     p->thresh = p->thresh_low = p->streak_ratio = p->streak_min_len = p->cosmic_fraction = 1;
     p->streak_min_b = 1;
     p->negative = p->min_area = p->max_detections = 1;
@@ -195,7 +197,7 @@ START_TEST(test_table_covers_pipeline)
     static const ss_pipeline_cfg_t zero;
     for (size_t b = 0; b < sizeof zero; b++)
         ck_assert_msg(((const unsigned char *)p)[b] == 0, "byte %zu of ss_pipeline_cfg_t has no key", b);
-    ck_assert_int_eq(keys, 65);     /* 68 members, roi's 4 as one key */
+    ck_assert_int_eq(keys, 67);     /* 70 members, roi's 4 as one key */
 }
 END_TEST
 
@@ -241,8 +243,10 @@ START_TEST(test_pipeline_defaults)
     ck_assert(p.mask_radius == -1.0);
     ck_assert_int_eq(p.guided, 1);
     ck_assert_int_eq(p.guided_radius, 0);
-    ck_assert(p.guided_eps == 1.0);
+    ck_assert(p.guided_eps == 0.1);
     ck_assert_int_eq(p.noise_stride, 2);
+    ck_assert_int_eq(p.model_error, 0);
+    ck_assert(p.model_error_snr == 20.0);
     ck_assert(p.psf_sigma == 1.4);
     ck_assert(p.thresh == 5.0);
     ck_assert(p.thresh_low == 2.5);

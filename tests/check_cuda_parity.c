@@ -826,6 +826,75 @@ START_TEST(test_matched_parity)
 }
 END_TEST
 
+/* ---- §6b model-error term ------------------------------------------------- */
+
+/* A star field as the prediction (Gaussian stars of sigma 1.7 on a sky
+ * with a gradient, 2 % invalid pixels) and an SNR map of noise plus a
+ * share of each star's scale derivative, so that β is fitted from
+ * thousands of samples: the template (STAR), the samples' number, β and
+ * the divided SNR map must agree to the bit. _i: 0 the residual's single
+ * kernel configured; 1 the 2×2 bank configured (the template always
+ * takes one kernel); 2 no star bright enough (β = 0, SNR unchanged). */
+START_TEST(test_modelvar_parity)
+{
+    static const double psf[] = { 1.4, 0.68, 2.7 };
+    static const int strides[] = { 1, 2, 3 };
+    enum { W = 263, H = 181 };
+    rng_state = 5150 + (uint64_t)_i;
+    ss_pipeline_cfg_t cfg;
+    base_cfg(&cfg);
+    cfg.mf_phases = _i == 1 ? 2 : 1;
+    ss_geometry_t geo = geometry(W, H, SS_DT_F32, SS_DT_F32, 2);
+    pair_t p;
+    pair_new(&p, &cfg, &geo, NULL);
+    const size_t n = (size_t)W * H;
+    float *P = malloc(n * sizeof(float)), *z = malloc(n * sizeof(float));
+    ck_assert(P && z);
+    const double amp = _i == 2 ? 20.0 : 3e4;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            double v = 1000.0 + 0.5 * x, ring = 0.0;
+            for (int s = 0; s < 24; s++) {
+                const double sx = 11 + (s * 97) % (W - 22), sy = 9 + (s * 61) % (H - 18);
+                const double d2 = (x - sx) * (x - sx) + (y - sy) * (y - sy), s2 = 1.7 * 1.7;
+                const double g = amp * (1.0 + s % 5) * exp(-d2 / (2 * s2));
+                v += g;
+                ring += g * d2 / s2;
+            }
+            const size_t i = (size_t)y * W + x;
+            P[i] = (float)v;
+            z[i] = (float)(rng_gauss() + 0.002 * ring);
+            if (rng_unif() < 0.02)
+                (rng_unif() < 0.5 ? P : z)[i] = NAN;
+        }
+    write_both(&p, SS_PLANE_PREDICTION, 0, P);
+    for (size_t k = 0; k < sizeof psf / sizeof psf[0]; k++) {
+        write_both(&p, SS_PLANE_SNR, 0, z);
+        const int st = strides[k];
+        float bc = -1.0f, bg = -2.0f;
+        int nc = -1, ng = -2;
+        ck_assert_int_eq(ss_backend_cpu.modelvar(p.c, ss_mv_radius(psf[k]), psf[k], 5.0f, st,
+                                                 20.0f, &bc, &nc), SS_OK);
+        ck_assert_int_eq(p.go->modelvar(p.g, ss_mv_radius(psf[k]), psf[k], 5.0f, st, 20.0f, &bg,
+                                        &ng), SS_OK);
+        char what[80];
+        snprintf(what, sizeof what, "model error psf %g stride %d", psf[k], st);
+        cmp_float(&p, SS_PLANE_STAR, 1, what);
+        ck_assert_msg(nc == ng && bc == bg, "%s: cpu beta %.9g from %d, gpu %.9g from %d", what,
+                      (double)bc, nc, (double)bg, ng);
+        if (_i == 2)
+            ck_assert_msg(bc == 0.0f, "%s: beta %g without bright stars", what, (double)bc);
+        else
+            ck_assert_msg(bc > 0.0f && nc >= SS_MV_MIN_SAMPLES, "%s: beta %g from %d", what,
+                          (double)bc, nc);
+        cmp_float(&p, SS_PLANE_SNR, 1, what);
+    }
+    free(P);
+    free(z);
+    pair_free(&p);
+}
+END_TEST
+
 /* ---- §7 labels and measurement -------------------------------------------- */
 
 static void cmp_dets(const ss_detlist_t *a, const ss_detlist_t *b, const char *what)
@@ -1440,6 +1509,7 @@ static void add_whiten(TCase *tc)
 static void add_guided(TCase *tc) { tcase_add_loop_test(tc, test_guided_parity, 0, 3); }
 static void add_noise(TCase *tc) { tcase_add_loop_test(tc, test_noise_parity, 0, 3); }
 static void add_matched(TCase *tc) { tcase_add_loop_test(tc, test_matched_parity, 0, 4); }
+static void add_modelvar(TCase *tc) { tcase_add_loop_test(tc, test_modelvar_parity, 0, 3); }
 static void add_detect(TCase *tc)
 {
     tcase_add_loop_test(tc, test_detect_parity, 0, 3);
@@ -1463,6 +1533,7 @@ static Suite *suite(void)
     add_case(s, "guided", 600, add_guided);
     add_case(s, "noise", 600, add_noise);
     add_case(s, "matched", 600, add_matched);
+    add_case(s, "modelvar", 600, add_modelvar);
     add_case(s, "detect", 600, add_detect);
     add_case(s, "history", 600, add_history);
     add_case(s, "chain", 900, add_chain);

@@ -26,6 +26,7 @@
 #include "pipeline/stages.h"
 #include "tools/synth.h"
 #include "ss_test.h"
+#include "ss_chain.h"
 
 
 static int same_bits(const float *a, const float *b, size_t n)
@@ -680,16 +681,6 @@ END_TEST
  * the whole chain: false alarms with and without the guided filter
  * ==================================================================== */
 
-/* A detection matches a true object when within this many px of it. */
-#define MATCH_PX 3.0
-
-typedef struct chain_score {
-    int frames;             /* frames with a residual */
-    int mover_seen;         /* true mover instances that were detected */
-    int mover_total;        /* true mover instances (in frames with a residual) */
-    int false_alarms;       /* positive detections, not cosmic, matching no true object */
-} chain_score_t;
-
 /* Run a synthetic sequence with seeing wobble through the CPU pipeline
  * (defaults of the config key table), guided filter on or off. */
 static void chain_run(int guided, int frames, chain_score_t *sc)
@@ -709,52 +700,7 @@ static void chain_run(int guided, int frames, chain_score_t *sc)
     ss_pipeline_cfg_defaults(&pc);
     pc.backend = SS_BACKEND_CPU;
     pc.guided = guided;
-    char err[256] = "";
-    ss_synth_t *syn = ss_synth_new(&c);
-    ck_assert_ptr_nonnull(syn);
-    ss_pipeline_t *pipe = ss_pipeline_new(&pc, "guided-test", err, sizeof err);
-    ck_assert_msg(pipe != NULL, "pipeline: %s", err);
-    const size_t npix = (size_t)c.width * c.height;
-    ss_frame_t f;
-    memset(&f, 0, sizeof f);
-    f.capacity = npix * ss_dtype_size(c.dtype);
-    f.pixels = malloc(f.capacity);
-    ss_result_t res;
-    ck_assert_int_eq(ss_result_init(&res, npix, 4000), 0);
-    ss_synth_truth_t truth;
-    memset(sc, 0, sizeof *sc);
-    for (int t = 0; t < frames; t++) {
-        ck_assert_int_eq(ss_synth_next(syn, &f, &truth), SS_OK);
-        ck_assert_int_eq(ss_pipeline_process(pipe, &f, &res), SS_OK);
-        if (res.status != SS_STATUS_OK)
-            continue;
-        sc->frames++;
-        for (int o = 0; o < truth.n_obj; o++) {
-            if (truth.obj[o].kind != SS_SYNTH_MOVER)
-                continue;
-            sc->mover_total++;
-            for (int d = 0; d < res.dets.count; d++) {
-                const ss_detection_t *det = &res.dets.items[d];
-                if (det->sign > 0 && hypot(det->x - truth.obj[o].x, det->y - truth.obj[o].y) <= MATCH_PX) {
-                    sc->mover_seen++;
-                    break;
-                }
-            }
-        }
-        for (int d = 0; d < res.dets.count; d++) {
-            const ss_detection_t *det = &res.dets.items[d];
-            if (det->sign < 0 || det->kind == SS_KIND_COSMIC)
-                continue;
-            int matched = 0;
-            for (int o = 0; o < truth.n_obj && !matched; o++)
-                matched = hypot(det->x - truth.obj[o].x, det->y - truth.obj[o].y) <= MATCH_PX;
-            sc->false_alarms += !matched;
-        }
-    }
-    ss_result_free(&res);
-    free(f.pixels);
-    ss_pipeline_destroy(&pipe);
-    ss_synth_destroy(&syn);
+    chain_score_run(&c, &pc, frames, sc);
 }
 
 /* ALGORITHM §4: with 5 % seeing wobble, imperfect subtraction around

@@ -121,6 +121,9 @@ typedef struct score {
     long cen_n;
     long neg_total, neg_twins;
     long streaks, streaks_whole;
+    long star_seen[2], star_found[2];   /* -v with noise.model_error: movers of truth SNR
+                                     * >= 7 near a star (template D >= STAR_D[k] within
+                                     * STAR_NEAR_PX), and of them found */
 } score_t;
 
 /* One frame as scored: its truth, the processed region in input-frame
@@ -808,6 +811,42 @@ static int nearest_positive(const ss_detlist_t *dl, double x, double y, double r
     return best;
 }
 
+/* -v with noise.model_error: the STAR plane (processed region, origin
+ * g_star_x0/y0 in input pixels), so that each false alarm lists the star
+ * SNR t at its peak; NULL: not listed */
+static const float *g_star;
+static int g_star_w, g_star_h, g_star_x0, g_star_y0;
+
+/* t at input pixel (x, y), NaN when unknown. */
+static float star_at(int x, int y)
+{
+    x -= g_star_x0, y -= g_star_y0;
+    if (!g_star || x < 0 || y < 0 || x >= g_star_w || y >= g_star_h)
+        return NAN;
+    return g_star[(size_t)y * (size_t)g_star_w + (size_t)x];
+}
+
+/* The largest t within r px of input pixel (x, y) and its distance. */
+static float star_near(int x, int y, int r, float *dist)
+{
+    float best = NAN;
+    *dist = NAN;
+    for (int dy = -r; dy <= r; dy++)
+        for (int dx = -r; dx <= r; dx++) {
+            const float v = dx * dx + dy * dy <= r * r ? star_at(x + dx, y + dy) : NAN;
+            if (isfinite(v) && !(v <= best)) {
+                best = v;
+                *dist = sqrtf((float)(dx * dx + dy * dy));
+            }
+        }
+    return best;
+}
+
+/* a star's ring: the fit's default noise.model_error_snr, and a fainter one */
+static const float STAR_D[2] = { 20.0f, 5.0f };
+#define STAR_NEAR_PX 3
+#define STAR_MIN_SNR 6.5            /* the bins of SNR 7 and up */
+
 static void score_movers(score_t *s, const ss_detlist_t *dl, const fctx_t *c, int twins)
 {
     for (int i = 0; i < c->t->n; i++) {
@@ -817,6 +856,14 @@ static void score_movers(score_t *s, const ss_detlist_t *dl, const fctx_t *c, in
         int b = snr_bin(o->snr);
         s->seen[b]++;
         int j = nearest_positive(dl, o->x, o->y, found_radius(o));
+        float dist;
+        const float dn = g_star && o->snr > STAR_MIN_SNR
+                             ? star_near((int)lround(o->x), (int)lround(o->y), STAR_NEAR_PX, &dist)
+                             : NAN;
+        for (int k = 0; k < 2; k++) {
+            s->star_seen[k] += dn >= STAR_D[k];
+            s->star_found[k] += dn >= STAR_D[k] && j >= 0;
+        }
         if (j < 0)
             continue;
         const ss_detection_t *d = &dl->items[j];
@@ -859,7 +906,6 @@ static void score_streaks(score_t *s, const ss_detlist_t *dl, const fctx_t *c)
 }
 
 static int g_verbose;               /* -v: false alarms listed on stderr */
-
 static void score_false_alarms(score_t *s, const ss_detlist_t *dl, const fctx_t *c)
 {
     for (int j = 0; j < dl->count; j++) {
@@ -874,9 +920,13 @@ static void score_false_alarms(score_t *s, const ss_detlist_t *dl, const fctx_t 
         int hot = on_hot(c->truth, d);
         s->fa[k]++;
         s->fa_hot[k] += hot;
-        if (g_verbose)
-            fprintf(stderr, "  false alarm (%.1f, %.1f) %s snr %.1f area %d%s\n", d->x, d->y,
-                    ss_kind_name(d->kind), d->peak_snr, d->area, hot ? " on a hot pixel" : "");
+        if (g_verbose) {
+            float dist, near = star_near(d->peak_x, d->peak_y, 8, &dist);
+            fprintf(stderr,
+                    "  false alarm (%.1f, %.1f) %s snr %.1f area %d model D %.0f (%.0f at %.1f px)%s\n",
+                    d->x, d->y, ss_kind_name(d->kind), d->peak_snr, d->area,
+                    star_at(d->peak_x, d->peak_y), near, dist, hot ? " on a hot pixel" : "");
+        }
     }
 }
 
@@ -1336,14 +1386,24 @@ static void score_ok_frame(eval_t *E, const fctx_t *c, int band)
 {
     const ss_result_t *r = &E->res;
     totals_t *T = &E->T;
+    const ss_backend_ops_t *ops;
+    ss_backend_t *be = ss_pipeline_backend(E->pipe, &ops);
     g_verbose = E->o.verbose;
+    g_star = NULL;
+    if (g_verbose && E->pc.model_error && be &&
+        ops->read_plane(be, SS_PLANE_STAR, 0, E->plane) == SS_OK) {
+        g_star = E->plane;
+        g_star_w = r->width, g_star_h = r->height, g_star_x0 = r->origin_x,
+        g_star_y0 = r->origin_y;
+        fprintf(stderr, "  model error: beta %.3g from %d star pixels\n", r->model_beta,
+                r->model_samples);
+    }
     score_frame(&T->sc[M_PIPE], &r->dets, c, 1);
     g_verbose = 0;
+    g_star = NULL;
     record_tracks(E, c);
     count_nan(r->residual, r->width, r->height, band, &T->res_nan, &T->res_px, &T->res_nan_in,
               &T->res_px_in);
-    const ss_backend_ops_t *ops;
-    ss_backend_t *be = ss_pipeline_backend(E->pipe, &ops);
     if (E->o.verbose && be && ops->read_plane(be, SS_PLANE_SNR, 0, E->plane) == SS_OK)
         list_missed(&r->dets, c, E->plane);
     if (be && ops->read_plane(be, SS_PLANE_FRAME, 0, E->plane) == SS_OK)
@@ -1576,6 +1636,12 @@ static void print_text(const eval_t *E, const shift_stats_t *sh, const ss_evt_re
     for (int m = 0; m < nm; m++)
         printf(" %s %.3f px (%ld)", METHOD_NAME[m],
                T->sc[m].cen_n ? sqrt(T->sc[m].cen_sum2 / T->sc[m].cen_n) : NAN, T->sc[m].cen_n);
+    for (int k = 0; k < 2; k++)
+        if (T->sc[M_PIPE].star_seen[k])
+            printf("\nmovers of SNR >= 7 near stars (model-error template D >= %g within %d px): "
+                   "found %ld of %ld",
+                   (double)STAR_D[k], STAR_NEAR_PX, T->sc[M_PIPE].star_found[k],
+                   T->sc[M_PIPE].star_seen[k]);
     printf("\nnegative detections (pipeline, detect.negative %s): %ld, twins within %g px of a "
            "found mover: %ld\n",
            E->pc.negative ? "on" : "off", T->sc[M_PIPE].neg_total, TWIN_PX,

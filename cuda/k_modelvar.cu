@@ -1,0 +1,124 @@
+/*
+ * k_modelvar.cu — the model-error term of the noise model (stages.h §6b)
+ * on the GPU; modelvar.c is the reference. The star map itself is the
+ * high-pass (cu_hipass) and the matched filter (cu_matched, star = 1);
+ * here: the star cut of its background, the template D, the fit's
+ * samples, and the division of
+ * the SNR map. Every expression is modelvar.c's, in the same float order
+ * (built with --fmad=false), so the planes agree to the bit.
+ */
+#include "cu_internal.h"
+
+#include <math.h>
+
+namespace {
+
+constexpr int TX = 32, TY = 8;
+
+inline dim3 grid2(int w, int h)
+{
+    return dim3((unsigned)((w + TX - 1) / TX), (unsigned)((h + TY - 1) / TY));
+}
+
+/* ss_mv_clip (restore = 0): out = a − fmaxf(A, 0); ss_mv_restore
+ * (restore = 1): out = a + fmaxf(A, 0) */
+__global__ void k_mv_clip(const float *__restrict__ a, const float *__restrict__ A,
+                          float *__restrict__ out, size_t n, int restore)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const float c = fmaxf(A[i], 0.0f);
+    out[i] = restore ? a[i] + c : a[i] - c;
+}
+
+/* ss_mv_template */
+__global__ void k_mv_template(const float *__restrict__ t, int w, int h, float *__restrict__ D)
+{
+    const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
+    if (x >= w || y >= h)
+        return;
+    const size_t i = (size_t)y * (size_t)w + (size_t)x;
+    if (x == 0 || y == 0 || x == w - 1 || y == h - 1) {
+        D[i] = __int_as_float(0x7fc00000);
+        return;
+    }
+    const float gx = 0.5f * (t[i + 1] - t[i - 1]);
+    const float gy = 0.5f * (t[i + (size_t)w] - t[i - (size_t)w]);
+    const float g2 = gx * gx + gy * gy;
+    const float v = g2 / fmaxf(fmaxf(t[i], sqrtf(g2)), 1.0f);
+    D[i] = isnan(t[i]) ? __int_as_float(0x7fc00000) : v;
+}
+
+/* ss_mv_gather, compacted with an atomic counter (the median that uses
+ * the samples does not depend on their order) */
+__global__ void k_mv_gather(const cu_params_t *__restrict__ p, const float *__restrict__ z,
+                            const float *__restrict__ D, int w, int h, float *__restrict__ q,
+                            unsigned int cap, unsigned int *count)
+{
+    const int st = p->mv_stride;
+    const int gx = blockIdx.x * TX + threadIdx.x, gy = blockIdx.y * TY + threadIdx.y;
+    const long long x = (long long)gx * st, y = (long long)gy * st;
+    if (x >= w || y >= h)
+        return;
+    const size_t i = (size_t)y * (size_t)w + (size_t)x;
+    const float zv = z[i], tv = D[i];
+    if (!isfinite(zv) || !isfinite(tv) || !(tv >= p->mv_tmin))
+        return;
+    const unsigned int k = atomicAdd(count, 1u);
+    if (k < cap)
+        q[k] = (zv * zv / SS_MV_CHI2_MED - 1.0f) / (tv * tv);     /* ss_mv_q */
+}
+
+/* ss_mv_apply */
+__global__ void k_mv_apply(const cu_params_t *__restrict__ p, float *__restrict__ z,
+                           const float *__restrict__ D, size_t n)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const float beta = p->mv_beta;
+    if (i >= n || !(beta > 0.0f))
+        return;
+    const float zv = z[i], tv = D[i];
+    if (isfinite(zv) && isfinite(tv))
+        z[i] = zv / sqrtf(1.0f + beta * tv * tv);
+}
+
+} // namespace
+
+extern "C" cudaError_t cu_mv_clip(const float *a, const float *A, float *out, size_t n,
+                                  int restore, cudaStream_t s)
+{
+    if (n > 0)
+        k_mv_clip<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(a, A, out, n, restore);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_mv_template(const float *t, int w, int h, float *D, cudaStream_t s)
+{
+    k_mv_template<<<grid2(w, h), dim3(TX, TY), 0, s>>>(t, w, h, D);
+    return cudaGetLastError();
+}
+
+/* The grid covers the sampled rows and columns: stride is read on the
+ * host side from the same parameter block (ss_mv_gather's stride < 1 is
+ * 1), so the launch is sized for stride 1 and threads beyond the frame
+ * return. */
+extern "C" cudaError_t cu_mv_gather(const cu_params_t *p, const float *z, const float *D, int w,
+                                    int h, float *q, unsigned int cap, unsigned int *count,
+                                    cudaStream_t s)
+{
+    cudaError_t e = cudaMemsetAsync(count, 0, sizeof *count, s);
+    if (e != cudaSuccess)
+        return e;
+    k_mv_gather<<<grid2(w, h), dim3(TX, TY), 0, s>>>(p, z, D, w, h, q, cap, count);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_mv_apply(const cu_params_t *p, float *z, const float *D, size_t n,
+                                   cudaStream_t s)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_mv_apply<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(p, z, D, n);
+    return cudaGetLastError();
+}
