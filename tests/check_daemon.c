@@ -76,19 +76,6 @@ typedef struct dmn {
 
 static void *zctx;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
-    nanosleep(&ts, NULL);
-}
-
 /* A fresh temp dir and endpoints for one daemon; test names the logs kept
  * in $SKYSIEVE_TEST_LOGDIR (when set: for debugging on other machines). */
 #define dmn_init(d) dmn_init_named((d), __func__)

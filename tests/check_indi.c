@@ -57,6 +57,7 @@
 #include "config/config.h"
 #include "pipeline/frame_fits.h"
 #include "pipeline/pipeline.h"
+#include "ss_test.h"
 
 #define NFRAMES 25
 #define MAX_FRAMES 64
@@ -477,19 +478,6 @@ END_TEST
 #define DMN_FRAMES_B 3          /* the restarted server's */
 #define DMN_WAIT_S 30.0
 
-static double mono_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void nap_s(double s)
-{
-    struct timespec t = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
-    nanosleep(&t, NULL);
-}
-
 /* A whole file as a string (NULL when absent); the caller frees it. */
 static char *slurp(const char *path)
 {
@@ -521,12 +509,12 @@ static int count_in(const char *path, const char *text)
 /* Wait until text occurs at least k times in path: 1, or 0 at the timeout. */
 static int wait_for(const char *path, const char *text, int k, double timeout)
 {
-    const double end = mono_s() + timeout;
+    const double end = now_s() + timeout;
     while (count_in(path, text) < k)
-        if (mono_s() > end)
+        if (now_s() > end)
             return 0;
         else
-            nap_s(0.05);
+            sleep_s(0.05);
     return 1;
 }
 
@@ -595,14 +583,14 @@ static int stop_daemon(pid_t pid)
 {
     int st = 0;
     kill(pid, SIGTERM);
-    const double end = mono_s() + DRAIN_S + 30.0;
+    const double end = now_s() + DRAIN_S + 30.0;
     while (waitpid(pid, &st, WNOHANG) == 0) {
-        if (mono_s() > end) {
+        if (now_s() > end) {
             kill(pid, SIGKILL);
             waitpid(pid, &st, 0);
             return -1;
         }
-        nap_s(0.05);
+        sleep_s(0.05);
     }
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
@@ -705,12 +693,12 @@ static pid_t serve(const char *dir, int frames, int port, const char *unix_name,
                            "--unix", unix_name, "--ready-file", ready, "--go-file", go,
                            "--timeout", "90", NULL };
     pid_t pid = spawn_capture(args);
-    const double end = mono_s() + DMN_WAIT_S;
+    const double end = now_s() + DMN_WAIT_S;
     while (access(ready, F_OK) != 0) {
         int st;
         ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0, "capture.py for %s exited early", dir);
-        ck_assert_msg(mono_s() < end, "capture.py for %s not ready in %.0f s", dir, DMN_WAIT_S);
-        nap_s(0.05);
+        ck_assert_msg(now_s() < end, "capture.py for %s not ready in %.0f s", dir, DMN_WAIT_S);
+        sleep_s(0.05);
     }
     return pid;
 }
@@ -740,7 +728,7 @@ START_TEST(test_indi_daemon)
     join_path(jl, sizeof jl, dir, "local.jsonl");
     const int port = free_port();
     snprintf(unix_name, sizeof unix_name, "/tmp/skysieve-indi-test-%d", (int)getpid());
-    const double t0 = mono_s();
+    const double t0 = now_s();
 
     pid_t cap = serve(a, DMN_FRAMES, port, unix_name, ready, go, sizeof ready);
     indi_feed(feeds, sizeof feeds, "tcp", "127.0.0.1", port, "", jt, "");
@@ -759,7 +747,7 @@ START_TEST(test_indi_daemon)
     touch(go);
     ck_assert_int_eq(wait_capture(cap), 0);
     ck_assert_int_eq(stop_daemon(dmn), 0);
-    fprintf(stderr, "indi daemon test: %.1f s\n", mono_s() - t0);
+    fprintf(stderr, "indi daemon test: %.1f s\n", now_s() - t0);
 
     truth_row_t truth[MAX_FRAMES];
     ck_assert_int_eq(read_truth(a, truth, MAX_FRAMES), DMN_FRAMES);
@@ -902,8 +890,8 @@ static int accept_client(int ls)
 static int until_hang_up(int fd, double timeout)
 {
     char buf[4096];
-    const double end = mono_s() + timeout;
-    while (mono_s() < end)
+    const double end = now_s() + timeout;
+    while (now_s() < end)
         if (readable(fd, 0.1) && recv(fd, buf, sizeof buf, 0) <= 0)
             return 0;
     return -1;
@@ -975,7 +963,7 @@ START_TEST(test_indi_fake_server)
     join_path(jt, sizeof jt, dir, "fake.jsonl");
     int port;
     const int ls = listen_loopback(&port);
-    const double t0 = mono_s();
+    const double t0 = now_s();
     fflush(NULL);
     const pid_t srv = fork();
     ck_assert_int_ge(srv, 0);
@@ -992,7 +980,7 @@ START_TEST(test_indi_fake_server)
     int st = 0;
     waitpid(srv, &st, 0);
     const int srv_rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    fprintf(stderr, "indi fake server test: %.1f s\n", mono_s() - t0);
+    fprintf(stderr, "indi fake server test: %.1f s\n", now_s() - t0);
 
     const char *line = "feed fake final:", *line_indi = "feed fake final (indi):";
     const long long rec = final_counter(log, line, "received");
@@ -1045,7 +1033,7 @@ START_TEST(test_indi_active)
     join_path(jt, sizeof jt, dir, "active.jsonl");
     const int port = free_port();
     snprintf(unix_name, sizeof unix_name, "/tmp/skysieve-indi-active-%d", (int)getpid());
-    const double t0 = mono_s();
+    const double t0 = now_s();
     pid_t cap = serve(a, 0, port, unix_name, ready, go, sizeof ready);
     indi_feed(feeds, sizeof feeds, "active", "127.0.0.1", port, "", jt,
               ", \"active\": true, \"exposure\": 0.2");
@@ -1055,7 +1043,7 @@ START_TEST(test_indi_active)
     const int dmn_rc = stop_daemon(dmn);
     touch(go);
     const int cap_rc = wait_capture(cap);
-    fprintf(stderr, "indi active test: %.1f s\n", mono_s() - t0);
+    fprintf(stderr, "indi active test: %.1f s\n", now_s() - t0);
     const char *line = "feed active final:";
     const long long rec = final_counter(log, line, "received");
     const long long acc = final_counter(log, line, "accepted");

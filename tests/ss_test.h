@@ -1,17 +1,33 @@
 /*
  * ss_test.h — helpers the Check suites share: a small deterministic PRNG
  * (splitmix64, so every test draws the same numbers on every machine),
- * Gaussian deviates, and the OpenMP thread count for thread-independence
- * checks. Header-only (static functions), included by the test files.
+ * Gaussian deviates, the OpenMP thread count for thread-independence
+ * checks, and the monotonic clock and a sleep for the process tests. Header-only (static functions), included by the test files.
  */
 #ifndef SS_TEST_H
 #define SS_TEST_H
 
 #include <math.h>
 #include <stdint.h>
+#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+/* Seconds of the monotonic clock. */
+static inline double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Sleep s seconds (s >= 0; a signal may cut it short). */
+static inline void sleep_s(double s)
+{
+    struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+    nanosleep(&ts, NULL);
+}
 
 /* The PRNG state; a test seeds it by assignment. */
 static uint64_t rng_state;
