@@ -1459,6 +1459,35 @@ static void clean_fit(ss_pipeline_t *p, const ss_result_t *res, const ss_detecti
     }
 }
 
+/* Where stored frame e holds the mover of c: 1 with its frame px when the
+ * position is known to CLEAN_SPREAD, 0 otherwise. */
+static int clean_at(const ss_pipeline_t *p, const clean_track_t *c, const hist_entry_t *e,
+                    double *x, double *y)
+{
+    double sp;
+    return track_in_frame(p, c->id, e, x, y, &sp) == 0 && sp <= CLEAN_SPREAD;
+}
+
+/* Mark handled for c the stored frames that need no subtraction: those
+ * stored with its detection removed where the position is known. Returns
+ * how many stored frames then still wait for a subtraction whose place is
+ * known — the frames a fit is made for. */
+static int clean_pending(ss_pipeline_t *p, clean_track_t *c)
+{
+    int pending = 0;
+    for (int k = 0; k < p->n_hist; k++) {
+        const hist_entry_t *e = &p->hist[k];
+        double x, y;
+        if (clean_done(c, e->seq) || !clean_at(p, c, e, &x, &y))
+            continue;
+        if (removed_at(p, e, x, y))
+            c->done[c->n_done++] = e->seq;
+        else
+            pending++;
+    }
+    return pending;
+}
+
 /* Take the mover of every fitted record out of the stored frames not yet
  * handled for it where its position is known to CLEAN_SPREAD, once per
  * frame and record (a frame stored with its detection removed is only
@@ -1471,9 +1500,8 @@ static ss_err_t clean_frames(ss_pipeline_t *p)
         int m = 0;
         for (int i = 0; i < p->n_clean; i++) {
             clean_track_t *c = &p->clean[i];
-            double x, y, sp;
-            if (!c->fitted || clean_done(c, e->seq) ||
-                track_in_frame(p, c->id, e, &x, &y, &sp) != 0 || !(sp <= CLEAN_SPREAD))
+            double x, y;
+            if (!c->fitted || clean_done(c, e->seq) || !clean_at(p, c, e, &x, &y))
                 continue;
             c->done[c->n_done++] = e->seq;
             if (!removed_at(p, e, x, y))
@@ -1494,11 +1522,13 @@ static ss_err_t clean_frames(ss_pipeline_t *p)
 /* ALGORITHM.md §3 with §8: a slow mover that the tracker confirmed is
  * still in the frames stored before (warm-up included) and in those where
  * it was missed. After the tracker's step of a stored frame, every
- * confirmed slow point track reported alive gets its flux and sigma fitted
- * on an ok frame where it was detected, and is taken out of the stored
+ * confirmed slow point track reported alive is taken out of the stored
  * frames that still hold it (clean_frames); those of a slow mover that the
- * slow-mover fit already took out of the unscreened frames count as
- * handled there. */
+ * slow-mover fit already took out of the unscreened frames, or that were
+ * stored with its detection removed, count as handled there. Its flux and
+ * sigma are fitted on an ok frame where it was detected, and only while a
+ * stored frame waits for a subtraction: the RESIDUAL plane is read then,
+ * not every frame. */
 static ss_err_t clean_tracks(ss_pipeline_t *p, ss_result_t *res)
 {
     if (!p->cfg.remove_objects || !p->cfg.track.enabled || p->n_hist == 0)
@@ -1519,11 +1549,13 @@ static ss_err_t clean_tracks(ss_pipeline_t *p, ss_result_t *res)
             for (int k = 0; k < p->n_hist; k++)
                 if (!p->hist[k].screened && !clean_done(c, p->hist[k].seq))
                     c->done[c->n_done++] = p->hist[k].seq;
+        if (clean_pending(p, c) == 0)
+            continue;
         const ss_detection_t *det = NULL;
         for (int i = 0; ok && t->state == SS_TRACK_ACTIVE && i < res->dets.count && !det; i++)
             if (res->dets.items[i].track == t->id)
                 det = &res->dets.items[i];
-        if (!det || c->n_done == p->n_hist)
+        if (!det)
             continue;
         ss_err_t e;
         if (!read++ && (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, p->res_host)))
