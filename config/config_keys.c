@@ -389,6 +389,8 @@ static const ss_config_key_t feed_keys[] = {
            "[3] Remove detected objects from a frame before it enters the history."),
     F_DBL("pipeline.object_removal.radius", P(mask_radius), -1.0, 1000.0, -1.0, RELOAD,
           "[3] Removal radius, px; negative = 2 psf_sigma + 1."),
+    F_DBL("pipeline.object_removal.protect_speed", P(protect_speed), 0.0, 100.0, 0.5, RELOAD,
+          "[3] poly mode: while the history holds frames stored without object removal (the warm-up, after a reset), their weights keep a point mover of this speed, px per frame, out of the prediction (no copy of it left where the constraints allow; README, \"Slow movers in the warm-up\"); 0 = off."),
     F_BOOL("pipeline.guided.enabled", P(guided), 1, RELOAD, "[4] Guided-filter cleanup of the residual."),
     F_INT("pipeline.guided.radius", P(guided_radius), 0.0, 1000.0, 0.0, RELOAD,
           "[4] Window radius rho, px; 0 = round(8 psf_sigma)."),

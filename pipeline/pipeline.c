@@ -865,6 +865,27 @@ static ss_err_t fail_frame(ss_pipeline_t *p, ss_result_t *res, ss_err_t e, const
         }                                                                           \
     } while (0)
 
+/* For the n newest history frames: d[k] = λ^k (whiten.forget, as the
+ * running product), and rho[k] the share of the matched-filter peak of a
+ * point mover at object_removal.protect_speed that its copy in frame k
+ * takes, exp(−(v·τ_k)²/(4σ²)) for a frame stored without object removal
+ * (τ_k processed frames ago), 0 otherwise. Returns whether any rho is
+ * above 0. */
+static int copy_overlap(const ss_pipeline_t *p, int n, double *d, double *rho)
+{
+    const double v = p->cfg.protect_speed, s = p->cfg.psf_sigma;
+    int any = 0;
+    double dk = 1.0;
+    for (int k = 0; k < n; k++) {
+        const double dist = v * (double)(p->stats.processed - p->hist[k].seq);
+        d[k] = dk;
+        dk *= p->cfg.forget;
+        rho[k] = v > 0.0 && !p->hist[k].screened ? exp(-dist * dist / (4.0 * s * s)) : 0.0;
+        any |= rho[k] > 0.0;
+    }
+    return any;
+}
+
 /* Weights for the n newest history frames against the current shift;
  * fills slots/offsets for the backend, and in poly mode *rw with the
  * re-weighting block for pixels with invalid history (NULL in lsq mode:
@@ -891,8 +912,12 @@ static ss_err_t compute_weights(ss_pipeline_t *p, const ss_shift_t *s, int n, in
             return SS_ERR_BACKEND;
         return SS_OK;
     }
-    if (ss_weights_poly(fx, fy, n, p->cfg.poly_degree, ss_cfg_gamma(&p->cfg), p->cfg.forget,
-                        a) != 0 ||
+    double d[SS_MAX_HISTORY], rho[SS_MAX_HISTORY];
+    const int protect = copy_overlap(p, n, d, rho);
+    if ((protect ? ss_weights_protect(fx, fy, d, rho, n, p->cfg.poly_degree,
+                                      ss_cfg_gamma(&p->cfg), a)
+                 : ss_weights_poly_d(fx, fy, d, n, p->cfg.poly_degree, ss_cfg_gamma(&p->cfg),
+                                     a)) != 0 ||
         ss_reweight_init(&p->rw, fx, fy, n, p->cfg.poly_degree, ss_cfg_gamma(&p->cfg),
                          p->cfg.forget, ss_cfg_min_valid(&p->cfg, n)) != 0)
         return SS_ERR_BACKEND;

@@ -78,6 +78,7 @@ typedef struct ss_pipeline_cfg {
     int poly_degree;            /* "whiten.degree": 0, 1 or 2 */
     double gamma;               /* "whiten.gamma": regulariser; < 0 = 1e-3·N */
     double forget;              /* "whiten.forget": λ in (0,1]; 1 = none */
+    double protect_speed;       /* "object_removal.protect_speed": px/frame; 0 = off */
     int min_valid;              /* "whiten.min_valid": valid history frames a poly prediction
                                  * needs at a pixel; 0 = auto (ss_cfg_min_valid) */
     int clean_sharp;            /* "history_clean.enabled": clean sharp outliers (cosmics) from stored frames */

@@ -444,6 +444,19 @@ int ss_weights_poly(const double *fx, const double *fy, int n, int degree, doubl
 int ss_weights_poly_d(const double *fx, const double *fy, const double *d, int n, int degree,
                       double gamma, double *a);
 
+/* ss_weights_poly_d that protects a slow mover's copies (ALGORITHM §3,
+ * "object removal"): rho[k] in [0, 1] is the share of a mover's matched
+ * filter peak that its copy in frame k would take (0 for frames stored
+ * with object removal). Among the weights that satisfy the same
+ * constraints, those of a = a0 − μq (a0 the ss_weights_poly_d weights, q
+ * the part of Dρ the constraints leave free) maximise the mover's
+ * z ∝ (1 − ρ·a) / sqrt(1 + Σ a_k²/d_k), at μ = (1 + Σa0²/d) / (1 − ρ·a0)
+ * (docs/QUALITY.md derives it). a0 is returned where ρ is nearly in the
+ * constraints' span or ρ·a0 is nearly 1. Same returns. */
+#define SS_PROTECT_MIN_Q 1e-9
+int ss_weights_protect(const double *fx, const double *fy, const double *d, const double *rho,
+                       int n, int degree, double gamma, double *a);
+
 /* Re-weighting where some history pixels are invalid (poly mode,
  * ALGORITHM §3 "Prediction and residual"). At a pixel where the frames of
  * a set I have no valid y_k (the sentinel, or outside the frame), the

@@ -137,6 +137,52 @@ int ss_weights_poly_d(const double *fx, const double *fy, const double *d, int n
     return 0;
 }
 
+/* q = D(ρ − Vβ), β = G⁻¹VᵀDρ: the part of Dρ that the constraints leave
+ * free (Σ q_k = 0 exactly: the constant term is not regularised). */
+static int protect_direction(const double *fx, const double *fy, const double *d,
+                             const double *rho, int n, int degree, double gamma, double *q)
+{
+    double G[SS_POLY_MAX_TERMS * SS_POLY_MAX_TERMS], beta[SS_POLY_MAX_TERMS] = { 0 };
+    double v[SS_POLY_MAX_TERMS];
+    const int m = gram(fx, fy, d, n, degree, gamma, G);
+    for (int k = 0; k < n; k++) {
+        ss_rw_monomials(fx[k], fy[k], degree, v);
+        for (int i = 0; i < m; i++)
+            beta[i] += d[k] * v[i] * rho[k];
+    }
+    if (ss_solve_dense(G, beta, m) != 0)
+        return -1;
+    for (int k = 0; k < n; k++) {
+        ss_rw_monomials(fx[k], fy[k], degree, v);
+        double s = 0.0;
+        for (int i = 0; i < m; i++)
+            s += v[i] * beta[i];
+        q[k] = d[k] * (rho[k] - s);
+    }
+    return 0;
+}
+
+int ss_weights_protect(const double *fx, const double *fy, const double *d, const double *rho,
+                       int n, int degree, double gamma, double *a)
+{
+    double q[SS_MAX_HISTORY];
+    if (ss_weights_poly_d(fx, fy, d, n, degree, gamma, a) != 0 ||
+        protect_direction(fx, fy, d, rho, n, degree, gamma, q) != 0)
+        return -1;
+    double c0 = 0.0, A = 0.0, Q = 0.0;
+    for (int k = 0; k < n; k++) {
+        c0 += rho[k] * a[k];
+        A += a[k] * a[k] / d[k];
+        Q += rho[k] * q[k];
+    }
+    if (!(Q > SS_PROTECT_MIN_Q) || !(c0 > 0.0) || !(c0 < 1.0))
+        return 0;
+    const double mu = fmin((1.0 + A) / (1.0 - c0), c0 / Q);
+    for (int k = 0; k < n; k++)
+        a[k] -= mu * q[k];
+    return 0;
+}
+
 int ss_weights_poly(const double *fx, const double *fy, int n, int degree, double gamma,
                     double lambda, double *a)
 {

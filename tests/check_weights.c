@@ -13,6 +13,8 @@
  *    equal to ss_weights_poly(_d) run on the valid frames alone with their
  *    own λ factors, the moment constraints on the subset, KKT; min_valid,
  *    singular subsets;
+ *  - ss_weights_protect: constraints, no copy left, z against a0 and
+ *    against feasible perturbations, the cases that return a0;
  *  - ss_weights_lsq against a direct solve, and recovery of known mixing
  *    coefficients.
  * The references here use their own Gauss-Jordan elimination, not
@@ -693,6 +695,96 @@ START_TEST(test_lsq_recovers_mix)
 }
 END_TEST
 
+/* z of a protected mover, ALGORITHM §3: (1 − ρ·a) / sqrt(1 + Σ a_k²). */
+static double protect_z(const double *rho, const double *a, int n)
+{
+    double c = 0.0, s = 0.0;
+    for (int k = 0; k < n; k++) {
+        c += rho[k] * a[k];
+        s += a[k] * a[k];
+    }
+    return (1.0 - c) / sqrt(1.0 + s);
+}
+
+/* ss_weights_protect on a warm-up history (frames 1..n ago, none screened,
+ * a mover of 0.5 px/frame under a PSF of sigma 1.4: ρ_k = exp(−(0.5k)²/
+ * 7.84)): the moment constraints hold; no copy is left (ρ·a = 0) where the
+ * z-optimum lies beyond; z beats a0's; no feasible perturbation with
+ * ρ·b >= 0 has a larger z (local optimum); ρ = 0 gives a0 bit for bit,
+ * and a ρ inside the constraints' span (constant) gives a0 too. */
+START_TEST(test_protect)
+{
+    rng_state = 50;
+    for (int n = 8; n <= 20; n += 6) {
+        const int degree = 2, m = terms(degree);
+        double fx[20], fy[20], d[20], rho[20], zero[20] = { 0 }, a[20], a0[20], b[20];
+        for (int k = 0; k < n; k++) {
+            fx[k] = rng_unif() - 0.5;
+            fy[k] = rng_unif() - 0.5;
+            d[k] = 1.0;
+            rho[k] = exp(-pow(0.5 * (k + 1), 2) / 7.84);
+        }
+        ck_assert_int_eq(ss_weights_poly_d(fx, fy, d, n, degree, 0.0, a0), 0);
+        ck_assert_int_eq(ss_weights_protect(fx, fy, d, zero, n, degree, 0.0, a), 0);
+        ck_assert(memcmp(a, a0, (size_t)n * sizeof *a) == 0);
+        ck_assert_int_eq(ss_weights_protect(fx, fy, d, rho, n, degree, 0.0, a), 0);
+        ck_assert_msg(constraint_error(fx, fy, a, n, m) < 1e-9, "n %d: constraints", n);
+        double c = 0.0, c0 = 0.0;
+        for (int k = 0; k < n; k++) {
+            c += rho[k] * a[k];
+            c0 += rho[k] * a0[k];
+        }
+        ck_assert_msg(c > -1e-9, "n %d: rho.a %g adds copies", n, c);
+        const double z = protect_z(rho, a, n), z0 = protect_z(rho, a0, n);
+        fprintf(stderr, "protect n %d: rho.a %.4f (a0 %.4f), z %.3f (a0 %.3f)\n", n, c, c0, z, z0);
+        ck_assert_msg(z > z0 + 0.05, "n %d: z %g, a0's %g", n, z, z0);
+        for (int t = 0; t < 200; t++) {
+            /* a random direction in the constraints' null space (Gram-Schmidt) */
+            double V[6][20], dlt[20];
+            for (int k = 0; k < n; k++) {
+                double v[6];
+                monos(fx[k], fy[k], v);
+                for (int j = 0; j < m; j++)
+                    V[j][k] = v[j];
+                dlt[k] = rng_gauss();
+            }
+            for (int j = 0; j < m; j++) {
+                for (int i = 0; i < j; i++) {
+                    double s = 0;
+                    for (int k = 0; k < n; k++)
+                        s += V[i][k] * V[j][k];
+                    for (int k = 0; k < n; k++)
+                        V[j][k] -= s * V[i][k];
+                }
+                double s = 0;
+                for (int k = 0; k < n; k++)
+                    s += V[j][k] * V[j][k];
+                for (int k = 0; k < n; k++)
+                    V[j][k] /= sqrt(s);
+                s = 0;
+                for (int k = 0; k < n; k++)
+                    s += V[j][k] * dlt[k];
+                for (int k = 0; k < n; k++)
+                    dlt[k] -= s * V[j][k];
+            }
+            double cb = 0.0;
+            for (int k = 0; k < n; k++) {
+                b[k] = a[k] + 0.01 * dlt[k];
+                cb += rho[k] * b[k];
+            }
+            if (cb < 0.0)
+                continue;
+            ck_assert_msg(protect_z(rho, b, n) <= z + 1e-12, "n %d: a better feasible point", n);
+        }
+        for (int k = 0; k < n; k++)
+            rho[k] = 0.3;
+        ck_assert_int_eq(ss_weights_protect(fx, fy, d, rho, n, degree, 0.0, a), 0);
+        for (int k = 0; k < n; k++)
+            ck_assert_msg(fabs(a[k] - a0[k]) < 1e-9, "n %d: constant rho moved a[%d]", n, k);
+    }
+}
+END_TEST
+
 static Suite *weights_suite(void)
 {
     Suite *s = suite_create("weights");
@@ -711,6 +803,7 @@ static Suite *weights_suite(void)
     tcase_add_test(tc, test_poly_d_is_poly);
     tcase_add_test(tc, test_reweight_subset);
     tcase_add_test(tc, test_reweight_limits);
+    tcase_add_test(tc, test_protect);
     suite_add_tcase(s, tc);
     tc = tcase_create("lsq");
     tcase_set_timeout(tc, 60);
