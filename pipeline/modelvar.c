@@ -123,13 +123,17 @@ float ss_mv_beta(float *q, int n)
     return m > 0.0f ? m : 0.0f;
 }
 
-void ss_mv_apply(float *z, const float *t, int w, int h, float beta)
+void ss_mv_apply(float *z, const float *t, int w, int h, float beta, float *raw)
 {
     if (!(beta > 0.0f))
         return;
     const size_t npix = (size_t)w * (size_t)h;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < npix; i++)
-        if (isfinite(z[i]) && isfinite(t[i]))
-            z[i] = z[i] / sqrtf(1.0f + beta * t[i] * t[i]);
+    for (size_t i = 0; i < npix; i++) {
+        const float zv = z[i];
+        if (raw)
+            raw[i] = zv;
+        if (isfinite(zv) && isfinite(t[i]))
+            z[i] = zv / sqrtf(1.0f + beta * t[i] * t[i]);
+    }
 }
