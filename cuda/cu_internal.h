@@ -285,9 +285,9 @@ cudaError_t cu_matched(const cu_params_t *p, int R, int star, const float *in, i
 /* k_detect.cu: hysteresis + CCL + numbering + accumulation
  * (ss_label_seeded: masks from zg, seeds from z; then measurement of z). */
 cudaError_t cu_detect(const cu_params_t *p, const float *zg, const float *z, const float *rc,
-                      const float *r, int w, int h, int32_t *labels, int32_t *parent, uint8_t *seed,
-                      int *chunk_cnt, cu_acc_t *acc, int max_comp, cu_results_t *res,
-                      cudaStream_t s);
+                      const float *r, int w, int h, int32_t *labels, int32_t *parent,
+                      uint8_t *seed, int *chunk_cnt, cu_acc_t *acc, int max_comp,
+                      cu_results_t *res, cudaStream_t s);
 
 /* A frame with more components (res->np + nn) than accumulators
  * (p->max_comp), after cu_detect: measure instead the max_comp most

@@ -647,9 +647,9 @@ inline unsigned grid1(size_t n, int threads)
 } // namespace
 
 extern "C" cudaError_t cu_detect(const cu_params_t *p, const float *zg, const float *z,
-                                 const float *rc, const float *r, int w, int h, int32_t *labels, int32_t *parent,
-                                 uint8_t *seed, int *chunk_cnt, cu_acc_t *acc, int max_comp,
-                                 cu_results_t *res, cudaStream_t s)
+                                 const float *rc, const float *r, int w, int h, int32_t *labels,
+                                 int32_t *parent, uint8_t *seed, int *chunk_cnt, cu_acc_t *acc,
+                                 int max_comp, cu_results_t *res, cudaStream_t s)
 {
     const size_t npix = (size_t)w * (size_t)h;
     const dim3 tiles((unsigned)((w + T - 1) / T), (unsigned)((h + T - 1) / T));

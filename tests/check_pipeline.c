@@ -265,8 +265,8 @@ START_TEST(test_detection_quality)
     double fa_rate = false_alarms / (mpix * ok_frames);
     double completeness = movers_seen ? (double)movers_found / movers_seen : 0.0;
     fprintf(stderr, "model error %s: ok frames %d, movers %d/%d (%.3f), false alarms %d (%.3f "
-            "/Mpix/frame), streaks %d/%d\n", _i ? "on" : "off", ok_frames, movers_found, movers_seen, completeness, false_alarms, fa_rate,
-            streaks_good, streaks);
+            "/Mpix/frame), streaks %d/%d\n", _i ? "on" : "off", ok_frames, movers_found,
+            movers_seen, completeness, false_alarms, fa_rate, streaks_good, streaks);
     ck_assert_int_ge(ok_frames, frames - ss_cfg_min_history(&pc) - 2);
     ck_assert_int_gt(movers_seen, 100);
     ck_assert_msg(completeness >= 0.90, "completeness %.3f", completeness);
