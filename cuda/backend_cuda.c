@@ -141,6 +141,8 @@ struct ss_backend {
     uint16_t *d_hits;
     uint8_t *d_learned;
     float *d_plane[SS_PLANE__COUNT];
+    int grow_raw;                   /* SNR_RAW holds this frame's z before the model-error
+                                     * division (modelvar, β > 0): detection grows on it */
     int32_t *d_labels;
     uint8_t *d_hist;
     size_t hist_slot_bytes;
@@ -662,14 +664,15 @@ static cudaError_t st_mv_template(ss_backend_t *b, cudaStream_t s, int v)
 static cudaError_t st_mv_apply(ss_backend_t *b, cudaStream_t s, int v)
 {
     (void)v;
-    return cu_mv_apply(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR], b->npix,
-                       s);
+    return cu_mv_apply(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR],
+                       b->d_plane[SS_PLANE_SNR_RAW], b->npix, s);
 }
 
+/* v = 1: grow on SNR_RAW, seeds on SNR (b->grow_raw); 0: both on SNR. */
 static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
 {
-    (void)v;
-    SK(cu_detect(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_CLEAN],
+    const float *zg = b->d_plane[v ? SS_PLANE_SNR_RAW : SS_PLANE_SNR];
+    SK(cu_detect(b->d_params, zg, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_CLEAN],
                  b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_parent, b->d_u8,
                  b->d_chunk, b->d_acc, b->max_comp, b->d_res, s));
     SK(cu_copy_small(&b->m_res->np, &b->d_res->np, 2 * sizeof(int), s));
@@ -1590,6 +1593,7 @@ static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, int phases, floa
     hp->mf_sigma = sigma;
     if ((e = enqueue(b, st_matched, R, SS_STAGE_MATCHED)))
         return e;
+    b->grow_raw = 0;
     return op_end(b);
 }
 
@@ -1624,6 +1628,7 @@ static ss_err_t cuda_modelvar(ss_backend_t *b, int r, double psf_sigma, float si
     hp->mv_beta = *beta;
     if ((e = enqueue(b, st_mv_apply, 0, SS_STAGE_MATCHED)))
         return e;
+    b->grow_raw = *beta > 0.0f;
     return op_end(b);
 }
 
@@ -1723,7 +1728,7 @@ static ss_err_t cuda_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
     hp->negative = c->negative;
     hp->max_comp = b->max_comp;
     hp->min_area = c->min_area;
-    if ((e = enqueue(b, st_detect, 0, SS_STAGE_DETECT)) || (e = flush_wait(b)))
+    if ((e = enqueue(b, st_detect, b->grow_raw, SS_STAGE_DETECT)) || (e = flush_wait(b)))
         return e;
     const int nc = b->h_res->np + b->h_res->nn;
     int nacc = nc, unmeasured = 0;
@@ -1838,6 +1843,8 @@ static ss_err_t cuda_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const 
         b->clean_sigma_stale = 1;   /* the store selects its noise again */
     if (p == SS_PLANE_REFERENCE)
         b->ref_peaks_valid = 0;
+    if (p == SS_PLANE_SNR || p == SS_PLANE_SNR_RAW)
+        b->grow_raw = p == SS_PLANE_SNR_RAW;    /* backend.h: which map detection grows on */
     CK(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, b->cs));
     if (p == SS_PLANE_REFERENCE) {
         /* a written reference is followed by its pyramid and gradients */

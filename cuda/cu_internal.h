@@ -265,13 +265,14 @@ cudaError_t cu_copy_small(void *dst, const void *src, size_t bytes, cudaStream_t
 /* k_modelvar.cu (§6b, modelvar.c): D = ss_mv_template(t); the fit's samples
  * ss_mv_gather(z, D) compacted into q (room for cap) in no particular order,
  * their number in *count (may exceed cap; zeroed first); z = ss_mv_apply(z,
- * D, p->mv_beta). */
+ * D, p->mv_beta, raw). */
 cudaError_t cu_mv_clip(const float *a, const float *A, float *out, size_t n, int restore,
                        cudaStream_t s);     /* ss_mv_clip (0) / ss_mv_restore (1) */
 cudaError_t cu_mv_template(const float *t, int w, int h, float *D, cudaStream_t s);
 cudaError_t cu_mv_gather(const cu_params_t *p, const float *z, const float *D, int w, int h,
                          float *q, unsigned int cap, unsigned int *count, cudaStream_t s);
-cudaError_t cu_mv_apply(const cu_params_t *p, float *z, const float *D, size_t n, cudaStream_t s);
+cudaError_t cu_mv_apply(const cu_params_t *p, float *z, const float *D, float *raw, size_t n,
+                        cudaStream_t s);
 /* k_register.cu: ss_hipass of in (radius r) into out; sc: 2 planes */
 cudaError_t cu_hipass(const float *in, int w, int h, int r, float *const *sc, float *out,
                       cudaStream_t s);
@@ -281,11 +282,12 @@ cudaError_t cu_hipass(const float *in, int w, int h, int r, float *const *sc, fl
 cudaError_t cu_matched(const cu_params_t *p, int R, int star, const float *in, int w, int h, float *z,
                        cudaStream_t s);
 
-/* k_detect.cu: hysteresis + CCL + numbering + accumulation. */
-cudaError_t cu_detect(const cu_params_t *p, const float *z, const float *rc, const float *r,
-                      int w, int h, int32_t *labels, int32_t *parent, uint8_t *seed,
-                      int *chunk_cnt, cu_acc_t *acc, int max_comp, cu_results_t *res,
-                      cudaStream_t s);
+/* k_detect.cu: hysteresis + CCL + numbering + accumulation
+ * (ss_label_seeded: masks from zg, seeds from z; then measurement of z). */
+cudaError_t cu_detect(const cu_params_t *p, const float *zg, const float *z, const float *rc,
+                      const float *r, int w, int h, int32_t *labels, int32_t *parent,
+                      uint8_t *seed, int *chunk_cnt, cu_acc_t *acc, int max_comp,
+                      cu_results_t *res, cudaStream_t s);
 
 /* A frame with more components (res->np + nn) than accumulators
  * (p->max_comp), after cu_detect: measure instead the max_comp most

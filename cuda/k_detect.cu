@@ -14,6 +14,9 @@
  *     root is hung under the smaller index);
  *  3. flatten: every pixel points at its root, and a seed pixel (|z| >= hi)
  *     flags its root.
+ * The masks come from zg and the seeds from z (ss_label_seeded): the two
+ * are one plane unless the model-error term divided z (zg is then z
+ * before the division), and measurement reads z.
  * Because union always keeps the smaller index, a component's root is its
  * smallest raster index, i.e. its first pixel: numbering the kept roots
  * (those flagged by a seed) in index order — per 1024-pixel chunk a count,
@@ -199,8 +202,9 @@ __global__ void k_ccl_merge(const cu_params_t *__restrict__ p, const float *__re
     }
 }
 
-__global__ void k_ccl_flatten(const cu_params_t *__restrict__ p, const float *__restrict__ z,
-                              size_t npix, int *parent, uint8_t *__restrict__ seed)
+__global__ void k_ccl_flatten(const cu_params_t *__restrict__ p, const float *__restrict__ zg,
+                              const float *__restrict__ z, size_t npix, int *parent,
+                              uint8_t *__restrict__ seed)
 {
     const float lo = p->thresh_low, hi = p->thresh;
     const int negative = p->negative;
@@ -210,8 +214,7 @@ __global__ void k_ccl_flatten(const cu_params_t *__restrict__ p, const float *__
             continue;
         const int r = find_root(parent, (int)i);
         parent[i] = r;
-        const float v = z[i];
-        if (is_seed(v, pclass(v, lo, negative), hi))
+        if (is_seed(z[i], pclass(zg[i], lo, negative), hi))
             seed[r] = 1;
     }
 }
@@ -643,20 +646,20 @@ inline unsigned grid1(size_t n, int threads)
 
 } // namespace
 
-extern "C" cudaError_t cu_detect(const cu_params_t *p, const float *z, const float *rc,
-                                 const float *r, int w, int h, int32_t *labels, int32_t *parent,
-                                 uint8_t *seed, int *chunk_cnt, cu_acc_t *acc, int max_comp,
-                                 cu_results_t *res, cudaStream_t s)
+extern "C" cudaError_t cu_detect(const cu_params_t *p, const float *zg, const float *z,
+                                 const float *rc, const float *r, int w, int h, int32_t *labels,
+                                 int32_t *parent, uint8_t *seed, int *chunk_cnt, cu_acc_t *acc,
+                                 int max_comp, cu_results_t *res, cudaStream_t s)
 {
     const size_t npix = (size_t)w * (size_t)h;
     const dim3 tiles((unsigned)((w + T - 1) / T), (unsigned)((h + T - 1) / T));
     const int nchunks = (int)((npix + CH - 1) / CH);
-    k_ccl_local<<<tiles, dim3(T, TY), 0, s>>>(p, z, w, h, parent, seed);
-    k_ccl_merge<<<tiles, 2 * T, 0, s>>>(p, z, w, h, parent);
-    k_ccl_flatten<<<grid1(npix, 256), 256, 0, s>>>(p, z, npix, parent, seed);
-    k_ccl_count<<<nchunks, CH_THREADS, 0, s>>>(p, z, npix, parent, seed, chunk_cnt);
+    k_ccl_local<<<tiles, dim3(T, TY), 0, s>>>(p, zg, w, h, parent, seed);
+    k_ccl_merge<<<tiles, 2 * T, 0, s>>>(p, zg, w, h, parent);
+    k_ccl_flatten<<<grid1(npix, 256), 256, 0, s>>>(p, zg, z, npix, parent, seed);
+    k_ccl_count<<<nchunks, CH_THREADS, 0, s>>>(p, zg, npix, parent, seed, chunk_cnt);
     k_ccl_scan<<<1, SCAN_THREADS, 0, s>>>(nchunks, chunk_cnt, res);
-    k_ccl_number<<<nchunks, CH_THREADS, 0, s>>>(p, z, w, h, parent, seed, chunk_cnt, res, labels,
+    k_ccl_number<<<nchunks, CH_THREADS, 0, s>>>(p, zg, w, h, parent, seed, chunk_cnt, res, labels,
                                                 acc);
     k_ccl_relabel<<<grid1(npix, 256), 256, 0, s>>>(z, rc, r, w, h, parent, p, res, labels, acc);
     k_acc_rwgt<<<grid1((size_t)max_comp, 256), 256, 0, s>>>(p, res, rc, acc, 0);

@@ -70,15 +70,16 @@ __global__ void k_mv_gather(const cu_params_t *__restrict__ p, const float *__re
         q[k] = (zv * zv / SS_MV_CHI2_MED - 1.0f) / (tv * tv);     /* ss_mv_q */
 }
 
-/* ss_mv_apply */
+/* ss_mv_apply, with raw */
 __global__ void k_mv_apply(const cu_params_t *__restrict__ p, float *__restrict__ z,
-                           const float *__restrict__ D, size_t n)
+                           const float *__restrict__ D, float *__restrict__ raw, size_t n)
 {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const float beta = p->mv_beta;
     if (i >= n || !(beta > 0.0f))
         return;
     const float zv = z[i], tv = D[i];
+    raw[i] = zv;
     if (isfinite(zv) && isfinite(tv))
         z[i] = zv / sqrtf(1.0f + beta * tv * tv);
 }
@@ -114,11 +115,11 @@ extern "C" cudaError_t cu_mv_gather(const cu_params_t *p, const float *z, const 
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t cu_mv_apply(const cu_params_t *p, float *z, const float *D, size_t n,
-                                   cudaStream_t s)
+extern "C" cudaError_t cu_mv_apply(const cu_params_t *p, float *z, const float *D, float *raw,
+                                   size_t n, cudaStream_t s)
 {
     if (n == 0)
         return cudaSuccess;
-    k_mv_apply<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(p, z, D, n);
+    k_mv_apply<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(p, z, D, raw, n);
     return cudaGetLastError();
 }

@@ -23,6 +23,9 @@
  *   REF_S, REF_GX, REF_GY   the reference's smoothing and gradients (§2b)
  *   PREDICTION  P, RESIDUAL r, CLEAN r' (after the guided filter; equals r
  *               when the stage is off), SNR z
+ *   SNR_RAW     z before the model-error division: modelvar copies SNR
+ *               here before it divides SNR (only when its β > 0); the
+ *               hysteresis grows components on it, seeds on SNR
  *   STAR        D, the model-error template of the prediction's stars
  *               (ss_star_template; written by modelvar)
  *   LABELS      int32 labels (ss_label's convention)
@@ -55,6 +58,7 @@ typedef enum ss_plane {
     SS_PLANE_RESIDUAL,
     SS_PLANE_CLEAN,
     SS_PLANE_SNR,
+    SS_PLANE_SNR_RAW,
     SS_PLANE_STAR,
     SS_PLANE_LABELS,
     SS_PLANE_HISTORY,
@@ -149,11 +153,17 @@ typedef struct ss_backend_ops {
     /* §6b, after matched: PREDICTION -> STAR (the template D,
      * ss_star_template with radius r, psf_sigma and sigma), the fit's
      * samples (ss_mv_gather of SNR and STAR with stride and tmin) to the
-     * host, *beta = ss_mv_beta of them, then ss_mv_apply(SNR, STAR,
-     * *beta). *n gets the number of samples. */
+     * host, *beta = ss_mv_beta of them, then, when *beta > 0, SNR to
+     * SNR_RAW and ss_mv_apply(SNR, STAR, *beta). *n gets the number of
+     * samples. */
     ss_err_t (*modelvar)(ss_backend_t *b, int r, double psf_sigma, float sigma, int stride,
                          float tmin, float *beta, int *n);
-    /* §7: SNR -> LABELS (every component), then measurement into out: the
+    /* §7: SNR -> LABELS (every component; ss_label_seeded with growth on
+     * SNR_RAW and seeds on SNR when the last of matched, write_plane of
+     * SNR (both: no), modelvar and write_plane of SNR_RAW (both: yes when
+     * β > 0) left SNR_RAW as this z before its division; else growth and
+     * seeds on SNR), then
+     * measurement of SNR, CLEAN and RESIDUAL into out: the
      * ss_detect_keep most significant eligible components, most
      * significant first, truncated exact (ss_measure_rank), whatever the
      * backend's accumulator capacity. */

@@ -49,6 +49,8 @@ struct ss_backend {
 
     double ms[SS_STAGE__COUNT];
     uint64_t rd_issued;             /* read_begin tickets */
+    int grow_raw;                   /* SNR_RAW holds this frame's z before the model-error
+                                     * division (modelvar, β > 0): detection grows on it */
 };
 
 static int is_float_plane(ss_plane_t p)
@@ -360,6 +362,7 @@ static ss_err_t cpu_matched(ss_backend_t *b, double psf_sigma, int phases, float
     TIMED(b, SS_STAGE_MATCHED,
           ss_matched_filter(b->plane[SS_PLANE_CLEAN], b->w, b->h, psf_sigma, phases, sigma,
                             b->plane[SS_PLANE_SNR], b->fscratch));
+    b->grow_raw = 0;
     return SS_OK;
 }
 
@@ -375,7 +378,8 @@ static ss_err_t cpu_modelvar(ss_backend_t *b, int r, double psf_sigma, float sig
     float *q = b->fscratch + 5 * b->npix;
     *n = ss_mv_gather(z, t, b->w, b->h, stride, tmin, q);
     *beta = ss_mv_beta(q, *n);
-    ss_mv_apply(z, t, b->w, b->h, *beta);
+    ss_mv_apply(z, t, b->w, b->h, *beta, b->plane[SS_PLANE_SNR_RAW]);
+    b->grow_raw = *beta > 0.0f;
     b->ms[SS_STAGE_MATCHED] += (ss_now_mono() - t0) * 1e3;     /* part of the matched filter */
     return SS_OK;
 }
@@ -392,8 +396,9 @@ static ss_err_t cpu_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
         int np = 0, nn = 0;
         const float *rc = b->plane[SS_PLANE_CLEAN], *r = b->plane[SS_PLANE_RESIDUAL];
         const float *z = b->plane[SS_PLANE_SNR];
-        ss_label(z, b->w, b->h, (float)c->thresh, (float)c->thresh_low, c->negative, b->labels,
-                 b->iscratch, &np, &nn);
+        const float *zg = b->grow_raw ? b->plane[SS_PLANE_SNR_RAW] : z;
+        ss_label_seeded(zg, z, b->w, b->h, (float)c->thresh, (float)c->thresh_low, c->negative,
+                        b->labels, b->iscratch, &np, &nn);
         const int nc = np + nn;
         ss_rank_t *rank = (ss_rank_t *)b->dscratch;
         if (nc <= CPU_MAX_COMPONENTS) {
@@ -469,6 +474,8 @@ static ss_err_t cpu_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const v
     if (!dst)
         return SS_ERR_INVALID;
     memcpy(dst, src, bytes);
+    if (p == SS_PLANE_SNR || p == SS_PLANE_SNR_RAW)
+        b->grow_raw = p == SS_PLANE_SNR_RAW;    /* backend.h: which map detection grows on */
     /* a written reference must be followed by its pyramid and gradients */
     if (p == SS_PLANE_REFERENCE) {
         build_pyramid(&b->ref_pyr);

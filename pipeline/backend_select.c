@@ -34,7 +34,7 @@ const char *ss_plane_name(ss_plane_t p)
 {
     static const char *const names[SS_PLANE__COUNT] = {
         "frame", "filtered", "hipass", "reference", "ref_s", "ref_gx", "ref_gy", "prediction",
-        "residual", "clean", "snr", "star", "labels", "history", "badmask",
+        "residual", "clean", "snr", "snr_raw", "star", "labels", "history", "badmask",
     };
     return (unsigned)p < SS_PLANE__COUNT ? names[p] : "?";
 }

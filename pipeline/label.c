@@ -64,6 +64,12 @@ static inline void uf_union(int32_t *parent, int32_t *state, int32_t a, int32_t 
 void ss_label(const float *z, int w, int h, float hi, float lo, int negative,
               int32_t *labels, int32_t *scratch, int *n_pos, int *n_neg)
 {
+    ss_label_seeded(z, z, w, h, hi, lo, negative, labels, scratch, n_pos, n_neg);
+}
+
+void ss_label_seeded(const float *z, const float *zs, int w, int h, float hi, float lo,
+                     int negative, int32_t *labels, int32_t *scratch, int *n_pos, int *n_neg)
+{
     int32_t *parent = scratch;      /* meaningful at mask pixels only */
     int32_t *state = labels;        /* class and seed bits until pass 2 */
     int np = 0, nn = 0;
@@ -76,7 +82,8 @@ void ss_label(const float *z, int w, int h, float hi, float lo, int negative,
         return;
     }
 
-    /* Pass 1: classes, seeds and unions with the already visited
+    /* Pass 1: classes (from z), seeds (from zs, read only where z reaches
+     * the growth level) and unions with the already visited
      * neighbours W, NW, N, NE of the same class. When N is in the same
      * class it is 8-adjacent to W, NW and NE, which were therefore merged
      * with it already (as N's neighbours or N as theirs): one union with N
@@ -88,9 +95,9 @@ void ss_label(const float *z, int w, int h, float hi, float lo, int negative,
             const float v = z[k];
             int32_t st;
             if (v >= lo)
-                st = CLS_POS | (v >= hi ? SEED_BIT : 0);
+                st = CLS_POS | (zs[k] >= hi ? SEED_BIT : 0);
             else if (negative && -v >= lo)
-                st = CLS_NEG | (-v >= hi ? SEED_BIT : 0);
+                st = CLS_NEG | (-zs[k] >= hi ? SEED_BIT : 0);
             else {
                 state[k] = 0;
                 continue;

@@ -5,6 +5,11 @@
  * divided by sqrt(1 + β·t²), t the star's own SNR map, β fitted per frame
  * from the star pixels by a median (so that movers and cosmic hits on
  * stars do not pull it, and a frame whose prediction is right gets β ≈ 0).
+ * The division decides whether something is there, not how far it
+ * reaches: ss_mv_apply keeps z as it was (the backends' SNR_RAW plane),
+ * detection seeds on the divided map and grows on that one
+ * (ss_label_seeded), so that a streak crossing a star's ring is not cut
+ * there.
  *
  * Why a term in the variance and not a better prediction: the seeing's
  * second order and the interpolation's error were tried as fitted terms
@@ -123,13 +128,17 @@ float ss_mv_beta(float *q, int n)
     return m > 0.0f ? m : 0.0f;
 }
 
-void ss_mv_apply(float *z, const float *t, int w, int h, float beta)
+void ss_mv_apply(float *z, const float *t, int w, int h, float beta, float *raw)
 {
     if (!(beta > 0.0f))
         return;
     const size_t npix = (size_t)w * (size_t)h;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < npix; i++)
-        if (isfinite(z[i]) && isfinite(t[i]))
-            z[i] = z[i] / sqrtf(1.0f + beta * t[i] * t[i]);
+    for (size_t i = 0; i < npix; i++) {
+        const float zv = z[i];
+        if (raw)
+            raw[i] = zv;
+        if (isfinite(zv) && isfinite(t[i]))
+            z[i] = zv / sqrtf(1.0f + beta * t[i] * t[i]);
+    }
 }

@@ -813,8 +813,10 @@ int ss_mv_gather(const float *z, const float *t, int w, int h, int stride, float
 float ss_mv_beta(float *q, int n);
 
 /* z = z / sqrtf(1.0f + beta·t·t) (float, as written) where z and t are
- * finite; z unchanged elsewhere and everywhere when beta <= 0. */
-void ss_mv_apply(float *z, const float *t, int w, int h, float beta);
+ * finite; z unchanged elsewhere and everywhere when beta <= 0. When raw
+ * is not NULL and beta > 0, raw gets z as it was (every pixel, NaN
+ * included): the map that detection grows components on. */
+void ss_mv_apply(float *z, const float *t, int w, int h, float beta, float *raw);
 
 /* ======================================================================
  * §7 labelling and measurement (label.c, measure.c)
@@ -828,6 +830,15 @@ void ss_mv_apply(float *z, const float *t, int w, int h, float beta);
  * counted separately. scratch: w·h int32. */
 void ss_label(const float *z, int w, int h, float hi, float lo, int negative,
               int32_t *labels, int32_t *scratch, int *n_pos, int *n_neg);
+
+/* ss_label with the seeds from a second map: a pixel belongs to the
+ * positive (negative) mask when z >= lo (−z >= lo), and is a seed when, in
+ * addition, zs >= hi (−zs >= hi). ss_label is zs = z. The model-error term
+ * (§6b) passes z before its division as z and the divided map as zs: the
+ * term decides whether a component is there, not how far it reaches
+ * (README, "Model error"). zs is read where z is in a mask only. */
+void ss_label_seeded(const float *z, const float *zs, int w, int h, float hi, float lo,
+                     int negative, int32_t *labels, int32_t *scratch, int *n_pos, int *n_neg);
 
 /* The most components (both signs together) a w×h frame can hold: the
  * pixels of a 2×2 block are all 8-adjacent, so each block (the frame's

@@ -246,7 +246,7 @@ START_TEST(test_pipeline_defaults)
     ck_assert_int_eq(p.guided_radius, 0);
     ck_assert(p.guided_eps == 0.1);
     ck_assert_int_eq(p.noise_stride, 2);
-    ck_assert_int_eq(p.model_error, 0);
+    ck_assert_int_eq(p.model_error, 1);
     ck_assert(p.model_error_snr == 20.0);
     ck_assert(p.psf_sigma == 1.4);
     ck_assert(p.thresh == 5.0);

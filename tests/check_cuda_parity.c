@@ -828,13 +828,18 @@ END_TEST
 
 /* ---- §6b model-error term ------------------------------------------------- */
 
+static void cmp_dets(const ss_detlist_t *a, const ss_detlist_t *b, const char *what);
+
 /* A star field as the prediction (Gaussian stars of sigma 1.7 on a sky
  * with a gradient, 2 % invalid pixels) and an SNR map of noise plus a
  * share of each star's scale derivative, so that β is fitted from
  * thousands of samples: the template (STAR), the samples' number, β and
- * the divided SNR map must agree to the bit. _i: 0 the residual's single
- * kernel configured; 1 the 2×2 bank configured (the template always
- * takes one kernel); 2 no star bright enough (β = 0, SNR unchanged). */
+ * the divided SNR map must agree to the bit, and so must z before the
+ * division (SNR_RAW) and the detections that grow on it from seeds of
+ * the divided map (labels, lists). _i: 0 the residual's single kernel
+ * configured; 1 the 2×2 bank configured (the template always takes one
+ * kernel); 2 no star bright enough (β = 0, SNR unchanged, detection on
+ * SNR alone). */
 START_TEST(test_modelvar_parity)
 {
     static const double psf[] = { 1.4, 0.68, 2.7 };
@@ -849,7 +854,13 @@ START_TEST(test_modelvar_parity)
     pair_new(&p, &cfg, &geo, NULL);
     const size_t n = (size_t)W * H;
     float *P = malloc(n * sizeof(float)), *z = malloc(n * sizeof(float));
-    ck_assert(P && z);
+    float *zd = malloc(n * sizeof(float));
+    int32_t *lab = malloc(n * sizeof(int32_t));
+    ss_detlist_t dc, dg;
+    ck_assert(P && z && zd && lab && ss_detlist_init(&dc, 100000) == 0 &&
+              ss_detlist_init(&dg, 100000) == 0);
+    fill_plane(&p, SS_PLANE_CLEAN, 0.0, 5.0, 0.0);
+    fill_plane(&p, SS_PLANE_RESIDUAL, 0.0, 6.0, 0.0);
     const double amp = _i == 2 ? 20.0 : 3e4;
     for (int y = 0; y < H; y++)
         for (int x = 0; x < W; x++) {
@@ -888,9 +899,28 @@ START_TEST(test_modelvar_parity)
             ck_assert_msg(bc > 0.0f && nc >= SS_MV_MIN_SAMPLES, "%s: beta %g from %d", what,
                           (double)bc, nc);
         cmp_float(&p, SS_PLANE_SNR, 1, what);
+        if (bc > 0.0f)
+            cmp_float(&p, SS_PLANE_SNR_RAW, 1, what);
+        ck_assert_int_eq(ss_backend_cpu.detect(p.c, 5.0f, &dc), SS_OK);
+        ck_assert_int_eq(p.go->detect(p.g, 5.0f, &dg), SS_OK);
+        cmp_bytes(&p, SS_PLANE_LABELS, 0, n * sizeof(int32_t), what);
+        cmp_dets(&dc, &dg, what);
+        /* the new path was taken: some labelled pixels are below the
+         * growth level in the divided map (grown on SNR_RAW) */
+        ck_assert_int_eq(ss_backend_cpu.read_plane(p.c, SS_PLANE_SNR, 0, zd), SS_OK);
+        ck_assert_int_eq(ss_backend_cpu.read_plane(p.c, SS_PLANE_LABELS, 0, lab), SS_OK);
+        size_t grown = 0;
+        for (size_t i = 0; i < n; i++)
+            grown += lab[i] != 0 && !(fabsf(zd[i]) >= (float)cfg.thresh_low);
+        ck_assert_msg(_i == 2 ? grown == 0 : grown > 0, "%s: %zu pixels grown on z before the "
+                      "division", what, grown);
     }
     free(P);
     free(z);
+    free(zd);
+    free(lab);
+    ss_detlist_free(&dc);
+    ss_detlist_free(&dg);
     pair_free(&p);
 }
 END_TEST

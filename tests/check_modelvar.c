@@ -86,6 +86,103 @@ START_TEST(test_template_formula)
 END_TEST
 
 /* ---------------------------------------------------------------------- */
+/* seeds from the divided z, growth from z before the division             */
+/* ---------------------------------------------------------------------- */
+
+/* A streak of z 8 (σ 1) across the ring of a bright star, on the CPU
+ * backend's modelvar and detect: the map around the stars is noise of
+ * variance 1 + β₀·D² (D the template of the prediction's stars), so the
+ * fit finds β ≈ β₀ and divides the streak where it crosses the ring by
+ * sqrt(1 + β₀·D²) > 8/2.5 — below the growth level. Growth on the
+ * divided map (seeds and growth from one map) cuts the streak there into
+ * two components; growth on z before the division keeps it one, while
+ * the ring's noise seeds nothing. Returns the positive detections' count
+ * (the first in *d). */
+static int streak_across_star(int term_on, ss_detection_t *first, float *beta)
+{
+    enum { W = 160, H = 128, NSTAR = 20 };
+    const size_t n = (size_t)W * H;
+    float *P = malloc(n * sizeof(float)), *z = malloc(n * sizeof(float));
+    float *D = malloc(n * sizeof(float)), *scr = malloc(5 * n * sizeof(float));
+    ck_assert(P && z && D && scr);
+    ss_pipeline_cfg_t c;
+    ss_pipeline_cfg_defaults(&c);
+    c.negative = 0;
+    const ss_geometry_t geo = { .raw_w = W, .raw_h = H, .raw_dtype = SS_DT_F32,
+                                .roi = { 0, 0, W, H }, .hist_dtype = SS_DT_F32, .history = 2 };
+    ss_backend_t *be = NULL;
+    ck_assert_int_eq(ss_backend_cpu.create(&c, &geo, NULL, &be), SS_OK);
+    /* the star the streak crosses at (80, 64), 19 more around it */
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            double v = 1000.0;
+            for (int s = 0; s < NSTAR; s++) {
+                const double sx = s ? 12 + (s * 53) % (W - 24) : 80.0;
+                const double sy = s ? 10 + (s * 37) % (H - 20) : 64.0;
+                const double d2 = (x - sx) * (x - sx) + (y - sy) * (y - sy);
+                v += 2e4 * exp(-d2 / (2.0 * 1.4 * 1.4));
+            }
+            P[(size_t)y * W + x] = (float)v;
+        }
+    const double psf = c.psf_sigma;
+    ss_star_template(P, W, H, ss_mv_radius(psf), psf, 1.0f, D, scr);
+    const double beta0 = 4e-3;
+    rng_state = 99;
+    for (size_t i = 0; i < n; i++) {
+        const double d = isfinite(D[i]) ? D[i] : 0.0;
+        z[i] = (float)(rng_gauss() * sqrt(1.0 + beta0 * d * d));
+    }
+    float dmax = 0.0f;
+    for (int x = 20; x <= 140; x++)         /* the streak, along y = 61 .. 62 */
+        for (int y = 61; y <= 62; y++) {
+            const size_t i = (size_t)y * W + x;
+            z[i] = 8.0f;
+            if (isfinite(D[i]) && D[i] > dmax)
+                dmax = D[i];
+        }
+    ck_assert_msg(beta0 * dmax * dmax > (8.0 / 2.5) * (8.0 / 2.5) - 1.0,
+                  "the streak's largest D %g does not cut it", (double)dmax);
+    ck_assert_int_eq(ss_backend_cpu.write_plane(be, SS_PLANE_PREDICTION, 0, P), SS_OK);
+    ck_assert_int_eq(ss_backend_cpu.write_plane(be, SS_PLANE_SNR, 0, z), SS_OK);
+    ck_assert_int_eq(ss_backend_cpu.write_plane(be, SS_PLANE_CLEAN, 0, z), SS_OK);
+    ck_assert_int_eq(ss_backend_cpu.write_plane(be, SS_PLANE_RESIDUAL, 0, z), SS_OK);
+    int ns = 0;
+    *beta = 0.0f;
+    if (term_on)
+        ck_assert_int_eq(ss_backend_cpu.modelvar(be, ss_mv_radius(psf), psf, 1.0f, 1,
+                                                 (float)c.model_error_snr, beta, &ns), SS_OK);
+    ss_detlist_t l;
+    ck_assert_int_eq(ss_detlist_init(&l, 1000), 0);
+    ck_assert_int_eq(ss_backend_cpu.detect(be, 1.0f, &l), SS_OK);
+    const int count = l.count;
+    if (count > 0)
+        *first = l.items[0];
+    ss_detlist_free(&l);
+    ss_backend_cpu.destroy(&be);
+    free(P);
+    free(z);
+    free(D);
+    free(scr);
+    return count;
+}
+
+START_TEST(test_streak_across_star_one_detection)
+{
+    ss_detection_t d;
+    float beta = 0.0f;
+    const int n = streak_across_star(1, &d, &beta);
+    fprintf(stderr, "streak across a bright star's ring, term on: beta %.3g, %d detection(s), "
+            "first bbox x %d..%d\n", (double)beta, n, n ? d.bbox_x0 : -1, n ? d.bbox_x1 : -1);
+    ck_assert_msg(beta > 1e-3f && beta < 1.6e-2f, "beta %g, want about 4e-3", (double)beta);
+    ck_assert_int_eq(n, 1);
+    ck_assert_msg(d.bbox_x0 <= 20 && d.bbox_x1 >= 140, "the detection spans x %d..%d",
+                  d.bbox_x0, d.bbox_x1);
+    ck_assert_msg(d.peak_snr < 8.01, "peak SNR %g: measured on the divided map (at most 8)",
+                  d.peak_snr);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
 /* the pipeline on a sequence with 10 % seeing wobble                      */
 /* ---------------------------------------------------------------------- */
 
@@ -154,6 +251,7 @@ static Suite *modelvar_suite(void)
     tcase_add_test(tc, test_beta_is_lower_median);
     tcase_add_test(tc, test_beta_ignores_outliers);
     tcase_add_test(tc, test_template_formula);
+    tcase_add_test(tc, test_streak_across_star_one_detection);
     tcase_add_test(tc, test_seeing_wobble_false_alarms);
     suite_add_tcase(s, tc);
     return s;

@@ -177,7 +177,11 @@ END_TEST
 /* The detection requirements of issue 2 on one long sequence: movers at
  * SNR 8 found in >= 90 % of the frames they are in, at most 2 false alarms
  * (kinds other than cosmic) per Mpix per frame, every streak one detection
- * with end points within 3 px. */
+ * with end points within 3 px. _i: the model-error term off (0) or on (1):
+ * with it on, a streak crossing a bright star's ring stays one detection
+ * only because components grow on z before the term's division (with
+ * growth on the divided z, one streak of ten here came out as a streak
+ * and a point). */
 START_TEST(test_detection_quality)
 {
     ss_synth_cfg_t sc;
@@ -191,6 +195,7 @@ START_TEST(test_detection_quality)
     sc.streak_len_min = 30.0;
     sc.streak_len_max = 200.0;
     pipe_cfg(&pc);
+    pc.model_error = _i;
     run_t r;
     run_open(&r, &sc, &pc);
 
@@ -259,9 +264,9 @@ START_TEST(test_detection_quality)
     double mpix = sc.width * (double)sc.height / 1e6;
     double fa_rate = false_alarms / (mpix * ok_frames);
     double completeness = movers_seen ? (double)movers_found / movers_seen : 0.0;
-    fprintf(stderr, "ok frames %d, movers %d/%d (%.3f), false alarms %d (%.3f /Mpix/frame), streaks %d/%d\n",
-            ok_frames, movers_found, movers_seen, completeness, false_alarms, fa_rate,
-            streaks_good, streaks);
+    fprintf(stderr, "model error %s: ok frames %d, movers %d/%d (%.3f), false alarms %d (%.3f "
+            "/Mpix/frame), streaks %d/%d\n", _i ? "on" : "off", ok_frames, movers_found,
+            movers_seen, completeness, false_alarms, fa_rate, streaks_good, streaks);
     ck_assert_int_ge(ok_frames, frames - ss_cfg_min_history(&pc) - 2);
     ck_assert_int_gt(movers_seen, 100);
     ck_assert_msg(completeness >= 0.90, "completeness %.3f", completeness);
@@ -1625,7 +1630,7 @@ static Suite *pipeline_suite(void)
     suite_add_tcase(s, tc);
     TCase *q = tcase_create("quality");
     tcase_set_timeout(q, 900);
-    tcase_add_test(q, test_detection_quality);
+    tcase_add_loop_test(q, test_detection_quality, 0, 2);
     tcase_add_loop_test(q, test_slow_movers_leave_history, 0, 3);
     tcase_add_test(q, test_slow_tracks_clean_history);
     tcase_add_test(q, test_warmup_protects_slow_movers);
