@@ -357,8 +357,87 @@ static float guide_mean(const float *I, const float *L, const float *p, int w, i
     return cnt > 0.0 ? (float)(sum / cnt) : 0.0f;
 }
 
-void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float eps, float *out,
-                      float *scratch, double *dscratch)
+int ss_gmask_init(ss_gmask_t *m, double psf_sigma, double tau, double sigma, double a2)
+{
+    if (!(psf_sigma > 0.0) || !isfinite(psf_sigma) || !(tau > 0.0) || !isfinite(tau) ||
+        !(sigma > 0.0) || !isfinite(sigma) || !(a2 >= 0.0) || !isfinite(a2))
+        return -1;
+    m->R = ss_psf_kernel(psf_sigma, m->k);
+    double s2 = 0.0;
+    for (int i = 0; i <= 2 * m->R; i++)
+        s2 += (double)m->k[i] * (double)m->k[i];
+    m->t = (float)(tau * sigma * s2);
+    m->tl = (float)(tau * sqrt(20.0 * sigma * sigma * a2 / (1.0 + a2)));
+    m->d2 = (int)floor(2.0 * log(20.0) * (psf_sigma * psf_sigma + 1.0 / 12.0));
+    return 0;
+}
+
+/* The guide has no structure at (x, y): |ss_laplacian5(I)| < tl there
+ * (the same float sum; NaN and the outer ring: no). */
+static inline int gm_flat(const float *I, int w, int h, int x, int y, float tl)
+{
+    if (x == 0 || y == 0 || x == w - 1 || y == h - 1)
+        return 0;
+    const size_t i = (size_t)y * (size_t)w + (size_t)x;
+    const float l = I[i - 1] + I[i + 1] + I[i - (size_t)w] + I[i + (size_t)w] - 4.0f * I[i];
+    return fabsf(l) < tl;
+}
+
+void ss_gmask_apply(const float *I, const float *p, int w, int h, const ss_gmask_t *m,
+                    float *pm, float *hx, float *seed)
+{
+    const int R = m->R;
+    const float *k = m->k;
+    /* rows: hx = Σ_j k[j]·p(x + j - R), invalid and outside as 0 */
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        const float *row = p + (size_t)y * (size_t)w;
+        for (int x = 0; x < w; x++) {
+            float s = 0.0f;
+            for (int j = 0; j <= 2 * R; j++) {
+                const int xx = x + j - R;
+                const float v = xx >= 0 && xx < w && isfinite(row[xx]) ? row[xx] : 0.0f;
+                s = s + k[j] * v;
+            }
+            hx[(size_t)y * (size_t)w + (size_t)x] = s;
+        }
+    }
+    /* columns, and the seeds */
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            float s = 0.0f;
+            for (int j = 0; j <= 2 * R; j++) {
+                const int yy = y + j - R;
+                const float v = yy >= 0 && yy < h ? hx[(size_t)yy * (size_t)w + (size_t)x] : 0.0f;
+                s = s + k[j] * v;
+            }
+            const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            seed[i] = isfinite(p[i]) && fabsf(s) >= m->t && gm_flat(I, w, h, x, y, m->tl)
+                          ? 1.0f : 0.0f;
+        }
+    }
+    /* the seeds' disks, where the guide is flat */
+    const int d = (int)floor(sqrt((double)m->d2));
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            int hit = 0;
+            if (isfinite(p[i]) && gm_flat(I, w, h, x, y, m->tl))
+                for (int dy = -d; dy <= d && !hit; dy++)
+                    for (int dx = -d; dx <= d && !hit; dx++) {
+                        const int xx = x + dx, yy = y + dy;
+                        hit = dx * dx + dy * dy <= m->d2 && xx >= 0 && xx < w && yy >= 0 &&
+                              yy < h && seed[(size_t)yy * (size_t)w + (size_t)xx] != 0.0f;
+                    }
+            pm[i] = hit ? NAN : p[i];
+        }
+    }
+}
+
+void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float eps,
+                      const ss_gmask_t *mask, float *out, float *scratch, double *dscratch)
 {
     if (w <= 0 || h <= 0)
         return;
@@ -367,9 +446,15 @@ void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float
     if (r < 0)
         r = 0;
     const float c = guide_mean(I, NULL, p, w, h, dscratch);
+    const float *pmom = p;
+    if (mask) {
+        ss_gmask_apply(I, p, w, h, mask, scratch + 7 * npix, scratch + 5 * npix,
+                       scratch + 6 * npix);
+        pmom = scratch + 7 * npix;
+    }
 
-    /* A, B from the window moments of I' = I - c and p */
-    box_job_t jm = { .mode = BOX_GUIDED_AB, .C = 4, .w = w, .h = h, .r = r, .I = I, .p = p,
+    /* A, B from the window moments of I' = I - c and p (pm) */
+    box_job_t jm = { .mode = BOX_GUIDED_AB, .C = 4, .w = w, .h = h, .r = r, .I = I, .p = pmom,
                      .c = c, .eps = (double)eps };
     jm.out[0] = A;
     jm.out[1] = B;
@@ -411,17 +496,23 @@ void ss_laplacian5(const float *in, int w, int h, float *out)
     }
 }
 
-/* The two-channel fit: window moments over the pixels where I, L and p
- * are finite, then out = p - q where they are. */
-static void guided2_pass(const float *I, const float *L, const float *p,
+/* The two-channel fit: window moments over the pixels where I, L and pm
+ * (p, or p with the mask's pixels NaN: scratch plane 7, planes 3 and 4
+ * its temporaries) are finite, then out = p - q where I, L, p are. */
+static void guided2_pass(const float *I, const float *L, const float *p, const ss_gmask_t *mask,
                          int w, int h, int r, float eps, float c, float *out, float *scratch,
                          double *dscratch)
 {
     const size_t npix = (size_t)w * (size_t)h, nds = 2 * npix;
     float *A1 = scratch, *A2 = scratch + npix, *B = scratch + 2 * npix;
     float *bA1 = scratch + 3 * npix, *bA2 = scratch + 4 * npix, *bB = scratch + 5 * npix;
+    const float *pmom = p;
+    if (mask) {
+        ss_gmask_apply(I, p, w, h, mask, scratch + 7 * npix, bA1, bA2);
+        pmom = scratch + 7 * npix;
+    }
     box_job_t jm = { .mode = BOX_GUIDED2_AB, .C = 8, .w = w, .h = h, .r = r, .I = I, .L = L,
-                     .p = p, .c = c, .eps = (double)eps };
+                     .p = pmom, .c = c, .eps = (double)eps };
     jm.out[0] = A1;
     jm.out[1] = A2;
     jm.out[2] = B;
@@ -475,7 +566,8 @@ float ss_seeing_term(const float *I, const float *L, const float *p, int w, int 
 }
 
 void ss_guided_filter2(const float *I, const float *p, int w, int h, int r, float eps,
-                       int biharmonic, float *out, float *scratch, double *dscratch)
+                       int biharmonic, const ss_gmask_t *mask, float *out, float *scratch,
+                       double *dscratch)
 {
     if (w <= 0 || h <= 0)
         return;
@@ -494,5 +586,5 @@ void ss_guided_filter2(const float *I, const float *p, int w, int h, int r, floa
             out[i] = ss_seeing_apply(p[i], Q[i], c2);
         p = out;
     }
-    guided2_pass(I, L, p, w, h, r, eps, c, out, scratch, dscratch);
+    guided2_pass(I, L, p, mask, w, h, r, eps, c, out, scratch, dscratch);
 }

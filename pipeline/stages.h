@@ -587,6 +587,43 @@ int ss_clean_sharp(const float *frame, const float *med, int w, int h, double k,
  * double, O(1) per pixel whatever r. scratch: 2·w·h doubles. */
 void ss_box_mean(const float *in, int w, int h, int r, float *out, double *scratch);
 
+/* The guided filter's source mask (guided.mask, ALGORITHM.md §4; the
+ * derivation is in docs/QUALITY.md, "the guided filter's source mask").
+ * A faint mover inside a window is part of the window's moments, so B =
+ * mean_p − A·mean_I takes a share of it and r' loses it; the mask leaves
+ * out of the moments (never out of r') the pixels of a source that the
+ * guide does not explain:
+ *   seed(x) = |Σ (k⊗k)·p|(x) ≥ t  and  flat(x),
+ *     the matched filter of the unfiltered residual with the PSF taps k
+ *     (invalid and out-of-frame pixels as 0, no renormalisation), t =
+ *     τ·σ·Σk² (a z-threshold τ in the units of §6's SNR map);
+ *   flat(x) = |∇²I|(x) < tl (ss_laplacian5's arithmetic; NaN: not flat),
+ *     tl = τ·√20·σ_P, σ_P = σ·√(‖a‖²/(1+‖a‖²)) the guide's noise;
+ *   masked(x) = flat(x) and p(x) finite and a seed lies at an offset
+ *     dx² + dy² ≤ d2, d2 = ⌊2·ln 20·(σ_psf² + 1/12)⌋ (the disk that holds
+ *     95 % of a pixel-integrated Gaussian's flux).
+ * Sums in float in tap order (rows, then columns), no contraction: the
+ * CUDA kernels do the same operations in the same order. */
+#define SS_KERNEL_MAX_RADIUS 24     /* §6's PSF taps (ss_psf_kernel) at most */
+typedef struct ss_gmask {
+    int R;                                  /* taps radius */
+    float k[2 * SS_KERNEL_MAX_RADIUS + 1];  /* ss_psf_kernel */
+    float t;                                /* seed threshold on Σ (k⊗k)·p */
+    float tl;                               /* flat guide: |∇²I| < tl */
+    int d2;                                 /* dilation: dx² + dy² ≤ d2 */
+} ss_gmask_t;
+
+/* Fill m for PSF sigma psf_sigma, z-threshold tau, residual noise sigma
+ * and the squared norm a2 = Σ a_k² of the prediction's weights. Returns 0,
+ * or -1 (m unusable: no mask) where sigma, tau or psf_sigma is not
+ * positive and finite. */
+int ss_gmask_init(ss_gmask_t *m, double psf_sigma, double tau, double sigma, double a2);
+
+/* pm = p with the masked pixels NaN (m's contract above). hx, seed: w·h
+ * floats of scratch. pm, hx, seed may not alias I, p or each other. */
+void ss_gmask_apply(const float *I, const float *p, int w, int h, const ss_gmask_t *m,
+                    float *pm, float *hx, float *seed);
+
 /* Guided filter cleanup with guide I (the prediction) and input p (the
  * residual), ALGORITHM §4. A pixel takes part when both I and p are
  * finite. Means are valid-aware box means over those pixels; I is taken
@@ -602,9 +639,13 @@ void ss_box_mean(const float *in, int w, int h, int r, float *out, double *scrat
  *   is NaN). Double up to A and B because var is a small difference of
  *   large numbers near stars: float means there lose most of its digits.
  * eps in ADU² (the caller scales by the noise variance).
- * scratch: 8·w·h floats (4·w·h are used) + 2·w·h doubles. */
+ * scratch: 8·w·h floats + 2·w·h doubles.
+ * mask (NULL: none): the window moments (A, B) are those of pm =
+ * ss_gmask_apply(I, p): a masked pixel takes no part in them (nor has its
+ * own A, B), and out is formed from p at every pixel as without it.
+ */
 void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float eps,
-                      float *out, float *scratch, double *dscratch);
+                      const ss_gmask_t *mask, float *out, float *scratch, double *dscratch);
 
 /* 5-point Laplacian: out = l + r + u + d - 4·c summed in float in that
  * order; NaN on the frame's outer row/column and where any tap is NaN. */
@@ -627,9 +668,11 @@ void ss_laplacian5(const float *in, int w, int h, float *out);
  * computed in double, NaN where I, L or p is NaN.
  * biharmonic: first p' = p − c2·Q (ss_seeing_term, ss_seeing_apply), and
  * the local fit is of p'.
+ * mask: as in ss_guided_filter (the moments of the fit of p or p').
  * scratch: 8·w·h floats + 2·w·h doubles. */
 void ss_guided_filter2(const float *I, const float *p, int w, int h, int r, float eps,
-                       int biharmonic, float *out, float *scratch, double *dscratch);
+                       int biharmonic, const ss_gmask_t *mask, float *out, float *scratch,
+                       double *dscratch);
 
 /* The second-order seeing term (guided.biharmonic): Q = ss_laplacian5(L)
  * into Q (w·h floats), and c2 = the coefficient of Q in the global
@@ -673,7 +716,6 @@ float ss_noise_clipped(const float *x, int w, int h, int stride);
  * §6 matched filter (matched.c)
  * ==================================================================== */
 
-#define SS_KERNEL_MAX_RADIUS 24
 
 /* 1-D Gaussian kernel of psf_sigma: radius R = min(ceil(3σ), 24), taps
  * k[0..2R] = exp(-(i-R)²/(2σ²)) normalised to sum 1 (in double, stored as
