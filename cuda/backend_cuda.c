@@ -615,11 +615,11 @@ static cudaError_t st_whiten(ss_backend_t *b, cudaStream_t s, int v)
 /* v = radius·4 + biharmonic·2 + laplacian (radius 0: CLEAN = RESIDUAL). */
 static cudaError_t st_guided(ss_backend_t *b, cudaStream_t s, int v)
 {
-    const int radius = v >> 2;
+    const int radius = v >> 3;
     if (radius <= 0)
         return cu_copy_plane(b->d_plane[SS_PLANE_RESIDUAL], b->d_plane[SS_PLANE_CLEAN], b->npix, s);
     return cu_guided(b->d_params, b->d_plane[SS_PLANE_PREDICTION], b->d_plane[SS_PLANE_RESIDUAL],
-                     b->w, b->h, radius, v & 3, b->d_gs,
+                     b->w, b->h, radius, v & 7, b->d_gs,
                      b->d_plane[SS_PLANE_CLEAN], b->d_partials, b->d_counter, b->d_misc, s);
 }
 
@@ -1542,16 +1542,20 @@ static ss_err_t cuda_whiten(ss_backend_t *b, const int *slots, const int *ix, co
     return op_end(b);
 }
 
-static ss_err_t cuda_guided(ss_backend_t *b, int radius, float eps)
+static ss_err_t cuda_guided(ss_backend_t *b, int radius, float eps, const ss_gmask_t *mask)
 {
     ss_err_t e = op_begin(b);
     if (e || (e = params_begin(b)))
         return e;
     b->h_params->gf_radius = radius;
     b->h_params->gf_eps = eps;
-    /* the shape of the work: radius and which filter */
+    if (mask)
+        b->h_params->gf_mask = *mask;
+    /* the shape of the work: radius, which filter, with the mask or not */
     const int lap = b->cfg->guided_laplacian != 0;
-    const int v = radius > 0 ? radius * 4 + (lap && b->cfg->guided_biharmonic) * 2 + lap : 0;
+    const int v = radius > 0 ? radius * 8 + (mask != NULL) * 4 +
+                                   (lap && b->cfg->guided_biharmonic) * 2 + lap
+                             : 0;
     if ((e = enqueue(b, st_guided, v, SS_STAGE_GUIDED)))
         return e;
     return op_end(b);
@@ -2009,8 +2013,9 @@ HOST_TIMED(cuda_whiten, SS_STAGE_WHITEN,
            (ss_backend_t *b, const int *slots, const int *ix, const int *iy, const double *a,
             int n, const ss_reweight_t *rw),
            (b, slots, ix, iy, a, n, rw))
-HOST_TIMED(cuda_guided, SS_STAGE_GUIDED, (ss_backend_t *b, int radius, float eps),
-           (b, radius, eps))
+HOST_TIMED(cuda_guided, SS_STAGE_GUIDED,
+           (ss_backend_t *b, int radius, float eps, const ss_gmask_t *mask),
+           (b, radius, eps, mask))
 HOST_TIMED(cuda_noise, SS_STAGE_NOISE, (ss_backend_t *b, ss_plane_t which, int stride, float *sigma),
            (b, which, stride, sigma))
 HOST_TIMED(cuda_matched, SS_STAGE_MATCHED,

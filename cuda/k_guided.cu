@@ -987,6 +987,92 @@ __global__ void k_seeing_apply(const float *__restrict__ I, const float *__restr
     }
 }
 
+/* ss_gmask_apply (guided.c), one pass each: rows of the matched filter
+ * into hx; columns and the seeds (1 or 0) into seed; the seeds' disks
+ * into pm (p, NaN where masked). Float sums in tap order without
+ * contraction (__fmul_rn, __fadd_rn), as the CPU's. */
+__device__ __forceinline__ bool gm_flat(const float *__restrict__ I, int w, int h, int x, int y,
+                                        size_t i, float tl)
+{
+    return fabsf(lap_at(I, w, h, x, y, i, I[i])) < tl;   /* NaN: not flat */
+}
+
+__global__ void k_gm_rows(const cu_params_t *__restrict__ prm, const float *__restrict__ p, int w,
+                          int h, float *__restrict__ hx)
+{
+    const ss_gmask_t *m = &prm->gf_mask;
+    const int R = m->R;
+    const size_t n = (size_t)w * (size_t)h;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(i % (size_t)w);
+        const float *row = p + (i - (size_t)x);
+        float s = 0.0f;
+        for (int j = 0; j <= 2 * R; j++) {
+            const int xx = x + j - R;
+            const float v = xx >= 0 && xx < w && isfinite(row[xx]) ? row[xx] : 0.0f;
+            s = __fadd_rn(s, __fmul_rn(m->k[j], v));
+        }
+        hx[i] = s;
+    }
+}
+
+__global__ void k_gm_seed(const cu_params_t *__restrict__ prm, const float *__restrict__ I,
+                          const float *__restrict__ p, int w, int h,
+                          const float *__restrict__ hx, float *__restrict__ seed)
+{
+    const ss_gmask_t *m = &prm->gf_mask;
+    const int R = m->R;
+    const size_t n = (size_t)w * (size_t)h;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
+        float s = 0.0f;
+        for (int j = 0; j <= 2 * R; j++) {
+            const int yy = y + j - R;
+            const float v = yy >= 0 && yy < h ? hx[(size_t)yy * (size_t)w + (size_t)x] : 0.0f;
+            s = __fadd_rn(s, __fmul_rn(m->k[j], v));
+        }
+        seed[i] = isfinite(p[i]) && fabsf(s) >= m->t && gm_flat(I, w, h, x, y, i, m->tl)
+                      ? 1.0f : 0.0f;
+    }
+}
+
+__global__ void k_gm_dilate(const cu_params_t *__restrict__ prm, const float *__restrict__ I,
+                            const float *__restrict__ p, int w, int h,
+                            const float *__restrict__ seed, float *__restrict__ pm)
+{
+    const ss_gmask_t *m = &prm->gf_mask;
+    const int d2 = m->d2, d = (int)floor(sqrt((double)d2));
+    const size_t n = (size_t)w * (size_t)h;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
+        const float pv = p[i];
+        bool hit = false;
+        if (isfinite(pv) && gm_flat(I, w, h, x, y, i, m->tl))
+            for (int dy = -d; dy <= d && !hit; dy++)
+                for (int dx = -d; dx <= d && !hit; dx++) {
+                    const int xx = x + dx, yy = y + dy;
+                    hit = dx * dx + dy * dy <= d2 && xx >= 0 && xx < w && yy >= 0 && yy < h &&
+                          seed[(size_t)yy * (size_t)w + (size_t)xx] != 0.0f;
+                }
+        pm[i] = hit ? qnan() : pv;
+    }
+}
+
+/* pm = ss_gmask_apply(I, p) with hx, seed as its temporaries. */
+cudaError_t gmask(const cu_params_t *prm, const float *I, const float *p, int w, int h,
+                  float *pm, float *hx, float *seed, cudaStream_t s)
+{
+    const size_t n = (size_t)w * (size_t)h, g = (n + 255) / 256;
+    const unsigned nb = (unsigned)(g < 8192 ? g : 8192);
+    k_gm_rows<<<nb, 256, 0, s>>>(prm, p, w, h, hx);
+    k_gm_seed<<<nb, 256, 0, s>>>(prm, I, p, w, h, hx, seed);
+    k_gm_dilate<<<nb, 256, 0, s>>>(prm, I, p, w, h, seed, pm);
+    return cudaGetLastError();
+}
+
 bool al16(const void *q)
 {
     return ((uintptr_t)q & 15u) == 0;
@@ -1007,7 +1093,7 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
                                  cudaStream_t s)
 {
     const int r = radius < 0 ? 0 : radius;
-    const int laplacian = mode & 1;
+    const int laplacian = mode & 1, masked = (mode & 4) != 0;
     if (w <= 0 || h <= 0)
         return cudaSuccess;
     const unsigned mb = (unsigned)(h < CU_RED_BLOCKS ? (h > 0 ? h : 1) : CU_RED_BLOCKS);
@@ -1030,10 +1116,12 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
             k_gf_mean<true><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, L, partials, counter, c);
         else
             k_gf_mean<false><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
+        if (masked && (e = gmask(p, I, pin, w, h, out, sc[0], sc[1], s)) != cudaSuccess)
+            return e;
         box_args a = {};
         a.I = I;
         a.L = L;
-        a.p = pin;
+        a.p = masked ? out : pin;       /* the moments of pm */
         a.c = c;
         a.prm = p;
         a.out[0] = sc[0];
@@ -1041,6 +1129,7 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
         a.out[2] = laplacian ? sc[2] : NULL;
         if ((e = laplacian ? kbox<M_AB2>(a, w, h, r, s) : kbox<M_AB>(a, w, h, r, s)) != cudaSuccess)
             return e;
+        a.p = pin;
         a.in[0] = sc[0];
         a.in[1] = sc[1];
         a.in[2] = laplacian ? sc[2] : NULL;
@@ -1052,11 +1141,13 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
         k_gf_mean<true><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
     else
         k_gf_mean<false><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
+    if (masked && (e = gmask(p, I, pin, w, h, out, sc[0], sc[1], s)) != cudaSuccess)
+        return e;
     const bool vec = w % 4 == 0 && al16(I) && al16(pin) && al16(sc[0]) && al16(sc[1]) &&
                      al16(sc[2]) && al16(out);
     gargs a = {};
     a.I = I;
-    a.p = pin;
+    a.p = masked ? out : pin;           /* the moments of pm */
     a.c = c;
     a.prm = p;
     a.out[0] = sc[0];
@@ -1065,6 +1156,7 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
     if ((e = laplacian ? gbox_any<M_AB2>(a, vec, w, h, r, s) : gbox_any<M_AB>(a, vec, w, h, r, s)) !=
         cudaSuccess)
         return e;
+    a.p = pin;
     a.in[0] = sc[0];
     a.in[1] = sc[1];
     a.in[2] = laplacian ? sc[2] : NULL;
