@@ -987,39 +987,38 @@ __global__ void k_seeing_apply(const float *__restrict__ I, const float *__restr
     }
 }
 
-/* ss_gmask_apply (guided.c), one pass each: rows of the matched filter
- * into hx; columns and the seeds (1 or 0) into seed; the seeds' disks
- * into pm (p, NaN where masked). Float sums in tap order without
- * contraction (__fmul_rn, __fadd_rn), as the CPU's. */
-__device__ __forceinline__ bool gm_flat(const float *__restrict__ I, int w, int h, int x, int y,
-                                        size_t i, float tl)
+/* ss_gmask_apply (guided.c), one pass each, the same operations in the
+ * same order (float sums in tap order without contraction: __fmul_rn,
+ * __fadd_rn): rows of the two matched filters (residual, guide's
+ * Laplacian); columns, busy and the residual's response; the seeds; the
+ * seeds' disks into pm (p, NaN where masked). */
+__device__ __forceinline__ float gm_lap(const float *__restrict__ I, int w, int h, int x, int y)
 {
-    return fabsf(lap_at(I, w, h, x, y, i, I[i])) < tl;   /* NaN: not flat */
+    if (x == 0 || y == 0 || x == w - 1 || y == h - 1)
+        return 0.0f;
+    const size_t i = (size_t)y * (size_t)w + (size_t)x;
+    const float l = __fsub_rn(__fadd_rn(__fadd_rn(__fadd_rn(I[i - 1], I[i + 1]), I[i - (size_t)w]),
+                                        I[i + (size_t)w]),
+                              __fmul_rn(4.0f, I[i]));
+    return isfinite(l) ? l : 0.0f;
 }
 
-__global__ void k_gm_rows(const cu_params_t *__restrict__ prm, const float *__restrict__ p, int w,
-                          int h, float *__restrict__ hx)
+__device__ __forceinline__ bool gm_disk_any(const float *__restrict__ v, int w, int h, int x, int y,
+                                            int d2, int d)
 {
-    const ss_gmask_t *m = &prm->gf_mask;
-    const int R = m->R;
-    const size_t n = (size_t)w * (size_t)h;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const int x = (int)(i % (size_t)w);
-        const float *row = p + (i - (size_t)x);
-        float s = 0.0f;
-        for (int j = 0; j <= 2 * R; j++) {
-            const int xx = x + j - R;
-            const float v = xx >= 0 && xx < w && isfinite(row[xx]) ? row[xx] : 0.0f;
-            s = __fadd_rn(s, __fmul_rn(m->k[j], v));
+    for (int dy = -d; dy <= d; dy++)
+        for (int dx = -d; dx <= d; dx++) {
+            const int xx = x + dx, yy = y + dy;
+            if (dx * dx + dy * dy <= d2 && xx >= 0 && xx < w && yy >= 0 && yy < h &&
+                v[(size_t)yy * (size_t)w + (size_t)xx] != 0.0f)
+                return true;
         }
-        hx[i] = s;
-    }
+    return false;
 }
 
-__global__ void k_gm_seed(const cu_params_t *__restrict__ prm, const float *__restrict__ I,
-                          const float *__restrict__ p, int w, int h,
-                          const float *__restrict__ hx, float *__restrict__ seed)
+__global__ void k_gm_rows(const cu_params_t *__restrict__ prm, const float *__restrict__ I,
+                          const float *__restrict__ p, int w, int h, float *__restrict__ t0,
+                          float *__restrict__ t1)
 {
     const ss_gmask_t *m = &prm->gf_mask;
     const int R = m->R;
@@ -1027,49 +1026,84 @@ __global__ void k_gm_seed(const cu_params_t *__restrict__ prm, const float *__re
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
-        float s = 0.0f;
+        const float *row = p + (i - (size_t)x);
+        float s = 0.0f, sl = 0.0f;
         for (int j = 0; j <= 2 * R; j++) {
-            const int yy = y + j - R;
-            const float v = yy >= 0 && yy < h ? hx[(size_t)yy * (size_t)w + (size_t)x] : 0.0f;
+            const int xx = x + j - R;
+            const bool in = xx >= 0 && xx < w;
+            const float v = in && isfinite(row[xx]) ? row[xx] : 0.0f;
+            const float l = in ? gm_lap(I, w, h, xx, y) : 0.0f;
             s = __fadd_rn(s, __fmul_rn(m->k[j], v));
+            sl = __fadd_rn(sl, __fmul_rn(m->k[j], l));
         }
-        seed[i] = isfinite(p[i]) && fabsf(s) >= m->t && gm_flat(I, w, h, x, y, i, m->tl)
-                      ? 1.0f : 0.0f;
+        t0[i] = s;
+        t1[i] = sl;
     }
 }
 
-__global__ void k_gm_dilate(const cu_params_t *__restrict__ prm, const float *__restrict__ I,
-                            const float *__restrict__ p, int w, int h,
-                            const float *__restrict__ seed, float *__restrict__ pm)
+__global__ void k_gm_cols(const cu_params_t *__restrict__ prm, const float *__restrict__ p, int w,
+                          int h, const float *__restrict__ t0, const float *__restrict__ t1,
+                          float *__restrict__ busy, float *__restrict__ resp)
 {
     const ss_gmask_t *m = &prm->gf_mask;
-    const int d2 = m->d2, d = (int)floor(sqrt((double)d2));
+    const int R = m->R;
+    const size_t n = (size_t)w * (size_t)h;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
+        float s = 0.0f, sl = 0.0f;
+        for (int j = 0; j <= 2 * R; j++) {
+            const int yy = y + j - R;
+            const bool in = yy >= 0 && yy < h;
+            const size_t q = (size_t)(in ? yy : 0) * (size_t)w + (size_t)x;
+            s = __fadd_rn(s, __fmul_rn(m->k[j], in ? t0[q] : 0.0f));
+            sl = __fadd_rn(sl, __fmul_rn(m->k[j], in ? t1[q] : 0.0f));
+        }
+        busy[i] = fabsf(sl) >= m->tl ? 1.0f : 0.0f;
+        resp[i] = isfinite(p[i]) && fabsf(s) >= m->t ? 1.0f : 0.0f;
+    }
+}
+
+__global__ void k_gm_seed(const cu_params_t *__restrict__ prm, int w, int h,
+                          const float *__restrict__ resp, const float *__restrict__ busy,
+                          float *__restrict__ seed)
+{
+    const int d2 = prm->gf_mask.d2, d = (int)floor(sqrt((double)d2));
+    const size_t n = (size_t)w * (size_t)h;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
+        seed[i] = resp[i] != 0.0f && !gm_disk_any(busy, w, h, x, y, d2, d) ? 1.0f : 0.0f;
+    }
+}
+
+__global__ void k_gm_dilate(const cu_params_t *__restrict__ prm, const float *__restrict__ p,
+                            int w, int h, const float *__restrict__ seed,
+                            const float *__restrict__ busy, float *__restrict__ pm)
+{
+    const int d2 = prm->gf_mask.d2, d = (int)floor(sqrt((double)d2));
     const size_t n = (size_t)w * (size_t)h;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
         const float pv = p[i];
-        bool hit = false;
-        if (isfinite(pv) && gm_flat(I, w, h, x, y, i, m->tl))
-            for (int dy = -d; dy <= d && !hit; dy++)
-                for (int dx = -d; dx <= d && !hit; dx++) {
-                    const int xx = x + dx, yy = y + dy;
-                    hit = dx * dx + dy * dy <= d2 && xx >= 0 && xx < w && yy >= 0 && yy < h &&
-                          seed[(size_t)yy * (size_t)w + (size_t)xx] != 0.0f;
-                }
+        const bool hit = isfinite(pv) && gm_disk_any(seed, w, h, x, y, d2, d) &&
+                         !gm_disk_any(busy, w, h, x, y, d2, d);
         pm[i] = hit ? qnan() : pv;
     }
 }
 
-/* pm = ss_gmask_apply(I, p) with hx, seed as its temporaries. */
+/* pm = ss_gmask_apply(I, p), with sc[0..2] as its temporaries (the
+ * residual's response in pm until the last pass). */
 cudaError_t gmask(const cu_params_t *prm, const float *I, const float *p, int w, int h,
-                  float *pm, float *hx, float *seed, cudaStream_t s)
+                  float *pm, float *const *sc, cudaStream_t s)
 {
     const size_t n = (size_t)w * (size_t)h, g = (n + 255) / 256;
     const unsigned nb = (unsigned)(g < 8192 ? g : 8192);
-    k_gm_rows<<<nb, 256, 0, s>>>(prm, p, w, h, hx);
-    k_gm_seed<<<nb, 256, 0, s>>>(prm, I, p, w, h, hx, seed);
-    k_gm_dilate<<<nb, 256, 0, s>>>(prm, I, p, w, h, seed, pm);
+    k_gm_rows<<<nb, 256, 0, s>>>(prm, I, p, w, h, sc[0], sc[1]);
+    k_gm_cols<<<nb, 256, 0, s>>>(prm, p, w, h, sc[0], sc[1], sc[2], pm);
+    k_gm_seed<<<nb, 256, 0, s>>>(prm, w, h, pm, sc[2], sc[0]);
+    k_gm_dilate<<<nb, 256, 0, s>>>(prm, p, w, h, sc[0], sc[2], pm);
     return cudaGetLastError();
 }
 
@@ -1116,7 +1150,7 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
             k_gf_mean<true><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, L, partials, counter, c);
         else
             k_gf_mean<false><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
-        if (masked && (e = gmask(p, I, pin, w, h, out, sc[0], sc[1], s)) != cudaSuccess)
+        if (masked && (e = gmask(p, I, pin, w, h, out, sc, s)) != cudaSuccess)
             return e;
         box_args a = {};
         a.I = I;
@@ -1141,7 +1175,7 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
         k_gf_mean<true><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
     else
         k_gf_mean<false><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
-    if (masked && (e = gmask(p, I, pin, w, h, out, sc[0], sc[1], s)) != cudaSuccess)
+    if (masked && (e = gmask(p, I, pin, w, h, out, sc, s)) != cudaSuccess)
         return e;
     const bool vec = w % 4 == 0 && al16(I) && al16(pin) && al16(sc[0]) && al16(sc[1]) &&
                      al16(sc[2]) && al16(out);

@@ -29,6 +29,7 @@
 #include "seeing_core.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -362,75 +363,112 @@ int ss_gmask_init(ss_gmask_t *m, double psf_sigma, double tau, double sigma, dou
     if (!(psf_sigma > 0.0) || !isfinite(psf_sigma) || !(tau > 0.0) || !isfinite(tau) ||
         !(sigma > 0.0) || !isfinite(sigma) || !(a2 >= 0.0) || !isfinite(a2))
         return -1;
-    m->R = ss_psf_kernel(psf_sigma, m->k);
+    const int R = m->R = ss_psf_kernel(psf_sigma, m->k);
     double s2 = 0.0;
-    for (int i = 0; i <= 2 * m->R; i++)
+    for (int i = 0; i <= 2 * R; i++)
         s2 += (double)m->k[i] * (double)m->k[i];
     m->t = (float)(tau * sigma * s2);
-    m->tl = (float)(tau * sqrt(20.0 * sigma * sigma * a2 / (1.0 + a2)));
+    /* ‖g‖₂ of g = ss_laplacian5's stencil ∗ (k⊗k), on a (2R+3)² support */
+    double g2 = 0.0;
+    for (int y = -R - 1; y <= R + 1; y++)
+        for (int x = -R - 1; x <= R + 1; x++) {
+            double kk[5];
+            const int ox[5] = { -1, 1, 0, 0, 0 }, oy[5] = { 0, 0, -1, 1, 0 };
+            for (int q = 0; q < 5; q++) {
+                const int xx = x + ox[q], yy = y + oy[q];
+                kk[q] = abs(xx) <= R && abs(yy) <= R
+                            ? (double)m->k[xx + R] * (double)m->k[yy + R] : 0.0;
+            }
+            const double g = kk[0] + kk[1] + kk[2] + kk[3] - 4.0 * kk[4];
+            g2 += g * g;
+        }
+    const double sp = sigma * sqrt(a2 / (1.0 + a2));
+    m->tl = (float)(tau * sp * sqrt(g2));
     m->d2 = (int)floor(2.0 * log(20.0) * (psf_sigma * psf_sigma + 1.0 / 12.0));
     return 0;
 }
 
-/* The guide has no structure at (x, y): |ss_laplacian5(I)| < tl there
- * (the same float sum; NaN and the outer ring: no). */
-static inline int gm_flat(const float *I, int w, int h, int x, int y, float tl)
+/* ss_laplacian5 of I at (x, y) (the same float sum), 0 where it is NaN
+ * or on the outer ring. */
+static inline float gm_lap(const float *I, int w, int h, int x, int y)
 {
     if (x == 0 || y == 0 || x == w - 1 || y == h - 1)
-        return 0;
+        return 0.0f;
     const size_t i = (size_t)y * (size_t)w + (size_t)x;
     const float l = I[i - 1] + I[i + 1] + I[i - (size_t)w] + I[i + (size_t)w] - 4.0f * I[i];
-    return fabsf(l) < tl;
+    return isfinite(l) ? l : 0.0f;
+}
+
+/* Whether any pixel of plane v (1 or 0) at an offset dx² + dy² ≤ d2 from
+ * (x, y), inside the frame, is 1. */
+static inline int gm_disk_any(const float *v, int w, int h, int x, int y, int d2, int d)
+{
+    for (int dy = -d; dy <= d; dy++)
+        for (int dx = -d; dx <= d; dx++) {
+            const int xx = x + dx, yy = y + dy;
+            if (dx * dx + dy * dy <= d2 && xx >= 0 && xx < w && yy >= 0 && yy < h &&
+                v[(size_t)yy * (size_t)w + (size_t)xx] != 0.0f)
+                return 1;
+        }
+    return 0;
 }
 
 void ss_gmask_apply(const float *I, const float *p, int w, int h, const ss_gmask_t *m,
-                    float *pm, float *hx, float *seed)
+                    float *pm, float *t0, float *t1, float *t2, float *t3)
 {
-    const int R = m->R;
+    const int R = m->R, d2 = m->d2, d = (int)floor(sqrt((double)m->d2));
     const float *k = m->k;
-    /* rows: hx = Σ_j k[j]·p(x + j - R), invalid and outside as 0 */
+    /* rows: t0 = Σ_j k[j]·p(x + j - R), t1 = Σ_j k[j]·L(x + j - R);
+     * invalid and outside as 0 */
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
         const float *row = p + (size_t)y * (size_t)w;
         for (int x = 0; x < w; x++) {
-            float s = 0.0f;
+            float s = 0.0f, sl = 0.0f;
             for (int j = 0; j <= 2 * R; j++) {
                 const int xx = x + j - R;
-                const float v = xx >= 0 && xx < w && isfinite(row[xx]) ? row[xx] : 0.0f;
+                const int in = xx >= 0 && xx < w;
+                const float v = in && isfinite(row[xx]) ? row[xx] : 0.0f;
+                const float l = in ? gm_lap(I, w, h, xx, y) : 0.0f;
                 s = s + k[j] * v;
+                sl = sl + k[j] * l;
             }
-            hx[(size_t)y * (size_t)w + (size_t)x] = s;
+            t0[(size_t)y * (size_t)w + (size_t)x] = s;
+            t1[(size_t)y * (size_t)w + (size_t)x] = sl;
         }
     }
-    /* columns, and the seeds */
+    /* columns: t2 = busy (the guide's structure is significant), pm =
+     * the residual's response is (1 or 0; pm is overwritten below) */
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
         for (int x = 0; x < w; x++) {
-            float s = 0.0f;
+            float s = 0.0f, sl = 0.0f;
             for (int j = 0; j <= 2 * R; j++) {
                 const int yy = y + j - R;
-                const float v = yy >= 0 && yy < h ? hx[(size_t)yy * (size_t)w + (size_t)x] : 0.0f;
-                s = s + k[j] * v;
+                const int in = yy >= 0 && yy < h;
+                const size_t q = (size_t)(in ? yy : 0) * (size_t)w + (size_t)x;
+                s = s + k[j] * (in ? t0[q] : 0.0f);
+                sl = sl + k[j] * (in ? t1[q] : 0.0f);
             }
             const size_t i = (size_t)y * (size_t)w + (size_t)x;
-            seed[i] = isfinite(p[i]) && fabsf(s) >= m->t && gm_flat(I, w, h, x, y, m->tl)
-                          ? 1.0f : 0.0f;
+            t2[i] = fabsf(sl) >= m->tl ? 1.0f : 0.0f;
+            pm[i] = isfinite(p[i]) && fabsf(s) >= m->t ? 1.0f : 0.0f;
         }
     }
-    /* the seeds' disks, where the guide is flat */
-    const int d = (int)floor(sqrt((double)m->d2));
+    /* seeds: a response with no busy pixel in its disk */
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            t3[i] = pm[i] != 0.0f && !gm_disk_any(t2, w, h, x, y, d2, d) ? 1.0f : 0.0f;
+        }
+    /* the seeds' disks, where no busy pixel lies in the disk */
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
         for (int x = 0; x < w; x++) {
             const size_t i = (size_t)y * (size_t)w + (size_t)x;
-            int hit = 0;
-            if (isfinite(p[i]) && gm_flat(I, w, h, x, y, m->tl))
-                for (int dy = -d; dy <= d && !hit; dy++)
-                    for (int dx = -d; dx <= d && !hit; dx++) {
-                        const int xx = x + dx, yy = y + dy;
-                        hit = dx * dx + dy * dy <= m->d2 && xx >= 0 && xx < w && yy >= 0 &&
-                              yy < h && seed[(size_t)yy * (size_t)w + (size_t)xx] != 0.0f;
-                    }
+            const int hit = isfinite(p[i]) && gm_disk_any(t3, w, h, x, y, d2, d) &&
+                            !gm_disk_any(t2, w, h, x, y, d2, d);
             pm[i] = hit ? NAN : p[i];
         }
     }
@@ -448,8 +486,7 @@ void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float
     const float c = guide_mean(I, NULL, p, w, h, dscratch);
     const float *pmom = p;
     if (mask) {
-        ss_gmask_apply(I, p, w, h, mask, scratch + 7 * npix, scratch + 5 * npix,
-                       scratch + 6 * npix);
+        ss_gmask_apply(I, p, w, h, mask, scratch + 7 * npix, A, B, bA, bB);
         pmom = scratch + 7 * npix;
     }
 
@@ -497,7 +534,7 @@ void ss_laplacian5(const float *in, int w, int h, float *out)
 }
 
 /* The two-channel fit: window moments over the pixels where I, L and pm
- * (p, or p with the mask's pixels NaN: scratch plane 7, planes 3 and 4
+ * (p, or p with the mask's pixels NaN: scratch plane 7, planes 0 to 3
  * its temporaries) are finite, then out = p - q where I, L, p are. */
 static void guided2_pass(const float *I, const float *L, const float *p, const ss_gmask_t *mask,
                          int w, int h, int r, float eps, float c, float *out, float *scratch,
@@ -508,7 +545,7 @@ static void guided2_pass(const float *I, const float *L, const float *p, const s
     float *bA1 = scratch + 3 * npix, *bA2 = scratch + 4 * npix, *bB = scratch + 5 * npix;
     const float *pmom = p;
     if (mask) {
-        ss_gmask_apply(I, p, w, h, mask, scratch + 7 * npix, bA1, bA2);
+        ss_gmask_apply(I, p, w, h, mask, scratch + 7 * npix, A1, A2, B, bA1);
         pmom = scratch + 7 * npix;
     }
     box_job_t jm = { .mode = BOX_GUIDED2_AB, .C = 8, .w = w, .h = h, .r = r, .I = I, .L = L,

@@ -593,15 +593,20 @@ void ss_box_mean(const float *in, int w, int h, int r, float *out, double *scrat
  * mean_p − A·mean_I takes a share of it and r' loses it; the mask leaves
  * out of the moments (never out of r') the pixels of a source that the
  * guide does not explain:
- *   seed(x) = |Σ (k⊗k)·p|(x) ≥ t  and  flat(x),
- *     the matched filter of the unfiltered residual with the PSF taps k
- *     (invalid and out-of-frame pixels as 0, no renormalisation), t =
- *     τ·σ·Σk² (a z-threshold τ in the units of §6's SNR map);
- *   flat(x) = |∇²I|(x) < tl (ss_laplacian5's arithmetic; NaN: not flat),
- *     tl = τ·√20·σ_P, σ_P = σ·√(‖a‖²/(1+‖a‖²)) the guide's noise;
- *   masked(x) = flat(x) and p(x) finite and a seed lies at an offset
- *     dx² + dy² ≤ d2, d2 = ⌊2·ln 20·(σ_psf² + 1/12)⌋ (the disk that holds
- *     95 % of a pixel-integrated Gaussian's flux).
+ *   resp(x) = |Σ (k⊗k)·p|(x) ≥ t: the matched filter of the unfiltered
+ *     residual with the PSF taps k (invalid and out-of-frame pixels as 0,
+ *     no renormalisation), t = τ·σ·Σk² (a z-threshold τ in the units of
+ *     §6's SNR map);
+ *   busy(x) = |Σ (k⊗k)·L|(x) ≥ tl, L = ss_laplacian5(I) (NaN and the
+ *     outer ring as 0): the guide's structure at the same scale, tl =
+ *     τ·σ_P·‖g‖₂, g = the Laplacian stencil ∗ (k⊗k), σ_P = σ·√(‖a‖² /
+ *     (1+‖a‖²)) the guide's noise (the same z-threshold in its units);
+ *   the disk D(x) = offsets dx² + dy² ≤ d2, d2 = ⌊2·ln 20·(σ_psf² + 1/12)⌋
+ *     (it holds 95 % of a pixel-integrated Gaussian's flux);
+ *   seed(x) = resp(x) and no busy pixel in D(x);
+ *   masked(x) = p(x) finite, a seed in D(x) and no busy pixel in D(x)
+ *     (over the disk, not at x alone: a star's Laplacian crosses zero
+ *     on a ring).
  * Sums in float in tap order (rows, then columns), no contraction: the
  * CUDA kernels do the same operations in the same order. */
 #define SS_KERNEL_MAX_RADIUS 24     /* §6's PSF taps (ss_psf_kernel) at most */
@@ -609,7 +614,7 @@ typedef struct ss_gmask {
     int R;                                  /* taps radius */
     float k[2 * SS_KERNEL_MAX_RADIUS + 1];  /* ss_psf_kernel */
     float t;                                /* seed threshold on Σ (k⊗k)·p */
-    float tl;                               /* flat guide: |∇²I| < tl */
+    float tl;                               /* busy guide: |Σ (k⊗k)·∇²I| ≥ tl */
     int d2;                                 /* dilation: dx² + dy² ≤ d2 */
 } ss_gmask_t;
 
@@ -619,10 +624,11 @@ typedef struct ss_gmask {
  * positive and finite. */
 int ss_gmask_init(ss_gmask_t *m, double psf_sigma, double tau, double sigma, double a2);
 
-/* pm = p with the masked pixels NaN (m's contract above). hx, seed: w·h
- * floats of scratch. pm, hx, seed may not alias I, p or each other. */
+/* pm = p with the masked pixels NaN (m's contract above). t0..t3: w·h
+ * floats of scratch each (row sums, busy, seeds). pm and t0..t3 may not
+ * alias I, p or each other. */
 void ss_gmask_apply(const float *I, const float *p, int w, int h, const ss_gmask_t *m,
-                    float *pm, float *hx, float *seed);
+                    float *pm, float *t0, float *t1, float *t2, float *t3);
 
 /* Guided filter cleanup with guide I (the prediction) and input p (the
  * residual), ALGORITHM §4. A pixel takes part when both I and p are
