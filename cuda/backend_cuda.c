@@ -147,7 +147,7 @@ struct ss_backend {
     int L;
     float *d_ref_lvl[SS_MAX_LEVELS + 1], *d_cur_lvl[SS_MAX_LEVELS + 1];
     int lw[SS_MAX_LEVELS + 1], lh[SS_MAX_LEVELS + 1];
-    float *d_gs[5];                 /* guided scratch: A/A1, B/A2, B, L, p − c2·Q */
+    float *d_gs[6];                 /* guided scratch: A/A1, B/A2, B, L, p − c2·Q, mask box rows */
     float *h_mvq;                   /* npix: the model-error fit's samples on the host */
     float *d_misc;                  /* misc: c */
     int32_t *d_parent;
@@ -858,7 +858,7 @@ static void cuda_destroy(ss_backend_t **pb)
     void *dev[] = {
         b->d_raw[0], b->d_raw[1], b->d_rawvalid[0], b->d_rawvalid[1], b->d_dark, b->d_flat,
         b->d_bias, b->d_row_bias, b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist,
-        b->d_gs[0], b->d_gs[1], b->d_gs[2], b->d_gs[3], b->d_gs[4], b->d_misc,
+        b->d_gs[0], b->d_gs[1], b->d_gs[2], b->d_gs[3], b->d_gs[4], b->d_gs[5], b->d_misc,
         b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
         b->d_sel, b->d_selbuf, b->d_params, b->d_res,
         b->d_rwlist, b->d_rwcount, b->d_pkey, b->d_parea, b->d_topk, b->d_peaks, b->d_npeaks,
@@ -1045,7 +1045,7 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
         CC(cudaMemset(b->d_cur_lvl[l], 0xff, (n ? n : 1) * sizeof(float)));
     }
 
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         CC(DALLOC(b, b->d_gs[i], npix * sizeof(float)));
     CC(DALLOC(b, b->d_misc, 256));
     CC(DALLOC(b, b->d_parent, npix * sizeof(int32_t)));
@@ -1105,7 +1105,7 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     memset(b->h_res, 0, sizeof *b->h_res);
     /* scratch starts defined (compute-sanitizer's initcheck, and reads of
      * a whole read-back chunk) */
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         CC(cudaMemset(b->d_gs[i], 0, npix * sizeof(float)));
     CC(cudaMemset(b->d_misc, 0, 256));
     CC(cudaMemset(b->d_parent, 0, npix * sizeof(int32_t)));

@@ -1018,40 +1018,45 @@ __device__ __forceinline__ bool gm_disk_any(const float *__restrict__ v, int w, 
 
 __global__ void k_gm_rows(const cu_params_t *__restrict__ prm, const float *__restrict__ I,
                           const float *__restrict__ p, int w, int h, float *__restrict__ t0,
-                          float *__restrict__ t1)
+                          float *__restrict__ t1, float *__restrict__ t4)
 {
     const ss_gmask_t *m = &prm->gf_mask;
-    const int R = m->R;
+    const int R = m->R, rb = m->rb;
     const size_t n = (size_t)w * (size_t)h;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
         const float *row = p + (i - (size_t)x);
-        float s = 0.0f, sl = 0.0f;
+        float s = 0.0f, sb = 0.0f, sl = 0.0f;
         for (int j = 0; j <= 2 * R; j++) {
             const int xx = x + j - R;
-            const bool in = xx >= 0 && xx < w;
-            const float v = in && isfinite(row[xx]) ? row[xx] : 0.0f;
-            const float l = in ? gm_lap(I, w, h, xx, y) : 0.0f;
+            const float v = xx >= 0 && xx < w && isfinite(row[xx]) ? row[xx] : 0.0f;
+            const float l = xx >= 0 && xx < w ? gm_lap(I, w, h, xx, y) : 0.0f;
             s = __fadd_rn(s, __fmul_rn(m->k[j], v));
             sl = __fadd_rn(sl, __fmul_rn(m->k[j], l));
         }
+        for (int j = -rb; j <= rb; j++) {
+            const int xx = x + j;
+            sb = __fadd_rn(sb, xx >= 0 && xx < w && isfinite(row[xx]) ? row[xx] : 0.0f);
+        }
         t0[i] = s;
+        t4[i] = sb;
         t1[i] = sl;
     }
 }
 
 __global__ void k_gm_cols(const cu_params_t *__restrict__ prm, const float *__restrict__ p, int w,
                           int h, const float *__restrict__ t0, const float *__restrict__ t1,
-                          float *__restrict__ busy, float *__restrict__ resp)
+                          const float *__restrict__ t4, float *__restrict__ busy,
+                          float *__restrict__ resp)
 {
     const ss_gmask_t *m = &prm->gf_mask;
-    const int R = m->R;
+    const int R = m->R, rb = m->rb;
     const size_t n = (size_t)w * (size_t)h;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
-        float s = 0.0f, sl = 0.0f;
+        float s = 0.0f, sb = 0.0f, sl = 0.0f;
         for (int j = 0; j <= 2 * R; j++) {
             const int yy = y + j - R;
             const bool in = yy >= 0 && yy < h;
@@ -1059,8 +1064,13 @@ __global__ void k_gm_cols(const cu_params_t *__restrict__ prm, const float *__re
             s = __fadd_rn(s, __fmul_rn(m->k[j], in ? t0[q] : 0.0f));
             sl = __fadd_rn(sl, __fmul_rn(m->k[j], in ? t1[q] : 0.0f));
         }
+        for (int j = -rb; j <= rb; j++) {
+            const int yy = y + j;
+            sb = __fadd_rn(sb, yy >= 0 && yy < h ? t4[(size_t)yy * (size_t)w + (size_t)x] : 0.0f);
+        }
+        const float r = __fsub_rn(s, __fmul_rn(sb, m->inv_n));
         busy[i] = fabsf(sl) >= m->tl ? 1.0f : 0.0f;
-        resp[i] = isfinite(p[i]) && fabsf(s) >= m->t ? 1.0f : 0.0f;
+        resp[i] = isfinite(p[i]) && fabsf(r) >= m->t ? 1.0f : 0.0f;
     }
 }
 
@@ -1093,15 +1103,15 @@ __global__ void k_gm_dilate(const cu_params_t *__restrict__ prm, const float *__
     }
 }
 
-/* pm = ss_gmask_apply(I, p), with sc[0..2] as its temporaries (the
- * residual's response in pm until the last pass). */
+/* pm = ss_gmask_apply(I, p), with sc[0..2] and sc[5] as its temporaries
+ * (the residual's response in pm until the last pass). */
 cudaError_t gmask(const cu_params_t *prm, const float *I, const float *p, int w, int h,
                   float *pm, float *const *sc, cudaStream_t s)
 {
     const size_t n = (size_t)w * (size_t)h, g = (n + 255) / 256;
     const unsigned nb = (unsigned)(g < 8192 ? g : 8192);
-    k_gm_rows<<<nb, 256, 0, s>>>(prm, I, p, w, h, sc[0], sc[1]);
-    k_gm_cols<<<nb, 256, 0, s>>>(prm, p, w, h, sc[0], sc[1], sc[2], pm);
+    k_gm_rows<<<nb, 256, 0, s>>>(prm, I, p, w, h, sc[0], sc[1], sc[5]);
+    k_gm_cols<<<nb, 256, 0, s>>>(prm, p, w, h, sc[0], sc[1], sc[5], sc[2], pm);
     k_gm_seed<<<nb, 256, 0, s>>>(prm, w, h, pm, sc[2], sc[0]);
     k_gm_dilate<<<nb, 256, 0, s>>>(prm, p, w, h, sc[0], sc[2], pm);
     return cudaGetLastError();

@@ -358,16 +358,27 @@ static float guide_mean(const float *I, const float *L, const float *p, int w, i
     return cnt > 0.0 ? (float)(sum / cnt) : 0.0f;
 }
 
-int ss_gmask_init(ss_gmask_t *m, double psf_sigma, double tau, double sigma, double a2)
+int ss_gmask_init(ss_gmask_t *m, double psf_sigma, double tau, double sigma, double a2,
+                  int radius)
 {
     if (!(psf_sigma > 0.0) || !isfinite(psf_sigma) || !(tau > 0.0) || !isfinite(tau) ||
-        !(sigma > 0.0) || !isfinite(sigma) || !(a2 >= 0.0) || !isfinite(a2))
+        !(sigma > 0.0) || !isfinite(sigma) || !(a2 >= 0.0) || !isfinite(a2) || radius < 1)
         return -1;
     const int R = m->R = ss_psf_kernel(psf_sigma, m->k);
-    double s2 = 0.0;
-    for (int i = 0; i <= 2 * R; i++)
-        s2 += (double)m->k[i] * (double)m->k[i];
-    m->t = (float)(tau * sigma * s2);
+    /* ‖k⊗k − box‖₂, the box 1/N on (2rb+1)², over the wider support */
+    const int rb = m->rb = SS_MIN(radius, SS_GMASK_MAX_RB);
+    const double nb = (double)(2 * rb + 1) * (double)(2 * rb + 1);
+    m->inv_n = (float)(1.0 / nb);
+    const int Rc = SS_MAX(R, rb);
+    double c2 = 0.0;
+    for (int y = -Rc; y <= Rc; y++)
+        for (int x = -Rc; x <= Rc; x++) {
+            const double c = (abs(x) <= R && abs(y) <= R
+                                  ? (double)m->k[x + R] * (double)m->k[y + R] : 0.0) -
+                             (abs(x) <= rb && abs(y) <= rb ? (double)m->inv_n : 0.0);
+            c2 += c * c;
+        }
+    m->t = (float)(tau * sigma * sqrt(c2));
     /* ‖g‖₂ of g = ss_laplacian5's stencil ∗ (k⊗k), on a (2R+3)² support */
     double g2 = 0.0;
     for (int y = -R - 1; y <= R + 1; y++)
@@ -414,26 +425,30 @@ static inline int gm_disk_any(const float *v, int w, int h, int x, int y, int d2
 }
 
 void ss_gmask_apply(const float *I, const float *p, int w, int h, const ss_gmask_t *m,
-                    float *pm, float *t0, float *t1, float *t2, float *t3)
+                    float *pm, float *t0, float *t1, float *t2, float *t3, float *t4)
 {
-    const int R = m->R, d2 = m->d2, d = (int)floor(sqrt((double)m->d2));
+    const int R = m->R, rb = m->rb, d2 = m->d2, d = (int)floor(sqrt((double)m->d2));
     const float *k = m->k;
-    /* rows: t0 = Σ_j k[j]·p(x + j - R), t1 = Σ_j k[j]·L(x + j - R);
-     * invalid and outside as 0 */
+    /* rows: t0 = Σ_j k[j]·p(x + j - R), t4 = Σ_{|j| ≤ rb} p(x + j),
+     * t1 = Σ_j k[j]·L(x + j - R); invalid and outside as 0 */
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
         const float *row = p + (size_t)y * (size_t)w;
         for (int x = 0; x < w; x++) {
-            float s = 0.0f, sl = 0.0f;
+            float s = 0.0f, sb = 0.0f, sl = 0.0f;
             for (int j = 0; j <= 2 * R; j++) {
                 const int xx = x + j - R;
-                const int in = xx >= 0 && xx < w;
-                const float v = in && isfinite(row[xx]) ? row[xx] : 0.0f;
-                const float l = in ? gm_lap(I, w, h, xx, y) : 0.0f;
+                const float v = xx >= 0 && xx < w && isfinite(row[xx]) ? row[xx] : 0.0f;
+                const float l = xx >= 0 && xx < w ? gm_lap(I, w, h, xx, y) : 0.0f;
                 s = s + k[j] * v;
                 sl = sl + k[j] * l;
             }
+            for (int j = -rb; j <= rb; j++) {
+                const int xx = x + j;
+                sb = sb + (xx >= 0 && xx < w && isfinite(row[xx]) ? row[xx] : 0.0f);
+            }
             t0[(size_t)y * (size_t)w + (size_t)x] = s;
+            t4[(size_t)y * (size_t)w + (size_t)x] = sb;
             t1[(size_t)y * (size_t)w + (size_t)x] = sl;
         }
     }
@@ -442,7 +457,7 @@ void ss_gmask_apply(const float *I, const float *p, int w, int h, const ss_gmask
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
         for (int x = 0; x < w; x++) {
-            float s = 0.0f, sl = 0.0f;
+            float s = 0.0f, sb = 0.0f, sl = 0.0f;
             for (int j = 0; j <= 2 * R; j++) {
                 const int yy = y + j - R;
                 const int in = yy >= 0 && yy < h;
@@ -450,9 +465,14 @@ void ss_gmask_apply(const float *I, const float *p, int w, int h, const ss_gmask
                 s = s + k[j] * (in ? t0[q] : 0.0f);
                 sl = sl + k[j] * (in ? t1[q] : 0.0f);
             }
+            for (int j = -rb; j <= rb; j++) {
+                const int yy = y + j;
+                sb = sb + (yy >= 0 && yy < h ? t4[(size_t)yy * (size_t)w + (size_t)x] : 0.0f);
+            }
             const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            const float r = s - sb * m->inv_n;
             t2[i] = fabsf(sl) >= m->tl ? 1.0f : 0.0f;
-            pm[i] = isfinite(p[i]) && fabsf(s) >= m->t ? 1.0f : 0.0f;
+            pm[i] = isfinite(p[i]) && fabsf(r) >= m->t ? 1.0f : 0.0f;
         }
     }
     /* seeds: a response with no busy pixel in its disk */
@@ -486,7 +506,7 @@ void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float
     const float c = guide_mean(I, NULL, p, w, h, dscratch);
     const float *pmom = p;
     if (mask) {
-        ss_gmask_apply(I, p, w, h, mask, scratch + 7 * npix, A, B, bA, bB);
+        ss_gmask_apply(I, p, w, h, mask, scratch + 7 * npix, A, B, bA, bB, scratch + 4 * npix);
         pmom = scratch + 7 * npix;
     }
 
@@ -534,7 +554,7 @@ void ss_laplacian5(const float *in, int w, int h, float *out)
 }
 
 /* The two-channel fit: window moments over the pixels where I, L and pm
- * (p, or p with the mask's pixels NaN: scratch plane 7, planes 0 to 3
+ * (p, or p with the mask's pixels NaN: scratch plane 7, planes 0 to 4
  * its temporaries) are finite, then out = p - q where I, L, p are. */
 static void guided2_pass(const float *I, const float *L, const float *p, const ss_gmask_t *mask,
                          int w, int h, int r, float eps, float c, float *out, float *scratch,
@@ -545,7 +565,7 @@ static void guided2_pass(const float *I, const float *L, const float *p, const s
     float *bA1 = scratch + 3 * npix, *bA2 = scratch + 4 * npix, *bB = scratch + 5 * npix;
     const float *pmom = p;
     if (mask) {
-        ss_gmask_apply(I, p, w, h, mask, scratch + 7 * npix, A1, A2, B, bA1);
+        ss_gmask_apply(I, p, w, h, mask, scratch + 7 * npix, A1, A2, B, bA1, bA2);
         pmom = scratch + 7 * npix;
     }
     box_job_t jm = { .mode = BOX_GUIDED2_AB, .C = 8, .w = w, .h = h, .r = r, .I = I, .L = L,

@@ -1065,7 +1065,7 @@ static ss_err_t predict(ss_pipeline_t *p, ss_result_t *res, const int *slots, co
     ss_gmask_t gm;
     const int masked = radius > 0 && p->cfg.guided_mask &&
                        ss_gmask_init(&gm, p->cfg.psf_sigma, p->cfg.thresh_low,
-                                     (double)p->sigma_prev, a2) == 0;
+                                     (double)p->sigma_prev, a2, radius) == 0;
     if ((e = p->ops->guided(p->be, radius, eps, masked ? &gm : NULL)) != SS_OK)
         return e;
     return p->ops->noise(p->be, SS_PLANE_CLEAN, p->cfg.noise_stride, &res->sigma);

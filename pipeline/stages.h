@@ -593,10 +593,13 @@ void ss_box_mean(const float *in, int w, int h, int r, float *out, double *scrat
  * mean_p − A·mean_I takes a share of it and r' loses it; the mask leaves
  * out of the moments (never out of r') the pixels of a source that the
  * guide does not explain:
- *   resp(x) = |Σ (k⊗k)·p|(x) ≥ t: the matched filter of the unfiltered
- *     residual with the PSF taps k (invalid and out-of-frame pixels as 0,
- *     no renormalisation), t = τ·σ·Σk² (a z-threshold τ in the units of
- *     §6's SNR map);
+ *   resp(x) = |Σ (k⊗k)·p − Σ_box p / N|(x) ≥ t: the matched filter of
+ *     the unfiltered residual (PSF taps k) less the mean over the
+ *     window's box, (2ρ'+1)² = N pixels, ρ' = min(ρ, SS_GMASK_MAX_RB):
+ *     a level or a gradient, which B is there to fit, gives no response;
+ *     invalid and out-of-frame pixels as 0, no renormalisation; the
+ *     value formed as s − sb·inv_n in float; t = τ·σ·‖k⊗k − 1/N‖₂ (a
+ *     z-threshold τ in the units of its own noise, as §6's SNR map);
  *   busy(x) = |Σ (k⊗k)·L|(x) ≥ tl, L = ss_laplacian5(I) (NaN and the
  *     outer ring as 0): the guide's structure at the same scale, tl =
  *     τ·σ_P·‖g‖₂, g = the Laplacian stencil ∗ (k⊗k), σ_P = σ·√(‖a‖² /
@@ -610,25 +613,29 @@ void ss_box_mean(const float *in, int w, int h, int r, float *out, double *scrat
  * Sums in float in tap order (rows, then columns), no contraction: the
  * CUDA kernels do the same operations in the same order. */
 #define SS_KERNEL_MAX_RADIUS 24     /* §6's PSF taps (ss_psf_kernel) at most */
+#define SS_GMASK_MAX_RB 64          /* the compensating box's radius at most */
 typedef struct ss_gmask {
     int R;                                  /* taps radius */
     float k[2 * SS_KERNEL_MAX_RADIUS + 1];  /* ss_psf_kernel */
-    float t;                                /* seed threshold on Σ (k⊗k)·p */
+    int rb;                                 /* the box's radius ρ' */
+    float inv_n;                            /* 1/(2ρ'+1)² */
+    float t;                                /* response threshold */
     float tl;                               /* busy guide: |Σ (k⊗k)·∇²I| ≥ tl */
     int d2;                                 /* dilation: dx² + dy² ≤ d2 */
 } ss_gmask_t;
 
-/* Fill m for PSF sigma psf_sigma, z-threshold tau, residual noise sigma
- * and the squared norm a2 = Σ a_k² of the prediction's weights. Returns 0,
- * or -1 (m unusable: no mask) where sigma, tau or psf_sigma is not
- * positive and finite. */
-int ss_gmask_init(ss_gmask_t *m, double psf_sigma, double tau, double sigma, double a2);
+/* Fill m for PSF sigma psf_sigma, z-threshold tau, residual noise sigma,
+ * the squared norm a2 = Σ a_k² of the prediction's weights and the
+ * guided filter's radius. Returns 0, or -1 (m unusable: no mask) where
+ * sigma, tau or psf_sigma is not positive and finite or radius < 1. */
+int ss_gmask_init(ss_gmask_t *m, double psf_sigma, double tau, double sigma, double a2,
+                  int radius);
 
-/* pm = p with the masked pixels NaN (m's contract above). t0..t3: w·h
- * floats of scratch each (row sums, busy, seeds). pm and t0..t3 may not
+/* pm = p with the masked pixels NaN (m's contract above). t0..t4: w·h
+ * floats of scratch each (row sums, busy, seeds). pm and t0..t4 may not
  * alias I, p or each other. */
 void ss_gmask_apply(const float *I, const float *p, int w, int h, const ss_gmask_t *m,
-                    float *pm, float *t0, float *t1, float *t2, float *t3);
+                    float *pm, float *t0, float *t1, float *t2, float *t3, float *t4);
 
 /* Guided filter cleanup with guide I (the prediction) and input p (the
  * residual), ALGORITHM §4. A pixel takes part when both I and p are

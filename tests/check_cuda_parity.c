@@ -699,7 +699,7 @@ START_TEST(test_guided_parity)
     cfg.guided_laplacian = laplacian;
     cfg.guided_biharmonic = mode == 1;
     ss_gmask_t gm;
-    ck_assert_int_eq(ss_gmask_init(&gm, 1.3, 2.5, 5.0, 0.05), 0);
+    ck_assert_int_eq(ss_gmask_init(&gm, 1.3, 2.5, 5.0, 0.05, 11), 0);
     const ss_gmask_t *mask = _i >= 3 ? &gm : NULL;
     ss_geometry_t geo = geometry(W, H, SS_DT_F32, SS_DT_F32, 2);
     pair_t p;

@@ -745,7 +745,7 @@ START_TEST(test_gmask_keeps_faint_mover)
                 p1[(size_t)(mys[m] + j) * W + mxs[m] + i] += (float)(F * k[j + R] * k[i + R]);
     }
     ss_gmask_t gm;
-    ck_assert_int_eq(ss_gmask_init(&gm, psf, 2.5, sig, 1.0 / 20.0), 0);
+    ck_assert_int_eq(ss_gmask_init(&gm, psf, 2.5, sig, 1.0 / 20.0, 5), 0);
     ss_guided_filter2(I, p0, W, H, 5, (float)(0.1 * sig * sig), 0, NULL, o[0], scr, dscr);
     ss_guided_filter2(I, p1, W, H, 5, (float)(0.1 * sig * sig), 0, NULL, o[1], scr, dscr);
     ss_guided_filter2(I, p0, W, H, 5, (float)(0.1 * sig * sig), 0, &gm, o[2], scr, dscr);
@@ -779,7 +779,7 @@ START_TEST(test_gmask_keeps_faint_mover)
             e_off, e_on);
     ck_assert_int_ge(used, NM / 2);
     ck_assert_msg(g_off < 0.97, "without the mask the fit took only %.3f", 1.0 - g_off);
-    ck_assert_msg(g_on > 0.99, "with the mask the fit still took %.3f", 1.0 - g_on);
+    ck_assert_msg(g_on > 0.98, "with the mask the fit still took %.3f", 1.0 - g_on);
     ck_assert_msg(e_on < 1.05 * e_off, "star cores: rms² %g with the mask, %g without", e_on,
                   e_off);
     for (int q = 0; q < 4; q++)
