@@ -400,6 +400,8 @@ static const ss_config_key_t feed_keys[] = {
            "[4] Second guide channel, the Laplacian of the prediction: also removes seeing-change residuals."),
     F_BOOL("pipeline.guided.biharmonic", P(guided_biharmonic), 0, RELOAD,
            "[4] With laplacian: one global term of the prediction's biharmonic per frame, fitted first: the second order of a seeing change (README: when it helps)."),
+    F_BOOL("pipeline.guided.mask", P(guided_mask), 1, RELOAD,
+           "[4] Leave out of the window fit the pixels of a source the prediction does not explain (a mover): the residual's matched filter at detect.thresh_low, over the PSF's 95 % disk, where the prediction's matched-filtered Laplacian stays within detect.thresh_low times its noise over the disk. Without it the fit takes a share of a faint mover (README, The source mask)."),
     F_INT("pipeline.noise.stride", P(noise_stride), 1.0, 64.0, 2.0, RELOAD,
           "[5] Sample every stride-th row and column for the noise σ."),
     F_BOOL("pipeline.noise.model_error", P(model_error), 1, RELOAD,

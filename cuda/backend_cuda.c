@@ -149,7 +149,7 @@ struct ss_backend {
     int L;
     float *d_ref_lvl[SS_MAX_LEVELS + 1], *d_cur_lvl[SS_MAX_LEVELS + 1];
     int lw[SS_MAX_LEVELS + 1], lh[SS_MAX_LEVELS + 1];
-    float *d_gs[5];                 /* guided scratch: A/A1, B/A2, B, L, p − c2·Q */
+    float *d_gs[6];                 /* guided scratch: A/A1, B/A2, B, L, p − c2·Q, mask box rows */
     float *h_mvq;                   /* npix: the model-error fit's samples on the host */
     float *d_misc;                  /* misc: c */
     int32_t *d_parent;
@@ -617,11 +617,11 @@ static cudaError_t st_whiten(ss_backend_t *b, cudaStream_t s, int v)
 /* v = radius·4 + biharmonic·2 + laplacian (radius 0: CLEAN = RESIDUAL). */
 static cudaError_t st_guided(ss_backend_t *b, cudaStream_t s, int v)
 {
-    const int radius = v >> 2;
+    const int radius = v >> 3;
     if (radius <= 0)
         return cu_copy_plane(b->d_plane[SS_PLANE_RESIDUAL], b->d_plane[SS_PLANE_CLEAN], b->npix, s);
     return cu_guided(b->d_params, b->d_plane[SS_PLANE_PREDICTION], b->d_plane[SS_PLANE_RESIDUAL],
-                     b->w, b->h, radius, v & 3, b->d_gs,
+                     b->w, b->h, radius, v & 7, b->d_gs,
                      b->d_plane[SS_PLANE_CLEAN], b->d_partials, b->d_counter, b->d_misc, s);
 }
 
@@ -861,7 +861,7 @@ static void cuda_destroy(ss_backend_t **pb)
     void *dev[] = {
         b->d_raw[0], b->d_raw[1], b->d_rawvalid[0], b->d_rawvalid[1], b->d_dark, b->d_flat,
         b->d_bias, b->d_row_bias, b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist,
-        b->d_gs[0], b->d_gs[1], b->d_gs[2], b->d_gs[3], b->d_gs[4], b->d_misc,
+        b->d_gs[0], b->d_gs[1], b->d_gs[2], b->d_gs[3], b->d_gs[4], b->d_gs[5], b->d_misc,
         b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
         b->d_sel, b->d_selbuf, b->d_params, b->d_res,
         b->d_rwlist, b->d_rwcount, b->d_pkey, b->d_parea, b->d_topk, b->d_peaks, b->d_npeaks,
@@ -1048,7 +1048,7 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
         CC(cudaMemset(b->d_cur_lvl[l], 0xff, (n ? n : 1) * sizeof(float)));
     }
 
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         CC(DALLOC(b, b->d_gs[i], npix * sizeof(float)));
     CC(DALLOC(b, b->d_misc, 256));
     CC(DALLOC(b, b->d_parent, npix * sizeof(int32_t)));
@@ -1108,7 +1108,7 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     memset(b->h_res, 0, sizeof *b->h_res);
     /* scratch starts defined (compute-sanitizer's initcheck, and reads of
      * a whole read-back chunk) */
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         CC(cudaMemset(b->d_gs[i], 0, npix * sizeof(float)));
     CC(cudaMemset(b->d_misc, 0, 256));
     CC(cudaMemset(b->d_parent, 0, npix * sizeof(int32_t)));
@@ -1545,16 +1545,20 @@ static ss_err_t cuda_whiten(ss_backend_t *b, const int *slots, const int *ix, co
     return op_end(b);
 }
 
-static ss_err_t cuda_guided(ss_backend_t *b, int radius, float eps)
+static ss_err_t cuda_guided(ss_backend_t *b, int radius, float eps, const ss_gmask_t *mask)
 {
     ss_err_t e = op_begin(b);
     if (e || (e = params_begin(b)))
         return e;
     b->h_params->gf_radius = radius;
     b->h_params->gf_eps = eps;
-    /* the shape of the work: radius and which filter */
+    if (mask)
+        b->h_params->gf_mask = *mask;
+    /* the shape of the work: radius, which filter, with the mask or not */
     const int lap = b->cfg->guided_laplacian != 0;
-    const int v = radius > 0 ? radius * 4 + (lap && b->cfg->guided_biharmonic) * 2 + lap : 0;
+    const int v = radius > 0 ? radius * 8 + (mask != NULL) * 4 +
+                                   (lap && b->cfg->guided_biharmonic) * 2 + lap
+                             : 0;
     if ((e = enqueue(b, st_guided, v, SS_STAGE_GUIDED)))
         return e;
     return op_end(b);
@@ -2016,8 +2020,9 @@ HOST_TIMED(cuda_whiten, SS_STAGE_WHITEN,
            (ss_backend_t *b, const int *slots, const int *ix, const int *iy, const double *a,
             int n, const ss_reweight_t *rw),
            (b, slots, ix, iy, a, n, rw))
-HOST_TIMED(cuda_guided, SS_STAGE_GUIDED, (ss_backend_t *b, int radius, float eps),
-           (b, radius, eps))
+HOST_TIMED(cuda_guided, SS_STAGE_GUIDED,
+           (ss_backend_t *b, int radius, float eps, const ss_gmask_t *mask),
+           (b, radius, eps, mask))
 HOST_TIMED(cuda_noise, SS_STAGE_NOISE, (ss_backend_t *b, ss_plane_t which, int stride, float *sigma),
            (b, which, stride, sigma))
 HOST_TIMED(cuda_matched, SS_STAGE_MATCHED,

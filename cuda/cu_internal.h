@@ -126,6 +126,7 @@ typedef struct cu_params {
     /* guided filter */
     int gf_radius;
     float gf_eps;
+    ss_gmask_t gf_mask;             /* the source mask (mode bit 2) */
 
     /* noise */
     cu_sampler_t noise_samp;
@@ -250,9 +251,11 @@ cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, const float *
 /* k_guided.cu: the one-channel (mode 0, ss_guided_filter) or the
  * two-channel (mode bit 0, ss_guided_filter2; bit 1: with its biharmonic
  * term, ss_seeing_term in k_seeing_moments and k_seeing_apply) guided
- * filter of I (guide) and pin into out. sc: 5 scratch planes (A/A1, B/A2,
+ * filter of I (guide) and pin into out; mode bit 2: with the source mask
+ * p->gf_mask (ss_gmask_apply: its pm in out until the r' pass, its
+ * temporaries in sc[0..2] and sc[5]). sc: 6 scratch planes (A/A1, B/A2,
  * B, L, which only radii above 62 use: smaller ones compute the Laplacian
- * on the fly, and pin − c2·Q). c[0] = the guide's mean, c[1] = c2. */
+ * on the fly, pin − c2·Q, and the mask's box rows). c[0] = the guide's mean, c[1] = c2. */
 cudaError_t cu_guided(const cu_params_t *p, const float *I, const float *pin, int w, int h,
                       int radius, int mode, float *const *sc, float *out,
                       double *partials, unsigned int *counter, float *c, cudaStream_t s);

@@ -987,6 +987,136 @@ __global__ void k_seeing_apply(const float *__restrict__ I, const float *__restr
     }
 }
 
+/* ss_gmask_apply (guided.c), one pass each, the same operations in the
+ * same order (float sums in tap order without contraction: __fmul_rn,
+ * __fadd_rn): rows of the two matched filters (residual, guide's
+ * Laplacian); columns, busy and the residual's response; the seeds; the
+ * seeds' disks into pm (p, NaN where masked). */
+__device__ __forceinline__ float gm_lap(const float *__restrict__ I, int w, int h, int x, int y)
+{
+    if (x == 0 || y == 0 || x == w - 1 || y == h - 1)
+        return 0.0f;
+    const size_t i = (size_t)y * (size_t)w + (size_t)x;
+    const float l = __fsub_rn(__fadd_rn(__fadd_rn(__fadd_rn(I[i - 1], I[i + 1]), I[i - (size_t)w]),
+                                        I[i + (size_t)w]),
+                              __fmul_rn(4.0f, I[i]));
+    return isfinite(l) ? l : 0.0f;
+}
+
+__device__ __forceinline__ bool gm_disk_any(const float *__restrict__ v, int w, int h, int x, int y,
+                                            int d2, int d)
+{
+    for (int dy = -d; dy <= d; dy++)
+        for (int dx = -d; dx <= d; dx++) {
+            const int xx = x + dx, yy = y + dy;
+            if (dx * dx + dy * dy <= d2 && xx >= 0 && xx < w && yy >= 0 && yy < h &&
+                v[(size_t)yy * (size_t)w + (size_t)xx] != 0.0f)
+                return true;
+        }
+    return false;
+}
+
+__global__ void k_gm_rows(const cu_params_t *__restrict__ prm, const float *__restrict__ I,
+                          const float *__restrict__ p, int w, int h, float *__restrict__ t0,
+                          float *__restrict__ t1, float *__restrict__ t4)
+{
+    const ss_gmask_t *m = &prm->gf_mask;
+    const int R = m->R, rb = m->rb;
+    const size_t n = (size_t)w * (size_t)h;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
+        const float *row = p + (i - (size_t)x);
+        float s = 0.0f, sb = 0.0f, sl = 0.0f;
+        for (int j = 0; j <= 2 * R; j++) {
+            const int xx = x + j - R;
+            const float v = xx >= 0 && xx < w && isfinite(row[xx]) ? row[xx] : 0.0f;
+            const float l = xx >= 0 && xx < w ? gm_lap(I, w, h, xx, y) : 0.0f;
+            s = __fadd_rn(s, __fmul_rn(m->k[j], v));
+            sl = __fadd_rn(sl, __fmul_rn(m->k[j], l));
+        }
+        for (int j = -rb; j <= rb; j++) {
+            const int xx = x + j;
+            sb = __fadd_rn(sb, xx >= 0 && xx < w && isfinite(row[xx]) ? row[xx] : 0.0f);
+        }
+        t0[i] = s;
+        t4[i] = sb;
+        t1[i] = sl;
+    }
+}
+
+__global__ void k_gm_cols(const cu_params_t *__restrict__ prm, const float *__restrict__ p, int w,
+                          int h, const float *__restrict__ t0, const float *__restrict__ t1,
+                          const float *__restrict__ t4, float *__restrict__ busy,
+                          float *__restrict__ resp)
+{
+    const ss_gmask_t *m = &prm->gf_mask;
+    const int R = m->R, rb = m->rb;
+    const size_t n = (size_t)w * (size_t)h;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
+        float s = 0.0f, sb = 0.0f, sl = 0.0f;
+        for (int j = 0; j <= 2 * R; j++) {
+            const int yy = y + j - R;
+            const bool in = yy >= 0 && yy < h;
+            const size_t q = (size_t)(in ? yy : 0) * (size_t)w + (size_t)x;
+            s = __fadd_rn(s, __fmul_rn(m->k[j], in ? t0[q] : 0.0f));
+            sl = __fadd_rn(sl, __fmul_rn(m->k[j], in ? t1[q] : 0.0f));
+        }
+        for (int j = -rb; j <= rb; j++) {
+            const int yy = y + j;
+            sb = __fadd_rn(sb, yy >= 0 && yy < h ? t4[(size_t)yy * (size_t)w + (size_t)x] : 0.0f);
+        }
+        const float r = __fsub_rn(s, __fmul_rn(sb, m->inv_n));
+        busy[i] = fabsf(sl) >= m->tl ? 1.0f : 0.0f;
+        resp[i] = isfinite(p[i]) && fabsf(r) >= m->t ? 1.0f : 0.0f;
+    }
+}
+
+__global__ void k_gm_seed(const cu_params_t *__restrict__ prm, int w, int h,
+                          const float *__restrict__ resp, const float *__restrict__ busy,
+                          float *__restrict__ seed)
+{
+    const int d2 = prm->gf_mask.d2, d = (int)floor(sqrt((double)d2));
+    const size_t n = (size_t)w * (size_t)h;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
+        seed[i] = resp[i] != 0.0f && !gm_disk_any(busy, w, h, x, y, d2, d) ? 1.0f : 0.0f;
+    }
+}
+
+__global__ void k_gm_dilate(const cu_params_t *__restrict__ prm, const float *__restrict__ p,
+                            int w, int h, const float *__restrict__ seed,
+                            const float *__restrict__ busy, float *__restrict__ pm)
+{
+    const int d2 = prm->gf_mask.d2, d = (int)floor(sqrt((double)d2));
+    const size_t n = (size_t)w * (size_t)h;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(i % (size_t)w), y = (int)(i / (size_t)w);
+        const float pv = p[i];
+        const bool hit = isfinite(pv) && gm_disk_any(seed, w, h, x, y, d2, d) &&
+                         !gm_disk_any(busy, w, h, x, y, d2, d);
+        pm[i] = hit ? qnan() : pv;
+    }
+}
+
+/* pm = ss_gmask_apply(I, p), with sc[0..2] and sc[5] as its temporaries
+ * (the residual's response in pm until the last pass). */
+cudaError_t gmask(const cu_params_t *prm, const float *I, const float *p, int w, int h,
+                  float *pm, float *const *sc, cudaStream_t s)
+{
+    const size_t n = (size_t)w * (size_t)h, g = (n + 255) / 256;
+    const unsigned nb = (unsigned)(g < 8192 ? g : 8192);
+    k_gm_rows<<<nb, 256, 0, s>>>(prm, I, p, w, h, sc[0], sc[1], sc[5]);
+    k_gm_cols<<<nb, 256, 0, s>>>(prm, p, w, h, sc[0], sc[1], sc[5], sc[2], pm);
+    k_gm_seed<<<nb, 256, 0, s>>>(prm, w, h, pm, sc[2], sc[0]);
+    k_gm_dilate<<<nb, 256, 0, s>>>(prm, p, w, h, sc[0], sc[2], pm);
+    return cudaGetLastError();
+}
+
 bool al16(const void *q)
 {
     return ((uintptr_t)q & 15u) == 0;
@@ -1007,7 +1137,7 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
                                  cudaStream_t s)
 {
     const int r = radius < 0 ? 0 : radius;
-    const int laplacian = mode & 1;
+    const int laplacian = mode & 1, masked = (mode & 4) != 0;
     if (w <= 0 || h <= 0)
         return cudaSuccess;
     const unsigned mb = (unsigned)(h < CU_RED_BLOCKS ? (h > 0 ? h : 1) : CU_RED_BLOCKS);
@@ -1030,10 +1160,12 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
             k_gf_mean<true><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, L, partials, counter, c);
         else
             k_gf_mean<false><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
+        if (masked && (e = gmask(p, I, pin, w, h, out, sc, s)) != cudaSuccess)
+            return e;
         box_args a = {};
         a.I = I;
         a.L = L;
-        a.p = pin;
+        a.p = masked ? out : pin;       /* the moments of pm */
         a.c = c;
         a.prm = p;
         a.out[0] = sc[0];
@@ -1041,6 +1173,7 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
         a.out[2] = laplacian ? sc[2] : NULL;
         if ((e = laplacian ? kbox<M_AB2>(a, w, h, r, s) : kbox<M_AB>(a, w, h, r, s)) != cudaSuccess)
             return e;
+        a.p = pin;
         a.in[0] = sc[0];
         a.in[1] = sc[1];
         a.in[2] = laplacian ? sc[2] : NULL;
@@ -1052,11 +1185,13 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
         k_gf_mean<true><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
     else
         k_gf_mean<false><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
+    if (masked && (e = gmask(p, I, pin, w, h, out, sc, s)) != cudaSuccess)
+        return e;
     const bool vec = w % 4 == 0 && al16(I) && al16(pin) && al16(sc[0]) && al16(sc[1]) &&
                      al16(sc[2]) && al16(out);
     gargs a = {};
     a.I = I;
-    a.p = pin;
+    a.p = masked ? out : pin;           /* the moments of pm */
     a.c = c;
     a.prm = p;
     a.out[0] = sc[0];
@@ -1065,6 +1200,7 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
     if ((e = laplacian ? gbox_any<M_AB2>(a, vec, w, h, r, s) : gbox_any<M_AB>(a, vec, w, h, r, s)) !=
         cudaSuccess)
         return e;
+    a.p = pin;
     a.in[0] = sc[0];
     a.in[1] = sc[1];
     a.in[2] = laplacian ? sc[2] : NULL;

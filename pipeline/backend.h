@@ -143,8 +143,9 @@ typedef struct ss_backend_ops {
                        const double *a, int n, const ss_reweight_t *rw);
     /* §4: RESIDUAL, PREDICTION -> CLEAN (radius 0: CLEAN = RESIDUAL).
      * cfg->guided_laplacian picks the two-channel ss_guided_filter2 (the
-     * default) or the one-channel ss_guided_filter. */
-    ss_err_t (*guided)(ss_backend_t *b, int radius, float eps);
+     * default) or the one-channel ss_guided_filter; mask (NULL: none)
+     * as in those (the backend copies it before returning). */
+    ss_err_t (*guided)(ss_backend_t *b, int radius, float eps, const ss_gmask_t *mask);
     /* §5: σ of a plane (RESIDUAL or CLEAN): ss_noise_clipped. */
     ss_err_t (*noise)(ss_backend_t *b, ss_plane_t which, int stride, float *sigma);
     /* §6: CLEAN -> SNR (ss_matched_filter; phases as configured, <= 0 =

@@ -330,19 +330,19 @@ static ss_err_t cpu_whiten(ss_backend_t *b, const int *slots, const int *ix, con
     return SS_OK;
 }
 
-static ss_err_t cpu_guided(ss_backend_t *b, int radius, float eps)
+static ss_err_t cpu_guided(ss_backend_t *b, int radius, float eps, const ss_gmask_t *mask)
 {
     TIMED(b, SS_STAGE_GUIDED, {
         if (radius <= 0)
             memcpy(b->plane[SS_PLANE_CLEAN], b->plane[SS_PLANE_RESIDUAL], b->npix * sizeof(float));
         else if (b->cfg->guided_laplacian)
             ss_guided_filter2(b->plane[SS_PLANE_PREDICTION], b->plane[SS_PLANE_RESIDUAL], b->w,
-                              b->h, radius, eps, b->cfg->guided_biharmonic,
+                              b->h, radius, eps, b->cfg->guided_biharmonic, mask,
                               b->plane[SS_PLANE_CLEAN], b->fscratch,
                               b->dscratch);
         else
             ss_guided_filter(b->plane[SS_PLANE_PREDICTION], b->plane[SS_PLANE_RESIDUAL], b->w,
-                             b->h, radius, eps, b->plane[SS_PLANE_CLEAN], b->fscratch,
+                             b->h, radius, eps, mask, b->plane[SS_PLANE_CLEAN], b->fscratch,
                              b->dscratch);
     });
     return SS_OK;

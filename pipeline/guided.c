@@ -29,6 +29,7 @@
 #include "seeing_core.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -357,8 +358,144 @@ static float guide_mean(const float *I, const float *L, const float *p, int w, i
     return cnt > 0.0 ? (float)(sum / cnt) : 0.0f;
 }
 
-void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float eps, float *out,
-                      float *scratch, double *dscratch)
+int ss_gmask_init(ss_gmask_t *m, double psf_sigma, double tau, double sigma, double a2,
+                  int radius)
+{
+    if (!(psf_sigma > 0.0) || !isfinite(psf_sigma) || !(tau > 0.0) || !isfinite(tau) ||
+        !(sigma > 0.0) || !isfinite(sigma) || !(a2 >= 0.0) || !isfinite(a2) || radius < 1)
+        return -1;
+    const int R = m->R = ss_psf_kernel(psf_sigma, m->k);
+    /* ‖k⊗k − box‖₂, the box 1/N on (2rb+1)², over the wider support */
+    const int rb = m->rb = SS_MIN(radius, SS_GMASK_MAX_RB);
+    const double nb = (double)(2 * rb + 1) * (double)(2 * rb + 1);
+    m->inv_n = (float)(1.0 / nb);
+    const int Rc = SS_MAX(R, rb);
+    double c2 = 0.0;
+    for (int y = -Rc; y <= Rc; y++)
+        for (int x = -Rc; x <= Rc; x++) {
+            const double c = (abs(x) <= R && abs(y) <= R
+                                  ? (double)m->k[x + R] * (double)m->k[y + R] : 0.0) -
+                             (abs(x) <= rb && abs(y) <= rb ? (double)m->inv_n : 0.0);
+            c2 += c * c;
+        }
+    m->t = (float)(tau * sigma * sqrt(c2));
+    /* ‖g‖₂ of g = ss_laplacian5's stencil ∗ (k⊗k), on a (2R+3)² support */
+    double g2 = 0.0;
+    for (int y = -R - 1; y <= R + 1; y++)
+        for (int x = -R - 1; x <= R + 1; x++) {
+            double kk[5];
+            const int ox[5] = { -1, 1, 0, 0, 0 }, oy[5] = { 0, 0, -1, 1, 0 };
+            for (int q = 0; q < 5; q++) {
+                const int xx = x + ox[q], yy = y + oy[q];
+                kk[q] = abs(xx) <= R && abs(yy) <= R
+                            ? (double)m->k[xx + R] * (double)m->k[yy + R] : 0.0;
+            }
+            const double g = kk[0] + kk[1] + kk[2] + kk[3] - 4.0 * kk[4];
+            g2 += g * g;
+        }
+    const double sp = sigma * sqrt(a2 / (1.0 + a2));
+    m->tl = (float)(tau * sp * sqrt(g2));
+    m->d2 = (int)floor(2.0 * log(20.0) * (psf_sigma * psf_sigma + 1.0 / 12.0));
+    return 0;
+}
+
+/* ss_laplacian5 of I at (x, y) (the same float sum), 0 where it is NaN
+ * or on the outer ring. */
+static inline float gm_lap(const float *I, int w, int h, int x, int y)
+{
+    if (x == 0 || y == 0 || x == w - 1 || y == h - 1)
+        return 0.0f;
+    const size_t i = (size_t)y * (size_t)w + (size_t)x;
+    const float l = I[i - 1] + I[i + 1] + I[i - (size_t)w] + I[i + (size_t)w] - 4.0f * I[i];
+    return isfinite(l) ? l : 0.0f;
+}
+
+/* Whether any pixel of plane v (1 or 0) at an offset dx² + dy² ≤ d2 from
+ * (x, y), inside the frame, is 1. */
+static inline int gm_disk_any(const float *v, int w, int h, int x, int y, int d2, int d)
+{
+    for (int dy = -d; dy <= d; dy++)
+        for (int dx = -d; dx <= d; dx++) {
+            const int xx = x + dx, yy = y + dy;
+            if (dx * dx + dy * dy <= d2 && xx >= 0 && xx < w && yy >= 0 && yy < h &&
+                v[(size_t)yy * (size_t)w + (size_t)xx] != 0.0f)
+                return 1;
+        }
+    return 0;
+}
+
+void ss_gmask_apply(const float *I, const float *p, int w, int h, const ss_gmask_t *m,
+                    float *pm, float *t0, float *t1, float *t2, float *t3, float *t4)
+{
+    const int R = m->R, rb = m->rb, d2 = m->d2, d = (int)floor(sqrt((double)m->d2));
+    const float *k = m->k;
+    /* rows: t0 = Σ_j k[j]·p(x + j - R), t4 = Σ_{|j| ≤ rb} p(x + j),
+     * t1 = Σ_j k[j]·L(x + j - R); invalid and outside as 0 */
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        const float *row = p + (size_t)y * (size_t)w;
+        for (int x = 0; x < w; x++) {
+            float s = 0.0f, sb = 0.0f, sl = 0.0f;
+            for (int j = 0; j <= 2 * R; j++) {
+                const int xx = x + j - R;
+                const float v = xx >= 0 && xx < w && isfinite(row[xx]) ? row[xx] : 0.0f;
+                const float l = xx >= 0 && xx < w ? gm_lap(I, w, h, xx, y) : 0.0f;
+                s = s + k[j] * v;
+                sl = sl + k[j] * l;
+            }
+            for (int j = -rb; j <= rb; j++) {
+                const int xx = x + j;
+                sb = sb + (xx >= 0 && xx < w && isfinite(row[xx]) ? row[xx] : 0.0f);
+            }
+            t0[(size_t)y * (size_t)w + (size_t)x] = s;
+            t4[(size_t)y * (size_t)w + (size_t)x] = sb;
+            t1[(size_t)y * (size_t)w + (size_t)x] = sl;
+        }
+    }
+    /* columns: t2 = busy (the guide's structure is significant), pm =
+     * the residual's response is (1 or 0; pm is overwritten below) */
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            float s = 0.0f, sb = 0.0f, sl = 0.0f;
+            for (int j = 0; j <= 2 * R; j++) {
+                const int yy = y + j - R;
+                const int in = yy >= 0 && yy < h;
+                const size_t q = (size_t)(in ? yy : 0) * (size_t)w + (size_t)x;
+                s = s + k[j] * (in ? t0[q] : 0.0f);
+                sl = sl + k[j] * (in ? t1[q] : 0.0f);
+            }
+            for (int j = -rb; j <= rb; j++) {
+                const int yy = y + j;
+                sb = sb + (yy >= 0 && yy < h ? t4[(size_t)yy * (size_t)w + (size_t)x] : 0.0f);
+            }
+            const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            const float r = s - sb * m->inv_n;
+            t2[i] = fabsf(sl) >= m->tl ? 1.0f : 0.0f;
+            pm[i] = isfinite(p[i]) && fabsf(r) >= m->t ? 1.0f : 0.0f;
+        }
+    }
+    /* seeds: a response with no busy pixel in its disk */
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            t3[i] = pm[i] != 0.0f && !gm_disk_any(t2, w, h, x, y, d2, d) ? 1.0f : 0.0f;
+        }
+    /* the seeds' disks, where no busy pixel lies in the disk */
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            const size_t i = (size_t)y * (size_t)w + (size_t)x;
+            const int hit = isfinite(p[i]) && gm_disk_any(t3, w, h, x, y, d2, d) &&
+                            !gm_disk_any(t2, w, h, x, y, d2, d);
+            pm[i] = hit ? NAN : p[i];
+        }
+    }
+}
+
+void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float eps,
+                      const ss_gmask_t *mask, float *out, float *scratch, double *dscratch)
 {
     if (w <= 0 || h <= 0)
         return;
@@ -367,9 +504,14 @@ void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float
     if (r < 0)
         r = 0;
     const float c = guide_mean(I, NULL, p, w, h, dscratch);
+    const float *pmom = p;
+    if (mask) {
+        ss_gmask_apply(I, p, w, h, mask, scratch + 7 * npix, A, B, bA, bB, scratch + 4 * npix);
+        pmom = scratch + 7 * npix;
+    }
 
-    /* A, B from the window moments of I' = I - c and p */
-    box_job_t jm = { .mode = BOX_GUIDED_AB, .C = 4, .w = w, .h = h, .r = r, .I = I, .p = p,
+    /* A, B from the window moments of I' = I - c and p (pm) */
+    box_job_t jm = { .mode = BOX_GUIDED_AB, .C = 4, .w = w, .h = h, .r = r, .I = I, .p = pmom,
                      .c = c, .eps = (double)eps };
     jm.out[0] = A;
     jm.out[1] = B;
@@ -411,17 +553,23 @@ void ss_laplacian5(const float *in, int w, int h, float *out)
     }
 }
 
-/* The two-channel fit: window moments over the pixels where I, L and p
- * are finite, then out = p - q where they are. */
-static void guided2_pass(const float *I, const float *L, const float *p,
+/* The two-channel fit: window moments over the pixels where I, L and pm
+ * (p, or p with the mask's pixels NaN: scratch plane 7, planes 0 to 4
+ * its temporaries) are finite, then out = p - q where I, L, p are. */
+static void guided2_pass(const float *I, const float *L, const float *p, const ss_gmask_t *mask,
                          int w, int h, int r, float eps, float c, float *out, float *scratch,
                          double *dscratch)
 {
     const size_t npix = (size_t)w * (size_t)h, nds = 2 * npix;
     float *A1 = scratch, *A2 = scratch + npix, *B = scratch + 2 * npix;
     float *bA1 = scratch + 3 * npix, *bA2 = scratch + 4 * npix, *bB = scratch + 5 * npix;
+    const float *pmom = p;
+    if (mask) {
+        ss_gmask_apply(I, p, w, h, mask, scratch + 7 * npix, A1, A2, B, bA1, bA2);
+        pmom = scratch + 7 * npix;
+    }
     box_job_t jm = { .mode = BOX_GUIDED2_AB, .C = 8, .w = w, .h = h, .r = r, .I = I, .L = L,
-                     .p = p, .c = c, .eps = (double)eps };
+                     .p = pmom, .c = c, .eps = (double)eps };
     jm.out[0] = A1;
     jm.out[1] = A2;
     jm.out[2] = B;
@@ -475,7 +623,8 @@ float ss_seeing_term(const float *I, const float *L, const float *p, int w, int 
 }
 
 void ss_guided_filter2(const float *I, const float *p, int w, int h, int r, float eps,
-                       int biharmonic, float *out, float *scratch, double *dscratch)
+                       int biharmonic, const ss_gmask_t *mask, float *out, float *scratch,
+                       double *dscratch)
 {
     if (w <= 0 || h <= 0)
         return;
@@ -494,5 +643,5 @@ void ss_guided_filter2(const float *I, const float *p, int w, int h, int r, floa
             out[i] = ss_seeing_apply(p[i], Q[i], c2);
         p = out;
     }
-    guided2_pass(I, L, p, w, h, r, eps, c, out, scratch, dscratch);
+    guided2_pass(I, L, p, mask, w, h, r, eps, c, out, scratch, dscratch);
 }

@@ -1082,7 +1082,16 @@ static ss_err_t predict(ss_pipeline_t *p, ss_result_t *res, const int *slots, co
         return e;
     const int radius = p->cfg.guided ? ss_cfg_guided_radius(&p->cfg) : 0;
     const float eps = (float)(p->cfg.guided_eps * (double)p->sigma_prev * (double)p->sigma_prev);
-    if ((e = p->ops->guided(p->be, radius, eps)) != SS_OK)
+    /* the source mask: at the detector's growth threshold, the guide's
+     * noise from the weights (ss_gmask_t) */
+    double a2 = 0.0;
+    for (int k = 0; k < n; k++)
+        a2 += res->weights[k] * res->weights[k];
+    ss_gmask_t gm;
+    const int masked = radius > 0 && p->cfg.guided_mask &&
+                       ss_gmask_init(&gm, p->cfg.psf_sigma, p->cfg.thresh_low,
+                                     (double)p->sigma_prev, a2, radius) == 0;
+    if ((e = p->ops->guided(p->be, radius, eps, masked ? &gm : NULL)) != SS_OK)
         return e;
     return p->ops->noise(p->be, SS_PLANE_CLEAN, p->cfg.noise_stride, &res->sigma);
 }

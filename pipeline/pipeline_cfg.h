@@ -93,6 +93,7 @@ typedef struct ss_pipeline_cfg {
     double guided_eps;          /* "guided.eps": ε in units of the noise variance */
     int guided_laplacian;       /* "guided.laplacian": second guide channel ∇²P (seeing changes) */
     int guided_biharmonic;      /* "guided.biharmonic": a global ∇⁴P term per frame (with laplacian; off) */
+    int guided_mask;            /* "guided.mask": unexplained sources left out of the moments */
 
     /* §5 noise */
     int noise_stride;           /* "noise.stride": sample every s-th row and column */

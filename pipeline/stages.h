@@ -600,6 +600,56 @@ int ss_clean_sharp(const float *frame, const float *med, int w, int h, double k,
  * double, O(1) per pixel whatever r. scratch: 2·w·h doubles. */
 void ss_box_mean(const float *in, int w, int h, int r, float *out, double *scratch);
 
+/* The guided filter's source mask (guided.mask, ALGORITHM.md §4; the
+ * derivation is in docs/QUALITY.md, "the guided filter's source mask").
+ * A faint mover inside a window is part of the window's moments, so B =
+ * mean_p − A·mean_I takes a share of it and r' loses it; the mask leaves
+ * out of the moments (never out of r') the pixels of a source that the
+ * guide does not explain:
+ *   resp(x) = |Σ (k⊗k)·p − Σ_box p / N|(x) ≥ t: the matched filter of
+ *     the unfiltered residual (PSF taps k) less the mean over the
+ *     window's box, (2ρ'+1)² = N pixels, ρ' = min(ρ, SS_GMASK_MAX_RB):
+ *     a level or a gradient, which B is there to fit, gives no response;
+ *     invalid and out-of-frame pixels as 0, no renormalisation; the
+ *     value formed as s − sb·inv_n in float; t = τ·σ·‖k⊗k − 1/N‖₂ (a
+ *     z-threshold τ in the units of its own noise, as §6's SNR map);
+ *   busy(x) = |Σ (k⊗k)·L|(x) ≥ tl, L = ss_laplacian5(I) (NaN and the
+ *     outer ring as 0): the guide's structure at the same scale, tl =
+ *     τ·σ_P·‖g‖₂, g = the Laplacian stencil ∗ (k⊗k), σ_P = σ·√(‖a‖² /
+ *     (1+‖a‖²)) the guide's noise (the same z-threshold in its units);
+ *   the disk D(x) = offsets dx² + dy² ≤ d2, d2 = ⌊2·ln 20·(σ_psf² + 1/12)⌋
+ *     (it holds 95 % of a pixel-integrated Gaussian's flux);
+ *   seed(x) = resp(x) and no busy pixel in D(x);
+ *   masked(x) = p(x) finite, a seed in D(x) and no busy pixel in D(x)
+ *     (over the disk, not at x alone: a star's Laplacian crosses zero
+ *     on a ring).
+ * Sums in float in tap order (rows, then columns), no contraction: the
+ * CUDA kernels do the same operations in the same order. */
+#define SS_KERNEL_MAX_RADIUS 24     /* §6's PSF taps (ss_psf_kernel) at most */
+#define SS_GMASK_MAX_RB 64          /* the compensating box's radius at most */
+typedef struct ss_gmask {
+    int R;                                  /* taps radius */
+    float k[2 * SS_KERNEL_MAX_RADIUS + 1];  /* ss_psf_kernel */
+    int rb;                                 /* the box's radius ρ' */
+    float inv_n;                            /* 1/(2ρ'+1)² */
+    float t;                                /* response threshold */
+    float tl;                               /* busy guide: |Σ (k⊗k)·∇²I| ≥ tl */
+    int d2;                                 /* dilation: dx² + dy² ≤ d2 */
+} ss_gmask_t;
+
+/* Fill m for PSF sigma psf_sigma, z-threshold tau, residual noise sigma,
+ * the squared norm a2 = Σ a_k² of the prediction's weights and the
+ * guided filter's radius. Returns 0, or -1 (m unusable: no mask) where
+ * sigma, tau or psf_sigma is not positive and finite or radius < 1. */
+int ss_gmask_init(ss_gmask_t *m, double psf_sigma, double tau, double sigma, double a2,
+                  int radius);
+
+/* pm = p with the masked pixels NaN (m's contract above). t0..t4: w·h
+ * floats of scratch each (row sums, busy, seeds). pm and t0..t4 may not
+ * alias I, p or each other. */
+void ss_gmask_apply(const float *I, const float *p, int w, int h, const ss_gmask_t *m,
+                    float *pm, float *t0, float *t1, float *t2, float *t3, float *t4);
+
 /* Guided filter cleanup with guide I (the prediction) and input p (the
  * residual), ALGORITHM §4. A pixel takes part when both I and p are
  * finite. Means are valid-aware box means over those pixels; I is taken
@@ -615,9 +665,13 @@ void ss_box_mean(const float *in, int w, int h, int r, float *out, double *scrat
  *   is NaN). Double up to A and B because var is a small difference of
  *   large numbers near stars: float means there lose most of its digits.
  * eps in ADU² (the caller scales by the noise variance).
- * scratch: 8·w·h floats (4·w·h are used) + 2·w·h doubles. */
+ * scratch: 8·w·h floats + 2·w·h doubles.
+ * mask (NULL: none): the window moments (A, B) are those of pm =
+ * ss_gmask_apply(I, p): a masked pixel takes no part in them (nor has its
+ * own A, B), and out is formed from p at every pixel as without it.
+ */
 void ss_guided_filter(const float *I, const float *p, int w, int h, int r, float eps,
-                      float *out, float *scratch, double *dscratch);
+                      const ss_gmask_t *mask, float *out, float *scratch, double *dscratch);
 
 /* 5-point Laplacian: out = l + r + u + d - 4·c summed in float in that
  * order; NaN on the frame's outer row/column and where any tap is NaN. */
@@ -640,9 +694,11 @@ void ss_laplacian5(const float *in, int w, int h, float *out);
  * computed in double, NaN where I, L or p is NaN.
  * biharmonic: first p' = p − c2·Q (ss_seeing_term, ss_seeing_apply), and
  * the local fit is of p'.
+ * mask: as in ss_guided_filter (the moments of the fit of p or p').
  * scratch: 8·w·h floats + 2·w·h doubles. */
 void ss_guided_filter2(const float *I, const float *p, int w, int h, int r, float eps,
-                       int biharmonic, float *out, float *scratch, double *dscratch);
+                       int biharmonic, const ss_gmask_t *mask, float *out, float *scratch,
+                       double *dscratch);
 
 /* The second-order seeing term (guided.biharmonic): Q = ss_laplacian5(L)
  * into Q (w·h floats), and c2 = the coefficient of Q in the global
@@ -686,7 +742,6 @@ float ss_noise_clipped(const float *x, int w, int h, int stride);
  * §6 matched filter (matched.c)
  * ==================================================================== */
 
-#define SS_KERNEL_MAX_RADIUS 24
 
 /* 1-D Gaussian kernel of psf_sigma: radius R = min(ceil(3σ), 24), taps
  * k[0..2R] = exp(-(i-R)²/(2σ²)) normalised to sum 1 (in double, stored as

@@ -78,7 +78,7 @@ START_TEST(test_sticky_error)
     float s = 0.0f;
     ck_assert_int_eq(ops->noise(b, SS_PLANE_RESIDUAL, 1, &s), SS_ERR_BROKEN);
     ck_assert_int_eq(ops->write_plane(b, SS_PLANE_RESIDUAL, 0, v), SS_ERR_BROKEN);
-    ck_assert_int_eq(ops->guided(b, 3, 1.0f), SS_ERR_BROKEN);
+    ck_assert_int_eq(ops->guided(b, 3, 1.0f, NULL), SS_ERR_BROKEN);
     ck_assert_int_eq(ops->history_store(b, 0, 0, 0), SS_ERR_BROKEN);
     double ms[SS_STAGE__COUNT];
     ops->stage_times(b, ms);

@@ -690,13 +690,17 @@ START_TEST(test_guided_parity)
 {
     static const int radii[] = { 0, 1, 4, 11, 40, 300 };
     enum { W = 257, H = 199 };
-    /* _i = 0: one channel; 1: two, with the biharmonic term; 2: without */
-    const int laplacian = _i > 0;
-    rng_state = 909 + (uint64_t)_i;
+    /* _i % 3 = 0: one channel; 1: two, with the biharmonic term; 2:
+     * without; _i >= 3: the same with the source mask (guided.mask) */
+    const int mode = _i % 3, laplacian = mode > 0;
+    rng_state = 909 + (uint64_t)mode;
     ss_pipeline_cfg_t cfg;
     base_cfg(&cfg);
     cfg.guided_laplacian = laplacian;
-    cfg.guided_biharmonic = _i == 1;
+    cfg.guided_biharmonic = mode == 1;
+    ss_gmask_t gm;
+    ck_assert_int_eq(ss_gmask_init(&gm, 1.3, 2.5, 5.0, 0.05, 11), 0);
+    const ss_gmask_t *mask = _i >= 3 ? &gm : NULL;
     ss_geometry_t geo = geometry(W, H, SS_DT_F32, SS_DT_F32, 2);
     pair_t p;
     pair_new(&p, &cfg, &geo, NULL);
@@ -726,11 +730,11 @@ START_TEST(test_guided_parity)
     write_both(&p, SS_PLANE_PREDICTION, 0, I);
     write_both(&p, SS_PLANE_RESIDUAL, 0, r);
     for (size_t k = 0; k < sizeof radii / sizeof radii[0]; k++) {
-        ck_assert_int_eq(ss_backend_cpu.guided(p.c, radii[k], 25.0f), SS_OK);
-        ck_assert_int_eq(p.go->guided(p.g, radii[k], 25.0f), SS_OK);
+        ck_assert_int_eq(ss_backend_cpu.guided(p.c, radii[k], 25.0f, mask), SS_OK);
+        ck_assert_int_eq(p.go->guided(p.g, radii[k], 25.0f, mask), SS_OK);
         const double rel = cmp_float(&p, SS_PLANE_CLEAN, radii[k] == 0, "guided");
-        ck_assert_msg(rel <= 1e-5, "guided (laplacian %d) radius %d: rel L2 %.3g", laplacian,
-                      radii[k], rel);
+        ck_assert_msg(rel <= 1e-5, "guided (laplacian %d, mask %d) radius %d: rel L2 %.3g",
+                      laplacian, mask != NULL, radii[k], rel);
     }
     free(I);
     free(r);
@@ -1536,7 +1540,7 @@ static void add_whiten(TCase *tc)
     tcase_add_loop_test(tc, test_whiten_parity, 0, 2);
     tcase_add_loop_test(tc, test_whiten_reweight_parity, 0, 4);
 }
-static void add_guided(TCase *tc) { tcase_add_loop_test(tc, test_guided_parity, 0, 3); }
+static void add_guided(TCase *tc) { tcase_add_loop_test(tc, test_guided_parity, 0, 6); }
 static void add_noise(TCase *tc) { tcase_add_loop_test(tc, test_noise_parity, 0, 3); }
 static void add_matched(TCase *tc) { tcase_add_loop_test(tc, test_matched_parity, 0, 4); }
 static void add_modelvar(TCase *tc) { tcase_add_loop_test(tc, test_modelvar_parity, 0, 3); }
