@@ -695,16 +695,21 @@ static int clampi(int v, int lo, int hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* Whether observation o may join track k: a streak joining a track of
+/* Whether observation o may join track k. A streak joining a track of
  * streaks lies along the track's motion (its axis within STREAK_ANGLE of
  * the velocity) and is no longer than the track's streaks by more than
  * the gate (a longer one is another trail, or this one merged with
  * another: its centroid lies anywhere along its axis, which obs_dist
- * leaves free). */
+ * leaves free). A streak joins a track of points only when no longer
+ * than the gate end to end (a mover at constant velocity trails the same
+ * length in every exposure; a long streak's free length along its axis
+ * would otherwise put it in the gate of many chance pairs of points). */
 static int compatible(const ss_tracker_t *T, const trk_t *k, const obs_t *o)
 {
-    if (!o->streak || !k->first.streak || k->n_streak == 0)
+    if (!o->streak)
         return 1;
+    if (!k->first.streak || k->n_streak == 0)
+        return 2.0 * o->half_len <= T->cfg.gate;
     const motion_t m = motion_of(k);
     if (o->half_len > k->half_sum / k->n_streak + T->cfg.gate)
         return 0;
