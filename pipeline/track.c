@@ -700,16 +700,11 @@ static int clampi(int v, int lo, int hi)
  * the velocity) and is no longer than the track's streaks by more than
  * the gate (a longer one is another trail, or this one merged with
  * another: its centroid lies anywhere along its axis, which obs_dist
- * leaves free). A streak joins a track of points only when no longer
- * than the gate end to end (a mover at constant velocity trails the same
- * length in every exposure; a long streak's free length along its axis
- * would otherwise put it in the gate of many chance pairs of points). */
+ * leaves free). */
 static int compatible(const ss_tracker_t *T, const trk_t *k, const obs_t *o)
 {
-    if (!o->streak)
+    if (!o->streak || !k->first.streak || k->n_streak == 0)
         return 1;
-    if (!k->first.streak || k->n_streak == 0)
-        return 2.0 * o->half_len <= T->cfg.gate;
     const motion_t m = motion_of(k);
     if (o->half_len > k->half_sum / k->n_streak + T->cfg.gate)
         return 0;
@@ -737,8 +732,13 @@ static int track_cands(ss_tracker_t *T, const trk_t *k, int ki, double t, int m)
             int c = cy * og->w + cx;
             for (int e = og->start[c]; e < og->start[c + 1]; e++) {
                 int j = og->items[e];
-                double d = T->taken[j] || !compatible(T, k, &T->obs[j])
-                               ? INFINITY : obs_dist(&T->obs[j], pu, pv);
+                /* a track of points measures a streak by its centroid: the
+                 * free length along a long streak's axis would put it in
+                 * the gate of many chance pairs of points */
+                const obs_t *o = &T->obs[j];
+                double d = T->taken[j] || !compatible(T, k, o) ? INFINITY
+                           : k->first.streak ? obs_dist(o, pu, pv)
+                                             : hypot(o->u - pu, o->v - pv);
                 if (!(d <= g))
                     continue;
                 cand_t cd = { ki, j, d / g, g };
