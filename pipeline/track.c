@@ -78,6 +78,7 @@ typedef struct obs {
     double t, mjd;
     double u, v, x, y;
     double half_len, theta;     /* streaks: half the end-to-end length, axis angle */
+    double eu0, ev0, eu1, ev1;  /* streaks: the end points, registered px */
     int streak;
     double snr;
     double mag, mag_err;        /* NAN when unknown */
@@ -98,6 +99,7 @@ typedef struct trk {
     int updated;                /* linked in the current frame */
     int missed;
     int n, n_streak;
+    double half_sum;            /* Σ half_len of its streak detections */
     double lchance;             /* log10 of the product of its links' chances (those
                                  * past the first two; link_chance) */
     int n_links;                /* the links in that product */
@@ -132,10 +134,13 @@ struct ss_tracker {
     long frame;
     int timed;                  /* -1 before the first frame */
     double rho;                 /* this frame's candidates per px² */
+    double rho_streak;          /* of them streaks, per px² */
     double *free_snr;           /* their peak SNRs, ascending */
     int n_free;
     double births;              /* tentative tracks started per frame (running mean) */
     int births_now;
+    double births_streak;       /* of them from two streaks (running mean) */
+    int births_streak_now;
     double mjd0;
     uint64_t next_id;
     trk_t *conf, *tent;
@@ -253,6 +258,8 @@ static void add_obs(trk_t *k, const obs_t *o)
     }
     k->n++;
     k->n_streak += o->streak;
+    if (o->streak)
+        k->half_sum += o->half_len;
     k->last = *o;
     k->missed = 0;
     k->updated = 1;
@@ -286,6 +293,47 @@ static double link_chance(const ss_tracker_t *T, double r, int wait)
         h += 1.0 / j;
     r = fmax(r, CENTROID_FLOOR);
     return log10(fmin(1.0, wait * h * T->rho * M_PI * r * r));
+}
+
+/* Distance of a streak observation's end points from those its streak
+ * track k predicts at t (its predicted centre ± its streaks' mean half
+ * length along its velocity), the nearer pairing of the ends; INFINITY
+ * when k is no streak track or o no streak. */
+static double end_dist(const trk_t *k, const obs_t *o, double t)
+{
+    if (!o->streak || !k->first.streak || k->n_streak == 0)
+        return INFINITY;
+    double pu, pv, spread;
+    predict(k, t, &pu, &pv, &spread);
+    const motion_t m = motion_of(k);
+    const double sp = hypot(m.vu, m.vv), h = k->half_sum / k->n_streak;
+    if (!(sp > 0.0) || !isfinite(pu) || !isfinite(pv))
+        return INFINITY;
+    const double ku = h * m.vu / sp, kv = h * m.vv / sp;
+    /* the observation's ends either way round */
+    const double same = fmax(hypot(o->eu1 - pu - ku, o->ev1 - pv - kv),
+                             hypot(o->eu0 - pu + ku, o->ev0 - pv + kv));
+    const double swap = fmax(hypot(o->eu0 - pu - ku, o->ev0 - pv - kv),
+                             hypot(o->eu1 - pu + ku, o->ev1 - pv + kv));
+    return fmin(same, swap);
+}
+
+/* log10 of the chance that a streak whose both ends fell within e px of
+ * those its streak track predicts (end_dist), after waiting w frames, was
+ * a chance streak: that one of the free streak candidates (T->rho_streak
+ * per px²) has its centre within e of the predicted one (π·e²) and its
+ * axis within e/h rad of the track's direction (h: the track's mean half
+ * length; 2·(e/h)/π of the axes, at most 1), times w·H as link_chance; e
+ * at least CENTROID_FLOOR. */
+static double end_chance(const ss_tracker_t *T, const trk_t *k, double e, int wait)
+{
+    double hsum = 0.0;
+    for (int j = 1; j <= T->cfg.max_missed + 1; j++)
+        hsum += 1.0 / j;
+    e = fmax(e, CENTROID_FLOOR);
+    const double h = k->half_sum / k->n_streak;
+    const double dir = fmin(1.0, 2.0 * e / (M_PI * h));
+    return log10(fmin(1.0, wait * hsum * T->rho_streak * M_PI * e * e * dir));
 }
 
 /* The number of the ascending v[0..n) below x (at most x when
@@ -374,7 +422,8 @@ static int confirmable(const ss_tracker_t *T, const trk_t *k)
     motion_t m = motion_of(k);
     double speed = hypot(m.vu, m.vv);
     double span = k->last.t - k->first.t;
-    double chance = log10(fmax(1.0, T->births)) + log10_product_tail(k->lchance, k->n_links) +
+    const double births = k->first.streak ? T->births_streak : T->births;
+    double chance = log10(fmax(1.0, births)) + log10_product_tail(k->lchance, k->n_links) +
                     k->lflux;
     return speed * span >= MIN_MOTION && speed >= MOTION_SIGNIFICANCE * m.err &&
            m.rms <= T->cfg.gate && chance <= -log10(SS_TRACK_CHANCE);
@@ -548,6 +597,8 @@ static int collect(ss_tracker_t *T, ss_detlist_t *dets, uint64_t seq, double t, 
         o->v = d->y + oy;
         o->streak = d->kind == SS_KIND_STREAK;
         o->half_len = 0.5 * hypot(d->x1 - d->x0, d->y1 - d->y0);
+        o->eu0 = d->x0 + ox, o->ev0 = d->y0 + oy;
+        o->eu1 = d->x1 + ox, o->ev1 = d->y1 + oy;
         o->theta = d->theta;
         o->snr = d->peak_snr;
         o->mag = d->mag;
@@ -644,6 +695,22 @@ static int clampi(int v, int lo, int hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* Whether observation o may join track k. A streak joining a track of
+ * streaks lies along the track's motion (its axis within STREAK_ANGLE of
+ * the velocity) and is no longer than the track's streaks by more than
+ * the gate (a longer one is another trail, or this one merged with
+ * another: its centroid lies anywhere along its axis, which obs_dist
+ * leaves free). */
+static int compatible(const ss_tracker_t *T, const trk_t *k, const obs_t *o)
+{
+    if (!o->streak || !k->first.streak || k->n_streak == 0)
+        return 1;
+    const motion_t m = motion_of(k);
+    if (o->half_len > k->half_sum / k->n_streak + T->cfg.gate)
+        return 0;
+    return fabs(remainder(o->theta - atan2(m.vv, m.vu), M_PI)) <= STREAK_ANGLE;
+}
+
 /* Candidate pairs of track k (index ki) within the gate of its prediction
  * at t: the nearest GATE_CANDS, appended to T->cands at m. Returns the new
  * count. */
@@ -665,7 +732,13 @@ static int track_cands(ss_tracker_t *T, const trk_t *k, int ki, double t, int m)
             int c = cy * og->w + cx;
             for (int e = og->start[c]; e < og->start[c + 1]; e++) {
                 int j = og->items[e];
-                double d = T->taken[j] ? INFINITY : obs_dist(&T->obs[j], pu, pv);
+                /* a track of points measures a streak by its centroid: the
+                 * free length along a long streak's axis would put it in
+                 * the gate of many chance pairs of points */
+                const obs_t *o = &T->obs[j];
+                double d = T->taken[j] || !compatible(T, k, o) ? INFINITY
+                           : k->first.streak ? obs_dist(o, pu, pv)
+                                             : hypot(o->u - pu, o->v - pv);
                 if (!(d <= g))
                     continue;
                 cand_t cd = { ki, j, d / g, g };
@@ -694,6 +767,28 @@ static int gate_pairs(ss_tracker_t *T, const trk_t *tracks, int nt, double t)
             m = track_cands(T, &tracks[k], k, t, m);
     qsort(T->cands, (size_t)m, sizeof *T->cands, cmp_cand);
     return m;
+}
+
+/* Link o to track k at t. A streak shorter than the track's streaks by
+ * more than the gate is a piece of one (clipped at the frame's edge, or
+ * split): its centroid lies anywhere along the trail, so only its place
+ * across its axis is fitted, its place along it taken from k's
+ * prediction (the fit's velocity is not pulled along the axis by it). */
+static void add_linked(const ss_tracker_t *T, trk_t *k, const obs_t *o, double t)
+{
+    if (!o->streak || k->n_streak == 0 || k->n < 2 ||
+        o->half_len >= k->half_sum / k->n_streak - T->cfg.gate) {
+        add_obs(k, o);
+        return;
+    }
+    double pu, pv, spread;
+    predict(k, t, &pu, &pv, &spread);
+    obs_t p = *o;
+    const double nu = -sin(o->theta), nv = cos(o->theta);
+    const double across = (o->u - pu) * nu + (o->v - pv) * nv;
+    p.u = pu + across * nu;
+    p.v = pv + across * nv;
+    add_obs(k, &p);
 }
 
 /* Tentative tracks that share a detection with k are dropped. */
@@ -733,7 +828,7 @@ static void link_confirmed(ss_tracker_t *T, double t)
             if (k->updated || (pass == 0 && T->taken[T->cands[c].obs]))
                 continue;
             T->taken[T->cands[c].obs] = 1;
-            add_obs(k, &T->obs[T->cands[c].obs]);
+            add_linked(T, k, &T->obs[T->cands[c].obs], t);
         }
 }
 
@@ -751,10 +846,16 @@ static void link_tentative(ss_tracker_t *T, double t)
         int wait = 1 + k->missed;
         const obs_t *o = &T->obs[T->cands[c].obs];
         T->taken[T->cands[c].obs] = 1;
-        k->lchance += link_chance(T, T->cands[c].d * T->cands[c].g, wait);
+        const double e = end_dist(k, o, t);
+        if (e <= T->cands[c].g) {
+            /* a streak on the track's ends: its own chance, no flux charge */
+            k->lchance += end_chance(T, k, e, wait);
+        } else {
+            k->lchance += link_chance(T, T->cands[c].d * T->cands[c].g, wait);
+            k->lflux += flux_charge(T, k->snr_sum / k->n, k->n, o->snr);
+        }
         k->n_links++;
-        k->lflux += flux_charge(T, k->snr_sum / k->n, k->n, o->snr);
-        add_obs(k, o);
+        add_linked(T, k, o, t);
         if (!confirmable(T, k))
             continue;
         trk_t *slot = free_slot(T->conf, &T->n_conf, MAX_CONFIRMED);
@@ -777,6 +878,8 @@ static int pairable(const ss_tracker_t *T, const obs_t *s, const obs_t *o)
         return 0;
     if (!o->streak)
         return 1;
+    if (fabs(o->half_len - s->half_len) > T->cfg.gate)
+        return 0;   /* one trail of one exposure time: the same length, unless cut */
     double d = hypot(du, dv);
     double dth = fabs(remainder(o->theta - s->theta, M_PI));
     double dir = d > T->cfg.gate ? fabs(remainder(atan2(dv, du) - s->theta, M_PI)) : 0.0;
@@ -890,6 +993,7 @@ static int start_tracks(ss_tracker_t *T, int nobs)
             add_obs(k, &T->seeds[best[c]]);
             add_obs(k, o);
             T->births_now++;
+            T->births_streak_now += o->streak;
         }
     }
     int keep = 0;
@@ -958,18 +1062,22 @@ int ss_tracker_frame(ss_tracker_t *T, const ss_track_frame_t *f, ss_detlist_t *d
         return -1;
     }
     link_confirmed(T, t);
-    int free_obs = 0;       /* what tentative tracks may take: chance detections among them */
-    for (int j = 0; j < nobs; j++)
+    int free_obs = 0, free_streaks = 0; /* what tentative tracks may take: chance detections */
+    for (int j = 0; j < nobs; j++) {
         free_obs += !T->taken[j];
+        free_streaks += !T->taken[j] && T->obs[j].streak;
+    }
     T->rho = free_obs / fmax(f->area, 1.0);
+    T->rho_streak = free_streaks / fmax(f->area, 1.0);
     sort_free_snr(T, nobs);
     link_tentative(T, t);
-    T->births_now = 0;
+    T->births_now = T->births_streak_now = 0;
     if (start_tracks(T, nobs) != 0) {
         ss_tracker_reset(T, out);
         return -1;
     }
     T->births += BIRTHS_MEMORY * (T->births_now - T->births);
+    T->births_streak += BIRTHS_MEMORY * (T->births_streak_now - T->births_streak);
     age_and_report(T, dets, out);
     return 0;
 }

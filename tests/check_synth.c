@@ -591,6 +591,74 @@ START_TEST(test_snr_definitions)
 }
 END_TEST
 
+/* A mover that moves more than sqrt(12)·σ during its exposure is drawn as
+ * its trail: the truth gives the trail's ends (the start of the exposure
+ * first), centred on its position along its velocity, L = speed ·
+ * exposure / interval long; the frame holds its flux, its centroid is the
+ * trail's centre, and the §6 SNR map peaks at its SNR there (the SNR keeps
+ * its meaning). A mover below the limit renders as it did without
+ * trailing, bit for bit. */
+START_TEST(test_trailed_movers)
+{
+    ss_synth_cfg_t c;
+    quiet_cfg(&c, 256, 256);
+    c.n_movers = 1;
+    c.mover_snr = 12.0;
+    c.mover_speed = 40.0;
+    c.frame_interval = 2.0;
+    c.exposure = 1.0;                   /* a 20 px trail */
+    c.seed = 11;
+    ss_synth_t *s = ss_synth_new(&c);
+    ss_frame_t *f = frame_alloc(256, 256, SS_DT_F32);
+    static ss_synth_truth_t t;
+    int n_inside = 0;
+    for (int k = 0; k < 8; k++) {
+        ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
+        const ss_synth_obj_t *m = &t.obj[0];
+        const double L = hypot(m->x1 - m->x0, m->y1 - m->y0);
+        ck_assert_msg(fabs(L - 20.0) < 1e-3, "trail length %f want 20", L);
+        ck_assert(fabs(0.5 * (m->x0 + m->x1) - m->x) < 1e-3 && fabs(0.5 * (m->y0 + m->y1) - m->y) < 1e-3);
+        ck_assert(((m->x1 - m->x0) * m->vx + (m->y1 - m->y0) * m->vy) / (L * 40.0) > 1.0 - 1e-6);
+        if (fmin(fmin(m->x0, m->x1), fmin(m->y0, m->y1)) < 12 || fmax(fmax(m->x0, m->x1), fmax(m->y0, m->y1)) > 243)
+            continue;
+        n_inside++;
+        double sum = 0, sx = 0, sy = 0;
+        for (int y = 0; y < 256; y++)
+            for (int x = 0; x < 256; x++) {
+                double v = ((float *)f->pixels)[(size_t)y * 256 + x];
+                sum += v, sx += v * x, sy += v * y;
+            }
+        ck_assert_msg(fabs(sum / m->flux - 1.0) < 0.01, "trail flux %f want %f", sum, m->flux);
+        ck_assert_msg(hypot(sx / sum - m->x, sy / sum - m->y) < 0.05, "centroid off");
+        double z = 0;
+        for (int j = -1; j <= 1; j++)
+            for (int i = -1; i <= 1; i++)
+                z = fmax(z, mf_snr(f, (int)lround(m->x) + i, (int)lround(m->y) + j, c.psf_sigma, 1.0));
+        ck_assert_msg(z > 0.95 * 12.0 && z < 1.03 * 12.0, "trail peak SNR %f want 12", z);
+        char buf[2048];
+        ck_assert_int_gt(ss_synth_truth_json(&t, buf, sizeof buf), 0);
+        ck_assert_ptr_nonnull(strstr(buf, "\"x0\":"));
+    }
+    ck_assert_int_ge(n_inside, 2);
+    ss_synth_destroy(&s);
+
+    /* below the limit (4 px < sqrt(12)·1.4 px): a point, as without trails */
+    c.mover_speed = 8.0;
+    ss_frame_t *g = frame_alloc(256, 256, SS_DT_F32);
+    ss_synth_t *a = ss_synth_new(&c);
+    c.trail = 0;
+    ss_synth_t *b = ss_synth_new(&c);
+    ck_assert_int_eq(ss_synth_next(a, f, &t), SS_OK);
+    ck_assert(t.obj[0].x0 == t.obj[0].x1 && t.obj[0].y0 == t.obj[0].y1);
+    ck_assert_int_eq(ss_synth_next(b, g, NULL), SS_OK);
+    ck_assert(memcmp(f->pixels, g->pixels, 256 * 256 * sizeof(float)) == 0);
+    ss_synth_destroy(&a);
+    ss_synth_destroy(&b);
+    frame_free(g);
+    frame_free(f);
+}
+END_TEST
+
 /* ---- detector defects --------------------------------------------------- */
 
 /* Hot pixels stay at the same detector pixels while the sky jitters. */
@@ -1207,6 +1275,7 @@ START_TEST(test_mover_speed_list)
     ss_synth_cfg_t c;
     quiet_cfg(&c, 512, 512);
     c.frame_interval = 2.0;
+    c.trail = 0;                        /* points at every speed (trails: test_trailed_movers) */
     c.n_movers = 8;
     c.n_mover_snr = 2;
     c.mover_snr_list[0] = 200;
@@ -1918,6 +1987,7 @@ static Suite *synth_suite(void)
     tcase_add_test(tc, test_truth_motion_and_segments);
     tcase_add_test(tc, test_segment_toggle);
     tcase_add_test(tc, test_wrap_scatter);
+    tcase_add_test(tc, test_trailed_movers);
     tcase_add_test(tc, test_hot_pixels_in_truth);
     tcase_add_test(tc, test_new_knob_ranges);
     tcase_add_test(tc, test_cli);

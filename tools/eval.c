@@ -89,6 +89,8 @@ typedef struct tobj {
     int id;                         /* the truth id (movers: stable across frames), -1 none */
     double x, y, x0, y0, x1, y1;    /* input-frame pixels, 0-based */
     double snr, sigma;
+    int trailed;                    /* a mover drawn as its trail over the exposure: the
+                                     * truth gave its ends (x0, y0)-(x1, y1) apart */
     /* movers: motion on the sky-fixed frame, from the truth or derived
      * (truth_motion) */
     int has_motion;                 /* the truth gave vx, vy and segment */
@@ -244,10 +246,13 @@ static void usage(FILE *out)
 "              at least B = max(12, the largest |shift difference| to the\n"
 "              frames in the pipeline's history) px from its edges; it is found\n"
 "              when a positive detection lies within max(2, 2 sigma) px (sigma:\n"
-"              the mover's own, from the truth). SNR bins 4 5 6 7 8 10 15 20 (the\n"
+"              the mover's own, from the truth); a trailed mover (the truth gives its\n"
+"              trail's ends) counts with both ends inside and is found by one streak\n"
+"              detection whose ends lie within 3 px of them (a trail shorter than\n"
+"              sqrt(96) sigma also as a point is). SNR bins 4 5 6 7 8 10 15 20 (the\n"
 "              truth SNR rounded to the nearest). A positive detection is a false\n"
 "              alarm unless within 3 px (or the found radius) of a truth mover\n"
-"              or cosmic ray or 4 px of a truth streak segment; per Mpix-frame of\n"
+"              or cosmic ray or 4 px of a truth streak segment or trail; per Mpix-frame of\n"
 "              processed area, by kind, and those within 1.5 px of a hot pixel;\n"
 "              headline = point + streak false alarms. Centroid RMS over found\n"
 "              movers of SNR >= 20. Negative twins: negative detections within\n"
@@ -473,6 +478,7 @@ static int parse_objects(const cJSON *arr, tframe_t *tf)
         o->has_motion = isfinite(o->vx) && isfinite(o->vy) && seg >= 0.0;
         o->segment = o->has_motion ? (int)seg : 0;
         o->pair = (int)jnum(it, "pair", -1.0);
+        o->trailed = o->kind == T_MOVER && hypot(o->x1 - o->x0, o->y1 - o->y0) > 0.0;
         if (isfinite(o->x) && isfinite(o->y))
             tf->n++;
     }
@@ -780,6 +786,7 @@ static int near_truth(const fctx_t *c, const ss_detection_t *d)
     for (int i = 0; i < c->t->n; i++) {
         const tobj_t *o = &c->t->o[i];
         if (o->kind == T_STREAK ? seg_dist(d->x, d->y, o) <= MATCH_STREAK_PX
+            : o->trailed        ? seg_dist(d->x, d->y, o) <= fmax(MATCH_STREAK_PX, found_radius(o))
                                 : hypot(d->x - o->x, d->y - o->y) <=
                                       fmax(MATCH_OBJ_PX, o->kind == T_MOVER ? found_radius(o) : 0))
             return 1;
@@ -808,6 +815,52 @@ static int nearest_positive(const ss_detlist_t *dl, double x, double y, double r
             best = j;
         }
     }
+    return best;
+}
+
+/* Whether truth mover o counts in this frame: inside the processed
+ * region b px from its edges (a trailed mover: both its trail's ends). */
+static int mover_counts(const fctx_t *c, const tobj_t *o, double b)
+{
+    if (!o->trailed)
+        return inside(c, o->x, o->y, b);
+    return inside(c, o->x0, o->y0, b) && inside(c, o->x1, o->y1, b);
+}
+
+/* Whether detection d's ends lie within STREAK_END_PX of o's, either way
+ * round. */
+static int ends_match(const ss_detection_t *d, const tobj_t *o)
+{
+    double e1 = fmax(hypot(d->x0 - o->x0, d->y0 - o->y0), hypot(d->x1 - o->x1, d->y1 - o->y1));
+    double e2 = fmax(hypot(d->x0 - o->x1, d->y0 - o->y1), hypot(d->x1 - o->x0, d->y1 - o->y0));
+    return fmin(e1, e2) <= STREAK_END_PX;
+}
+
+/* The detection that found truth mover o, or -1. A point mover: the
+ * nearest positive detection within its found radius. A trailed one: a
+ * positive streak detection whose ends match the trail's (the streaks'
+ * "found whole" test; the nearest to its centre), else, for a trail the
+ * detector would not call a streak (§7: a/b ≥ 3 with a² = σ² + L²/12, b =
+ * σ, i.e. L ≥ sqrt(96)·σ), the nearest positive detection within its found
+ * radius of its centre, as for a point: a piece of a longer trail is not
+ * the mover found. */
+static int mover_found(const ss_detlist_t *dl, const tobj_t *o)
+{
+    if (!o->trailed)
+        return nearest_positive(dl, o->x, o->y, found_radius(o));
+    int best = -1;
+    double bd = INFINITY;
+    for (int j = 0; j < dl->count; j++) {
+        const ss_detection_t *d = &dl->items[j];
+        double dd = hypot(d->x - o->x, d->y - o->y);
+        if (d->sign > 0 && d->kind == SS_KIND_STREAK && ends_match(d, o) && dd < bd) {
+            bd = dd;
+            best = j;
+        }
+    }
+    const double L = hypot(o->x1 - o->x0, o->y1 - o->y0);
+    if (best < 0 && isfinite(o->sigma) && L < sqrt(96.0) * o->sigma)
+        best = nearest_positive(dl, o->x, o->y, found_radius(o));
     return best;
 }
 
@@ -851,11 +904,11 @@ static void score_movers(score_t *s, const ss_detlist_t *dl, const fctx_t *c, in
 {
     for (int i = 0; i < c->t->n; i++) {
         const tobj_t *o = &c->t->o[i];
-        if (o->kind != T_MOVER || !inside(c, o->x, o->y, c->border))
+        if (o->kind != T_MOVER || !mover_counts(c, o, c->border))
             continue;
         int b = snr_bin(o->snr);
         s->seen[b]++;
-        int j = nearest_positive(dl, o->x, o->y, found_radius(o));
+        int j = mover_found(dl, o);
         float dist;
         const float dn = g_star && o->snr > STAR_MIN_SNR
                              ? star_near((int)lround(o->x), (int)lround(o->y), STAR_NEAR_PX, &dist)
@@ -897,9 +950,7 @@ static void score_streaks(score_t *s, const ss_detlist_t *dl, const fctx_t *c)
             if (d->sign < 0 || seg_dist(d->x, d->y, o) > MATCH_STREAK_PX)
                 continue;
             pieces++;
-            double e1 = fmax(hypot(d->x0 - o->x0, d->y0 - o->y0), hypot(d->x1 - o->x1, d->y1 - o->y1));
-            double e2 = fmax(hypot(d->x0 - o->x1, d->y0 - o->y1), hypot(d->x1 - o->x0, d->y1 - o->y0));
-            whole = d->kind == SS_KIND_STREAK && fmin(e1, e2) <= STREAK_END_PX;
+            whole = d->kind == SS_KIND_STREAK && ends_match(d, o);
         }
         s->streaks_whole += pieces == 1 && whole;
     }
@@ -1289,7 +1340,7 @@ static const tobj_t *nearest_mover(const fctx_t *c, double x, double y)
     double bd = INFINITY;
     for (int i = 0; i < c->t->n; i++) {
         const tobj_t *o = &c->t->o[i];
-        double d = hypot(x - o->x, y - o->y);
+        double d = seg_dist(x, y, o);     /* a point mover: its distance */
         if (o->kind == T_MOVER && d <= fmax(TRACK_MATCH_PX, found_radius(o)) && d < bd) {
             bd = d;
             best = o;
@@ -1318,9 +1369,9 @@ static void record_tracks(eval_t *E, const fctx_t *c)
     }
     for (int i = 0; i < c->t->n && !E->evt_failed; i++) {
         const tobj_t *o = &c->t->o[i];
-        if (o->kind != T_MOVER || !inside(c, o->x, o->y, c->border))
+        if (o->kind != T_MOVER || !mover_counts(c, o, c->border))
             continue;
-        int j = nearest_positive(dl, o->x, o->y, found_radius(o));
+        int j = mover_found(dl, o);
         ss_evt_sample_t es = { o->id, o->segment, o->pair, seq, o->snr, hypot(o->vx, o->vy),
                                j >= 0 ? E->det_ix[j] : -1 };
         E->evt_failed |= ss_evt_add_sample(&E->evt, &es) != 0;
@@ -1360,8 +1411,7 @@ static void list_missed(const ss_detlist_t *dl, const fctx_t *c, const float *z)
 {
     for (int i = 0; i < c->t->n; i++) {
         const tobj_t *o = &c->t->o[i];
-        if (o->kind != T_MOVER || !inside(c, o->x, o->y, c->border) ||
-            nearest_positive(dl, o->x, o->y, found_radius(o)) >= 0)
+        if (o->kind != T_MOVER || !mover_counts(c, o, c->border) || mover_found(dl, o) >= 0)
             continue;
         const int px = (int)lround(o->x) - c->ox, py = (int)lround(o->y) - c->oy;
         float zm = NAN;
@@ -1372,6 +1422,17 @@ static void list_missed(const ss_detlist_t *dl, const fctx_t *c, const float *z)
         const int j = nearest_positive(dl, o->x, o->y, 8.0);
         fprintf(stderr, "  missed mover %d (%.2f, %.2f) snr %.2f: max z within 1 px %.2f", o->id,
                 o->x, o->y, o->snr, (double)zm);
+        if (o->trailed) {
+            fprintf(stderr, "; trail (%.1f, %.1f)-(%.1f, %.1f), pieces within %g px:",
+                    o->x0, o->y0, o->x1, o->y1, MATCH_STREAK_PX);
+            for (int k = 0; k < dl->count; k++) {
+                const ss_detection_t *d = &dl->items[k];
+                if (d->sign > 0 && seg_dist(d->x, d->y, o) <= MATCH_STREAK_PX)
+                    fprintf(stderr, " [%s (%.1f, %.1f)-(%.1f, %.1f) snr %.1f area %d]",
+                            ss_kind_name(d->kind), d->x0, d->y0, d->x1, d->y1, d->peak_snr,
+                            d->area);
+            }
+        }
         if (j >= 0)
             fprintf(stderr, "; nearest detection %.2f px, %s, snr %.1f, area %d\n",
                     hypot(dl->items[j].x - o->x, dl->items[j].y - o->y),

@@ -32,11 +32,14 @@
 #               mixes with the SNR list), 4 crossing pairs (8 more movers)
 #               that meet at frame FRAMES/2 at 22.5, 67.5, 112.5 and 157.5
 #               degrees; a wrapped mover re-appears at a random place
-#               (--wrap-scatter: no aliasing of the fast ones' wraps)
+#               (--wrap-scatter: no aliasing of the fast ones' wraps); the
+#               exposure equals the interval, so movers of 10 px/frame and up
+#               are trails as long as their step (skysieve-synth trails a
+#               mover whose path in the exposure exceeds sqrt(12) sigma)
 set -eu
 
 if [ $# -lt 2 ]; then
-    sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 build=$1

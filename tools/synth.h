@@ -37,7 +37,8 @@ typedef struct ss_synth_cfg {
     uint64_t seed;
     double frame_interval;          /* s between frames (timestamps) */
     double start_mjd;               /* time of frame 0 (MJD); 0 = now */
-    double exposure;                /* s, written to the metadata */
+    double exposure;                /* s, written to the metadata; a mover moves
+                                     * speed·exposure/frame_interval px during it (trail) */
 
     /* stars: N with dN/dF ∝ F^-alpha between flux_min and flux_max (ADU) */
     int n_stars;
@@ -127,6 +128,16 @@ typedef struct ss_synth_cfg {
                                      * mover that a tracker may follow); a mover keeps its
                                      * place until its first wrap, a crossing pair in the
                                      * stretch where it meets (they still meet) */
+    int trail;                      /* 1 (default): a mover whose path during the exposure,
+                                     * L = speed·exposure/frame_interval px, is longer than
+                                     * sqrt(12)·σ (σ = psf_sigma, or mover_sigma) is drawn
+                                     * as that path ⊗ its Gaussian, centred on its position
+                                     * (the mid-exposure one), with the SNR keeping its
+                                     * meaning (the peak of the §6 SNR map, at the trail's
+                                     * centre): λ = snr·σ_pix·s / (sqrt(2)·psf_sigma·
+                                     * erf(L / (2·sqrt(2)·s))) per px of length, s² =
+                                     * σ² + psf_sigma², F = λ·L; shorter ones stay points
+                                     * (synth.c: why sqrt(12)·σ); 0: all points */
     int truth_motion;               /* 1: the truth JSON gives each mover its velocity and
                                      * segment (vx, vy, vx_s, vy_s, segment; ss_synth_obj_t);
                                      * on by itself with a speed list or crossings */
@@ -158,7 +169,9 @@ typedef struct ss_synth_obj {
     int id;                         /* stable across frames for movers */
     ss_synth_obj_kind_t kind;
     double x, y;                    /* in frame pixel coordinates (0-based) */
-    double x0, y0, x1, y1;          /* streak end points (frame coordinates) */
+    double x0, y0, x1, y1;          /* streak end points (frame coordinates); a trailed
+                                     * mover's trail: (x0, y0) at the exposure's start,
+                                     * (x1, y1) at its end (= x, y for a point mover) */
     double flux;                    /* ADU */
     double snr;                     /* as defined in the config above */
     double sigma;                   /* movers: the Gaussian sigma they are drawn with, px (this
@@ -229,7 +242,8 @@ ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth);
 /* The truth of one frame as one JSON line (no newline): seq, sx, sy,
  * psf_sigma, transparency, sigma_pix, sky, width, height (written frame),
  * overscan and stray/stray_angle when on, "objects" (each with id, kind,
- * x, y, streak end points, flux, snr, and sigma for movers; with
+ * x, y, streak end points (and a trailed mover's x0, y0, x1, y1), flux,
+ * snr, and sigma for movers; with
  * t->motion also vx, vy (px/frame), vx_s, vy_s (px/s, when the frames
  * have an interval), segment, and pair for crossing movers), and in frame
  * 0's line "hot": [[x, y], ...]. Returns the length, or -1 if buf is too

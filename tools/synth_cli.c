@@ -10,7 +10,8 @@
  * frame size, and every mover, streak and cosmic ray with its frame
  * position, flux and SNR; frame 0's line also lists the hot pixels; with
  * a speed list, crossing pairs or --truth-motion each mover also carries
- * its sky-fixed velocity and its segment, the count of its wraps).
+ * its sky-fixed velocity and its segment, the count of its wraps; a mover
+ * trailed over its exposure carries its trail's ends x0, y0, x1, y1).
  * With overscan columns or a varying height, each file carries TRIMSEC and
  * DATASEC (the image columns, the full configured height: past NAXIS2 on a
  * cut frame, as real cameras write them) and BIASSEC (the overscan
@@ -38,11 +39,14 @@
 #define MAX_FRAMES 10000000
 
 /* The defaults: those of the daemon's built-in synthetic feed (or the
- * generator's own when memory is short). */
+ * generator's own when memory is short), with movers trailed over their
+ * exposure (the feed has no key for it: its movers, 1.5 px/frame over a
+ * 0.5 s exposure at 1 frame/s, stay points either way). */
 static void cli_defaults(ss_synth_cfg_t *c)
 {
     if (ss_feed_synth_defaults(c) != 0)
         ss_synth_defaults(c);
+    c->trail = 1;
 }
 
 static void usage(FILE *out)
@@ -71,7 +75,8 @@ static void usage(FILE *out)
 "      --seed S            random seed                              [%llu]\n"
 "      --interval S        seconds between frames (timestamps)      [%g]\n"
 "      --start-mjd MJD     time of frame 0; 0 = now                 [%g]\n"
-"      --exposure S        exposure time in the header              [%g]\n"
+"      --exposure S        exposure time in the header; a mover moves\n"
+"                          speed*S/interval px during it (--no-trail) [%g]\n"
 "Stars (dN/dF ~ F^-alpha between flux-min and flux-max, ADU)\n"
 "      --stars N           mean number of stars in the frame        [%d]\n"
 "      --flux-min F, --flux-max F, --star-alpha A                   [%g, %g, %g]\n"
@@ -126,6 +131,11 @@ static void usage(FILE *out)
 "      --truth-motion      each mover's velocity (vx, vy px/frame; vx_s, vy_s\n"
 "                          px/s) and segment (+1 at every wrap) in the truth;\n"
 "                          on with --mover-speed-list or --crossing   [off]\n"
+"      --no-trail          draw every mover as a point; by default one whose path\n"
+"                          during the exposure is longer than sqrt(12) sigma\n"
+"                          (PSF or --mover-sigma) is that trail, centred on its\n"
+"                          position, SNR kept as the peak matched-filter SNR,\n"
+"                          its ends in the truth (x0, y0 at the start) [trail]\n"
 "      --mover-sigma PX    movers as Gaussians of this sigma (comets),\n"
 "                          SNR kept as the peak matched-filter SNR; 0 = the PSF [%g]\n"
 "      --streak-prob P     probability per frame of a streak        [%g]\n"
@@ -293,7 +303,7 @@ enum {
     O_WCS, O_WCS_CENTER, O_WCS_SCALE,
     O_SKY_VAR, O_SKY_TREND, O_STRAY, O_STAR_SNAP, O_NOISE, O_UNIFORM_MAX, O_OVERSCAN,
     O_HEIGHT_JITTER, O_JUMP_AT, O_MOVER_SNR_LIST, O_MOVER_SIGMA, O_MOVER_SPEED_LIST,
-    O_CROSSING, O_CROSSING_AT, O_TRUTH_MOTION, O_WRAP_SCATTER
+    O_CROSSING, O_CROSSING_AT, O_TRUTH_MOTION, O_WRAP_SCATTER, O_NO_TRAIL
 };
 
 static const struct option long_opts[] = {
@@ -356,6 +366,7 @@ static const struct option long_opts[] = {
     { "crossing-at", required_argument, NULL, O_CROSSING_AT },
     { "truth-motion", no_argument, NULL, O_TRUTH_MOTION },
     { "wrap-scatter", no_argument, NULL, O_WRAP_SCATTER },
+    { "no-trail", no_argument, NULL, O_NO_TRAIL },
     { NULL, 0, NULL, 0 },
 };
 
@@ -500,6 +511,7 @@ static int apply(int c, const char *name, const char *a, ss_synth_cfg_t *g)
         return 0;
     case O_TRUTH_MOTION: g->truth_motion = 1; return 0;
     case O_WRAP_SCATTER: g->wrap_scatter = 1; return 0;
+    case O_NO_TRAIL: g->trail = 0; return 0;
     }
     return -1;
 }
