@@ -698,6 +698,83 @@ class TestDaemon(unittest.TestCase):
 
     @unittest.skipUnless(BINARY and os.access(os.path.join(BINARY, "daemon", "skysieved"), os.X_OK),
                          "skysieved not built")
+    def test_residual_forms(self):
+        """The forms a subscriber names (PROTOCOL.md §5a, §5b), decoded with
+        numpy: float16 equal to numpy's round-to-nearest-even float16 of
+        the float32 residual (NaN where it is NaN), every-k residuals only
+        for seq % k == 0 and equal to the float32 one, stamps equal to the
+        float32 residual at their boxes."""
+        import shutil
+        import tempfile
+        d = tempfile.mkdtemp(prefix="skysieve-py-forms-")
+        out, ctl = ("ipc://%s/%s" % (d, n) for n in ("out", "ctl"))
+        k_every = 4
+        cfg = {"log_level": "warning", "control": {"endpoint": ctl}, "status_interval": 0.2,
+               "publish": {"endpoint": out, "every": k_every, "stamps": {"size": 15}},
+               "feeds": [{"name": "pycam",
+                          "source": {"type": "synth",
+                                     "synth": {"rate": 10, "width": 128, "height": 128,
+                                               "n_stars": 60, "n_movers": 2,
+                                               "mover_snr": 20}},
+                          "queue": {"policy": "block", "depth": 8},
+                          "pipeline": {"backend": "cpu", "history": 6, "threads": 1,
+                                       "registration": {"levels": 1}}}]}
+        daemon = Daemon(d, cfg)
+        ctx = zmq.Context()
+        frames = {}
+        checked = every = with_stamps = 0
+        try:
+            topics = ("residual.", "residual16.", "residual_every.", "stamps.", "detections.")
+            with sc.Subscriber(out, topics=topics, feed="pycam", context=ctx) as sub:
+                deadline = time.monotonic() + 90
+                while checked < 10 and time.monotonic() < deadline:
+                    if daemon.proc.poll() is not None:
+                        self.fail("skysieved exited: %s" % daemon.log())
+                    m = sub.recv(timeout=1.0)
+                    if m is None or m.status != "ok":
+                        continue
+                    f = frames.setdefault(m.seq, {})
+                    if m.type == "residual" and m.form == "residual_every":
+                        self.assertEqual(m.seq % k_every, 0)
+                        self.assertEqual(m.every, k_every)
+                        if "residual" in f:
+                            np.testing.assert_array_equal(m.pixels, f["residual"].pixels)
+                            every += 1
+                        continue
+                    f[m.form if m.type == "residual" else m.type] = m
+                    if len(f) < 4:
+                        continue
+                    r32 = f["residual"].pixels
+                    r16 = f["residual16"].pixels
+                    self.assertEqual(r16.dtype, np.dtype("<f2"))
+                    nan = np.isnan(r32)
+                    np.testing.assert_array_equal(np.isnan(r16), nan)
+                    self.assertTrue(np.all(r16.view("<u2")[nan] == 0x7E00))
+                    np.testing.assert_array_equal(r16.view("<u2")[~nan],
+                                                  r32[~nan].astype(np.float16).view("<u2"))
+                    st = f["stamps"]
+                    self.assertEqual(st.count + st.truncated, len(f["detections"].detections))
+                    ox, oy = st.origin
+                    for s in st.stamps:
+                        y0, x0 = s["y0"] - oy, s["x0"] - ox
+                        np.testing.assert_array_equal(
+                            s["pixels"], r32[y0:y0 + s["h"], x0:x0 + s["w"]])
+                        if s["kind"] != "streak":
+                            self.assertLessEqual(max(s["w"], s["h"]), 15)
+                    checked += 1
+                    with_stamps += st.count > 0
+                    del frames[m.seq]
+        finally:
+            ctx.destroy(linger=0)
+            rc = daemon.stop()
+        self.assertEqual(checked, 10, "frames with all their forms: %d" % checked)
+        self.assertGreater(every, 0)
+        self.assertGreater(with_stamps, 5, "frames with stamps")
+        self.assertEqual(rc, 0, daemon.log())
+        shutil.rmtree(d, ignore_errors=True)
+
+    @unittest.skipUnless(BINARY and os.access(os.path.join(BINARY, "daemon", "skysieved"), os.X_OK),
+                         "skysieved not built")
     def test_round_trip(self):
         import shutil
         import tempfile
