@@ -89,6 +89,8 @@ void ss_stamps_cut(const float *plane, int w, ss_stamps_t *st)
 
 void ss_plane_to_f16(const float *src, size_t n, uint16_t *dst)
 {
-    for (size_t i = 0; i < n; i++)
+    const long long nn = (long long)n;
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < nn; i++)
         dst[i] = ss_f16_bits(src[i]);
 }

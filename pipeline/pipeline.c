@@ -1128,7 +1128,7 @@ static int known_slow(const ss_pipeline_t *p, const ss_shift_t *s, double x, dou
 }
 
 /* Fits of the bright point detections that are not known slow movers,
- * on the residual (read into res->residual): at most SS_SLOW_MAX_FITS
+ * on the residual (read into p->res_host): at most SS_SLOW_MAX_FITS
  * detections are tried, the most significant first (the order of
  * res->dets), so that a frame with hundreds of bright detections costs a
  * bounded time (a fit costs milliseconds); the movers found in fit[] with
@@ -1146,13 +1146,13 @@ static ss_err_t fit_slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slo
             known_slow(p, &res->shift, d->x, d->y))
             continue;
         ss_err_t e;
-        if (!read++ && (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, res->residual)))
+        if (!read++ && (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, p->res_host)))
             return e;
-        if (ss_slow_mover_fit(res->residual, w, hh, d->x, d->y, d->flux, p->cfg.psf_sigma,
+        if (ss_slow_mover_fit(p->res_host, w, hh, d->x, d->y, d->flux, p->cfg.psf_sigma,
                               res->sigma, h, &fit[*nf])) {
             c[*nf][0] = d->x;
             c[*nf][1] = d->y;
-            c[*nf][2] = ss_slow_source_rss(res->residual, w, hh, d->x, d->y, p->cfg.psf_sigma,
+            c[*nf][2] = ss_slow_source_rss(p->res_host, w, hh, d->x, d->y, p->cfg.psf_sigma,
                                            res->sigma, h);
             ++*nf;
         }
@@ -1286,10 +1286,10 @@ static ss_err_t slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hi
     for (int j = 0; j < nf; j++)
         all[j] = 1;
     if ((e = slow_apply(p, res, h, fit, all, nf, 1.0)) || (e = repredict(p, res, n, 0)) ||
-        (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, res->residual)))
+        (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, p->res_host)))
         return e;
     for (int j = 0; j < nf; j++) {
-        const double after = ss_slow_source_rss(res->residual, p->geo.roi.w, p->geo.roi.h, c[j][0],
+        const double after = ss_slow_source_rss(p->res_host, p->geo.roi.w, p->geo.roi.h, c[j][0],
                                                 c[j][1], p->cfg.psf_sigma, res->sigma, h);
         const double promised = (fit[j].rss_new - fit[j].rss) / fit[j].npix;
         back[j] = !(after <= c[j][2] - SLOW_KEEP * promised);
