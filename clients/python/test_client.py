@@ -263,6 +263,54 @@ def free_tcp_endpoint(sock):
     return "tcp://127.0.0.1:%d" % port
 
 
+class TestForms(unittest.TestCase):
+    """The residual's other forms and the stamps (PROTOCOL.md §5a, §5b),
+    decoded from messages made here."""
+
+    HDR = {"protocol": 1, "type": "residual", "feed": "cam1", "seq": 8, "mjd": None,
+           "width": 3, "height": 2, "status": "ok", "reason": "", "shift": None, "sigma": 2.0,
+           "history_len": 4, "weights": [0.5, 0.5]}
+
+    def msg(self, topic, hdr, *parts):
+        return [topic.encode()] + [json.dumps(hdr).encode()] + [bytes(p) for p in parts]
+
+    def test_float16(self):
+        px = np.array([[0.5, -1.25, np.nan], [3, 60000, 1e-8]], "<f4")
+        hdr = dict(self.HDR, dtype="f16", every=4)
+        m = sc.decode_output(self.msg("residual16_every.cam1", hdr, px.astype("<f2").tobytes()))
+        self.assertEqual((m.form, m.dtype, m.every), ("residual16_every", "f16", 4))
+        self.assertEqual(m.pixels.dtype, np.dtype("<f2"))
+        np.testing.assert_array_equal(m.pixels, px.astype(np.float16))
+        with self.assertRaises(sc.ProtocolError) as e:
+            sc.decode_output(self.msg("residual16.cam1", dict(self.HDR, dtype="f32"),
+                                      px.tobytes()))
+        self.assertEqual(str(e.exception), 'unknown dtype "f32" (a residual16 message is f16)')
+        with self.assertRaises(sc.ProtocolError) as e:     # f16 bytes on the float32 topic
+            sc.decode_output(self.msg("residual.cam1", dict(self.HDR, dtype="f32"),
+                                      px.astype("<f2").tobytes()))
+        self.assertEqual(e.exception.reason, "data_size")
+
+    def test_stamps(self):
+        body = dict(self.HDR, type="stamps", width=300, height=200, dtype="f32", count=2,
+                    truncated=1, origin=[10, 20],
+                    stamps=[{"det": 0, "kind": "point", "x": 15.2, "y": 24.9, "x0": 10,
+                             "y0": 20, "w": 3, "h": 2},
+                            {"det": 1, "kind": "streak", "x": 100.0, "y": 50.0, "x0": 90,
+                             "y0": 45, "w": 4, "h": 1}])
+        del body["weights"]
+        px = np.arange(10, dtype="<f4")
+        m = sc.decode_output(self.msg("stamps.cam1", body, px.tobytes()))
+        self.assertEqual((m.type, m.count, m.truncated, m.origin), ("stamps", 2, 1, [10, 20]))
+        np.testing.assert_array_equal(m.stamps[0]["pixels"], [[0, 1, 2], [3, 4, 5]])
+        np.testing.assert_array_equal(m.stamps[1]["pixels"], [[6, 7, 8, 9]])
+        with self.assertRaises(sc.ProtocolError) as e:
+            sc.decode_output(self.msg("stamps.cam1", body, px[:9].tobytes()))
+        self.assertEqual(str(e.exception), "pixel part is 36 bytes; the stamps say 40")
+        with self.assertRaises(sc.ProtocolError) as e:
+            sc.decode_output(self.msg("stamps.cam1", body))
+        self.assertEqual(e.exception.reason, "missing_part")
+
+
 class TestLive(unittest.TestCase, JsonEqual):
     def setUp(self):
         self.ctx = zmq.Context()
