@@ -173,7 +173,8 @@ int ss_result_init_with(ss_result_t *r, size_t max_pixels, int max_dets,
         r->residual16 = malloc(max_pixels * sizeof(uint16_t));
         r->stamps.pixels = malloc(SS_STAMP_PIXELS_MAX * sizeof(float));
     }
-    if (!r->residual || !r->residual16 || !r->stamps.pixels || ss_detlist_init(&r->dets, max_dets) != 0 ||
+    if (!r->residual || !r->residual16 || !r->stamps.pixels ||
+        ss_detlist_init(&r->dets, max_dets) != 0 ||
         ss_tracklist_init(&r->tracks, ss_track_reports_max(max_dets)) != 0) {
         ss_result_free(r);
         return -1;
@@ -187,7 +188,7 @@ void ss_result_free(ss_result_t *r)
 {
     if (!r)
         return;
-    float *bufs[3] = { r->residual, (float *)(void *)r->residual16, r->stamps.pixels };
+    void *bufs[3] = { r->residual, r->residual16, r->stamps.pixels };
     for (int i = 0; i < 3; i++) {
         if (r->residual_alloc.free && bufs[i])
             r->residual_alloc.free(bufs[i], r->residual_alloc.user);

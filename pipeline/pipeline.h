@@ -60,8 +60,9 @@ typedef struct ss_result {
                                      * for frames without a prediction */
     size_t residual_capacity;       /* floats */
     ss_host_allocator_t residual_alloc; /* how residual was allocated (alloc NULL: malloc) */
-    int residual_pending;           /* 1: the residual is still arriving (ss_pipeline_start):
-                                     * read it only after ss_pipeline_finish */
+    int residual_pending;           /* 1: the residual or its forms are still arriving
+                                     * (ss_pipeline_start): read them only after
+                                     * ss_pipeline_finish */
     uint64_t residual_ticket;       /* the backend's read_begin / read_forms ticket */
     /* the optional forms (ss_pipeline_set_outputs; final, like residual,
      * after ss_pipeline_finish) */
