@@ -126,7 +126,8 @@ struct ss_backend {
     float *d_stamps;                /* SS_STAMP_PIXELS_MAX */
     cu_box_t *d_boxes, *h_boxes;    /* SS_STAMPS_MAX; h_boxes pinned */
     cudaEvent_t ev_boxes;           /* the last upload of h_boxes done */
-    int forms_issued;               /* a forms download may still read d_half / d_stamps */
+    uint64_t forms_ticket;          /* the last forms download (0: none), which may still
+                                     * read d_half / d_stamps */
     int rd_guard;                   /* a download of CLEAN may still be running: work
                                      * that writes CLEAN waits for the last one first */
     /* the history cleaning's noise (a selection over frame - median) is
@@ -1892,7 +1893,9 @@ static ss_err_t cuda_read_begin(ss_backend_t *b, ss_plane_t p, void *dst, uint64
 /* The forms of CLEAN made on cs (its order keeps the next frame's guided
  * filter from overwriting CLEAN first) and copied down on ds, so that only
  * their bytes cross; the next call's kernels wait for this call's copies
- * to have left d_half and d_stamps. */
+ * to have left d_half and d_stamps (on that ticket's event, or a later
+ * one's that reused its slot: ds is in order), not for a residual
+ * download issued since. */
 static ss_err_t cuda_read_forms(ss_backend_t *b, uint16_t *half, ss_stamps_t *st, uint64_t *ticket)
 {
     ss_err_t e = op_begin(b);
@@ -1901,8 +1904,8 @@ static ss_err_t cuda_read_forms(ss_backend_t *b, uint16_t *half, ss_stamps_t *st
     if (!ticket)
         return SS_ERR_INVALID;
     const int n = st ? st->count : 0;
-    if (b->forms_issued)
-        CK(b, cudaStreamWaitEvent(b->cs, b->ev_rd[b->rd_issued % RD_RING], 0));
+    if (b->forms_ticket)
+        CK(b, cudaStreamWaitEvent(b->cs, b->ev_rd[b->forms_ticket % RD_RING], 0));
     if (half)
         CK(b, cu_to_f16(b->d_plane[SS_PLANE_CLEAN], b->npix, b->d_half, b->cs));
     if (n > 0) {
@@ -1930,7 +1933,7 @@ static ss_err_t cuda_read_forms(ss_backend_t *b, uint16_t *half, ss_stamps_t *st
                               cudaMemcpyDeviceToHost, b->ds));
     const uint64_t k = ++b->rd_issued;
     CK(b, cudaEventRecord(b->ev_rd[k % RD_RING], b->ds));
-    b->forms_issued = 1;
+    b->forms_ticket = k;
     *ticket = k;
     return SS_OK;
 }
