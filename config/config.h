@@ -166,6 +166,13 @@ typedef struct ss_config {
     double publish_ban_s;           /* "publish.ban_s": s a flooding peer stays refused */
     int publish_residuals;          /* "publish.residuals" */
     int publish_mask;               /* "publish.residual_mask" */
+    int publish_on_demand;          /* "publish.residual_on_demand" */
+    int publish_f16;                /* "publish.residual16" */
+    int publish_every;              /* "publish.every": k of the _every topics (0 = off) */
+    int stamps_enabled;             /* "publish.stamps.enabled" */
+    int stamps_size;                /* "publish.stamps.size", px */
+    int stamps_streak_max;          /* "publish.stamps.streak_max", px */
+    int stamps_max;                 /* "publish.stamps.max" per frame */
     double status_interval;         /* "status_interval": s between STATUS= / status messages */
     double peer_timeout;            /* "peer_timeout": s of heartbeat silence that drops a peer */
     char curve_key[SS_PATH_MAX];    /* "security.curve_key": the daemon's secret key file ("" = off) */

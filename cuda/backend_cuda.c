@@ -120,6 +120,14 @@ struct ss_backend {
     cudaEvent_t ev_ready;           /* CLEAN computed: a download may start */
     cudaEvent_t ev_rd[RD_RING];     /* download k done (ticket k, slot k % RD_RING) */
     uint64_t rd_issued;             /* tickets handed out */
+    /* the residual's optional forms (read_forms): made on cs into d_half and
+     * d_stamps (boxes from h_boxes through d_boxes), copied down on ds */
+    uint16_t *d_half;               /* npix */
+    float *d_stamps;                /* SS_STAMP_PIXELS_MAX */
+    cu_box_t *d_boxes, *h_boxes;    /* SS_STAMPS_MAX; h_boxes pinned */
+    cudaEvent_t ev_boxes;           /* the last upload of h_boxes done */
+    uint64_t forms_ticket;          /* the last forms download (0: none), which may still
+                                     * read d_half / d_stamps */
     int rd_guard;                   /* a download of CLEAN may still be running: work
                                      * that writes CLEAN waits for the last one first */
     /* the history cleaning's noise (a selection over frame - median) is
@@ -863,7 +871,7 @@ static void cuda_destroy(ss_backend_t **pb)
         b->d_bias, b->d_row_bias, b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist,
         b->d_gs[0], b->d_gs[1], b->d_gs[2], b->d_gs[3], b->d_gs[4], b->d_gs[5], b->d_misc,
         b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
-        b->d_sel, b->d_selbuf, b->d_params, b->d_res,
+        b->d_sel, b->d_selbuf, b->d_params, b->d_res, b->d_half, b->d_stamps, b->d_boxes,
         b->d_rwlist, b->d_rwcount, b->d_pkey, b->d_parea, b->d_topk, b->d_peaks, b->d_npeaks,
     };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
@@ -892,6 +900,8 @@ static void cuda_destroy(ss_backend_t **pb)
         cudaFreeHost(b->h_peaks);
     if (b->h_npeaks)
         cudaFreeHost(b->h_npeaks);
+    if (b->h_boxes)
+        cudaFreeHost(b->h_boxes);
     free(b->ref_peaks);
     free(b->cur_peaks);
     free(b->vote_hist);
@@ -906,7 +916,7 @@ static void cuda_destroy(ss_backend_t **pb)
     }
     cudaEvent_t evs[] = { b->ev_done, b->ev_param, b->ev_up[0], b->ev_up[1], b->ev_free[0],
                           b->ev_free[1], b->ev_ready, b->ev_rd[0], b->ev_rd[1], b->ev_rd[2],
-                          b->ev_rd[3] };
+                          b->ev_rd[3], b->ev_boxes };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
             cudaEventDestroy(evs[i]);
@@ -986,6 +996,7 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     for (int i = 0; i < RD_RING; i++)
         CC(cudaEventCreateWithFlags(&b->ev_rd[i], cudaEventDisableTiming));
     CC(cudaEventCreateWithFlags(&b->ev_param, cudaEventDisableTiming));
+    CC(cudaEventCreateWithFlags(&b->ev_boxes, cudaEventDisableTiming));
     for (int i = 0; i < 2; i++) {
         CC(cudaEventCreateWithFlags(&b->ev_up[i], cudaEventDisableTiming));
         CC(cudaEventCreateWithFlags(&b->ev_free[i], cudaEventDisableTiming));
@@ -1077,6 +1088,11 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     CC(DALLOC(b, b->d_sel, sizeof(cu_sel_ws_t)));
     CC(DALLOC(b, b->d_selbuf, npix * sizeof(float)));
     CC(cudaMemset(b->d_selbuf, 0, npix * sizeof(float)));
+    CC(DALLOC(b, b->d_half, npix * sizeof(uint16_t)));
+    CC(DALLOC(b, b->d_stamps, SS_STAMP_PIXELS_MAX * sizeof(float)));
+    CC(DALLOC(b, b->d_boxes, SS_STAMPS_MAX * sizeof(cu_box_t)));
+    CC(cudaHostAlloc((void **)&b->h_boxes, SS_STAMPS_MAX * sizeof(cu_box_t),
+                     cudaHostAllocPortable));
     CC(DALLOC(b, b->d_params, sizeof(cu_params_t)));
     CC(DALLOC(b, b->d_res, sizeof(cu_results_t)));
     CC(cudaMemset(b->d_res, 0, sizeof(cu_results_t)));
@@ -1885,6 +1901,54 @@ static ss_err_t cuda_read_begin(ss_backend_t *b, ss_plane_t p, void *dst, uint64
     return SS_OK;
 }
 
+/* The forms of CLEAN made on cs (its order keeps the next frame's guided
+ * filter from overwriting CLEAN first) and copied down on ds, so that only
+ * their bytes cross; the next call's kernels wait for this call's copies
+ * to have left d_half and d_stamps (on that ticket's event, or a later
+ * one's that reused its slot: ds is in order), not for a residual
+ * download issued since. */
+static ss_err_t cuda_read_forms(ss_backend_t *b, uint16_t *half, ss_stamps_t *st, uint64_t *ticket)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (e = flush(b)))
+        return e;
+    if (!ticket)
+        return SS_ERR_INVALID;
+    const int n = st ? st->count : 0;
+    if (b->forms_ticket)
+        CK(b, cudaStreamWaitEvent(b->cs, b->ev_rd[b->forms_ticket % RD_RING], 0));
+    if (half)
+        CK(b, cu_to_f16(b->d_plane[SS_PLANE_CLEAN], b->npix, b->d_half, b->cs));
+    if (n > 0) {
+        size_t largest = 0;
+        CK(b, cudaEventSynchronize(b->ev_boxes));     /* h_boxes free again */
+        for (int k = 0; k < n; k++) {
+            const ss_stamp_t *s = &st->items[k];
+            b->h_boxes[k] = (cu_box_t){ .x0 = s->x0, .y0 = s->y0, .w = s->w, .h = s->h,
+                                        .off = (unsigned long long)s->offset };
+            largest = SS_MAX(largest, (size_t)s->w * (size_t)s->h);
+        }
+        CK(b, cudaMemcpyAsync(b->d_boxes, b->h_boxes, (size_t)n * sizeof(cu_box_t),
+                              cudaMemcpyHostToDevice, b->cs));
+        CK(b, cudaEventRecord(b->ev_boxes, b->cs));
+        CK(b, cu_cut_stamps(b->d_plane[SS_PLANE_CLEAN], b->w, b->d_boxes, n, largest,
+                            b->d_stamps, b->cs));
+    }
+    CK(b, cudaEventRecord(b->ev_ready, b->cs));
+    CK(b, cudaStreamWaitEvent(b->ds, b->ev_ready, 0));
+    if (half)
+        CK(b, cudaMemcpyAsync(half, b->d_half, b->npix * sizeof(uint16_t),
+                              cudaMemcpyDeviceToHost, b->ds));
+    if (n > 0 && st->npix > 0)
+        CK(b, cudaMemcpyAsync(st->pixels, b->d_stamps, st->npix * sizeof(float),
+                              cudaMemcpyDeviceToHost, b->ds));
+    const uint64_t k = ++b->rd_issued;
+    CK(b, cudaEventRecord(b->ev_rd[k % RD_RING], b->ds));
+    b->forms_ticket = k;
+    *ticket = k;
+    return SS_OK;
+}
+
 /* ds is in order: the event of ticket k, or of a later ticket that reused
  * its slot, completes only when download k has. */
 static ss_err_t cuda_read_wait(ss_backend_t *b, uint64_t ticket)
@@ -2041,6 +2105,9 @@ HOST_TIMED(cuda_read_plane, SS_STAGE_DOWNLOAD, (ss_backend_t *b, ss_plane_t p, i
 HOST_TIMED(cuda_read_begin, SS_STAGE_DOWNLOAD,
            (ss_backend_t *b, ss_plane_t p, void *dst, uint64_t *ticket), (b, p, dst, ticket))
 HOST_TIMED(cuda_read_wait, SS_STAGE_DOWNLOAD, (ss_backend_t *b, uint64_t ticket), (b, ticket))
+HOST_TIMED(cuda_read_forms, SS_STAGE_DOWNLOAD,
+           (ss_backend_t *b, uint16_t *half, ss_stamps_t *st, uint64_t *ticket),
+           (b, half, st, ticket))
 HOST_TIMED(cuda_write_plane, SS_STAGE_UPLOAD,
            (ss_backend_t *b, ss_plane_t p, int slot, const void *src), (b, p, slot, src))
 
@@ -2075,6 +2142,7 @@ static const ss_backend_ops_t cuda_ops = {
     .prefetch = ss_cuda_prefetch,
     .read_begin = cuda_read_begin_timed,
     .read_wait = cuda_read_wait_timed,
+    .read_forms = cuda_read_forms_timed,
 };
 
 const ss_backend_ops_t *ss_backend_cuda_ops(void)

@@ -261,6 +261,20 @@ cudaError_t cu_guided(const cu_params_t *p, const float *I, const float *pin, in
                       double *partials, unsigned int *counter, float *c, cudaStream_t s);
 cudaError_t cu_copy_plane(const float *in, float *out, size_t n, cudaStream_t s);
 
+/* k_outputs.cu: the residual's optional forms (pipeline/outputs.h). A
+ * stamp's box: residual pixels [x0, x0 + w) × [y0, y0 + h), its first
+ * pixel at off in the stamps buffer. */
+typedef struct cu_box {
+    int x0, y0, w, h;
+    unsigned long long off;
+} cu_box_t;
+/* out[i] = ss_f16_bits(in[i]), n values */
+cudaError_t cu_to_f16(const float *in, size_t n, uint16_t *out, cudaStream_t s);
+/* the n boxes of plane (w floats per row) into out, box after box, row-major
+ * (ss_stamps_cut); max_box_pixels: the largest box's w·h */
+cudaError_t cu_cut_stamps(const float *plane, int w, const cu_box_t *boxes, int n,
+                          size_t max_box_pixels, float *out, cudaStream_t s);
+
 /* k_copy.cu: a small copy by a kernel, between device memory and mapped
  * pinned host memory (either direction), off the copy engines. */
 cudaError_t cu_copy_small(void *dst, const void *src, size_t bytes, cudaStream_t s);

@@ -82,6 +82,8 @@ struct ss_daemon {
     void *pub_sock;                 /* owned by the publisher thread once it runs */
     ss_subguard_t *pub_guard;       /* its subscription caps (the publisher thread's) */
     ss_subguard_counts_t pub_counts; /* the guard's counts, kept when the publisher ends */
+    atomic_uint out_wanted[SS_MAX_FEEDS]; /* per feed: the residual forms subscribed
+                                     * (SS_WANT_* of outsubs.h), set by the publisher */
     void *ctl_sock;                 /* main thread */
     int pub_hwm;
 

@@ -8,6 +8,13 @@
  * ["residual.<feed>", header, float32 pixels, (uint8 mask)]; after the
  * detections, for frames with track reports (res->tracks.count > 0), a
  * tracks message ["tracks.<feed>", body] — proto/ encodes them all.
+ * The residual's other forms (PROTOCOL.md §5a, §5b) go out when the
+ * result carries them, which it does only while subscribers ask
+ * (outsubs.h: the subscriptions are tracked here, the workers read the
+ * forms wanted per feed from ss_daemon_t.out_wanted): float16 on
+ * "residual16.<feed>", every publish.every-th frame's on
+ * "residual_every.<feed>" / "residual16_every.<feed>", and the stamps of
+ * ok frames on "stamps.<feed>" [topic, body, float32 pixels].
  * Every status_interval seconds, and once more at shutdown, a status
  * message ["status", body]. Each JSON part gets "topic_seq", the message's
  * number on its topic (0, 1, ... from the daemon's start), so that a
@@ -30,6 +37,8 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "pipeline/half_core.h"
+
 #define TAG "publisher"
 #define HEADER_MAX 65536                /* residual JSON header */
 #define STATUS_MAX (256u * 1024u)       /* status body of SS_MAX_FEEDS feeds */
@@ -42,6 +51,9 @@ typedef struct pub {
     /* the next topic_seq of each topic: residual.<feed>, detections.<feed>,
      * tracks.<feed> (by feed index), status */
     uint64_t res_seq[SS_MAX_FEEDS], det_seq[SS_MAX_FEEDS], trk_seq[SS_MAX_FEEDS], status_seq;
+    /* the other forms' topics (the float32 one is res_seq) and stamps.<feed> */
+    uint64_t form_seq[SS_FORM__COUNT][SS_MAX_FEEDS], stamp_seq[SS_MAX_FEEDS];
+    ss_outsubs_t *subs;             /* topic prefixes held: the forms asked for */
     char *hdr;
     char *body;
     size_t body_cap;
@@ -103,6 +115,93 @@ static int publish_body(pub_t *p, const ss_feed_t *f, const ss_result_t *res, ss
     return send_parts(p, data, len, 2);
 }
 
+/* Send residual form `form` of res, numbered *topic_seq: [topic, header,
+ * pixels (float32 or binary16), (mask: 1 where not NaN)]. Returns 1 when
+ * sent, 0 when it did not encode (logged) or send. */
+static int publish_form(pub_t *p, const ss_feed_t *f, const ss_result_t *res,
+                        ss_residual_form_t form, int every, int with_mask, uint64_t *topic_seq)
+{
+    const int f16 = form == SS_FORM_F16 || form == SS_FORM_F16_EVERY;
+    char topic[SS_PROTO_TOPIC_MAX];
+    const int tl = ss_proto_form_topic(form, ss_feed_name(f), topic, sizeof topic);
+    int hl = ss_proto_encode_residual_form(res, form, every, p->hdr, HEADER_MAX);
+    if (hl >= 0)
+        hl = ss_proto_add_topic_seq(p->hdr, hl, HEADER_MAX, (*topic_seq)++);
+    if (tl < 0 || hl < 0) {
+        SS_LOG(SS_LOG_ERR, TAG, "feed %s: frame %llu: %s header does not encode",
+               ss_feed_name(f), (unsigned long long)res->meta.seq, ss_proto_form_name(form));
+        return 0;
+    }
+    const size_t npix = (size_t)res->width * (size_t)res->height;
+    const void *data[4] = { topic, p->hdr, f16 ? (const void *)res->residual16 : res->residual,
+                            p->mask };
+    size_t len[4] = { (size_t)tl, (size_t)hl, npix * (f16 ? sizeof(uint16_t) : sizeof(float)),
+                      npix };
+    int parts = 3;
+    if (with_mask && grow((void **)&p->mask, &p->mask_cap, npix) == 0) {
+        data[3] = p->mask;
+        if (f16)
+            for (size_t i = 0; i < npix; i++)
+                p->mask[i] = (uint8_t)(res->residual16[i] != SS_F16_NAN);
+        else
+            ss_proto_residual_mask(res->residual, npix, p->mask);
+        parts = 4;
+    }
+    return send_parts(p, data, len, parts);
+}
+
+/* Send the stamps of res: [topic, body, pixels]. 1 when sent. */
+static int publish_stamps(pub_t *p, const ss_feed_t *f, const ss_result_t *res,
+                          uint64_t *topic_seq)
+{
+    char topic[SS_PROTO_TOPIC_MAX];
+    const int tl = ss_proto_topic(SS_MSG_STAMPS, ss_feed_name(f), topic, sizeof topic);
+    const size_t bound = ss_proto_stamps_bound(res) + TOPIC_SEQ_ROOM;
+    int bl = -1;
+    if (grow((void **)&p->body, &p->body_cap, bound) == 0)
+        bl = ss_proto_encode_stamps(res, p->body, p->body_cap - TOPIC_SEQ_ROOM);
+    if (bl >= 0)
+        bl = ss_proto_add_topic_seq(p->body, bl, p->body_cap, (*topic_seq)++);
+    if (tl < 0 || bl < 0) {
+        SS_LOG(SS_LOG_ERR, TAG, "feed %s: frame %llu: stamps do not encode", ss_feed_name(f),
+               (unsigned long long)res->meta.seq);
+        return 0;
+    }
+    const void *data[3] = { topic, p->body, res->stamps.pixels };
+    size_t len[3] = { (size_t)tl, (size_t)bl, res->stamps.npix * sizeof(float) };
+    return send_parts(p, data, len, 3);
+}
+
+/* The other forms of res that it carries and someone asks for. */
+static void publish_forms(pub_t *p, const ss_feed_t *f, int fi, const ss_result_t *res,
+                          uint64_t *sent, uint64_t *dropped)
+{
+    const ss_config_t *c = ss_cfg_snap_config(p->snap);
+    const unsigned want = atomic_load(&p->d->out_wanted[fi]);
+    const int k = c->publish_every;
+    const int every = k > 0 && res->meta.seq % (uint64_t)k == 0;
+    const struct { ss_residual_form_t form; int has; } forms[] = {
+        { SS_FORM_F16, res->has_residual16 },
+        { SS_FORM_F32_EVERY, every && res->has_residual },
+        { SS_FORM_F16_EVERY, every && res->has_residual16 },
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        if (!forms[i].has || !(want & SS_WANT_FORM(forms[i].form)))
+            continue;
+        if (publish_form(p, f, res, forms[i].form, k, c->publish_mask,
+                         &p->form_seq[forms[i].form][fi]))
+            ++*sent;
+        else
+            ++*dropped;
+    }
+    if (res->has_stamps && (want & SS_WANT_STAMPS)) {
+        if (publish_stamps(p, f, res, &p->stamp_seq[fi]))
+            ++*sent;
+        else
+            ++*dropped;
+    }
+}
+
 static void publish_result(pub_t *p, ss_out_t *o)
 {
     ss_feed_t *f = ss_out_feed(o);
@@ -139,6 +238,8 @@ static void publish_result(pub_t *p, ss_out_t *o)
         }
     }
 
+    publish_forms(p, f, fi, res, &sent, &dropped);
+
     if (publish_body(p, f, res, SS_MSG_DETECTIONS, &p->det_seq[fi]))
         sent++;
     else
@@ -174,6 +275,13 @@ static void publish_status(pub_t *p)
     send_parts(p, data, len, 2);
 }
 
+/* The forms each feed's subscribers ask for, for the workers. */
+static void update_wanted(pub_t *p)
+{
+    for (int i = 0; i < p->d->n_feeds; i++)
+        atomic_store(&p->d->out_wanted[i], ss_outsubs_wanted(p->subs, ss_feed_name(p->d->feeds[i])));
+}
+
 /* The subscription caps of config c. */
 static ss_subguard_limits_t guard_limits(const ss_config_t *c)
 {
@@ -189,9 +297,10 @@ void *ss_publisher_main(void *arg)
     pub_t p = { .d = d, .sock = d->pub_sock, .snap = ss_cfg_board_take(d->board) };
     p.hdr = malloc(HEADER_MAX);
     p.status = malloc(sizeof *p.status);
-    if (!p.hdr || !p.status)
+    p.subs = ss_outsubs_new();
+    if (!p.hdr || !p.status || !p.subs)
         SS_LOG(SS_LOG_ERR, TAG, "out of memory: nothing will be published");
-    int can = p.sock && p.hdr && p.status;
+    int can = p.sock && p.hdr && p.status && p.subs;
     double next_status = ss_now_mono();
     for (;;) {
         double now = ss_now_mono();
@@ -209,7 +318,8 @@ void *ss_publisher_main(void *arg)
         if (!can)
             continue;
         const ss_subguard_limits_t lim = guard_limits(ss_cfg_snap_config(p.snap));
-        ss_subguard_poll(d->pub_guard, p.sock, d->zap, &lim);
+        if (ss_subguard_poll(d->pub_guard, p.sock, d->zap, &lim, p.subs))
+            update_wanted(&p);
         now = ss_now_mono();
         if (now >= next_status) {
             publish_status(&p);
@@ -228,6 +338,7 @@ void *ss_publisher_main(void *arg)
     free(p.body);
     free(p.mask);
     free(p.status);
+    ss_outsubs_destroy(&p.subs);
     ss_cfg_snap_release(&p.snap);
     return NULL;
 }

@@ -263,11 +263,12 @@ static void account(ss_subguard_t *g, int subscribe, const char *addr, ss_zap_t 
     }
 }
 
-void ss_subguard_poll(ss_subguard_t *g, void *xpub, ss_zap_t *zap,
-                      const ss_subguard_limits_t *lim)
+int ss_subguard_poll(ss_subguard_t *g, void *xpub, ss_zap_t *zap,
+                     const ss_subguard_limits_t *lim, ss_outsubs_t *subs)
 {
+    int changed = 0;
     if (!g)
-        return;
+        return 0;
     read_monitor(g);
     for (;;) {
         zmq_msg_t m;
@@ -284,12 +285,14 @@ void ss_subguard_poll(ss_subguard_t *g, void *xpub, ss_zap_t *zap,
             read_monitor(g);
             const char *addr = zmq_msg_gets(&m, "Peer-Address");
             account(g, b[0] == 1, addr, zap, lim);
+            changed |= ss_outsubs_note(subs, b[0] == 1, b + 1, len - 1);
             SS_LOG(SS_LOG_DEBUG, TAG, "%s \"%.*s\" from %s", b[0] ? "subscribe" : "unsubscribe",
                    (int)SS_MIN(len - 1, (size_t)SUB_BUF), (const char *)b + 1,
                    addr ? addr : "(closed)");
         }
         zmq_msg_close(&m);
     }
+    return changed;
 }
 
 void ss_subguard_counts(const ss_subguard_t *g, ss_subguard_counts_t *out)

@@ -106,6 +106,28 @@ static void take_config(worker_t *w)
     ss_stats_set_backend(w->stats, ss_pipeline_backend_name(w->pipe));
 }
 
+/* What the result of frame carries (ss_pipeline_set_outputs): the float32
+ * residual unless publish.residual_on_demand finds no taker for it, the
+ * float16 and the stamps while subscribers ask for them (outsubs.h; the
+ * _every topics on the frames whose seq is a multiple of publish.every). */
+static void set_outputs(worker_t *w, const ss_frame_t *frame)
+{
+    const ss_config_t *c = ss_cfg_snap_config(w->wsnap);
+    const unsigned want = atomic_load(&w->d->out_wanted[w->index]);
+    const int every = c->publish_every > 0 && frame->meta.seq % (uint64_t)c->publish_every == 0;
+    ss_outputs_t o = ss_outputs_default();
+    o.f32 = !c->publish_on_demand || wcfg(w)->fits_dir[0] ||
+            (c->publish_residuals && (want & SS_WANT_FORM(SS_FORM_F32))) ||
+            (every && (want & SS_WANT_FORM(SS_FORM_F32_EVERY)));
+    o.f16 = c->publish_f16 && ((want & SS_WANT_FORM(SS_FORM_F16)) ||
+                               (every && (want & SS_WANT_FORM(SS_FORM_F16_EVERY))));
+    o.stamps = c->stamps_enabled && (want & SS_WANT_STAMPS);
+    o.stamp_size = c->stamps_size | 1;
+    o.stamp_streak_max = SS_MAX(c->stamps_streak_max, o.stamp_size);
+    o.stamp_max = c->stamps_max;
+    ss_pipeline_set_outputs(w->pipe, &o);
+}
+
 /* Apply reset / reconfigure requests (worker thread, between frames). */
 static void apply_requests(worker_t *w)
 {
@@ -325,6 +347,7 @@ void *ss_worker_main(void *arg)
             ss_pipeline_prefetch(w->pipe, next);
         ss_result_t *res = ss_out_result(w->work);
         ss_feed_set_busy(f, mono_us());
+        set_outputs(w, frame);
         e = ss_pipeline_start(w->pipe, frame, res);
         ss_feed_set_busy(f, 0);
         maybe_solve(w, frame, res, e);

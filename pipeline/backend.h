@@ -40,6 +40,7 @@
 #ifndef SS_BACKEND_H
 #define SS_BACKEND_H
 
+#include "outputs.h"
 #include "stages.h"
 
 #ifdef __cplusplus
@@ -200,6 +201,15 @@ typedef struct ss_backend_ops {
     /* Wait until the copy of that ticket (and every earlier one) has
      * landed; an error of the copy fails it. */
     ss_err_t (*read_wait)(ss_backend_t *b, uint64_t ticket);
+
+    /* The residual's optional forms (outputs.h), made from CLEAN where it
+     * lives, so that only their bytes travel: its binary16 (ss_f16_bits)
+     * into half (w·h values; NULL: none) and the boxes of st into
+     * st->pixels (st NULL or st->count 0: none), both host memory from
+     * host_alloc or malloc. Starts after the work enqueued so far and may
+     * return before the copies landed, with a ticket for read_wait (the
+     * CPU completes them at once); later work does not disturb them. */
+    ss_err_t (*read_forms)(ss_backend_t *b, uint16_t *half, ss_stamps_t *st, uint64_t *ticket);
 } ss_backend_ops_t;
 
 extern const ss_backend_ops_t ss_backend_cpu;

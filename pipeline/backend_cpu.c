@@ -507,6 +507,21 @@ static ss_err_t cpu_read_wait(ss_backend_t *b, uint64_t ticket)
     return ticket == 0 || ticket > b->rd_issued ? SS_ERR_INVALID : SS_OK;
 }
 
+/* The forms at once, from the host's CLEAN (outputs.c: the reference of
+ * the CUDA kernels). */
+static ss_err_t cpu_read_forms(ss_backend_t *b, uint16_t *half, ss_stamps_t *st, uint64_t *ticket)
+{
+    if (!ticket)
+        return SS_ERR_INVALID;
+    const float *clean = b->plane[SS_PLANE_CLEAN];
+    if (half)
+        ss_plane_to_f16(clean, b->npix, half);
+    if (st)
+        ss_stamps_cut(clean, b->w, st);
+    *ticket = ++b->rd_issued;
+    return SS_OK;
+}
+
 static void cpu_memory(ss_backend_t *b, size_t *used, size_t *total)
 {
     (void)b;
@@ -549,4 +564,5 @@ const ss_backend_ops_t ss_backend_cpu = {
     .memory = cpu_memory,
     .read_begin = cpu_read_begin,
     .read_wait = cpu_read_wait,
+    .read_forms = cpu_read_forms,
 };

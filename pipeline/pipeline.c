@@ -10,6 +10,7 @@
  * re-expressed (never re-measured) when the reference changes.
  */
 #include "pipeline.h"
+#include "half_core.h"
 
 #include "frame_fits.h"
 #include "slow_movers.h"
@@ -116,6 +117,7 @@ struct ss_pipeline {
     int n_clean;
     float (*removed)[4];
     float *res_host;
+    ss_outputs_t out;               /* what results carry (ss_pipeline_set_outputs) */
     ss_reweight_t rw;               /* this frame's poly re-weighting block (compute_weights) */
     int free_slots[SS_MAX_HISTORY];
     int n_free;
@@ -164,10 +166,15 @@ int ss_result_init_with(ss_result_t *r, size_t max_pixels, int max_dets,
     if (alloc && alloc->alloc) {
         r->residual_alloc = *alloc;
         r->residual = alloc->alloc(max_pixels * sizeof(float), alloc->user);
+        r->residual16 = alloc->alloc(max_pixels * sizeof(uint16_t), alloc->user);
+        r->stamps.pixels = alloc->alloc(SS_STAMP_PIXELS_MAX * sizeof(float), alloc->user);
     } else {
         r->residual = malloc(max_pixels * sizeof(float));
+        r->residual16 = malloc(max_pixels * sizeof(uint16_t));
+        r->stamps.pixels = malloc(SS_STAMP_PIXELS_MAX * sizeof(float));
     }
-    if (!r->residual || ss_detlist_init(&r->dets, max_dets) != 0 ||
+    if (!r->residual || !r->residual16 || !r->stamps.pixels ||
+        ss_detlist_init(&r->dets, max_dets) != 0 ||
         ss_tracklist_init(&r->tracks, ss_track_reports_max(max_dets)) != 0) {
         ss_result_free(r);
         return -1;
@@ -181,11 +188,16 @@ void ss_result_free(ss_result_t *r)
 {
     if (!r)
         return;
-    if (r->residual_alloc.free)
-        r->residual_alloc.free(r->residual, r->residual_alloc.user);
-    else
-        free(r->residual);
+    void *bufs[3] = { r->residual, r->residual16, r->stamps.pixels };
+    for (int i = 0; i < 3; i++) {
+        if (r->residual_alloc.free && bufs[i])
+            r->residual_alloc.free(bufs[i], r->residual_alloc.user);
+        else
+            free(bufs[i]);
+    }
     r->residual = NULL;
+    r->residual16 = NULL;
+    r->stamps.pixels = NULL;
     r->residual_capacity = 0;
     ss_detlist_free(&r->dets);
     ss_tracklist_free(&r->tracks);
@@ -354,7 +366,7 @@ static ss_err_t settle(ss_pipeline_t *p, ss_result_t *res, int counted)
         p->stats.status[SS_STATUS_ERROR]++;
     }
     res->status = SS_STATUS_ERROR;
-    res->has_residual = 0;
+    res->has_residual = res->has_residual16 = res->has_stamps = 0;
     snprintf(res->reason, sizeof res->reason, "residual download: %s", ss_strerror(e));
     ss_detlist_clear(&res->dets);
     SS_LOG(SS_LOG_WARNING, TAG, "feed %s: frame %llu failed: %s", p->feed,
@@ -384,6 +396,7 @@ ss_pipeline_t *ss_pipeline_new(const ss_pipeline_cfg_t *cfg, const char *feed, c
         return NULL;
     }
     p->cfg = *cfg;
+    p->out = ss_outputs_default();
     ss_strlcpy(p->feed, feed ? feed : "", sizeof p->feed);
     p->ops = ss_backend_select(cfg->backend, cfg->device, err, err_len);
     if (!p->ops || load_calibration(p, err, err_len) != 0) {
@@ -786,7 +799,9 @@ static void result_begin(ss_result_t *res, const ss_frame_t *f)
     res->history_len = 0;
     res->sigma = NAN;
     res->n_weights = 0;
-    res->has_residual = 0;
+    res->has_residual = res->has_residual16 = res->has_stamps = 0;
+    res->stamps.count = res->stamps.truncated = 0;
+    res->stamps.npix = 0;
     ss_detlist_clear(&res->dets);
     for (int s = 0; s < SS_STAGE__COUNT; s++)
         res->stage_ms[s] = -1.0;
@@ -844,7 +859,7 @@ static ss_err_t fail_frame(ss_pipeline_t *p, ss_result_t *res, ss_err_t e, const
 {
     if (res->residual_pending)          /* a later step failed: the copy is of no use */
         (void)settle(p, res, 0);
-    res->has_residual = 0;
+    res->has_residual = res->has_residual16 = res->has_stamps = 0;
     res->status = SS_STATUS_ERROR;
     ss_strlcpy(res->reason, why, sizeof res->reason);
     p->stats.status[SS_STATUS_ERROR]++;
@@ -1148,7 +1163,7 @@ static int known_slow(const ss_pipeline_t *p, const ss_shift_t *s, double x, dou
 }
 
 /* Fits of the bright point detections that are not known slow movers,
- * on the residual (read into res->residual): at most SS_SLOW_MAX_FITS
+ * on the residual (read into p->res_host): at most SS_SLOW_MAX_FITS
  * detections are tried, the most significant first (the order of
  * res->dets), so that a frame with hundreds of bright detections costs a
  * bounded time (a fit costs milliseconds); the movers found in fit[] with
@@ -1166,13 +1181,13 @@ static ss_err_t fit_slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slo
             known_slow(p, &res->shift, d->x, d->y))
             continue;
         ss_err_t e;
-        if (!read++ && (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, res->residual)))
+        if (!read++ && (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, p->res_host)))
             return e;
-        if (ss_slow_mover_fit(res->residual, w, hh, d->x, d->y, d->flux, p->cfg.psf_sigma,
+        if (ss_slow_mover_fit(p->res_host, w, hh, d->x, d->y, d->flux, p->cfg.psf_sigma,
                               res->sigma, h, &fit[*nf])) {
             c[*nf][0] = d->x;
             c[*nf][1] = d->y;
-            c[*nf][2] = ss_slow_source_rss(res->residual, w, hh, d->x, d->y, p->cfg.psf_sigma,
+            c[*nf][2] = ss_slow_source_rss(p->res_host, w, hh, d->x, d->y, p->cfg.psf_sigma,
                                            res->sigma, h);
             ++*nf;
         }
@@ -1306,10 +1321,10 @@ static ss_err_t slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hi
     for (int j = 0; j < nf; j++)
         all[j] = 1;
     if ((e = slow_apply(p, res, h, fit, all, nf, 1.0)) || (e = repredict(p, res, n, 0)) ||
-        (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, res->residual)))
+        (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, p->res_host)))
         return e;
     for (int j = 0; j < nf; j++) {
-        const double after = ss_slow_source_rss(res->residual, p->geo.roi.w, p->geo.roi.h, c[j][0],
+        const double after = ss_slow_source_rss(p->res_host, p->geo.roi.w, p->geo.roi.h, c[j][0],
                                                 c[j][1], p->cfg.psf_sigma, res->sigma, h);
         const double promised = (fit[j].rss_new - fit[j].rss) / fit[j].npix;
         back[j] = !(after <= c[j][2] - SLOW_KEEP * promised);
@@ -1568,7 +1583,7 @@ static ss_err_t clean_tracks(ss_pipeline_t *p, ss_result_t *res)
     if (!p->cfg.remove_objects || !p->cfg.track.enabled || p->n_hist == 0)
         return SS_OK;
     clean_prune(p, res);
-    const int ok = res->status == SS_STATUS_OK && res->has_residual;
+    const int ok = res->status == SS_STATUS_OK;
     int read = 0;
     for (int j = 0; j < res->tracks.count; j++) {
         const ss_track_t *t = &res->tracks.items[j];
@@ -1624,6 +1639,59 @@ static ss_err_t residual_begin(ss_pipeline_t *p, ss_result_t *res)
     return e;
 }
 
+/* The optional forms of an ok frame's residual (p->out): its binary16
+ * and the stamps of its detections (still in residual pixels), made by
+ * the backend from CLEAN. With async they arrive with the residual
+ * (settle waits for the later ticket), else they are complete on return. */
+static ss_err_t forms_begin(ss_pipeline_t *p, ss_result_t *res, int async)
+{
+    uint16_t *half = p->out.f16 ? res->residual16 : NULL;
+    ss_stamps_t *st = NULL;
+    if (p->out.stamps) {
+        ss_stamp_boxes(&res->dets, res->width, res->height, &p->out, &res->stamps);
+        st = &res->stamps;
+    }
+    if (!half && !st)
+        return SS_OK;
+    uint64_t ticket = 0;
+    ss_err_t e = p->ops->read_forms(p->be, half, st, &ticket);
+    if (e != SS_OK)
+        return e;
+    res->has_residual16 = half != NULL;
+    res->has_stamps = st != NULL;
+    if (!async)
+        return p->ops->read_wait ? p->ops->read_wait(p->be, ticket) : SS_OK;
+    res->residual_ticket = ticket;
+    if (!res->residual_pending) {
+        res->residual_pending = 1;
+        p->inflight[p->n_inflight++] = res;
+    }
+    return SS_OK;
+}
+
+/* Frames without a prediction: all-invalid forms of their size, so that
+ * every processed frame has each form asked for (no stamps: no
+ * detections). */
+static void forms_invalid(const ss_pipeline_t *p, ss_result_t *res)
+{
+    const size_t npix = (size_t)res->width * (size_t)res->height;
+    if (p->out.f32) {
+        for (size_t i = 0; i < npix; i++)
+            res->residual[i] = NAN;
+        res->has_residual = npix > 0;
+    }
+    if (p->out.f16) {
+        for (size_t i = 0; i < npix; i++)
+            res->residual16[i] = (uint16_t)SS_F16_NAN;
+        res->has_residual16 = npix > 0;
+    }
+}
+
+void ss_pipeline_set_outputs(ss_pipeline_t *p, const ss_outputs_t *o)
+{
+    p->out = *o;
+}
+
 ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *res)
 {
     ss_err_t e = ss_pipeline_start(p, f, res);
@@ -1645,6 +1713,7 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         (void)settle(p, res, 1);
     result_begin(res, f);
     p->stats.processed++;
+    int predicted = 0;
 
     /* geometry: a new processed region (or the first frame) makes a new
      * backend; raw frames of other sizes, and regions within the slack,
@@ -1739,19 +1808,21 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         /* r' is final (with slow movers, only after them): its download
          * runs alongside the matched filter and the detection, or after
          * them, and, pending, alongside the next frame's first stages */
-        const int async = async_read(p, res);
-        if (async && !slow)
+        const int async = async_read(p, res), f32 = p->out.f32;
+        if (f32 && async && !slow)
             TRY(residual_begin(p, res));
         TRY(find(p, res));
         if (slow) {
             TRY(slow_movers(p, res, &sh, n));
-            if (async)
+            if (f32 && async)
                 TRY(residual_begin(p, res));
         }
+        TRY(forms_begin(p, res, async));
         to_input_frame(&res->dets, roi, &res->meta);
-        if (!async)
+        if (f32 && !async)
             TRY(p->ops->read_plane(p->be, SS_PLANE_CLEAN, 0, res->residual));
-        res->has_residual = 1;
+        res->has_residual = f32;
+        predicted = 1;
         p->sigma_prev = res->sigma;
     }
 
@@ -1788,15 +1859,12 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
     }
 
 done:
-    if (!res->has_residual) {
+    if (!predicted) {
         /* Frames without a prediction (reference, warm-up, failed
          * registration) still get a residual of their size, all invalid,
          * so that every processed frame has one: consumers see each frame
          * and its status, nothing silently skipped. */
-        size_t npix = (size_t)res->width * (size_t)res->height;
-        for (size_t i = 0; i < npix; i++)
-            res->residual[i] = NAN;
-        res->has_residual = npix > 0;
+        forms_invalid(p, res);
     }
     photometry(p, res);
     track(p, res);

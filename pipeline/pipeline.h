@@ -60,9 +60,17 @@ typedef struct ss_result {
                                      * for frames without a prediction */
     size_t residual_capacity;       /* floats */
     ss_host_allocator_t residual_alloc; /* how residual was allocated (alloc NULL: malloc) */
-    int residual_pending;           /* 1: the residual is still arriving (ss_pipeline_start):
-                                     * read it only after ss_pipeline_finish */
-    uint64_t residual_ticket;       /* the backend's read_begin ticket */
+    int residual_pending;           /* 1: the residual or its forms are still arriving
+                                     * (ss_pipeline_start): read them only after
+                                     * ss_pipeline_finish */
+    uint64_t residual_ticket;       /* the backend's read_begin / read_forms ticket */
+    /* the optional forms (ss_pipeline_set_outputs; final, like residual,
+     * after ss_pipeline_finish) */
+    int has_residual16;             /* residual16 holds width×height binary16 values:
+                                     * ss_f16_bits of the float32 residual (NaN: 0x7E00) */
+    uint16_t *residual16;           /* residual_capacity values, from residual_alloc */
+    int has_stamps;                 /* stamps holds the cut-outs around dets (ok frames) */
+    ss_stamps_t stamps;             /* boxes in residual pixels; pixels from residual_alloc */
     ss_detlist_t dets;
     ss_tracklist_t tracks;          /* confirmed tracks linked, coasting or ended at this
                                      * frame (pipeline.track; empty when off) */
@@ -163,6 +171,14 @@ ss_err_t ss_pipeline_finish(ss_pipeline_t *p, ss_result_t *res);
  * frame so far. `next` must stay
  * untouched until ss_pipeline_process(p, next, ...) has returned. */
 void ss_pipeline_prefetch(ss_pipeline_t *p, const ss_frame_t *next);
+
+/* What the results of the frames started from now on carry (outputs.h;
+ * ss_outputs_default until called): the float32 residual (o->f32 = 0
+ * leaves res->residual untouched and has_residual 0: nothing of it is
+ * read from the backend), its binary16 (residual16) and the stamps of ok
+ * frames. Frames without a prediction get all-NaN forms, and no stamps.
+ * o is copied. */
+void ss_pipeline_set_outputs(ss_pipeline_t *p, const ss_outputs_t *o);
 
 /* Forget the history and reference; the next good frame becomes the
  * reference. */

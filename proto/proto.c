@@ -42,7 +42,7 @@ const char *ss_msg_type_name(ss_msg_type_t t)
 {
     static const char *const names[SS_MSG__COUNT] = {
         "none", "frame", "series_start", "series_end", "residual", "detections", "status",
-        "tracks",
+        "tracks", "stamps",
     };
     return (unsigned)t < SS_MSG__COUNT ? names[t] : "none";
 }
@@ -1356,6 +1356,8 @@ int ss_proto_encode_series(ss_msg_type_t type, const char *series, const char *f
 #define TOPIC_RESIDUAL "residual."
 #define TOPIC_DETECTIONS "detections."
 #define TOPIC_TRACKS "tracks."
+#define TOPIC_STAMPS "stamps."
+#define TOPIC_SHOWN_MAX 80      /* bytes of a wrong topic an error text shows, NUL included */
 #define TOPIC_STATUS "status"
 
 /* The topic prefix of a per-feed output message type; NULL for others. */
@@ -1365,6 +1367,7 @@ static const char *topic_prefix(ss_msg_type_t type)
     case SS_MSG_RESIDUAL: return TOPIC_RESIDUAL;
     case SS_MSG_DETECTIONS: return TOPIC_DETECTIONS;
     case SS_MSG_TRACKS: return TOPIC_TRACKS;
+    case SS_MSG_STAMPS: return TOPIC_STAMPS;
     default: return NULL;
     }
 }
@@ -1387,7 +1390,7 @@ ss_msg_type_t ss_proto_topic_parse(const void *topic, size_t len, char *feed)
     const char *t = topic;
     static const struct { const char *prefix; ss_msg_type_t type; } kinds[] = {
         { TOPIC_RESIDUAL, SS_MSG_RESIDUAL }, { TOPIC_DETECTIONS, SS_MSG_DETECTIONS },
-        { TOPIC_TRACKS, SS_MSG_TRACKS },
+        { TOPIC_TRACKS, SS_MSG_TRACKS }, { TOPIC_STAMPS, SS_MSG_STAMPS },
     };
     if (feed)
         feed[0] = '\0';
@@ -1503,6 +1506,74 @@ int ss_proto_encode_residual(const ss_result_t *res, char *buf, size_t n)
     jw_str(&w, "dtype", "f32");
     if (res->origin_x || res->origin_y) {
         /* a region of interest: where the residual's (0,0) is in the input */
+        jw_open(&w, "origin", '[');
+        jw_int(&w, NULL, res->origin_x);
+        jw_int(&w, NULL, res->origin_y);
+        jw_close(&w, ']');
+    }
+    jw_open(&w, "weights", '[');
+    for (int k = 0; k < res->n_weights && k < SS_MAX_HISTORY; k++)
+        jw_num(&w, NULL, res->weights[k]);
+    jw_close(&w, ']');
+    jw_wcs(&w, &res->meta, res->origin_x, res->origin_y);
+    if (res->meta.meta_json[0])
+        jw_raw(&w, "meta", res->meta.meta_json);
+    jw_close(&w, '}');
+    return jw_done(&w);
+}
+
+static const char *const form_names[SS_FORM__COUNT] = {
+    "residual", "residual16", "residual_every", "residual16_every",
+};
+
+const char *ss_proto_form_name(ss_residual_form_t form)
+{
+    return (unsigned)form < SS_FORM__COUNT ? form_names[form] : "";
+}
+
+int ss_proto_form_topic(ss_residual_form_t form, const char *feed, char *buf, size_t n)
+{
+    if ((unsigned)form >= SS_FORM__COUNT || !feed || !feed[0])
+        return -1;
+    int len = snprintf(buf, n, "%s.%s", form_names[form], feed);
+    return len < 0 || (size_t)len >= n ? -1 : len;
+}
+
+int ss_proto_form_topic_parse(const void *topic, size_t len, char *feed)
+{
+    const char *t = topic;
+    if (feed)
+        feed[0] = '\0';
+    for (int k = 0; k < SS_FORM__COUNT; k++) {
+        const size_t p = strlen(form_names[k]);
+        if (len > p + 1 && len - p - 1 < SS_NAME_MAX && memcmp(t, form_names[k], p) == 0 &&
+            t[p] == '.' && !memchr(t + p + 1, '\0', len - p - 1)) {
+            if (feed) {
+                memcpy(feed, t + p + 1, len - p - 1);
+                feed[len - p - 1] = '\0';
+            }
+            return k;
+        }
+    }
+    return -1;
+}
+
+int ss_proto_encode_residual_form(const ss_result_t *res, ss_residual_form_t form, int every,
+                                  char *buf, size_t n)
+{
+    const int f16 = form == SS_FORM_F16 || form == SS_FORM_F16_EVERY;
+    const int has = f16 ? res->has_residual16 : res->has_residual;
+    if ((unsigned)form >= SS_FORM__COUNT || !has || res->width < 1 || res->height < 1 ||
+        !res->meta.feed[0])
+        return -1;
+    jw_t w;
+    jw_init(&w, buf, n);
+    jw_open(&w, NULL, '{');
+    jw_result_common(&w, res, SS_MSG_RESIDUAL);
+    jw_str(&w, "dtype", f16 ? "f16" : "f32");
+    if (form == SS_FORM_F32_EVERY || form == SS_FORM_F16_EVERY)
+        jw_int(&w, "every", every);
+    if (res->origin_x || res->origin_y) {
         jw_open(&w, "origin", '[');
         jw_int(&w, NULL, res->origin_x);
         jw_int(&w, NULL, res->origin_y);
@@ -1730,6 +1801,53 @@ int ss_proto_encode_tracks(const ss_result_t *res, char *buf, size_t n)
     return jw_done(&w);
 }
 
+/* Room for one stamp object: 8 members of at most ~24 characters each. */
+#define STAMP_JSON_MAX 256
+
+size_t ss_proto_stamps_bound(const ss_result_t *res)
+{
+    return ss_proto_tracks_bound(res) + (size_t)res->stamps.count * STAMP_JSON_MAX;
+}
+
+int ss_proto_encode_stamps(const ss_result_t *res, char *buf, size_t n)
+{
+    if (!res->has_stamps || !res->meta.feed[0])
+        return -1;
+    jw_t w;
+    jw_init(&w, buf, n);
+    jw_open(&w, NULL, '{');
+    jw_result_common(&w, res, SS_MSG_STAMPS);
+    jw_str(&w, "dtype", "f32");
+    if (res->origin_x || res->origin_y) {
+        jw_open(&w, "origin", '[');
+        jw_int(&w, NULL, res->origin_x);
+        jw_int(&w, NULL, res->origin_y);
+        jw_close(&w, ']');
+    }
+    jw_int(&w, "count", res->stamps.count);
+    jw_int(&w, "truncated", res->stamps.truncated);
+    jw_open(&w, "stamps", '[');
+    for (int i = 0; i < res->stamps.count; i++) {
+        const ss_stamp_t *s = &res->stamps.items[i];
+        const ss_detection_t *d = s->det < res->dets.count ? &res->dets.items[s->det] : NULL;
+        jw_open(&w, NULL, '{');
+        jw_int(&w, "det", s->det);
+        jw_str(&w, "kind", d ? ss_kind_name(d->kind) : "point");
+        jw_num(&w, "x", d ? d->x : NAN);
+        jw_num(&w, "y", d ? d->y : NAN);
+        jw_int(&w, "x0", s->x0 + res->origin_x);
+        jw_int(&w, "y0", s->y0 + res->origin_y);
+        jw_int(&w, "w", s->w);
+        jw_int(&w, "h", s->h);
+        jw_close(&w, '}');
+    }
+    jw_close(&w, ']');
+    if (res->meta.meta_json[0])
+        jw_raw(&w, "meta", res->meta.meta_json);
+    jw_close(&w, '}');
+    return jw_done(&w);
+}
+
 static int get_shift(dctx_t *c, ss_shift_t *s)
 {
     const cJSON *it = NULL;
@@ -1757,7 +1875,7 @@ static int check_topic(const ss_proto_part_t *topic, ss_msg_type_t want, const c
                        ss_proto_error_t *err)
 {
     char tfeed[SS_NAME_MAX];
-    char shown[SS_PROTO_TOPIC_MAX];
+    char shown[TOPIC_SHOWN_MAX];
     size_t n = topic->len < sizeof shown - 1 ? topic->len : sizeof shown - 1;
     memcpy(shown, topic->data, n);
     shown[n] = '\0';

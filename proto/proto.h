@@ -43,7 +43,7 @@ extern "C" {
 #define SS_PROTO_ERR_MAX 256            /* error text, with the NUL */
 #define SS_PROTO_FRAME_MAX_PARTS 3      /* header, pixels, mask */
 #define SS_PROTO_RESIDUAL_MAX_PARTS 4   /* topic, header, pixels, mask */
-#define SS_PROTO_TOPIC_MAX (16 + SS_NAME_MAX)
+#define SS_PROTO_TOPIC_MAX (24 + SS_NAME_MAX)
 #define SS_PROTO_MAX_FEEDS 32           /* feeds in a status message */
 
 /* Defaults of ss_proto_limits_t. */
@@ -69,6 +69,7 @@ typedef enum ss_msg_type {
     SS_MSG_DETECTIONS,
     SS_MSG_STATUS,
     SS_MSG_TRACKS,
+    SS_MSG_STAMPS,
     SS_MSG__COUNT
 } ss_msg_type_t;
 
@@ -232,6 +233,43 @@ int ss_proto_topic(ss_msg_type_t type, const char *feed, char *buf, size_t n);
 /* Classify a received topic part; copies the feed name (SS_NAME_MAX
  * bytes, may be NULL). SS_MSG_NONE when it is no skysieve topic. */
 ss_msg_type_t ss_proto_topic_parse(const void *topic, size_t len, char *feed);
+
+/* The residual's forms, each on its own topic (PROTOCOL.md §5a): every
+ * frame's float32 ("residual.<feed>"), its binary16
+ * ("residual16.<feed>"), and the frames whose seq is a multiple of
+ * publish.every in either ("residual_every.<feed>",
+ * "residual16_every.<feed>"). Their messages are residual messages. */
+typedef enum ss_residual_form {
+    SS_FORM_F32 = 0,
+    SS_FORM_F16,
+    SS_FORM_F32_EVERY,
+    SS_FORM_F16_EVERY,
+    SS_FORM__COUNT
+} ss_residual_form_t;
+
+/* The topic type of a form ("residual", "residual16", ...). */
+const char *ss_proto_form_name(ss_residual_form_t form);
+/* Topic of form for feed: "<form name>.<feed>". Length, or -1 when it
+ * does not fit. */
+int ss_proto_form_topic(ss_residual_form_t form, const char *feed, char *buf, size_t n);
+/* The form a received topic part names (feed copied as by
+ * ss_proto_topic_parse), or -1. */
+int ss_proto_form_topic_parse(const void *topic, size_t len, char *feed);
+
+/* Residual header of a form: as ss_proto_encode_residual, with "dtype"
+ * "f16" for the binary16 forms (res->has_residual16 must be set; the
+ * float32 ones need has_residual) and, for the _every forms, "every": k. */
+int ss_proto_encode_residual_form(const ss_result_t *res, ss_residual_form_t form, int every,
+                                  char *buf, size_t n);
+
+/* Stamps body (PROTOCOL.md §5b) from a result with has_stamps: the members
+ * of the detections body up to history_reset, "dtype" "f32", "origin"
+ * (with a region of interest), "count", "truncated" and one object per
+ * stamp (det, kind, x, y, x0, y0, w, h; positions in input-frame pixels
+ * as the detections'). The pixel part is res->stamps.pixels, npix floats. */
+int ss_proto_encode_stamps(const ss_result_t *res, char *buf, size_t n);
+/* A buffer size that always holds the stamps body of res. */
+size_t ss_proto_stamps_bound(const ss_result_t *res);
 
 /* Residual header from a result (res->has_residual must be set: only
  * frames with a residual are published as residual messages; -1 when it

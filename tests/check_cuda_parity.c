@@ -1518,9 +1518,114 @@ END_TEST
 
 /* ---- main -------------------------------------------------------------------- */
 
+/* ---- the residual's optional forms (outputs.h) ----------------------------- */
+
+/* CLEAN as binary16 and its stamps, made by each backend's read_forms:
+ * identical bytes (NaN, ±Inf, values past the float16 range, subnormals,
+ * exact ties included), the boxes clipped at the edges and a streak's box;
+ * _i = 1 asks twice before waiting, CLEAN rewritten in between, with the
+ * second call's boxes elsewhere: the first copies keep the first CLEAN. */
+static void forms_fill(pair_t *p, float *v)
+{
+    const size_t n = (size_t)p->w * p->h;
+    for (size_t i = 0; i < n; i++) {
+        const double u = rng_unif();
+        v[i] = (float)(30.0 * rng_gauss());
+        if (u < 0.03)
+            v[i] = NAN;
+        else if (u < 0.04)
+            v[i] = u < 0.035 ? INFINITY : -INFINITY;
+        else if (u < 0.06)
+            v[i] = (float)(1e5 * rng_gauss());          /* past 65504 too */
+        else if (u < 0.08)
+            v[i] = (float)(1e-6 * rng_gauss());         /* float16 subnormals */
+        else if (u < 0.10)
+            v[i] = 1.0f + 0x1p-11f * (float)(rng_u64() % 4);  /* ties and halves */
+    }
+    write_both(p, SS_PLANE_CLEAN, 0, v);
+}
+
+static void forms_boxes(ss_detlist_t *l, int w, int h, int shift)
+{
+    ss_detlist_clear(l);
+    const int px[] = { 0, w - 1, w / 2, 3 };
+    const int py[] = { 0, h - 1, h / 3, h - 4 };
+    for (int k = 0; k < 4; k++) {
+        ss_detection_t *d = ss_detlist_push(l);
+        *d = (ss_detection_t){ .kind = SS_KIND_POINT, .peak_x = (px[k] + shift) % w,
+                               .peak_y = (py[k] + shift) % h };
+    }
+    ss_detection_t *d = ss_detlist_push(l);
+    *d = (ss_detection_t){ .kind = SS_KIND_STREAK, .bbox_x0 = 5 + shift, .bbox_x1 = w - 20,
+                           .bbox_y0 = h / 2, .bbox_y1 = h / 2 + 9 };
+}
+
+START_TEST(test_forms_parity)
+{
+    enum { W = 301, H = 187, ROUNDS = 2 };
+    rng_state = 2718 + (uint64_t)_i;
+    ss_pipeline_cfg_t cfg;
+    base_cfg(&cfg);
+    ss_geometry_t geo = geometry(W, H, SS_DT_F32, SS_DT_F32, 2);
+    pair_t p;
+    pair_new(&p, &cfg, &geo, NULL);
+    const size_t n = (size_t)W * H;
+    const ss_host_allocator_t *ha = &p.go->host_alloc;
+    float *v = malloc(n * sizeof(float));
+    ss_detlist_t l;
+    ck_assert_int_eq(ss_detlist_init(&l, 8), 0);
+    ss_outputs_t o = ss_outputs_default();
+    o.stamp_size = 31;
+    o.stamp_streak_max = 101;
+    uint16_t *hc = malloc(n * sizeof *hc), *hg[ROUNDS];
+    ss_stamps_t sc, sg[ROUNDS];
+    sc.pixels = malloc(SS_STAMP_PIXELS_MAX * sizeof(float));
+    float *vs[ROUNDS];
+    uint64_t tk[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        hg[r] = ha->alloc(n * sizeof *hg[r], ha->user);
+        sg[r].pixels = ha->alloc(SS_STAMP_PIXELS_MAX * sizeof(float), ha->user);
+        vs[r] = malloc(n * sizeof(float));
+    }
+    const int rounds = _i ? ROUNDS : 1;
+    for (int r = 0; r < rounds; r++) {
+        forms_fill(&p, vs[r]);
+        forms_boxes(&l, W, H, 7 * r);
+        ss_stamp_boxes(&l, W, H, &o, &sg[r]);
+        ck_assert_int_eq(sg[r].count, 5);
+        ck_assert_int_eq(p.go->read_forms(p.g, hg[r], &sg[r], &tk[r]), SS_OK);
+        if (!_i)
+            ck_assert_int_eq(p.go->read_wait(p.g, tk[r]), SS_OK);
+    }
+    if (_i)
+        ck_assert_int_eq(p.go->read_wait(p.g, tk[rounds - 1]), SS_OK);
+    for (int r = 0; r < rounds; r++) {
+        /* the CPU's forms of the same CLEAN */
+        write_both(&p, SS_PLANE_CLEAN, 0, vs[r]);
+        forms_boxes(&l, W, H, 7 * r);
+        ss_stamp_boxes(&l, W, H, &o, &sc);
+        uint64_t t;
+        ck_assert_int_eq(ss_backend_cpu.read_forms(p.c, hc, &sc, &t), SS_OK);
+        ck_assert(memcmp(hc, hg[r], n * sizeof *hc) == 0);
+        ck_assert_uint_eq(sc.npix, sg[r].npix);
+        ck_assert(memcmp(sc.pixels, sg[r].pixels, sc.npix * sizeof(float)) == 0);
+    }
+    for (int r = 0; r < ROUNDS; r++) {
+        ha->free(hg[r], ha->user);
+        ha->free(sg[r].pixels, ha->user);
+        free(vs[r]);
+    }
+    free(sc.pixels);
+    free(hc);
+    free(v);
+    ss_detlist_free(&l);
+    pair_free(&p);
+}
+END_TEST
+
 /* One test case per stage (so that a sanitizer run can take them one at
  * a time: CK_RUN_CASE=calib, registration, whiten, guided, noise, matched,
- * detect, history, chain). */
+ * detect, history, forms, chain). */
 static void add_case(Suite *s, const char *name, int timeout, void (*add)(TCase *))
 {
     TCase *tc = tcase_create(name);
@@ -1551,6 +1656,7 @@ static void add_detect(TCase *tc)
     tcase_add_test(tc, test_detect_kinds_parity);
 }
 static void add_history(TCase *tc) { tcase_add_loop_test(tc, test_history_store_parity, 0, 4); }
+static void add_forms(TCase *tc) { tcase_add_loop_test(tc, test_forms_parity, 0, 2); }
 static void add_chain(TCase *tc)
 {
     tcase_add_test(tc, test_chain_parity);
@@ -1570,6 +1676,7 @@ static Suite *suite(void)
     add_case(s, "modelvar", 600, add_modelvar);
     add_case(s, "detect", 600, add_detect);
     add_case(s, "history", 600, add_history);
+    add_case(s, "forms", 600, add_forms);
     add_case(s, "chain", 900, add_chain);
     return s;
 }

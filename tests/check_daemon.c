@@ -50,6 +50,7 @@
 #include "proto/proto_zmq.h"
 #include "tools/synth.h"
 #include "ss_test.h"
+#include "pipeline/half_core.h"
 #include "adzmq_sender.h"
 #include "solve_scene.h"
 
@@ -2766,6 +2767,231 @@ START_TEST(test_stalled_subscriber)
 }
 END_TEST
 
+/* Issue 14 item 4: the residual's other forms, asked for by topic. A
+ * subscriber to everything ("") gets none of them while nobody names
+ * them; a subscriber to residual16., residual_every. and stamps. gets,
+ * for the frames it also has the float32 residual of: binary16 pixels
+ * equal to ss_f16_bits of the float32 ones (within half-precision
+ * rounding: |h − f| ≤ 2^-11·|f| or 2^-25), every-k residuals only for
+ * seq % k == 0 (equal to the float32 one), and stamps, one per detection
+ * (up to publish.stamps.max), whose pixels are the float32 residual's at
+ * their box. */
+#define FORMS_EVERY 3
+#define FORMS_FRAMES 24             /* frames with all three forms checked */
+
+typedef struct forms_frame {
+    uint64_t seq;
+    float *f32;                     /* W·H */
+    uint16_t *f16;                  /* W·H, or NULL */
+    cJSON *stamps;                  /* the stamps body, or NULL */
+    float *stamp_px;
+    size_t stamp_n;
+    int n_dets;                     /* -1: no detections message yet */
+} forms_frame_t;
+
+static void forms_free(forms_frame_t *s)
+{
+    free(s->f32);
+    free(s->f16);
+    free(s->stamp_px);
+    cJSON_Delete(s->stamps);
+}
+
+/* The ring slot of seq, emptied when it held another frame. */
+static forms_frame_t *forms_slot(forms_frame_t *fr, int n, uint64_t seq)
+{
+    forms_frame_t *s = &fr[seq % (uint64_t)n];
+    if (s->seq != seq) {
+        forms_free(s);
+        *s = (forms_frame_t){ .seq = seq, .n_dets = -1 };
+    }
+    return s;
+}
+
+/* The value of binary16 bits h. */
+static double f16_value(uint16_t h)
+{
+    const int e = (h >> 10) & 31, m = h & 1023;
+    const double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+/* The frame's checks once it has every part; 1 when checked. */
+static int forms_check(forms_frame_t *s)
+{
+    if (!s->f32 || !s->f16 || !s->stamps || s->n_dets < 0)
+        return 0;
+    for (size_t i = 0; i < (size_t)W * H; i++) {
+        const float f = s->f32[i];
+        ck_assert_uint_eq(s->f16[i], ss_f16_bits(f));
+        if (isnan(f)) {
+            ck_assert_uint_eq(s->f16[i], 0x7E00);
+            continue;
+        }
+        const double h = f16_value(s->f16[i]);
+        ck_assert_msg(fabs(h - f) <= fmax(ldexp(fabs(f), -11), ldexp(1.0, -25)),
+                      "seq %llu pixel %zu: float16 %g for %g", (unsigned long long)s->seq, i, h, f);
+    }
+    const cJSON *list = cJSON_GetObjectItem(s->stamps, "stamps");
+    const int count = cJSON_GetObjectItem(s->stamps, "count")->valueint;
+    ck_assert_int_eq(cJSON_GetArraySize(list), count);
+    ck_assert_int_eq(count + cJSON_GetObjectItem(s->stamps, "truncated")->valueint, s->n_dets);
+    size_t off = 0;
+    for (int k = 0; k < count; k++) {
+        const cJSON *st = cJSON_GetArrayItem(list, k);
+        const int x0 = cJSON_GetObjectItem(st, "x0")->valueint;
+        const int y0 = cJSON_GetObjectItem(st, "y0")->valueint;
+        const int w = cJSON_GetObjectItem(st, "w")->valueint;
+        const int h = cJSON_GetObjectItem(st, "h")->valueint;
+        const int det = cJSON_GetObjectItem(st, "det")->valueint;
+        ck_assert(det >= 0 && det < s->n_dets && x0 >= 0 && y0 >= 0 && x0 + w <= W &&
+                  y0 + h <= H && w > 0 && h > 0);
+        if (strcmp(cJSON_GetObjectItem(st, "kind")->valuestring, "streak") != 0)
+            ck_assert(w <= 31 && h <= 31 && (w == 31 || x0 == 0 || x0 + w == W) &&
+                      (h == 31 || y0 == 0 || y0 + h == H));
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                const float a = s->stamp_px[off + (size_t)y * w + x];
+                const float b = s->f32[(size_t)(y0 + y) * W + x0 + x];
+                ck_assert_msg(memcmp(&a, &b, sizeof a) == 0,
+                              "seq %llu stamp %d (%d, %d): %g, residual %g",
+                              (unsigned long long)s->seq, k, x, y, a, b);
+            }
+        off += (size_t)w * h;
+    }
+    ck_assert_uint_eq(off, s->stamp_n);
+    return 1;
+}
+
+START_TEST(test_residual_forms)
+{
+    dmn_t d;
+    dmn_init(&d);
+    snprintf(d.pub_extra, sizeof d.pub_extra, ", \"every\": %d", FORMS_EVERY);
+    write_synth_config(&d, 5.0, NULL);
+    dmn_start(&d, NULL);
+    dmn_wait_ready(&d);
+    /* nobody names a form: a subscriber to everything sees none */
+    void *all = subscribe(&d);
+    const double t0 = now_s();
+    int n_all = 0;
+    while (now_s() - t0 < 2.0) {
+        ss_proto_rx_t rx;
+        if (ss_proto_recv_parts(all, 0, &rx) != SS_OK)
+            continue;
+        ck_assert_int_lt(ss_proto_form_topic_parse(rx.part[0].data, rx.part[0].len, NULL), 1);
+        ck_assert_int_ne(ss_proto_topic_parse(rx.part[0].data, rx.part[0].len, NULL),
+                         SS_MSG_STAMPS);
+        n_all++;
+        ss_proto_rx_close(&rx);
+    }
+    ck_assert_int_gt(n_all, 10);
+
+    void *sub = zmq_socket(zctx, ZMQ_SUB);
+    int zero = 0, tmo = 200;
+    zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(sub, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    const char *topics[] = { "residual.f0", "residual16.f0", "residual_every.f0", "stamps.f0",
+                             "detections.f0" };
+    for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++)
+        zmq_setsockopt(sub, ZMQ_SUBSCRIBE, topics[i], strlen(topics[i]));
+    ck_assert_int_eq(zmq_connect(sub, d.pub), 0);
+
+    enum { RING = 16 };
+    forms_frame_t fr[RING];
+    for (int i = 0; i < RING; i++)
+        fr[i] = (forms_frame_t){ .seq = UINT64_MAX, .n_dets = -1 };
+    /* every: every-k residuals matched; owed: ok float32 residuals of
+     * seq % k == 0 since the first every-k one (frames may be dropped:
+     * drop_oldest) */
+    int checked = 0, every = 0, owed = 0, with_stamps = 0;
+    ss_result_t res;
+    ck_assert_int_eq(ss_result_init(&res, (size_t)W * H, 1000), 0);
+    ss_proto_limits_t lim = limits();
+    const double t1 = now_s();
+    while (checked < FORMS_FRAMES && now_s() - t1 < 60.0) {
+        ss_proto_rx_t rx;
+        if (ss_proto_recv_parts(sub, 0, &rx) != SS_OK)
+            continue;
+        ss_proto_error_t err;
+        char feed[SS_NAME_MAX];
+        const int form = ss_proto_form_topic_parse(rx.part[0].data, rx.part[0].len, feed);
+        const ss_msg_type_t t = ss_proto_topic_parse(rx.part[0].data, rx.part[0].len, feed);
+        forms_frame_t *s = NULL;
+        if (form == SS_FORM_F32) {
+            ck_assert_msg(ss_proto_decode_residual(rx.part, rx.n, &lim, &res, NULL, NULL, &err) ==
+                              SS_OK, "%s", err.text);
+            if (res.status == SS_STATUS_OK) {
+                s = forms_slot(fr, RING, res.meta.seq);
+                owed += every > 0 && res.meta.seq % FORMS_EVERY == 0;
+                s->f32 = malloc((size_t)W * H * sizeof(float));
+                memcpy(s->f32, res.residual, (size_t)W * H * sizeof(float));
+            }
+        } else if (form >= 0 || t == SS_MSG_STAMPS) {
+            cJSON *hdr = cJSON_ParseWithLength(rx.part[1].data, rx.part[1].len);
+            ck_assert_ptr_nonnull(hdr);
+            const uint64_t seq = (uint64_t)cJSON_GetObjectItem(hdr, "seq")->valuedouble;
+            const int ok = strcmp(cJSON_GetObjectItem(hdr, "status")->valuestring, "ok") == 0;
+            if (form == SS_FORM_F32_EVERY) {
+                ck_assert_uint_eq(seq % FORMS_EVERY, 0);
+                ck_assert_int_eq(cJSON_GetObjectItem(hdr, "every")->valueint, FORMS_EVERY);
+                ck_assert_str_eq(cJSON_GetObjectItem(hdr, "dtype")->valuestring, "f32");
+                ck_assert_uint_eq(rx.part[2].len, (size_t)W * H * sizeof(float));
+                forms_frame_t *e = &fr[seq % RING];
+                if (ok && e->seq == seq && e->f32) {
+                    ck_assert(memcmp(e->f32, rx.part[2].data, rx.part[2].len) == 0);
+                    every++;
+                }
+            } else if (form == SS_FORM_F16) {
+                ck_assert_str_eq(cJSON_GetObjectItem(hdr, "dtype")->valuestring, "f16");
+                ck_assert_uint_eq(rx.part[2].len, (size_t)W * H * sizeof(uint16_t));
+                if (ok) {
+                    s = forms_slot(fr, RING, seq);
+                    s->f16 = malloc(rx.part[2].len);
+                    memcpy(s->f16, rx.part[2].data, rx.part[2].len);
+                }
+            } else if (t == SS_MSG_STAMPS) {
+                ck_assert(ok);
+                s = forms_slot(fr, RING, seq);
+                s->stamps = hdr;
+                hdr = NULL;
+                s->stamp_n = rx.part[2].len / sizeof(float);
+                s->stamp_px = malloc(rx.part[2].len + 1);
+                memcpy(s->stamp_px, rx.part[2].data, rx.part[2].len);
+                with_stamps += s->stamp_n > 0;
+            } else {
+                ck_abort_msg("form %d on a topic not subscribed", form);
+            }
+            cJSON_Delete(hdr);
+        } else if (t == SS_MSG_DETECTIONS) {
+            ck_assert_msg(ss_proto_decode_detections(rx.part, rx.n, &lim, &res, &err) == SS_OK,
+                          "%s", err.text);
+            if (res.status == SS_STATUS_OK) {
+                s = forms_slot(fr, RING, res.meta.seq);
+                s->n_dets = res.dets.count;
+            }
+        }
+        ss_proto_rx_close(&rx);
+        if (s && forms_check(s)) {
+            checked++;
+            forms_free(s);
+            *s = (forms_frame_t){ .seq = UINT64_MAX, .n_dets = -1 };
+        }
+    }
+    ck_assert_int_eq(checked, FORMS_FRAMES);
+    ck_assert_int_ge(every, 3);
+    ck_assert_int_ge(every, owed);      /* the first one is not owed */
+    ck_assert_int_gt(with_stamps, FORMS_FRAMES / 2);
+    for (int i = 0; i < RING; i++)
+        forms_free(&fr[i]);
+    ss_result_free(&res);
+    zmq_close(sub);
+    zmq_close(all);
+    ck_assert_int_eq(dmn_stop(&d, SIGTERM), 0);
+    dmn_cleanup(&d);
+}
+END_TEST
+
 /* Issue 11: a peer that stops half-way through a message is dropped after
  * peer_timeout (heartbeats) and its partial message freed, and one that
  * never finishes its handshake after peer_timeout too: here a raw
@@ -3131,6 +3357,7 @@ int main(int argc, char **argv)
     TCase *subs = tcase_create("subscribers");
     tcase_set_timeout(subs, 900);
     tcase_add_test(subs, test_stalled_subscriber);
+    tcase_add_test(subs, test_residual_forms);
     tcase_add_test(subs, test_stalled_partial_message);
     tcase_add_test(subs, test_fd_exhaustion);
     tcase_add_loop_test(subs, test_subscription_flood, 0, 2);

@@ -13,6 +13,7 @@
 
 #include "config/config.h"
 #include "pipeline/frame_fits.h"
+#include "pipeline/half_core.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/wcs.h"
 #include "tools/synth.h"
@@ -1165,14 +1166,97 @@ START_TEST(test_start_finish)
     ss_synth_destroy(&syn);
     free(fr.pixels);
 
-    /* a result's residual is freed by the allocator that made it */
+    /* a result's pixel buffers (the residual, its float16 form, the
+     * stamps) are freed by the allocator that made them */
     const ss_host_allocator_t al = { count_alloc, count_free, NULL };
     ss_result_t r;
     n_allocs = n_frees = 0;
     ck_assert_int_eq(ss_result_init_with(&r, 1000, 10, &al), 0);
-    ck_assert_int_eq(n_allocs, 1);
+    ck_assert_int_eq(n_allocs, 3);
     ss_result_free(&r);
-    ck_assert_int_eq(n_frees, 1);
+    ck_assert_int_eq(n_frees, 3);
+}
+END_TEST
+
+/* Issue 14 item 4: the residual's forms asked of the pipeline
+ * (ss_pipeline_set_outputs). Without the float32 form the residual buffer
+ * is not written (has_residual 0); the float16 form is ss_f16_bits of the
+ * float32 residual a default pipeline gives for the same frames (0x7E00
+ * for frames without a prediction), through the asynchronous path; the
+ * stamps of ok frames hold that residual's pixels at their boxes, one per
+ * detection up to the maximum. */
+START_TEST(test_outputs_in_chain)
+{
+    ss_synth_cfg_t sc;
+    ss_pipeline_cfg_t pc;
+    field_cfg(&sc, 192, 160, 91);
+    sc.n_movers = 6;
+    sc.mover_snr = 15.0;
+    pipe_cfg(&pc);
+    pc.history = 6;
+    run_t a;
+    run_open(&a, &sc, &pc);
+    char err[256];
+    ss_pipeline_t *p = ss_pipeline_new(&pc, "forms", err, sizeof err);
+    ck_assert_msg(p != NULL, "%s", err);
+    ss_outputs_t o = ss_outputs_default();
+    o.f32 = 0;
+    o.f16 = 1;
+    o.stamps = 1;
+    o.stamp_size = 11;
+    o.stamp_max = 3;
+    ss_pipeline_set_outputs(p, &o);
+    ss_synth_t *syn = ss_synth_new(&sc);
+    ss_frame_t fr = { 0 };
+    fr.capacity = (size_t)192 * 160 * 4;
+    fr.pixels = malloc(fr.capacity);
+    ss_result_t b;
+    ck_assert_int_eq(ss_pipeline_result_init(p, &b, (size_t)192 * 160, 2000), 0);
+    const size_t npix = (size_t)192 * 160;
+    int ok = 0, stamped = 0, truncated = 0;
+    for (int t = 0; t < 14; t++) {
+        ck_assert_int_eq(ss_synth_next(a.syn, &a.frame, NULL), SS_OK);
+        ck_assert_int_eq(ss_pipeline_process(a.pipe, &a.frame, &a.res), SS_OK);
+        ck_assert_int_eq(ss_synth_next(syn, &fr, NULL), SS_OK);
+        for (size_t i = 0; i < npix; i++)
+            b.residual[i] = 12345.0f;
+        ck_assert_int_eq(ss_pipeline_process(p, &fr, &b), SS_OK);
+        ck_assert_int_eq(b.status, a.res.status);
+        ck_assert_int_eq(b.has_residual, 0);
+        ck_assert_int_eq(b.has_residual16, 1);
+        for (size_t i = 0; i < npix; i++) {
+            ck_assert_float_eq(b.residual[i], 12345.0f);
+            ck_assert_uint_eq(b.residual16[i], ss_f16_bits(a.res.residual[i]));
+        }
+        ck_assert_int_eq(b.has_stamps, b.status == SS_STATUS_OK);
+        if (b.status != SS_STATUS_OK)
+            continue;
+        ok++;
+        ck_assert_int_eq(b.dets.count, a.res.dets.count);
+        ck_assert_int_eq(b.stamps.count, SS_MIN(b.dets.count, 3));
+        ck_assert_int_eq(b.stamps.count + b.stamps.truncated, b.dets.count);
+        stamped += b.stamps.count;
+        truncated += b.stamps.truncated;
+        for (int k = 0; k < b.stamps.count; k++) {
+            const ss_stamp_t *s = &b.stamps.items[k];
+            const ss_detection_t *d = &b.dets.items[s->det];
+            ck_assert_int_eq(s->det, k);
+            if (d->kind != SS_KIND_STREAK)      /* centred on the peak (input pixels = roi's) */
+                ck_assert(s->x0 == SS_MAX(d->peak_x - 5, 0) && s->y0 == SS_MAX(d->peak_y - 5, 0));
+            for (int y = 0; y < s->h; y++)
+                ck_assert(memcmp(b.stamps.pixels + s->offset + (size_t)y * s->w,
+                                 a.res.residual + (size_t)(s->y0 + y) * 192 + s->x0,
+                                 (size_t)s->w * sizeof(float)) == 0);
+        }
+    }
+    ck_assert_int_ge(ok, 5);
+    ck_assert_int_gt(stamped, ok);
+    ck_assert_int_gt(truncated, 0);
+    ss_result_free(&b);
+    ss_pipeline_destroy(&p);
+    ss_synth_destroy(&syn);
+    free(fr.pixels);
+    run_close(&a);
 }
 END_TEST
 
@@ -1628,6 +1712,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_fixed_roi_varying_raw_size);
     tcase_add_test(tc, test_radec);
     tcase_add_test(tc, test_start_finish);
+    tcase_add_test(tc, test_outputs_in_chain);
     suite_add_tcase(s, tc);
     TCase *q = tcase_create("quality");
     tcase_set_timeout(q, 900);

@@ -26,6 +26,9 @@
 
 #include "proto/proto.h"
 #include "proto/proto_zmq.h"
+#include "pipeline/half_core.h"
+#include "pipeline/outputs.h"
+#include "pipeline/pipeline.h"
 
 #include "adzmq_sender.h"
 
@@ -2491,6 +2494,158 @@ START_TEST(test_adzmq_receive)
 }
 END_TEST
 
+/* float32 -> binary16, round to nearest even (half_core.h): the edges
+ * by value, and, where the compiler has _Float16 (whose conversion rounds
+ * so), every 1021st float32 bit pattern against it. */
+static float f_of_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+START_TEST(test_f16_rounding)
+{
+    static const struct { float f; uint16_t h; } cases[] = {
+        { 0.0f, 0x0000 }, { -0.0f, 0x8000 }, { 1.0f, 0x3C00 }, { -2.0f, 0xC000 },
+        { 65504.0f, 0x7BFF }, { 65519.99f, 0x7BFF }, { 65520.0f, 0x7C00 }, { -1e9f, 0xFC00 },
+        { INFINITY, 0x7C00 }, { -INFINITY, 0xFC00 }, { NAN, 0x7E00 }, { -NAN, 0x7E00 },
+        { 0x1p-14f, 0x0400 }, { 0x1p-24f, 0x0001 }, { 0x1p-25f, 0x0000 },
+        { 0x1.8p-25f, 0x0001 }, { 0x1.8p-24f, 0x0002 },    /* subnormal ties to even */
+        { 1.0f + 0x1p-11f, 0x3C00 }, { 1.0f + 0x3p-11f, 0x3C02 },    /* ties to even */
+        { 1.0f + 0x1.04p-11f, 0x3C01 }, { 0.1f, 0x2E66 }, { 3.14159265f, 0x4248 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(ss_f16_bits(cases[i].f) == cases[i].h, "%a: 0x%04x, expected 0x%04x",
+                      cases[i].f, ss_f16_bits(cases[i].f), cases[i].h);
+    ck_assert_uint_eq(ss_f16_bits(f_of_bits(0x7F800001u)), 0x7E00);
+#ifdef __FLT16_MAX__
+    uint64_t bad = 0, first = 0;
+    for (uint64_t u = 0; u <= 0xFFFFFFFFull; u += 1021) {
+        const float f = f_of_bits((uint32_t)u);
+        const _Float16 h = (_Float16)f;
+        uint16_t hb;
+        memcpy(&hb, &h, sizeof hb);
+        if (!isnan(f) && ss_f16_bits(f) != hb && !bad++)
+            first = u;
+    }
+    ck_assert_msg(bad == 0, "%llu differ from _Float16, the first 0x%08llx",
+                  (unsigned long long)bad, (unsigned long long)first);
+#endif
+}
+END_TEST
+
+/* Stamp boxes (outputs.h): a point's square on its peak, clipped at the
+ * edge; a streak's box grown and capped around its centre; the count. */
+START_TEST(test_stamp_boxes)
+{
+    ss_detlist_t l;
+    ck_assert_int_eq(ss_detlist_init(&l, 8), 0);
+    ss_detection_t *d = ss_detlist_push(&l);
+    *d = (ss_detection_t){ .kind = SS_KIND_POINT, .peak_x = 50, .peak_y = 40 };
+    d = ss_detlist_push(&l);
+    *d = (ss_detection_t){ .kind = SS_KIND_POINT, .peak_x = 2, .peak_y = 78 };
+    d = ss_detlist_push(&l);
+    *d = (ss_detection_t){ .kind = SS_KIND_STREAK, .bbox_x0 = 10, .bbox_x1 = 90, .bbox_y0 = 40,
+                           .bbox_y1 = 42 };
+    d = ss_detlist_push(&l);
+    *d = (ss_detection_t){ .kind = SS_KIND_POINT, .peak_x = 5, .peak_y = 5 };
+    ss_outputs_t o = ss_outputs_default();
+    o.stamp_size = 31;
+    o.stamp_streak_max = 63;
+    o.stamp_max = 3;
+    ss_stamps_t st;
+    ss_stamp_boxes(&l, 100, 80, &o, &st);
+    ck_assert_int_eq(st.count, 3);
+    ck_assert_int_eq(st.truncated, 1);
+    const ss_stamp_t want[3] = {
+        { .det = 0, .x0 = 35, .y0 = 25, .w = 31, .h = 31, .offset = 0 },
+        { .det = 1, .x0 = 0, .y0 = 63, .w = 18, .h = 17, .offset = 961 },
+        /* 81 + 30 px wide: capped at 63 around x = 50; 3 + 30 high */
+        { .det = 2, .x0 = 19, .y0 = 25, .w = 63, .h = 33, .offset = 961 + 18 * 17 },
+    };
+    for (int k = 0; k < 3; k++)
+        ck_assert_msg(st.items[k].det == want[k].det && st.items[k].x0 == want[k].x0 &&
+                          st.items[k].y0 == want[k].y0 && st.items[k].w == want[k].w &&
+                          st.items[k].h == want[k].h && st.items[k].offset == want[k].offset,
+                      "stamp %d: det %d at (%d, %d) %d x %d, offset %zu", k, st.items[k].det,
+                      st.items[k].x0, st.items[k].y0, st.items[k].w, st.items[k].h,
+                      st.items[k].offset);
+    ck_assert_uint_eq(st.npix, 961 + 18 * 17 + 63 * 33);
+    /* the cut: pixel values are their plane's */
+    float *plane = malloc(100 * 80 * sizeof(float));
+    for (int i = 0; i < 100 * 80; i++)
+        plane[i] = (float)i;
+    st.pixels = malloc(st.npix * sizeof(float));
+    ss_stamps_cut(plane, 100, &st);
+    ck_assert_float_eq(st.pixels[0], 25 * 100 + 35);
+    ck_assert_float_eq(st.pixels[961 + 18 * 17 - 1], 79 * 100 + 17);
+    ck_assert_float_eq(st.pixels[st.npix - 1], (25 + 32) * 100 + 19 + 62);
+    free(st.pixels);
+    free(plane);
+    ss_detlist_free(&l);
+}
+END_TEST
+
+/* The forms' topics and the stamps body. */
+START_TEST(test_forms_encode)
+{
+    char topic[SS_PROTO_TOPIC_MAX], feed[SS_NAME_MAX];
+    const char *longest = "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk";
+    ck_assert_uint_eq(strlen(longest), SS_NAME_MAX - 1);
+    for (int f = 0; f < SS_FORM__COUNT; f++) {
+        const int tl = ss_proto_form_topic((ss_residual_form_t)f, longest, topic, sizeof topic);
+        ck_assert_int_gt(tl, 0);
+        ck_assert_int_eq(ss_proto_form_topic_parse(topic, (size_t)tl, feed), f);
+        ck_assert_str_eq(feed, longest);
+    }
+    ck_assert_int_eq(ss_proto_form_topic_parse("residual16x.cam1", 16, NULL), -1);
+    ck_assert_int_eq(ss_proto_topic_parse("residual16.cam1", 15, NULL), SS_MSG_NONE);
+    ck_assert_int_eq(ss_proto_topic(SS_MSG_STAMPS, "cam1", topic, sizeof topic), 11);
+    ck_assert_str_eq(topic, "stamps.cam1");
+
+    ss_result_t res;
+    ck_assert_int_eq(ss_result_init(&res, 64, 4), 0);
+    ss_strlcpy(res.meta.feed, "cam1", sizeof res.meta.feed);
+    res.meta.seq = 9;
+    res.meta.mjd_obs = NAN;
+    res.width = res.height = 8;
+    res.origin_x = 100;
+    res.origin_y = 200;
+    ss_detection_t *d = ss_detlist_push(&res.dets);
+    *d = (ss_detection_t){ .kind = SS_KIND_POINT, .x = 103.5, .y = 204.25 };
+    res.has_stamps = 1;
+    res.stamps.count = 1;
+    res.stamps.items[0] = (ss_stamp_t){ .det = 0, .x0 = 1, .y0 = 2, .w = 5, .h = 4 };
+    res.stamps.npix = 20;
+    char buf[8192];
+    const int n = ss_proto_encode_stamps(&res, buf, sizeof buf);
+    ck_assert_int_gt(n, 0);
+    ck_assert_uint_le((size_t)n, ss_proto_stamps_bound(&res));
+    cJSON *j = cJSON_ParseWithLength(buf, (size_t)n);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(cJSON_GetObjectItem(j, "type")->valuestring, "stamps");
+    ck_assert_int_eq(cJSON_GetObjectItem(j, "count")->valueint, 1);
+    const cJSON *s0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "stamps"), 0);
+    ck_assert_int_eq(cJSON_GetObjectItem(s0, "x0")->valueint, 101);
+    ck_assert_int_eq(cJSON_GetObjectItem(s0, "y0")->valueint, 202);
+    ck_assert_int_eq(cJSON_GetObjectItem(s0, "w")->valueint, 5);
+    ck_assert_double_eq(cJSON_GetObjectItem(s0, "x")->valuedouble, 103.5);
+    cJSON_Delete(j);
+    /* a float16 residual header says so */
+    res.has_residual16 = 1;
+    ck_assert_int_eq(ss_proto_encode_residual_form(&res, SS_FORM_F32, 0, buf, sizeof buf), -1);
+    const int hl = ss_proto_encode_residual_form(&res, SS_FORM_F16_EVERY, 5, buf, sizeof buf);
+    ck_assert_int_gt(hl, 0);
+    j = cJSON_ParseWithLength(buf, (size_t)hl);
+    ck_assert_str_eq(cJSON_GetObjectItem(j, "type")->valuestring, "residual");
+    ck_assert_str_eq(cJSON_GetObjectItem(j, "dtype")->valuestring, "f16");
+    ck_assert_int_eq(cJSON_GetObjectItem(j, "every")->valueint, 5);
+    cJSON_Delete(j);
+    ss_result_free(&res);
+}
+END_TEST
+
 static Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
@@ -2516,6 +2671,9 @@ static Suite *proto_suite(void)
     tcase_add_test(r, test_roundtrip_status_control);
     tcase_add_test(r, test_encoder_buffer_sizes);
     tcase_add_test(r, test_names);
+    tcase_add_test(r, test_f16_rounding);
+    tcase_add_test(r, test_stamp_boxes);
+    tcase_add_test(r, test_forms_encode);
     suite_add_tcase(s, r);
     TCase *z = tcase_create("zmq");
     tcase_add_test(z, test_zmq_input);

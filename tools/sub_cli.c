@@ -525,7 +525,10 @@ static int on_message(state_t *s, const ss_proto_rx_t *rx)
     case SS_MSG_TRACKS: return on_tracks(s, rx);
     case SS_MSG_RESIDUAL: return on_residual(s, rx);
     case SS_MSG_STATUS: return on_status(s, rx);
+    case SS_MSG_STAMPS: return 1;   /* the residual's forms (PROTOCOL.md §5a, §5b): not shown */
     default: {
+        if (ss_proto_form_topic_parse(rx->part[0].data, rx->part[0].len, NULL) >= 0)
+            return 1;
         ss_proto_error_t err = { SS_PR_BAD_TOPIC, "" };
         snprintf(err.text, sizeof err.text, "not a skysieve topic (%zu bytes)", rx->part[0].len);
         malformed(s, SS_MSG_NONE, &err);

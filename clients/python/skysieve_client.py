@@ -93,6 +93,10 @@ REASONS = ("not_json", "not_object", "too_long", "missing_field", "wrong_type",
 STAGES = ("upload", "calibrate", "reg_coarse", "reg_fine", "whiten", "guided", "noise",
           "matched", "detect", "history", "download")
 COMMANDS = ("status", "stats", "reset", "reload", "config")
+STAMPS_PARTS_TEXT = "a stamps message has a topic, a body and a pixel part"
+# The residual's forms (PROTOCOL.md §5a): topic type -> pixel dtype
+RESIDUAL_FORMS = {"residual": "f32", "residual16": "f16", "residual_every": "f32",
+                  "residual16_every": "f16"}
 RESIDUAL_PARTS_TEXT = ("a residual message has a topic, a header, a pixel part and an "
                        "optional mask part")
 DETECTIONS_PARTS_TEXT = "a detections message has a topic and a body"
@@ -580,6 +584,15 @@ class Residual(_Msg):
         return WCS(dict(self.wcs, NAXIS=2, NAXIS1=self.width, NAXIS2=self.height))
 
 
+class Stamps(_Msg):
+    """A stamps message (PROTOCOL.md §5b): header fields (as a detections
+    message has them), count, truncated, origin [x, y] and stamps, a list of
+    dicts with the wire's keys (det, kind, x, y, x0, y0, w, h; x0/y0 in
+    input-frame pixels) and "pixels": (h, w) float32, NaN = invalid, a
+    read-only view of the received pixel part (no copy)."""
+    type = "stamps"
+
+
 class Detections(_Msg):
     """A detections message: header fields and detections, a list of dicts
     with the wire's keys ("ends" filled with the centroid for non-streaks,
@@ -764,7 +777,9 @@ def _result_common(c, limits, m, kind):
     m.mjd_mid = m.header.get("mjd_mid")
 
 
-def _decode_residual(parts, limits):
+def _decode_residual(parts, limits, form="residual"):
+    """A residual message of form (a key of RESIDUAL_FORMS: its topic type):
+    pixels float32, or float16 for the residual16 forms."""
     _parts_count(len(parts), 3, 4, RESIDUAL_PARTS_TEXT)
     obj = _parse_object(_part_bytes(parts[1]), limits.max_header_bytes, "header")
     c = _Ctx(obj)
@@ -772,8 +787,14 @@ def _decode_residual(parts, limits):
     m.header = obj
     _result_common(c, limits, m, "residual")
     dt = c.str("dtype", True)
-    if DTYPE_ALIASES.get(dt, dt) != "f32":
+    want = RESIDUAL_FORMS[form]
+    if want == "f32" and DTYPE_ALIASES.get(dt, dt) != "f32":
         c.fail("unknown_dtype", 'unknown dtype "%s" (a residual is f32)' % dt)
+    if want == "f16" and dt != "f16":
+        c.fail("unknown_dtype", 'unknown dtype "%s" (a %s message is f16)' % (dt, form))
+    m.dtype = want
+    m.form = form
+    m.every = c.int("every", False, 1, MAX_INT, "1 to 2^53", None) if "every" in form else None
     wl = c.typed("weights", True, False)
     if len(wl) > HISTORY_MAX:
         c.fail("bad_value", 'field "weights" has %d entries (maximum %d)' % (len(wl), HISTORY_MAX))
@@ -785,12 +806,13 @@ def _decode_residual(parts, limits):
         m.weights.append(float("nan") if v is None else float(v))
     m.wcs = c.wcs()
     m.topic = _topic_of(parts[0])
-    _check_topic(m.topic, "residual", m.feed)
+    _check_topic(m.topic, form, m.feed)
     npix = m.width * m.height
+    size = 4 if want == "f32" else 2
     data = _part_bytes(parts[2])
-    if data.nbytes != npix * 4:
-        raise ProtocolError("data_size", "pixel part is %d bytes; the header says %d x %d f32 = %d "
-                            "bytes" % (data.nbytes, m.width, m.height, npix * 4))
+    if data.nbytes != npix * size:
+        raise ProtocolError("data_size", "pixel part is %d bytes; the header says %d x %d %s = %d "
+                            "bytes" % (data.nbytes, m.width, m.height, want, npix * size))
     m.mask = None
     if len(parts) == 4:
         mb = _part_bytes(parts[3])
@@ -805,7 +827,8 @@ def _decode_residual(parts, limits):
                                 "or 1)" % (mask[i], i % m.width, i // m.width))
         m.mask = mask.reshape(m.height, m.width)
     # the zero-copy step: a numpy view on the ZeroMQ message buffer
-    m.pixels = _readonly(np.frombuffer(data, dtype="<f4").reshape(m.height, m.width))
+    m.pixels = _readonly(np.frombuffer(data, dtype="<f4" if want == "f32" else "<f2")
+                         .reshape(m.height, m.width))
     if m.mask is not None:
         m.mask = _readonly(m.mask)
     return m
@@ -881,10 +904,12 @@ def _mag(c):
     return mag, err
 
 
-def _decode_list(parts, limits, m, name, parts_text, entry):
-    """A detections or tracks message into m: the result's header members,
-    count, truncated and the list (entry decodes one of its objects)."""
-    _parts_count(len(parts), 2, 2, parts_text)
+def _decode_list(parts, limits, m, name, parts_text, entry, n_parts=2):
+    """A detections, tracks or stamps message into m: the result's header
+    members, count, truncated and the list (entry decodes one of its
+    objects). n_parts: the message's parts (parts holds the first two)."""
+    if n_parts == 2:
+        _parts_count(len(parts), 2, 2, parts_text)
     cap = limits.max_header_bytes + DETECTIONS_BODY_MAX
     obj = _parse_object(_part_bytes(parts[1]), cap, "body")
     c = _Ctx(obj)
@@ -968,6 +993,43 @@ def _track(c):
     return t
 
 
+def _stamp(c):
+    s = {"det": c.int("det", True, 0, MAX_INT, "0 to 2^53"), "kind": c.str("kind", True)}
+    for k in ("x", "y"):
+        s[k] = c.num(k, True, True)
+    for k in ("x0", "y0"):
+        s[k] = c.int(k, True, -2147483648.0, 2147483647.0, "a 32-bit integer")
+    for k in ("w", "h"):
+        s[k] = c.int(k, True, 0, 65535, "0 to 65535")
+    return s
+
+
+def _decode_stamps(parts, limits):
+    """A stamps message: the body as a list message, then each stamp's
+    pixels as a (h, w) view of the pixel part, box after box."""
+    _parts_count(len(parts), 3, 3, STAMPS_PARTS_TEXT)
+    m = _decode_list(parts[:2], limits, Stamps(), "stamps", STAMPS_PARTS_TEXT, _stamp,
+                     n_parts=3)
+    c = _Ctx(m.header)
+    dt = c.str("dtype", True)
+    if dt != "f32":
+        c.fail("unknown_dtype", 'unknown dtype "%s" (stamps are f32)' % dt)
+    org = m.header.get("origin", [0, 0])
+    m.origin = [int(v) for v in org]
+    data = _part_bytes(parts[2])
+    want = sum(s["w"] * s["h"] for s in m.stamps) * 4
+    if data.nbytes != want:
+        raise ProtocolError("data_size", "pixel part is %d bytes; the stamps say %d"
+                            % (data.nbytes, want))
+    px = np.frombuffer(data, dtype="<f4")
+    off = 0
+    for s in m.stamps:
+        n = s["w"] * s["h"]
+        s["pixels"] = _readonly(px[off:off + n].reshape(s["h"], s["w"]))
+        off += n
+    return m
+
+
 def _decode_tracks(parts, limits):
     return _decode_list(parts, limits, Tracks(), "tracks", TRACKS_PARTS_TEXT, _track)
 
@@ -1036,13 +1098,17 @@ def _decode_status(parts, limits):
 
 def decode_output(parts, limits=None):
     """Decode a message skysieved publishes (topic part first): returns a
-    Residual, Detections, Tracks or Status; raises ProtocolError."""
+    Residual (of any form: float32 or float16 pixels, m.form the topic
+    type), Stamps, Detections, Tracks or Status; raises ProtocolError."""
     limits = limits or Limits()
     if not parts:
         raise ProtocolError("missing_part", "empty message")
     topic = _topic_of(parts[0])
-    if topic.startswith("residual."):
-        return _decode_residual(parts, limits)
+    form = topic.split(".", 1)[0]
+    if form in RESIDUAL_FORMS and "." in topic:
+        return _decode_residual(parts, limits, form)
+    if topic.startswith("stamps."):
+        return _decode_stamps(parts, limits)
     if topic.startswith("detections."):
         return _decode_detections(parts, limits)
     if topic.startswith("tracks."):
@@ -1198,8 +1264,10 @@ class Subscriber:
     """A SUB socket on skysieved's publisher.
 
     topics: topic prefixes to subscribe to ("detections.", "residual.",
-    "tracks.", "status"); with feed, only that feed's residual/detections/
-    tracks topics are subscribed and matched exactly (ZeroMQ matches prefixes: "cam1" would
+    "tracks.", "status", and the forms that the daemon makes only while
+    someone names them: "residual16.", "residual_every.",
+    "residual16_every.", "stamps."; PROTOCOL.md §5a); with feed, only that
+    feed's per-feed topics are subscribed and matched exactly (ZeroMQ matches prefixes: "cam1" would
     also take "cam10"). recv() returns decoded messages; messages of
     other topics are skipped. curve=(this client's key file, the daemon's
     public key file) makes it a CURVE client (daemon with security.curve_key:

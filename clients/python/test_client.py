@@ -263,6 +263,54 @@ def free_tcp_endpoint(sock):
     return "tcp://127.0.0.1:%d" % port
 
 
+class TestForms(unittest.TestCase):
+    """The residual's other forms and the stamps (PROTOCOL.md §5a, §5b),
+    decoded from messages made here."""
+
+    HDR = {"protocol": 1, "type": "residual", "feed": "cam1", "seq": 8, "mjd": None,
+           "width": 3, "height": 2, "status": "ok", "reason": "", "shift": None, "sigma": 2.0,
+           "history_len": 4, "weights": [0.5, 0.5]}
+
+    def msg(self, topic, hdr, *parts):
+        return [topic.encode()] + [json.dumps(hdr).encode()] + [bytes(p) for p in parts]
+
+    def test_float16(self):
+        px = np.array([[0.5, -1.25, np.nan], [3, 60000, 1e-8]], "<f4")
+        hdr = dict(self.HDR, dtype="f16", every=4)
+        m = sc.decode_output(self.msg("residual16_every.cam1", hdr, px.astype("<f2").tobytes()))
+        self.assertEqual((m.form, m.dtype, m.every), ("residual16_every", "f16", 4))
+        self.assertEqual(m.pixels.dtype, np.dtype("<f2"))
+        np.testing.assert_array_equal(m.pixels, px.astype(np.float16))
+        with self.assertRaises(sc.ProtocolError) as e:
+            sc.decode_output(self.msg("residual16.cam1", dict(self.HDR, dtype="f32"),
+                                      px.tobytes()))
+        self.assertEqual(str(e.exception), 'unknown dtype "f32" (a residual16 message is f16)')
+        with self.assertRaises(sc.ProtocolError) as e:     # f16 bytes on the float32 topic
+            sc.decode_output(self.msg("residual.cam1", dict(self.HDR, dtype="f32"),
+                                      px.astype("<f2").tobytes()))
+        self.assertEqual(e.exception.reason, "data_size")
+
+    def test_stamps(self):
+        body = dict(self.HDR, type="stamps", width=300, height=200, dtype="f32", count=2,
+                    truncated=1, origin=[10, 20],
+                    stamps=[{"det": 0, "kind": "point", "x": 15.2, "y": 24.9, "x0": 10,
+                             "y0": 20, "w": 3, "h": 2},
+                            {"det": 1, "kind": "streak", "x": 100.0, "y": 50.0, "x0": 90,
+                             "y0": 45, "w": 4, "h": 1}])
+        del body["weights"]
+        px = np.arange(10, dtype="<f4")
+        m = sc.decode_output(self.msg("stamps.cam1", body, px.tobytes()))
+        self.assertEqual((m.type, m.count, m.truncated, m.origin), ("stamps", 2, 1, [10, 20]))
+        np.testing.assert_array_equal(m.stamps[0]["pixels"], [[0, 1, 2], [3, 4, 5]])
+        np.testing.assert_array_equal(m.stamps[1]["pixels"], [[6, 7, 8, 9]])
+        with self.assertRaises(sc.ProtocolError) as e:
+            sc.decode_output(self.msg("stamps.cam1", body, px[:9].tobytes()))
+        self.assertEqual(str(e.exception), "pixel part is 36 bytes; the stamps say 40")
+        with self.assertRaises(sc.ProtocolError) as e:
+            sc.decode_output(self.msg("stamps.cam1", body))
+        self.assertEqual(e.exception.reason, "missing_part")
+
+
 class TestLive(unittest.TestCase, JsonEqual):
     def setUp(self):
         self.ctx = zmq.Context()
@@ -693,6 +741,83 @@ class TestDaemon(unittest.TestCase):
         finally:
             ctx.destroy(linger=0)
             rc = daemon.stop()
+        self.assertEqual(rc, 0, daemon.log())
+        shutil.rmtree(d, ignore_errors=True)
+
+    @unittest.skipUnless(BINARY and os.access(os.path.join(BINARY, "daemon", "skysieved"), os.X_OK),
+                         "skysieved not built")
+    def test_residual_forms(self):
+        """The forms a subscriber names (PROTOCOL.md §5a, §5b), decoded with
+        numpy: float16 equal to numpy's round-to-nearest-even float16 of
+        the float32 residual (NaN where it is NaN), every-k residuals only
+        for seq % k == 0 and equal to the float32 one, stamps equal to the
+        float32 residual at their boxes."""
+        import shutil
+        import tempfile
+        d = tempfile.mkdtemp(prefix="skysieve-py-forms-")
+        out, ctl = ("ipc://%s/%s" % (d, n) for n in ("out", "ctl"))
+        k_every = 4
+        cfg = {"log_level": "warning", "control": {"endpoint": ctl}, "status_interval": 0.2,
+               "publish": {"endpoint": out, "every": k_every, "stamps": {"size": 15}},
+               "feeds": [{"name": "pycam",
+                          "source": {"type": "synth",
+                                     "synth": {"rate": 10, "width": 128, "height": 128,
+                                               "n_stars": 60, "n_movers": 2,
+                                               "mover_snr": 20}},
+                          "queue": {"policy": "block", "depth": 8},
+                          "pipeline": {"backend": "cpu", "history": 6, "threads": 1,
+                                       "registration": {"levels": 1}}}]}
+        daemon = Daemon(d, cfg)
+        ctx = zmq.Context()
+        frames = {}
+        checked = every = with_stamps = 0
+        try:
+            topics = ("residual.", "residual16.", "residual_every.", "stamps.", "detections.")
+            with sc.Subscriber(out, topics=topics, feed="pycam", context=ctx) as sub:
+                deadline = time.monotonic() + 90
+                while checked < 10 and time.monotonic() < deadline:
+                    if daemon.proc.poll() is not None:
+                        self.fail("skysieved exited: %s" % daemon.log())
+                    m = sub.recv(timeout=1.0)
+                    if m is None or m.status != "ok":
+                        continue
+                    f = frames.setdefault(m.seq, {})
+                    if m.type == "residual" and m.form == "residual_every":
+                        self.assertEqual(m.seq % k_every, 0)
+                        self.assertEqual(m.every, k_every)
+                        if "residual" in f:
+                            np.testing.assert_array_equal(m.pixels, f["residual"].pixels)
+                            every += 1
+                        continue
+                    f[m.form if m.type == "residual" else m.type] = m
+                    if len(f) < 4:
+                        continue
+                    r32 = f["residual"].pixels
+                    r16 = f["residual16"].pixels
+                    self.assertEqual(r16.dtype, np.dtype("<f2"))
+                    nan = np.isnan(r32)
+                    np.testing.assert_array_equal(np.isnan(r16), nan)
+                    self.assertTrue(np.all(r16.view("<u2")[nan] == 0x7E00))
+                    np.testing.assert_array_equal(r16.view("<u2")[~nan],
+                                                  r32[~nan].astype(np.float16).view("<u2"))
+                    st = f["stamps"]
+                    self.assertEqual(st.count + st.truncated, len(f["detections"].detections))
+                    ox, oy = st.origin
+                    for s in st.stamps:
+                        y0, x0 = s["y0"] - oy, s["x0"] - ox
+                        np.testing.assert_array_equal(
+                            s["pixels"], r32[y0:y0 + s["h"], x0:x0 + s["w"]])
+                        if s["kind"] != "streak":
+                            self.assertLessEqual(max(s["w"], s["h"]), 15)
+                    checked += 1
+                    with_stamps += st.count > 0
+                    del frames[m.seq]
+        finally:
+            ctx.destroy(linger=0)
+            rc = daemon.stop()
+        self.assertEqual(checked, 10, "frames with all their forms: %d" % checked)
+        self.assertGreater(every, 0)
+        self.assertGreater(with_stamps, 5, "frames with stamps")
         self.assertEqual(rc, 0, daemon.log())
         shutil.rmtree(d, ignore_errors=True)
 
