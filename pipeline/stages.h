@@ -451,11 +451,20 @@ int ss_weights_poly_d(const double *fx, const double *fy, const double *d, int n
  * constraints, those of a = a0 − μq (a0 the ss_weights_poly_d weights, q
  * the part of Dρ the constraints leave free) maximise the mover's
  * z ∝ (1 − ρ·a) / sqrt(1 + Σ a_k²/d_k), at μ = (1 + Σa0²/d) / (1 − ρ·a0)
- * (docs/QUALITY.md derives it). a0 is returned where ρ is nearly in the
+ * (docs/QUALITY.md derives it), clamped at no copy left (ρ·a = 0) and then
+ * lowered until a star's residual is no more significant than with a0
+ * (ss_star_significance). a0 is returned where ρ is nearly in the
  * constraints' span or ρ·a0 is nearly 1. Same returns. */
 #define SS_PROTECT_MIN_Q 1e-9
+#define SS_PROTECT_STEPS 64
 int ss_weights_protect(const double *fx, const double *fy, const double *d, const double *rho,
                        int n, int degree, double gamma, double *a);
+
+/* Σ|a_k| / sqrt(1 + Σ a_k²): the interpolation residual a star leaves
+ * with weights a (each frame's error at most adds up with its weight's
+ * sign) over the residual's noise. Negative weights that cancel a
+ * mover's copies raise it: the warm-up protection may not. */
+double ss_star_significance(const double *a, int n);
 
 /* Re-weighting where some history pixels are invalid (poly mode,
  * ALGORITHM §3 "Prediction and residual"). At a pixel where the frames of

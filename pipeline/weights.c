@@ -162,6 +162,32 @@ static int protect_direction(const double *fx, const double *fy, const double *d
     return 0;
 }
 
+double ss_star_significance(const double *a, int n)
+{
+    double l1 = 0.0, l2 = 0.0;
+    for (int k = 0; k < n; k++) {
+        l1 += fabs(a[k]);
+        l2 += a[k] * a[k];
+    }
+    return l1 / sqrt(1.0 + l2);
+}
+
+/* The largest μ of μz·(1 − j/SS_PROTECT_STEPS), j = 0, 1, ..., whose
+ * a0 − μq keeps ss_star_significance at most a0's (μ = 0 always does). */
+static double star_bounded_mu(const double *a0, const double *q, int n, double mu_z)
+{
+    const double s0 = ss_star_significance(a0, n);
+    for (int j = 0; j < SS_PROTECT_STEPS; j++) {
+        const double mu = mu_z * (1.0 - (double)j / SS_PROTECT_STEPS);
+        double a[SS_MAX_HISTORY];
+        for (int k = 0; k < n; k++)
+            a[k] = a0[k] - mu * q[k];
+        if (ss_star_significance(a, n) <= s0)
+            return mu;
+    }
+    return 0.0;
+}
+
 int ss_weights_protect(const double *fx, const double *fy, const double *d, const double *rho,
                        int n, int degree, double gamma, double *a)
 {
@@ -177,7 +203,7 @@ int ss_weights_protect(const double *fx, const double *fy, const double *d, cons
     }
     if (!(Q > SS_PROTECT_MIN_Q) || !(c0 > 0.0) || !(c0 < 1.0))
         return 0;
-    const double mu = fmin((1.0 + A) / (1.0 - c0), c0 / Q);
+    const double mu = star_bounded_mu(a, q, n, fmin((1.0 + A) / (1.0 - c0), c0 / Q));
     for (int k = 0; k < n; k++)
         a[k] -= mu * q[k];
     return 0;

@@ -468,8 +468,11 @@ START_TEST(test_tracks_end_to_end)
     ck_assert_msg(jget(a, "tracks.purity") >= 0.85, "purity %f", jget(a, "tracks.purity"));
     ck_assert_msg(jget(a, "tracks.false_tracks") <= 1, "%g false tracks",
                   jget(a, "tracks.false_tracks"));
-    double vr = jget(a, "tracks.velocity_rms");
-    ck_assert_msg(jget(a, "tracks.velocity_n") >= 10 && vr < 0.2, "velocity RMS %f px/frame", vr);
+    /* relative to each mover's speed: a pure track of three detections of
+     * a 20 px/frame trailed mover is 4 % (0.8 px/frame) off (measured
+     * 2026-11-24: 0.021 over 17 tracks, 0.20 px/frame absolute) */
+    double vr = jget(a, "tracks.velocity_rel_rms");
+    ck_assert_msg(jget(a, "tracks.velocity_n") >= 10 && vr < 0.05, "velocity relative RMS %f", vr);
     ck_assert(fabs(jget(a, "tracks.frame_interval") - c.frame_interval) < 1e-3);
     double by_speed = 0;
     for (int k = 0; k < 8; k++) {
@@ -482,8 +485,8 @@ START_TEST(test_tracks_end_to_end)
     ck_assert(jget(b, "tracks.segments") == segs);
     ck_assert(jget(b, "tracks.in_one") == jget(a, "tracks.in_one"));
     ck_assert(jget(b, "tracks.pure") == jget(a, "tracks.pure"));
-    ck_assert_msg(fabs(jget(b, "tracks.velocity_rms") - vr) < 1e-3, "derived %f, truth %f",
-                  jget(b, "tracks.velocity_rms"), vr);
+    ck_assert_msg(fabs(jget(b, "tracks.velocity_rel_rms") - vr) < 1e-3, "derived %f, truth %f",
+                  jget(b, "tracks.velocity_rel_rms"), vr);
     /* the tracker off: the same segments, none tracked */
     ck_assert(jget(off, "tracks.segments") == segs && jget(off, "tracks.reports") == 0);
     ck_assert(jget(off, "tracks.in_one") == 0 && jget(off, "tracks.untracked") == segs);
