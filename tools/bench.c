@@ -4,7 +4,8 @@
  * figures, it asserts nothing.
  *
  *   skysieve-bench [--backend cpu|cuda|both] [--size 512,2048] [--history 20,64]
- *                  [--frames N] [--warmup N] [--phases N] [--device D] [--csv FILE]
+ *                  [--frames N] [--warmup N] [--phases N] [--model-error 0|1]
+ *                  [--guided-mask 0|1] [--device D] [--csv FILE]
  *
  * Input: synthetic u16 star fields (tools/synth.h: stars, jitter, hot
  * pixels, cosmic rays, movers, a streak now and then), a few frames
@@ -77,14 +78,17 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: skysieve-bench [--backend cpu|cuda|both] [--size LIST] [--history LIST]\n"
-            "                      [--frames N] [--warmup N] [--phases N] [--device D]\n"
+            "                      [--frames N] [--warmup N] [--phases N]\n"
+            "                      [--model-error 0|1] [--guided-mask 0|1] [--device D]\n"
             "                      [--csv FILE]\n"
             "LIST is comma-separated, e.g. --size 512,2048. Without --size/--history: the\n"
             "issue's matrix (cpu 1024² and 2048² at N=20; cuda 512², 2048², 4096² at N=20 and\n"
             "2048² at N=64). --warmup: untimed frames first, default 2N+4 (the history\n"
             "full and the frames stored before the first ok one replaced: the steady state).\n"
             "--phases: pipeline.matched.phases (1 one kernel, 2 the 2x2 bank; default auto,\n"
-            "one kernel at the bench's PSF sigma of 1.4 px).\n");
+            "one kernel at the bench's PSF sigma of 1.4 px).\n"
+            "--model-error, --guided-mask: pipeline.noise.model_error and\n"
+            "pipeline.guided.mask off (0) or on (1); default: the keys' defaults (on).\n");
 }
 
 static int parse_list(const char *s, int *v, int max)
@@ -148,6 +152,8 @@ static ss_synth_t *bench_synth(int size, uint64_t seed)
 /* Run one configuration. */
 static int warmup_override = -1;
 static int phases_override = -1;    /* --phases: pipeline.matched.phases */
+static int model_error_override = -1; /* --model-error: pipeline.noise.model_error */
+static int guided_mask_override = -1; /* --guided-mask: pipeline.guided.mask */
 
 static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t *o)
 {
@@ -180,6 +186,10 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
     ss_pipeline_cfg_t cfg = bench_cfg(bc->cuda, bc->history, device);
     if (phases_override >= 0)
         cfg.mf_phases = phases_override;
+    if (model_error_override >= 0)
+        cfg.model_error = model_error_override != 0;
+    if (guided_mask_override >= 0)
+        cfg.guided_mask = guided_mask_override != 0;
     char err[256];
     /* two result buffers, their residuals in the backend's host memory
      * (pinned on CUDA) as a daemon's result pool has them: the end-to-end
@@ -403,6 +413,12 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--phases") && v) {
             phases_override = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--model-error") && v) {
+            model_error_override = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--guided-mask") && v) {
+            guided_mask_override = atoi(v);
             i++;
         } else if (!strcmp(a, "--device") && v) {
             device = atoi(v);
