@@ -38,7 +38,9 @@
  *   σ_ref = σ_pix, or 1 ADU for a noiseless configuration (so transients stay
  *   visible in noiseless test frames).
  * - Mover: F = mover_snr · σ_ref · sqrt(4π) · psf_sigma (the configured σ,
- *   which is what the pipeline's matched filter uses), times T_t. Movers move
+ *   which is what the pipeline's matched filter uses), times T_t. Its truth
+ *   SNR is the peak it has in this frame (point_snr): times T_t, and lower
+ *   in a frame whose seeing is worse than psf_sigma. Movers move
  *   at constant velocity in sky coordinates; their frame position wraps
  *   inside the frame (an edge band of a few σ is kept free) so every mover is
  *   visible in every frame. The truth numbers the branches of each mover's
@@ -1110,16 +1112,17 @@ static void make_streak(ss_synth_t *s, double T)
     st->by1 = SS_MIN((int)ceil(SS_MAX(st->y0, st->y1)) + pad, H - 1);
 }
 
-/* The peak §6 SNR of a point mover of flux fl ADU (kernel psf_sigma):
- * the star PSF's, or that of a Gaussian of mover_sigma (mover_flux). */
+/* The peak §6 SNR of a point mover of flux fl ADU with the pipeline's
+ * kernel (a Gaussian of psf_sigma, k): a Gaussian mover of width m peaks
+ * at fl·k / (σ_ref·sqrt(π)·(m² + k²)), m = mover_sigma, or this frame's
+ * seeing σ_t when the mover has the star PSF (the Gaussian of the same
+ * width for a Moffat). With m = k it is the F = snr·σ_ref·sqrt(4π)·k of
+ * mover_flux; in a frame of worse seeing the same flux peaks lower. */
 static double point_snr(const ss_synth_t *s, double fl)
 {
     const ss_synth_cfg_t *c = &s->c;
-    const double msg = c->mover_sigma;
-    if (msg > 0.0)
-        return fl * c->psf_sigma /
-               (s->sigma_ref * sqrt(M_PI) * (msg * msg + c->psf_sigma * c->psf_sigma));
-    return fl / (s->sigma_ref * sqrt(4.0 * M_PI) * c->psf_sigma);
+    const double k = c->psf_sigma, m = c->mover_sigma > 0.0 ? c->mover_sigma : s->sigma_t;
+    return fl * k / (s->sigma_ref * sqrt(M_PI) * (m * m + k * k));
 }
 
 /* Mover i's trail this frame, centred on (x, y) along its velocity, into
