@@ -1125,6 +1125,18 @@ static double point_snr(const ss_synth_t *s, double fl)
     return fl * k / (s->sigma_ref * sqrt(M_PI) * (m * m + k * k));
 }
 
+/* The peak §6 SNR of a trail of flux fl ADU and length L at its centre,
+ * drawn with this frame's seeing (or mover_sigma): trail_flux inverted
+ * with m = σ_t, so that at m = psf_sigma it is the SNR the trail was
+ * given, times the transparency, and lower in worse seeing (point_snr). */
+static double trail_snr(const ss_synth_t *s, double fl, double L)
+{
+    const ss_synth_cfg_t *c = &s->c;
+    const double k = c->psf_sigma, m = c->mover_sigma > 0.0 ? c->mover_sigma : s->sigma_t;
+    const double ss = sqrt(m * m + k * k);
+    return fl / L * M_SQRT2 * k * erf(L / (2.0 * M_SQRT2 * ss)) / (s->sigma_ref * ss);
+}
+
 /* Mover i's trail this frame, centred on (x, y) along its velocity, into
  * st (frame coordinates; flux fl ADU over its length, drawn with sigma
  * sg): the bounding box of its rendered pixels is clamped to the frame
@@ -1371,8 +1383,7 @@ ss_err_t ss_synth_next(ss_synth_t *s, ss_frame_t *f, ss_synth_truth_t *truth)
             s->trail_sg[s->n_trails++] = msg > 0.0 ? msg : s->sigma_t;
             make_trail(s, i, x, y, fl, msg > 0.0 ? msg : s->sigma_t, st);
             o.x0 = st->x0, o.y0 = st->y0, o.x1 = st->x1, o.y1 = st->y1;
-            /* the peak SNR it was given (trail_flux), dimmed as its flux */
-            o.snr = (c->n_mover_snr > 0 ? c->mover_snr_list[i % c->n_mover_snr] : c->mover_snr) * T;
+            o.snr = trail_snr(s, fl, s->mov_len[i]);
         } else {
             s->srcs[s->n_srcs++] = (src_t){x, y, fl, src_radius_sg(s, fl, msg), msg};
             o.snr = point_snr(s, fl);
