@@ -114,6 +114,7 @@ static void usage(FILE *out)
 "                          centre (x(1+N(0,0.2)) per frame, direction drifting) [%g]\n"
 "      --star-snap         stars on whole-pixel sky positions         [off]\n"
 "Transients (SNR: peak matched-filter SNR, F = snr*sigma_pix*sqrt(4 pi)*psf_sigma;\n"
+"the truth's snr is the peak in the frame's seeing and transparency;\n"
 "streaks: SNR on the streak axis = flux per px of length / sigma_pix)\n"
 "      --movers N          moving point sources (max %d)           [%d]\n"
 "      --mover-snr S                                                [%g]\n"
