@@ -5,7 +5,7 @@
  *
  *   skysieve-bench [--backend cpu|cuda|both] [--size 512,2048] [--history 20,64]
  *                  [--frames N] [--warmup N] [--phases N] [--model-error 0|1]
- *                  [--guided-mask 0|1] [--device D] [--csv FILE]
+ *                  [--guided-mask 0|1] [--output f32|f16|stamps] [--device D] [--csv FILE]
  *
  * Input: synthetic u16 star fields (tools/synth.h: stars, jitter, hot
  * pixels, cosmic rays, movers, a streak now and then), a few frames
@@ -79,8 +79,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: skysieve-bench [--backend cpu|cuda|both] [--size LIST] [--history LIST]\n"
             "                      [--frames N] [--warmup N] [--phases N]\n"
-            "                      [--model-error 0|1] [--guided-mask 0|1] [--device D]\n"
-            "                      [--csv FILE]\n"
+            "                      [--model-error 0|1] [--guided-mask 0|1]\n"
+            "                      [--output f32|f16|stamps] [--device D] [--csv FILE]\n"
             "LIST is comma-separated, e.g. --size 512,2048. Without --size/--history: the\n"
             "issue's matrix (cpu 1024² and 2048² at N=20; cuda 512², 2048², 4096² at N=20 and\n"
             "2048² at N=64). --warmup: untimed frames first, default 2N+4 (the history\n"
@@ -88,7 +88,10 @@ static void usage(void)
             "--phases: pipeline.matched.phases (1 one kernel, 2 the 2x2 bank; default auto,\n"
             "one kernel at the bench's PSF sigma of 1.4 px).\n"
             "--model-error, --guided-mask: pipeline.noise.model_error and\n"
-            "pipeline.guided.mask off (0) or on (1); default: the keys' defaults (on).\n");
+            "pipeline.guided.mask off (0) or on (1); default: the keys' defaults.\n"
+            "--output: what each result carries, as a subscriber asks for it (PROTOCOL.md\n"
+            "§5a/§5b): the float32 residual (default), its float16 alone, or stamps alone;\n"
+            "e2e_fps then reads back that form (pcie%% stays against the float32 copy).\n");
 }
 
 static int parse_list(const char *s, int *v, int max)
@@ -154,6 +157,19 @@ static int warmup_override = -1;
 static int phases_override = -1;    /* --phases: pipeline.matched.phases */
 static int model_error_override = -1; /* --model-error: pipeline.noise.model_error */
 static int guided_mask_override = -1; /* --guided-mask: pipeline.guided.mask */
+static const char *output_form = "f32"; /* --output: f32, f16 or stamps */
+
+/* The outputs --output names (ss_pipeline_set_outputs). */
+static ss_outputs_t bench_outputs(void)
+{
+    ss_outputs_t o = ss_outputs_default();
+    if (strcmp(output_form, "f32") != 0) {
+        o.f32 = 0;
+        o.f16 = !strcmp(output_form, "f16");
+        o.stamps = !strcmp(output_form, "stamps");
+    }
+    return o;
+}
 
 static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t *o)
 {
@@ -209,6 +225,8 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
             fprintf(stderr, "bench: %s\n", err);
             return -1;
         }
+        const ss_outputs_t outs = bench_outputs();
+        ss_pipeline_set_outputs(pl, &outs);
         /* pass 0: per-stage times (CPU wall clock; GPU timed mode)
          * pass 1: GPU graph mode, compute ms and wall ms per frame
          * pass 2: GPU end to end with prefetching */
@@ -419,6 +437,10 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--guided-mask") && v) {
             guided_mask_override = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--output") && v &&
+                   (!strcmp(v, "f32") || !strcmp(v, "f16") || !strcmp(v, "stamps"))) {
+            output_form = v;
             i++;
         } else if (!strcmp(a, "--device") && v) {
             device = atoi(v);
