@@ -9,7 +9,8 @@
 #   STEPS: a comma list of build, test, alltest, sanitize, racechain (racecheck on
 #   the whole-chain case, RACECHECK_CHAIN_S seconds, 400 by default), bench, profile (default:
 #   build,test,sanitize,bench;
-#   build is always done first). Each call of the device tool has 10
+#   build is always done first; RACECHECK_CASE_S: seconds per stage case
+#   of sanitize's racecheck, 90 by default). Each call of the device tool has 10
 #   minutes: a first call can do build,test,bench and a later one sanitize.
 # The GPU host has no packages: run ../shared/tools/gpu-deps-bundle once in
 # the checkout (it writes .gpudeps/), carry .gpudeps along; this script
@@ -82,7 +83,7 @@ do_sanitize() {
     : > "$OUT/racecheck.log"
     for c in calib registration whiten guided noise matched detect history chain; do
         # the chain case runs 24-frame sequences in four modes: minutes
-        local lim=40
+        local lim=${RACECHECK_CASE_S:-90}
         [ $c = chain ] && lim=${RACECHECK_CHAIN_S:-40}
         CK_RUN_CASE=$c step "racecheck $c" "$OUT/racecheck.log" $lim \
             $cs --tool racecheck --racecheck-report hazard $B/tests/check_cuda_parity
