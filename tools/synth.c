@@ -37,8 +37,9 @@
  *   (read_noise alone when gain = 0). Object fluxes are set from SNRs with
  *   σ_ref = σ_pix, or 1 ADU for a noiseless configuration (so transients stay
  *   visible in noiseless test frames).
- * - Mover: F = mover_snr · σ_ref · sqrt(4π) · psf_sigma (the configured σ,
- *   which is what the pipeline's matched filter uses), times T_t. Its truth
+ * - Mover: F = mover_snr · σ_ref · sqrt(π) · (2k² + 1/12) / k, k =
+ *   psf_sigma (the configured σ, which is what the pipeline's matched
+ *   filter uses; 1/12 a pixel's own variance), times T_t. Its truth
  *   SNR is the peak it has in this frame (point_snr): times T_t, and lower
  *   in a frame whose seeing is worse than psf_sigma. Movers move
  *   at constant velocity in sky coordinates; their frame position wraps
@@ -530,16 +531,21 @@ void ss_synth_destroy(ss_synth_t **ps)
     *ps = NULL;
 }
 
+/* A pixel's own variance, px²: a pixel-integrated Gaussian of σ is, to
+ * the matched filter, a Gaussian of σ² + 1/12 (docs/QUALITY.md, the static
+ * section: without it the truth SNR of an undersampled mover was one no
+ * pixel map reaches). */
+#define PIXEL_VAR (1.0 / 12.0)
+
 /* Flux of mover i at transparency 1 from its SNR (the peak of the §6 SNR
- * map, kernel psf_sigma): sqrt(4π)·σ_k for the star PSF, and for a Gaussian
- * of sigma σ_m filtered by σ_k, z = F·σ_k / (sqrt(π)·σ·(σ_m² + σ_k²)). */
+ * map, kernel psf_sigma σ_k): a pixel-integrated Gaussian of σ_m (the star
+ * PSF's σ, or mover_sigma) peaks at z = F·σ_k / (sqrt(π)·σ·(σ_m² + σ_k² +
+ * 1/12)). */
 static double mover_flux(const ss_synth_cfg_t *c, double sigma_ref, int i)
 {
     double snr = c->n_mover_snr > 0 ? c->mover_snr_list[i % c->n_mover_snr] : c->mover_snr;
-    if (c->mover_sigma > 0.0)
-        return snr * sigma_ref * sqrt(M_PI) *
-               (c->mover_sigma * c->mover_sigma + c->psf_sigma * c->psf_sigma) / c->psf_sigma;
-    return snr * sigma_ref * sqrt(4.0 * M_PI) * c->psf_sigma;
+    const double k = c->psf_sigma, m = c->mover_sigma > 0.0 ? c->mover_sigma : k;
+    return snr * sigma_ref * sqrt(M_PI) * (m * m + k * k + PIXEL_VAR) / k;
 }
 
 /* The length of mover i's trail at speed v px/frame, px: v·exposure /
@@ -559,7 +565,7 @@ static double trail_length(const ss_synth_cfg_t *c, double v)
 static double trail_flux(const ss_synth_cfg_t *c, double sigma_ref, double snr, double L)
 {
     const double sg = c->mover_sigma > 0.0 ? c->mover_sigma : c->psf_sigma;
-    const double sk = c->psf_sigma, ss = sqrt(sg * sg + sk * sk);
+    const double sk = c->psf_sigma, ss = sqrt(sg * sg + sk * sk + PIXEL_VAR);
     const double lambda = snr * sigma_ref * ss / (M_SQRT2 * sk * erf(L / (2.0 * M_SQRT2 * ss)));
     return lambda * L;
 }
@@ -1122,7 +1128,7 @@ static double point_snr(const ss_synth_t *s, double fl)
 {
     const ss_synth_cfg_t *c = &s->c;
     const double k = c->psf_sigma, m = c->mover_sigma > 0.0 ? c->mover_sigma : s->sigma_t;
-    return fl * k / (s->sigma_ref * sqrt(M_PI) * (m * m + k * k));
+    return fl * k / (s->sigma_ref * sqrt(M_PI) * (m * m + k * k + PIXEL_VAR));
 }
 
 /* The peak §6 SNR of a trail of flux fl ADU and length L at its centre,
@@ -1133,7 +1139,7 @@ static double trail_snr(const ss_synth_t *s, double fl, double L)
 {
     const ss_synth_cfg_t *c = &s->c;
     const double k = c->psf_sigma, m = c->mover_sigma > 0.0 ? c->mover_sigma : s->sigma_t;
-    const double ss = sqrt(m * m + k * k);
+    const double ss = sqrt(m * m + k * k + PIXEL_VAR);
     return fl / L * M_SQRT2 * k * erf(L / (2.0 * M_SQRT2 * ss)) / (s->sigma_ref * ss);
 }
 

@@ -103,8 +103,8 @@ typedef struct ss_synth_cfg {
     /* transients */
     int n_movers;                   /* moving point objects, alive in every frame */
     double mover_snr;               /* peak matched-filter SNR at the nominal seeing:
-                                     * F = snr·σ_pix·sqrt(4π)·psf_sigma (the truth's
-                                     * snr: the frame's peak, with its seeing) */
+                                     * F = snr·σ_pix·sqrt(π)·(2k² + 1/12)/k, k = psf_sigma
+                                     * (the truth's snr: the frame's peak, with its seeing) */
     int n_mover_snr;                /* > 0: mover i gets mover_snr_list[i % n_mover_snr]
                                      * instead of mover_snr; 0 = off */
     double mover_snr_list[SS_SYNTH_MAX_SNR_LIST];
