@@ -133,6 +133,17 @@ static double mf_snr(const ss_frame_t *f, int x, int y, double psf_sigma, double
     return (acc / ksum) / (sig * sqrt(k2) / ksum);
 }
 
+/* The largest mf_snr (noise 1) of the 3×3 pixels around (x, y): a
+ * source's peak whatever its sub-pixel phase. */
+static double peak_snr(const ss_frame_t *f, double x, double y, double psf_sigma)
+{
+    double z = 0.0;
+    for (int j = -1; j <= 1; j++)
+        for (int i = -1; i <= 1; i++)
+            z = fmax(z, mf_snr(f, (int)lround(x) + i, (int)lround(y) + j, psf_sigma, 1.0));
+    return z;
+}
+
 /* ---- determinism -------------------------------------------------------- */
 
 START_TEST(test_determinism)
@@ -577,11 +588,7 @@ START_TEST(test_snr_definitions)
             n_streak++;
         }
         if (hypot(st->x0 - m->x, st->y0 - m->y) > 20 && hypot(st->x1 - m->x, st->y1 - m->y) > 20) {
-            double zb = 0;
-            for (int j = -1; j <= 1; j++)
-                for (int i = -1; i <= 1; i++)
-                    zb = fmax(zb, mf_snr(f, (int)lround(m->x) + i, (int)lround(m->y) + j,
-                                         c.psf_sigma, 1.0));
+            double zb = peak_snr(f, m->x, m->y, c.psf_sigma);
             ck_assert_msg(zb > 0.9 * 20.0 && zb < 1.02 * 20.0, "mover peak SNR %f want 20", zb);
         }
     }
@@ -616,11 +623,7 @@ START_TEST(test_snr_follows_seeing)
         const ss_synth_obj_t *m = &t.obj[0];
         ck_assert_int_eq(m->kind, SS_SYNTH_MOVER);
         off += fabs(t.psf_sigma / c.psf_sigma - 1.0) > 0.15;
-        double zb = 0;
-        for (int j = -1; j <= 1; j++)
-            for (int i = -1; i <= 1; i++)
-                zb = fmax(zb, mf_snr(f, (int)lround(m->x) + i, (int)lround(m->y) + j,
-                                     c.psf_sigma, 1.0));
+        double zb = peak_snr(f, m->x, m->y, c.psf_sigma);
         ck_assert_msg(zb > 0.9 * m->snr && zb < 1.02 * m->snr,
                       "frame %d, seeing %.3f: peak SNR %f, truth %f", k, t.psf_sigma, zb, m->snr);
     }
@@ -651,11 +654,7 @@ START_TEST(test_snr_undersampled)
     for (int k = 0; k < 16; k++) {
         ck_assert_int_eq(ss_synth_next(s, f, &t), SS_OK);
         const ss_synth_obj_t *m = &t.obj[0];
-        double zb = 0;
-        for (int j = -1; j <= 1; j++)
-            for (int i = -1; i <= 1; i++)
-                zb = fmax(zb, mf_snr(f, (int)lround(m->x) + i, (int)lround(m->y) + j,
-                                     c.psf_sigma, 1.0));
+        double zb = peak_snr(f, m->x, m->y, c.psf_sigma);
         ck_assert_msg(zb < 1.02 * m->snr, "frame %d: peak SNR %f above the truth %f", k, zb,
                       m->snr);
         best = fmax(best, zb / m->snr);
@@ -712,11 +711,7 @@ START_TEST(test_trailed_movers)
                 }
             ck_assert_msg(fabs(sum / m->flux - 1.0) < 0.01, "trail flux %f want %f", sum, m->flux);
             ck_assert_msg(hypot(sx / sum - m->x, sy / sum - m->y) < 0.05, "centroid off");
-            double z = 0;
-            for (int j = -1; j <= 1; j++)
-                for (int i = -1; i <= 1; i++)
-                    z = fmax(z, mf_snr(f, (int)lround(m->x) + i, (int)lround(m->y) + j,
-                                       c.psf_sigma, 1.0));
+            double z = peak_snr(f, m->x, m->y, c.psf_sigma);
             ck_assert(round || fabs(m->snr - 12.0) < 1e-9);
             ck_assert_msg(z > 0.95 * m->snr && z < 1.03 * m->snr,
                           "seeing %.3f: trail peak SNR %f want %f", t.psf_sigma, z, m->snr);
