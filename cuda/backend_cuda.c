@@ -1684,6 +1684,7 @@ static void acc_decode(const cu_acc_t *d, ss_comp_acc_t *a)
         a->ridx = -1;
     }
     a->rwgt = d->rwgt;
+    memcpy(a->zn, d->zn, sizeof a->zn);
     if (d->zkey) {
         a->zmax = key_to_float((unsigned int)(d->zkey >> 32));
         a->zidx = (int)~(unsigned int)(d->zkey & 0xffffffffu);

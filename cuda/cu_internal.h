@@ -78,7 +78,9 @@ typedef struct cu_acc {
     double sw, swx, swy, swxx, swxy, swyy, sx, sy, flux, rpos;
     unsigned long long zkey;        /* key(zmax) << 32 | ~zidx: max = largest z, smallest index */
     unsigned long long rkey;        /* key(rmax) << 32 | ~ridx, the same way (0: no finite r) */
-    double rwgt;                    /* max(s·r'(ridx), 0), after the pass (k_acc_rwgt) */
+    double rwgt;                    /* max(s·r'(ridx), 0), after the pass (k_acc_finish) */
+    float zn[4];                    /* s·z at zidx's neighbours, after the pass (k_acc_finish;
+                                     * ss_peak_neighbours) */
     int area, x0, y0, x1, y1, invalid_nb, edge, sign;
     int kx0, ky0, kx1, ky1;         /* bbox of the seed pixels (s·z >= thresh) */
     int label;                      /* ±(index+1), set when initialised */

@@ -28,6 +28,7 @@
  * them into detections with ss_measure_finish.
  */
 #include "cu_internal.h"
+#include "pipeline/peak_core.h"
 
 #include <math.h>
 
@@ -621,20 +622,25 @@ __global__ void k_ovf_acc(const float *__restrict__ z, const float *__restrict__
 }
 
 /* After the accumulation: each measured accumulator's weight of its
- * brightest unfiltered pixel in the moments (ss_measure_acc's last loop).
- * Measured: min(np + nn, max_comp) (overflow = 0) or min(n_elig,
- * max_comp) (overflow = 1, after k_ovf_slots). */
-__global__ void k_acc_rwgt(const cu_params_t *__restrict__ p, const cu_results_t *__restrict__ res,
-                           const float *__restrict__ rc, cu_acc_t *acc, int overflow)
+ * brightest unfiltered pixel in the moments and its SNR peak's neighbours
+ * (ss_measure_acc's last loop). Measured: min(np + nn, max_comp)
+ * (overflow = 0) or min(n_elig, max_comp) (overflow = 1, after
+ * k_ovf_slots). */
+__global__ void k_acc_finish(const cu_params_t *__restrict__ p,
+                             const cu_results_t *__restrict__ res, const float *__restrict__ rc,
+                             const float *__restrict__ z, int w, int h, cu_acc_t *acc,
+                             int overflow)
 {
     const int n = min(overflow ? res->n_elig : res->np + res->nn, p->max_comp);
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
         cu_acc_t *a = &acc[k];
-        if (!a->rkey)
-            continue;
-        const size_t i = (size_t)(unsigned int)~(unsigned int)(a->rkey & 0xffffffffull);
-        const double v = (double)a->sign * (double)rc[i];
-        a->rwgt = isfinite(v) && v > 0.0 ? v : 0.0;
+        if (a->rkey) {
+            const size_t i = (size_t)(unsigned int)~(unsigned int)(a->rkey & 0xffffffffull);
+            const double v = (double)a->sign * (double)rc[i];
+            a->rwgt = isfinite(v) && v > 0.0 ? v : 0.0;
+        }
+        const int zidx = a->zkey ? (int)~(unsigned int)(a->zkey & 0xffffffffull) : -1;
+        ss_peak_neighbours(z, w, h, zidx, a->sign, a->zn);
     }
 }
 
@@ -662,7 +668,7 @@ extern "C" cudaError_t cu_detect(const cu_params_t *p, const float *zg, const fl
     k_ccl_number<<<nchunks, CH_THREADS, 0, s>>>(p, zg, w, h, parent, seed, chunk_cnt, res, labels,
                                                 acc);
     k_ccl_relabel<<<grid1(npix, 256), 256, 0, s>>>(z, rc, r, w, h, parent, p, res, labels, acc);
-    k_acc_rwgt<<<grid1((size_t)max_comp, 256), 256, 0, s>>>(p, res, rc, acc, 0);
+    k_acc_finish<<<grid1((size_t)max_comp, 256), 256, 0, s>>>(p, res, rc, z, w, h, acc, 0);
     return cudaGetLastError();
 }
 
@@ -682,6 +688,6 @@ extern "C" cudaError_t cu_detect_overflow(const cu_params_t *p, const float *z, 
     }
     k_ovf_slots<<<gc, 256, 0, s>>>(p, res, pkey, parea, tk, acc, w, h);
     k_ovf_acc<<<gp, 256, 0, s>>>(z, rc, r, w, h, labels, parea, p, res, acc);
-    k_acc_rwgt<<<grid1((size_t)max_comp, 256), 256, 0, s>>>(p, res, rc, acc, 1);
+    k_acc_finish<<<grid1((size_t)max_comp, 256), 256, 0, s>>>(p, res, rc, z, w, h, acc, 1);
     return cudaGetLastError();
 }

@@ -28,7 +28,9 @@ typedef struct ss_detection {
     int label;                  /* component label in the frame's label plane (sign · (index+1)) */
     int sign;                   /* +1 brighter than the background, -1 fainter (vanished) */
     ss_kind_t kind;
-    double x, y;                /* centroid, 0-based pixel centres, weighted by sign·r' > 0 */
+    double x, y;                /* position, 0-based pixel centres: a point's from its SNR
+                                 * peak (peak_core.h), else the centroid weighted by
+                                 * sign·r' > 0 */
     double flux;                /* Σ sign·r' over the component (ADU) */
     double flux_err;            /* σ·sqrt(area) */
     double peak_snr;            /* max sign·z over the component */
@@ -37,7 +39,7 @@ typedef struct ss_detection {
     int bbox_x0, bbox_y0, bbox_x1, bbox_y1; /* inclusive bounds */
     double a, b;                /* semi-axes (px, from the second moments: sqrt of eigenvalues) */
     double theta;               /* major-axis angle, radians from +x towards +y, in (-pi/2, pi/2] */
-    double x0, y0, x1, y1;      /* streak end points (both equal the centroid for other kinds) */
+    double x0, y0, x1, y1;      /* streak end points (both equal x, y for other kinds) */
     double peak_fraction;       /* brightest unfiltered-residual pixel / flux (cosmic test) */
     int flags;                  /* SS_DET_* */
     int has_radec;              /* 1 when a celestial WCS was known */

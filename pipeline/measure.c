@@ -53,6 +53,7 @@
  * planted-source version of this.
  */
 #include "stages.h"
+#include "peak_core.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -75,6 +76,7 @@ static void acc_init(ss_comp_acc_t *a, int sign, int label, int w, int h)
     a->y0 = a->ky0 = h;
     a->x1 = a->kx1 = -1;
     a->y1 = a->ky1 = -1;
+    a->zn[0] = a->zn[1] = a->zn[2] = a->zn[3] = NAN;
 }
 
 /* 1 if any in-frame 8-neighbour of (x, y) is NaN in z. Neighbours outside
@@ -202,13 +204,17 @@ void ss_measure_acc(const int32_t *labels, int np, int nn, const int32_t *slot, 
         }
     }
 
-    /* The brightest unfiltered pixel's weight in the moments. */
+    /* The brightest unfiltered pixel's weight in the moments, and the
+     * SNR peak's neighbours. */
     for (int k = 0; k < nc; k++) {
         const int a = slot ? slot[k] : k;
-        if (a < 0 || (slot && a >= nslot) || acc[a].ridx < 0)
+        if (a < 0 || (slot && a >= nslot))
             continue;
-        const double v = acc[a].sign * (double)rc[acc[a].ridx];
-        acc[a].rwgt = isfinite(v) && v > 0.0 ? v : 0.0;
+        if (acc[a].ridx >= 0) {
+            const double v = acc[a].sign * (double)rc[acc[a].ridx];
+            acc[a].rwgt = isfinite(v) && v > 0.0 ? v : 0.0;
+        }
+        ss_peak_neighbours(z, w, h, acc[a].zidx, acc[a].sign, acc[a].zn);
     }
 }
 
@@ -518,6 +524,23 @@ static void moment_ellipse(double sw, double swx, double swy, double swxx, doubl
     *theta = th;
 }
 
+/* A point's position from its SNR peak (peak_core.h): the vertex of the
+ * parabolas through ln(s·z) at the peak and its neighbours, on each axis
+ * where they allow it (d->x, d->y, the centroid, stay on an axis where they
+ * do not). Only with one matched-filter phase: the maximum over several
+ * phases' maps is flat-topped, not a Gaussian. */
+static void peak_position(const ss_comp_acc_t *acc, int w, const ss_pipeline_cfg_t *c,
+                          ss_detection_t *d)
+{
+    if (acc->zidx < 0 || w <= 0 || ss_mf_phases_used(c->psf_sigma, c->mf_phases) != 1)
+        return;
+    double ox, oy;
+    if (ss_peak_offset(acc->zn[0], acc->zmax, acc->zn[1], &ox))
+        d->x = d->peak_x + ox;
+    if (ss_peak_offset(acc->zn[2], acc->zmax, acc->zn[3], &oy))
+        d->y = d->peak_y + oy;
+}
+
 void ss_measure_finish(const ss_comp_acc_t *acc, int label, float sigma, int w,
                        const ss_pipeline_cfg_t *c, ss_detection_t *d)
 {
@@ -587,12 +610,15 @@ void ss_measure_finish(const ss_comp_acc_t *acc, int label, float sigma, int w,
     else
         d->kind = SS_KIND_POINT;
 
+    if (d->kind == SS_KIND_POINT)
+        peak_position(acc, w, c, d);
+
     /* Streak end points: on the line through the centroid along the major
      * axis, where the seed pixels stop (streak_ends); (x0, y0) is the end
      * towards -u, so x0 <= x1 (cos θ >= 0). Other kinds: both at the
-     * centroid. */
-    d->x0 = d->x1 = mx;
-    d->y0 = d->y1 = my;
+     * position. */
+    d->x0 = d->x1 = d->x;
+    d->y0 = d->y1 = d->y;
     if (d->kind == SS_KIND_STREAK)
         streak_ends(acc, sigma, c, d);
 

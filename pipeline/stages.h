@@ -945,6 +945,8 @@ typedef struct ss_comp_acc {
     float rmax, zmax;
     int ridx, zidx;
     double rwgt;
+    float zn[4];                    /* s·z at the peak's neighbours x-1, x+1, y-1, y+1
+                                     * (NaN outside the frame), after the pass */
     int x0, y0, x1, y1;
     int kx0, ky0, kx1, ky1;
     int invalid_nb, edge;

@@ -973,11 +973,12 @@ static const ss_detection_t *nearest(const ss_detlist_t *l, double x, double y, 
 
 /* Point sources at matched-filter SNR 8-200 (F = snr·σ·sqrt(4π)·p,
  * ALGORITHM §6), random sub-pixel positions: every one found, a point;
- * centroid rms error within 1.3× what 1000 trials per SNR gave (0.56,
- * 0.42, 0.31, 0.16, 0.05 px: the r'-weighted centroid over the footprint
- * carries the noise of every footprint pixel), no single error beyond
- * max(24/SNR, 0.8) px (noise at τ_low that joins the footprint drags the
- * isophotal centroid: 1.85 px worst of 1000 at SNR 12, 0.75 at SNR 50);
+ * position rms error within 1.3× what 1000 trials per SNR gave from the
+ * SNR peak (peak_core.h): 0.379, 0.247, 0.148, 0.059, 0.015 px, within
+ * 8 % of the Cramér-Rao bound 2p/SNR (the r'-weighted centroid over the
+ * footprint, which carries the noise of every footprint pixel, gave
+ * 0.56, 0.42, 0.31, 0.16, 0.05 px), no single error beyond max(24/SNR,
+ * 0.8) px;
  * none called cosmic (the PSF puts <= 8 % of the flux in one pixel;
  * measured worst peak fraction at SNR 8: ~0.22). */
 START_TEST(test_classify_points)
@@ -986,7 +987,7 @@ START_TEST(test_classify_points)
     bench_t b;
     bench_init(&b, 48, 48);
     const double snrs[] = { 8, 12, 20, 50, 200 };
-    const double rms_max[] = { 0.73, 0.55, 0.40, 0.21, 0.07 };
+    const double rms_max[] = { 0.49, 0.32, 0.19, 0.076, 0.019 };
     for (int s = 0; s < 5; s++) {
         double se = 0.0;
         for (int t = 0; t < 40; t++) {
