@@ -149,6 +149,7 @@ struct ss_backend {
     uint16_t *d_hits;
     uint8_t *d_learned;
     float *d_plane[SS_PLANE__COUNT];
+    int mv_pending;                 /* a modelvar's β and count not yet read back */
     int grow_raw;                   /* SNR_RAW holds this frame's z before the model-error
                                      * division (modelvar, β > 0): detection grows on it */
     int32_t *d_labels;
@@ -158,7 +159,6 @@ struct ss_backend {
     float *d_ref_lvl[SS_MAX_LEVELS + 1], *d_cur_lvl[SS_MAX_LEVELS + 1];
     int lw[SS_MAX_LEVELS + 1], lh[SS_MAX_LEVELS + 1];
     float *d_gs[6];                 /* guided scratch: A/A1, B/A2, B, L, p − c2·Q, mask box rows */
-    float *h_mvq;                   /* npix: the model-error fit's samples on the host */
     float *d_misc;                  /* misc: c */
     int32_t *d_parent;
     uint8_t *d_u8;
@@ -666,14 +666,19 @@ static cudaError_t st_mv_template(ss_backend_t *b, cudaStream_t s, int v)
     SK(cu_mv_template(S, b->w, b->h, b->d_plane[SS_PLANE_STAR], s));
     SK(cu_mv_gather(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR], b->w, b->h,
                     b->d_selbuf, (unsigned int)b->npix, &b->d_res->mv_count, s));
-    return cu_copy_small(&b->m_res->mv_count, &b->d_res->mv_count, sizeof(unsigned int), s);
+    SK(cu_select_median_buf(b->d_selbuf, &b->d_res->mv_count, (unsigned int)b->npix, b->d_sel,
+                            sel_grid(b, b->npix), s));
+    return cu_mv_beta(b->d_sel, b->d_res, s);
 }
 
 static cudaError_t st_mv_apply(ss_backend_t *b, cudaStream_t s, int v)
 {
     (void)v;
-    return cu_mv_apply(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR],
-                       b->d_plane[SS_PLANE_SNR_RAW], b->npix, s);
+    SK(cu_mv_apply(b->d_res, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR],
+                   b->d_plane[SS_PLANE_SNR_RAW], b->npix, s));
+    /* count and β reach the host with the detection's wait (cuda_model_stats) */
+    return cu_copy_small(&b->m_res->mv_count, &b->d_res->mv_count,
+                         sizeof b->d_res->mv_count + sizeof b->d_res->mv_beta, s);
 }
 
 /* v = 1: grow on SNR_RAW, seeds on SNR (b->grow_raw); 0: both on SNR. */
@@ -907,7 +912,6 @@ static void cuda_destroy(ss_backend_t **pb)
     free(b->vote_hist);
     free(b->h_acc_big);
     free(b->h_rank);
-    free(b->h_mvq);
     for (int i = 0; i < MAX_TIMERS; i++) {
         if (b->timers[i].a)
             cudaEventDestroy(b->timers[i].a);
@@ -1117,9 +1121,6 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     b->h_rank = malloc((size_t)b->max_comp * sizeof(ss_rank_t));
     if (!b->h_rank)
         return create_fail(&b, cudaErrorMemoryAllocation, "host ranking");
-    b->h_mvq = malloc(npix * sizeof(float));
-    if (!b->h_mvq)
-        return create_fail(&b, cudaErrorMemoryAllocation, "host model-error samples");
     memset(b->h_params, 0, sizeof *b->h_params);
     memset(b->h_res, 0, sizeof *b->h_res);
     /* scratch starts defined (compute-sanitizer's initcheck, and reads of
@@ -1617,11 +1618,11 @@ static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, int phases, floa
     return op_end(b);
 }
 
-/* §6b: the template and the samples on the device, β on the host
- * (ss_mv_beta, the same selection as the CPU's), the division on the
- * device. Two waits: the samples' number, then the samples. */
+/* §6b, all on the device (no host round trip): the template, the
+ * samples, their median (β, ss_mv_beta) and the division. β and the
+ * samples' number come back with the detection's wait (cuda_model_stats). */
 static ss_err_t cuda_modelvar(ss_backend_t *b, int r, double psf_sigma, float sigma, int stride,
-                              float tmin, float *beta, int *n)
+                              float tmin)
 {
     ss_err_t e = op_begin(b);
     if (e || (e = params_begin(b)))
@@ -1631,25 +1632,25 @@ static ss_err_t cuda_modelvar(ss_backend_t *b, int r, double psf_sigma, float si
     hp->mv_sigma = sigma;
     hp->mv_stride = stride < 1 ? 1 : stride;
     hp->mv_tmin = tmin;
-    hp->mv_beta = 0.0f;
-    if ((e = enqueue(b, st_mv_template, r * 64 + R, SS_STAGE_MATCHED)) || (e = flush_wait(b)))
+    if ((e = enqueue(b, st_mv_template, r * 64 + R, SS_STAGE_MATCHED)) ||
+        (e = enqueue(b, st_mv_apply, 0, SS_STAGE_MATCHED)))
         return e;
-    const unsigned int cnt = SS_MIN(b->h_res->mv_count, (unsigned int)b->npix);
-    if (cnt > 0) {              /* pageable: through the copy engine, on the work's stream */
-        CK(b, cudaMemcpyAsync(b->h_mvq, b->d_selbuf, (size_t)cnt * sizeof(float),
-                              cudaMemcpyDeviceToHost, b->cs));
-        CK(b, cudaEventRecord(b->ev_done, b->cs));
-        CK(b, cudaEventSynchronize(b->ev_done));
-    }
-    *n = (int)cnt;
-    *beta = ss_mv_beta(b->h_mvq, (int)cnt);
-    if ((e = params_begin(b)))
-        return e;
-    hp->mv_beta = *beta;
-    if ((e = enqueue(b, st_mv_apply, 0, SS_STAGE_MATCHED)))
-        return e;
-    b->grow_raw = *beta > 0.0f;
+    b->grow_raw = 1;                /* SNR_RAW is this z before its division (β = 0: z itself) */
+    b->mv_pending = 1;
     return op_end(b);
+}
+
+/* β and the number of samples of the last modelvar: as the detection's
+ * wait brought them back, or waited for here when no detection ran since. */
+static ss_err_t cuda_model_stats(ss_backend_t *b, float *beta, int *n)
+{
+    ss_err_t e = op_begin(b);
+    if (e || (b->mv_pending && (e = flush_wait(b))))
+        return e;
+    b->mv_pending = 0;
+    *n = (int)SS_MIN(b->h_res->mv_count, (unsigned int)b->npix);
+    *beta = b->h_res->mv_beta;
+    return SS_OK;
 }
 
 /* A device accumulator as ss_comp_acc_t. */
@@ -1751,6 +1752,7 @@ static ss_err_t cuda_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
     hp->min_area = c->min_area;
     if ((e = enqueue(b, st_detect, b->grow_raw, SS_STAGE_DETECT)) || (e = flush_wait(b)))
         return e;
+    b->mv_pending = 0;
     const int nc = b->h_res->np + b->h_res->nn;
     int nacc = nc, unmeasured = 0;
     if (nc > b->max_comp) {
@@ -2094,9 +2096,9 @@ HOST_TIMED(cuda_matched, SS_STAGE_MATCHED,
            (ss_backend_t *b, double psf_sigma, int phases, float sigma),
            (b, psf_sigma, phases, sigma))
 HOST_TIMED(cuda_modelvar, SS_STAGE_MATCHED,
-           (ss_backend_t *b, int r, double psf_sigma, float sigma, int stride, float tmin,
-            float *beta, int *n),
-           (b, r, psf_sigma, sigma, stride, tmin, beta, n))
+           (ss_backend_t *b, int r, double psf_sigma, float sigma, int stride, float tmin),
+           (b, r, psf_sigma, sigma, stride, tmin))
+HOST_TIMED(cuda_model_stats, SS_STAGE_DETECT, (ss_backend_t *b, float *beta, int *n), (b, beta, n))
 HOST_TIMED(cuda_detect, SS_STAGE_DETECT, (ss_backend_t *b, float sigma, ss_detlist_t *out),
            (b, sigma, out))
 HOST_TIMED(cuda_history_store, SS_STAGE_HISTORY, (ss_backend_t *b, int slot, int remove, int radius),
@@ -2134,6 +2136,7 @@ static const ss_backend_ops_t cuda_ops = {
     .noise = cuda_noise_timed,
     .matched = cuda_matched_timed,
     .modelvar = cuda_modelvar_timed,
+    .model_stats = cuda_model_stats_timed,
     .detect = cuda_detect_timed,
     .history_store = cuda_history_store_timed,
     .read_plane = cuda_read_plane_timed,

@@ -140,12 +140,11 @@ typedef struct cu_params {
     float mf_k[SS_MF_MAX_PHASES][CU_KTAPS];   /* ss_psf_kernel_phase of each phase */
 
     /* model-error term (§6b): the star map's matched filter (one kernel,
-     * phase 0, at the residual's σ), the fit's sampling and its β */
+     * phase 0, at the residual's σ) and the fit's sampling (β: cu_results_t) */
     float mv_k[CU_KTAPS];           /* ss_psf_kernel */
     float mv_sigma;
     int mv_stride;
     float mv_tmin;
-    float mv_beta;
 
     /* detection */
     float thresh, thresh_low;
@@ -179,6 +178,7 @@ typedef struct cu_results {
     int np, nn;                     /* components, both signs, before truncation */
     int n_elig;                     /* eligible components (cu_detect_overflow) */
     unsigned int mv_count;          /* model-error fit samples (cu_mv_gather) */
+    float mv_beta;                  /* their β (cu_mv_beta; ss_mv_beta) */
     double fine[2 * SS_FINE_BANDS * SS_FINE_NSUMS]; /* fine sums: [rows|columns][band][sum] */
     double corr[9 * 2];             /* refinement scratch: (sum, count) per candidate */
 } cu_results_t;
@@ -208,6 +208,11 @@ cudaError_t cu_select_small(const cu_sampler_t *samp, int mode, float *out_f, do
                             long long nsamples, cudaStream_t s);
 cudaError_t cu_select_mad(const cu_sampler_t *samp, cu_sel_ws_t *ws, int mode, float *out_f,
                           double *out_d, int grid, float *buf, cudaStream_t s);
+/* The lower median of buf[0 .. min(*count, cap)) (all finite; *count on
+ * the device): ws->st[0].result (NaN when there are none), the number in
+ * ws->ncomp. No host round trip. */
+cudaError_t cu_select_median_buf(const float *buf, const unsigned int *count, unsigned int cap,
+                                 cu_sel_ws_t *ws, int grid, cudaStream_t s);
 
 /* k_register.cu */
 /* The registration input: FRAME cleaned of sharp outliers (σ from the
@@ -283,14 +288,16 @@ cudaError_t cu_copy_small(void *dst, const void *src, size_t bytes, cudaStream_t
 
 /* k_modelvar.cu (§6b, modelvar.c): D = ss_mv_template(t); the fit's samples
  * ss_mv_gather(z, D) compacted into q (room for cap) in no particular order,
- * their number in *count (may exceed cap; zeroed first); z = ss_mv_apply(z,
- * D, p->mv_beta, raw). */
+ * their number in *count (may exceed cap; zeroed first); res->mv_beta =
+ * ss_mv_beta of them from their median (cu_mv_beta, after
+ * cu_select_median_buf); z = ss_mv_apply(z, D, res->mv_beta, raw). */
 cudaError_t cu_mv_clip(const float *a, const float *A, float *out, size_t n, int restore,
                        cudaStream_t s);     /* ss_mv_clip (0) / ss_mv_restore (1) */
 cudaError_t cu_mv_template(const float *t, int w, int h, float *D, cudaStream_t s);
 cudaError_t cu_mv_gather(const cu_params_t *p, const float *z, const float *D, int w, int h,
                          float *q, unsigned int cap, unsigned int *count, cudaStream_t s);
-cudaError_t cu_mv_apply(const cu_params_t *p, float *z, const float *D, float *raw, size_t n,
+cudaError_t cu_mv_beta(const cu_sel_ws_t *ws, cu_results_t *res, cudaStream_t s);
+cudaError_t cu_mv_apply(const cu_results_t *res, float *z, const float *D, float *raw, size_t n,
                         cudaStream_t s);
 /* k_register.cu: ss_hipass of in (radius r) into out; sc: 2 planes */
 cudaError_t cu_hipass(const float *in, int w, int h, int r, float *const *sc, float *out,

@@ -70,17 +70,24 @@ __global__ void k_mv_gather(const cu_params_t *__restrict__ p, const float *__re
         q[k] = (zv * zv / SS_MV_CHI2_MED - 1.0f) / (tv * tv);     /* ss_mv_q */
 }
 
+/* ss_mv_beta from the median of the samples (cu_select_median_buf). */
+__global__ void k_mv_beta(const cu_sel_ws_t *__restrict__ ws, cu_results_t *res)
+{
+    const float m = ws->st[0].result;
+    res->mv_beta = ws->ncomp >= SS_MV_MIN_SAMPLES && m > 0.0f ? m : 0.0f;
+}
+
 /* ss_mv_apply, with raw */
-__global__ void k_mv_apply(const cu_params_t *__restrict__ p, float *__restrict__ z,
+__global__ void k_mv_apply(const cu_results_t *__restrict__ res, float *__restrict__ z,
                            const float *__restrict__ D, float *__restrict__ raw, size_t n)
 {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const float beta = p->mv_beta;
-    if (i >= n || !(beta > 0.0f))
+    if (i >= n)
         return;
+    const float beta = res->mv_beta;
     const float zv = z[i], tv = D[i];
     raw[i] = zv;
-    if (isfinite(zv) && isfinite(tv))
+    if (beta > 0.0f && isfinite(zv) && isfinite(tv))
         z[i] = zv / sqrtf(1.0f + beta * tv * tv);
 }
 
@@ -115,11 +122,17 @@ extern "C" cudaError_t cu_mv_gather(const cu_params_t *p, const float *z, const 
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t cu_mv_apply(const cu_params_t *p, float *z, const float *D, float *raw,
+extern "C" cudaError_t cu_mv_beta(const cu_sel_ws_t *ws, cu_results_t *res, cudaStream_t s)
+{
+    k_mv_beta<<<1, 1, 0, s>>>(ws, res);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_mv_apply(const cu_results_t *res, float *z, const float *D, float *raw,
                                    size_t n, cudaStream_t s)
 {
     if (n == 0)
         return cudaSuccess;
-    k_mv_apply<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(p, z, D, raw, n);
+    k_mv_apply<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(res, z, D, raw, n);
     return cudaGetLastError();
 }

@@ -127,9 +127,10 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
     const unsigned int bmask = pass_mask(pass);
     const float centre = which ? ws->st[0].result : 0.0f;
     const int lane = threadIdx.x & 31;
-    if (buf && (which || pass > 0)) {
-        /* every later pass reads the finite samples compacted by the first */
-        if (which || st.n > 0) {
+    if (buf && (which || pass > 0 || !sp)) {
+        /* every later pass reads the finite samples compacted by the first
+         * (without a sampler, every pass reads ws->ncomp samples of buf) */
+        if (which || pass == 0 || st.n > 0) {
             const unsigned int n = ws->ncomp;
             for (unsigned int j = blockIdx.x * blockDim.x + threadIdx.x; j < n;
                  j += gridDim.x * blockDim.x) {
@@ -473,6 +474,27 @@ extern "C" cudaError_t cu_select_small(const cu_sampler_t *samp, int mode, float
         cap = 0;
     k_sel_small<<<1, SMALL_THREADS, (size_t)cap * sizeof(float), s>>>(samp, mode, out_f, out_d,
                                                                      (int)cap);
+    return cudaGetLastError();
+}
+
+/* The number of samples in buf for cu_select_median_buf: *count, at most
+ * cap. */
+static __global__ void k_sel_count(const unsigned int *count, unsigned int cap, cu_sel_ws_t *ws)
+{
+    ws->ncomp = min(*count, cap);
+}
+
+extern "C" cudaError_t cu_select_median_buf(const float *buf, const unsigned int *count,
+                                            unsigned int cap, cu_sel_ws_t *ws, int grid,
+                                            cudaStream_t s)
+{
+    cudaError_t e = cudaMemsetAsync(ws, 0, sizeof *ws, s);
+    if (e != cudaSuccess)
+        return e;
+    k_sel_count<<<1, 1, 0, s>>>(count, cap, ws);
+    for (int pass = 0; pass < 3; pass++)
+        k_sel_pass<<<grid, SEL_THREADS, 0, s>>>(NULL, ws, 0, pass, -1, NULL, NULL,
+                                                const_cast<float *>(buf));
     return cudaGetLastError();
 }
 

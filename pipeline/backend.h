@@ -24,7 +24,7 @@
  *   PREDICTION  P, RESIDUAL r, CLEAN r' (after the guided filter; equals r
  *               when the stage is off), SNR z
  *   SNR_RAW     z before the model-error division: modelvar copies SNR
- *               here before it divides SNR (only when its β > 0); the
+ *               here before it divides SNR (β = 0: divides nothing); the
  *               hysteresis grows components on it, seeds on SNR
  *   STAR        D, the model-error template of the prediction's stars
  *               (ss_star_template; written by modelvar)
@@ -154,17 +154,20 @@ typedef struct ss_backend_ops {
     ss_err_t (*matched)(ss_backend_t *b, double psf_sigma, int phases, float sigma);
     /* §6b, after matched: PREDICTION -> STAR (the template D,
      * ss_star_template with radius r, psf_sigma and sigma), the fit's
-     * samples (ss_mv_gather of SNR and STAR with stride and tmin) to the
-     * host, *beta = ss_mv_beta of them, then, when *beta > 0, SNR to
-     * SNR_RAW and ss_mv_apply(SNR, STAR, *beta). *n gets the number of
-     * samples. */
+     * samples (ss_mv_gather of SNR and STAR with stride and tmin), β =
+     * ss_mv_beta of them, SNR to SNR_RAW and ss_mv_apply(SNR, STAR, β).
+     * Nothing comes back to the host here (model_stats). */
     ss_err_t (*modelvar)(ss_backend_t *b, int r, double psf_sigma, float sigma, int stride,
-                         float tmin, float *beta, int *n);
+                         float tmin);
+    /* The last modelvar's β (*beta) and number of samples (*n). Call after
+     * the detect that follows it, which brings them back on CUDA; called
+     * before, it waits for them. */
+    ss_err_t (*model_stats)(ss_backend_t *b, float *beta, int *n);
     /* §7: SNR -> LABELS (every component; ss_label_seeded with growth on
      * SNR_RAW and seeds on SNR when the last of matched, write_plane of
-     * SNR (both: no), modelvar and write_plane of SNR_RAW (both: yes when
-     * β > 0) left SNR_RAW as this z before its division; else growth and
-     * seeds on SNR), then
+     * SNR (both: no), modelvar and write_plane of SNR_RAW (both: yes) left
+     * SNR_RAW as this z before its division; else growth and seeds on
+     * SNR), then
      * measurement of SNR, CLEAN and RESIDUAL into out: the
      * ss_detect_keep most significant eligible components, most
      * significant first, truncated exact (ss_measure_rank), whatever the

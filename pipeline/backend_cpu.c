@@ -50,7 +50,9 @@ struct ss_backend {
     double ms[SS_STAGE__COUNT];
     uint64_t rd_issued;             /* read_begin tickets */
     int grow_raw;                   /* SNR_RAW holds this frame's z before the model-error
-                                     * division (modelvar, β > 0): detection grows on it */
+                                     * division (modelvar): detection grows on it */
+    float mv_beta;                  /* the last modelvar's β and samples (model_stats) */
+    int mv_n;
 };
 
 static int is_float_plane(ss_plane_t p)
@@ -369,18 +371,25 @@ static ss_err_t cpu_matched(ss_backend_t *b, double psf_sigma, int phases, float
 /* §6b. The samples go to the end of fscratch (at most npix/stride²
  * floats; the template's scratch is its first 5·npix). */
 static ss_err_t cpu_modelvar(ss_backend_t *b, int r, double psf_sigma, float sigma, int stride,
-                             float tmin, float *beta, int *n)
+                             float tmin)
 {
     const double t0 = ss_now_mono();
     float *t = b->plane[SS_PLANE_STAR], *z = b->plane[SS_PLANE_SNR];
     ss_star_template(b->plane[SS_PLANE_PREDICTION], b->w, b->h, r, psf_sigma, sigma, t,
                      b->fscratch);
     float *q = b->fscratch + 5 * b->npix;
-    *n = ss_mv_gather(z, t, b->w, b->h, stride, tmin, q);
-    *beta = ss_mv_beta(q, *n);
-    ss_mv_apply(z, t, b->w, b->h, *beta, b->plane[SS_PLANE_SNR_RAW]);
-    b->grow_raw = *beta > 0.0f;
+    b->mv_n = ss_mv_gather(z, t, b->w, b->h, stride, tmin, q);
+    b->mv_beta = ss_mv_beta(q, b->mv_n);
+    ss_mv_apply(z, t, b->w, b->h, b->mv_beta, b->plane[SS_PLANE_SNR_RAW]);
+    b->grow_raw = 1;
     b->ms[SS_STAGE_MATCHED] += (ss_now_mono() - t0) * 1e3;     /* part of the matched filter */
+    return SS_OK;
+}
+
+static ss_err_t cpu_model_stats(ss_backend_t *b, float *beta, int *n)
+{
+    *beta = b->mv_beta;
+    *n = b->mv_n;
     return SS_OK;
 }
 
@@ -556,6 +565,7 @@ const ss_backend_ops_t ss_backend_cpu = {
     .noise = cpu_noise,
     .matched = cpu_matched,
     .modelvar = cpu_modelvar,
+    .model_stats = cpu_model_stats,
     .detect = cpu_detect,
     .history_store = cpu_history_store,
     .read_plane = cpu_read_plane,

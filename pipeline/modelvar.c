@@ -130,14 +130,14 @@ float ss_mv_beta(float *q, int n)
 
 void ss_mv_apply(float *z, const float *t, int w, int h, float beta, float *raw)
 {
+    const size_t npix = (size_t)w * (size_t)h;
+    if (raw)
+        memcpy(raw, z, npix * sizeof *z);
     if (!(beta > 0.0f))
         return;
-    const size_t npix = (size_t)w * (size_t)h;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < npix; i++) {
         const float zv = z[i];
-        if (raw)
-            raw[i] = zv;
         if (isfinite(zv) && isfinite(t[i]))
             z[i] = zv / sqrtf(1.0f + beta * t[i] * t[i]);
     }

@@ -1120,10 +1120,11 @@ static ss_err_t find(ss_pipeline_t *p, ss_result_t *res)
     res->model_samples = 0;
     if (e == SS_OK && p->cfg.model_error)
         e = p->ops->modelvar(p->be, ss_mv_radius(p->cfg.psf_sigma), p->cfg.psf_sigma, res->sigma,
-                             p->cfg.noise_stride, (float)p->cfg.model_error_snr,
-                             &res->model_beta, &res->model_samples);
+                             p->cfg.noise_stride, (float)p->cfg.model_error_snr);
     if (e == SS_OK)
         e = p->ops->detect(p->be, res->sigma, &res->dets);
+    if (e == SS_OK && p->cfg.model_error)
+        e = p->ops->model_stats(p->be, &res->model_beta, &res->model_samples);
     if (e == SS_OK)
         ss_merge_streaks(&res->dets, p->cfg.streak_gap, fmax(3.0, 2.0 * p->cfg.psf_sigma));
     return e;

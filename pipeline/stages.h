@@ -878,8 +878,8 @@ float ss_mv_beta(float *q, int n);
 
 /* z = z / sqrtf(1.0f + beta·t·t) (float, as written) where z and t are
  * finite; z unchanged elsewhere and everywhere when beta <= 0. When raw
- * is not NULL and beta > 0, raw gets z as it was (every pixel, NaN
- * included): the map that detection grows components on. */
+ * is not NULL, raw gets z as it was (every pixel, NaN included, whatever
+ * beta): the map that detection grows components on. */
 void ss_mv_apply(float *z, const float *t, int w, int h, float beta, float *raw);
 
 /* ======================================================================
