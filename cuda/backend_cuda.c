@@ -1173,12 +1173,6 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     CC(cudaEventRecord(b->ev_up[0], b->xs));
     CC(cudaEventRecord(b->ev_up[1], b->xs));
     CC(cudaDeviceSynchronize());
-    const char *t = getenv("SKYSIEVE_CUDA_TIMED");
-    if (t && *t == '1')
-        b->timed = 1;
-    const char *g = getenv("SKYSIEVE_CUDA_GRAPHS");
-    if (g && *g == '0')
-        b->use_graphs = 0;
     SS_LOG(SS_LOG_INFO, TAG, "device %d (%s): %dx%d, history %d × %s, %.1f MiB on the device",
            b->device, prop.name, b->w, b->h, geo->history, ss_dtype_name(geo->hist_dtype),
            (double)b->dev_bytes / (1024.0 * 1024.0));
