@@ -149,7 +149,8 @@ struct ss_backend {
     uint16_t *d_hits;
     uint8_t *d_learned;
     float *d_plane[SS_PLANE__COUNT];
-    int mv_pending;                 /* a modelvar's β and count not yet read back */
+    int sigma_dev;                  /* the last noise op kept σ on the device (d_res) */
+    int stats_pending;              /* σ (sigma_dev), β and count not yet read back */
     int grow_raw;                   /* SNR_RAW holds this frame's z before the model-error
                                      * division (modelvar, β > 0): detection grows on it */
     int32_t *d_labels;
@@ -633,20 +634,29 @@ static cudaError_t st_guided(ss_backend_t *b, cudaStream_t s, int v)
                      b->d_plane[SS_PLANE_CLEAN], b->d_partials, b->d_counter, b->d_misc, s);
 }
 
-static cudaError_t st_noise(ss_backend_t *b, cudaStream_t s, int stride)
+/* v = stride | DEV_SIGMA: σ (clipped, ss_noise_clipped) into device memory,
+ * the frame's σ for the later steps (the host gets it with the
+ * detection's results); without DEV_SIGMA it is for the host only, written
+ * straight into the mapped mirror. */
+#define DEV_SIGMA (1 << 24)
+static cudaError_t st_noise(ss_backend_t *b, cudaStream_t s, int v)
 {
-    const int st = stride < 1 ? 1 : stride;
+    const int st = v & (DEV_SIGMA - 1);
     const long long ns = (long long)((b->w + st - 1) / st) * ((b->h + st - 1) / st);
-    /* σ (clipped, ss_noise_clipped) is for the host only: written
-     * straight into the mapped mirror */
-    return select_mad(b, &b->d_params->noise_samp, b->d_sel, 2, &b->m_res->sigma, NULL, ns,
-                      b->d_selbuf, s);
+    float *out = v & DEV_SIGMA ? &b->d_res->sigma : &b->m_res->sigma;
+    return select_mad(b, &b->d_params->noise_samp, b->d_sel, 2, out, NULL, ns, b->d_selbuf, s);
 }
 
-static cudaError_t st_matched(ss_backend_t *b, cudaStream_t s, int R)
+/* The frame's σ on the device for variant v (DEV_SIGMA set), else NULL. */
+static const float *dev_sigma(const ss_backend_t *b, int v)
 {
-    return cu_matched(b->d_params, R, 0, b->d_plane[SS_PLANE_CLEAN], b->w, b->h,
-                      b->d_plane[SS_PLANE_SNR], s);
+    return v & DEV_SIGMA ? &b->d_res->sigma : NULL;
+}
+
+static cudaError_t st_matched(ss_backend_t *b, cudaStream_t s, int v)
+{
+    return cu_matched(b->d_params, v & (DEV_SIGMA - 1), 0, dev_sigma(b, v),
+                      b->d_plane[SS_PLANE_CLEAN], b->w, b->h, b->d_plane[SS_PLANE_SNR], s);
 }
 
 /* §6b, v = r·64 + R: the star map as ss_star_template (radius r; d_gs[0],
@@ -656,13 +666,15 @@ static cudaError_t st_matched(ss_backend_t *b, cudaStream_t s, int R)
  * the noise is selected) with their number to the host. */
 static cudaError_t st_mv_template(ss_backend_t *b, cudaStream_t s, int v)
 {
+    const float *sg = dev_sigma(b, v);
+    v &= DEV_SIGMA - 1;
     const int r = v >> 6;
     float *A = b->d_gs[2], *B = b->d_gs[3], *S = b->d_gs[4];
     SK(cu_hipass(b->d_plane[SS_PLANE_PREDICTION], b->w, b->h, r, b->d_gs, A, s));
     SK(cu_mv_clip(b->d_plane[SS_PLANE_PREDICTION], A, B, b->npix, 0, s));
     SK(cu_hipass(B, b->w, b->h, r, b->d_gs, S, s));
     SK(cu_mv_clip(S, A, B, b->npix, 1, s));
-    SK(cu_matched(b->d_params, v & 63, 1, B, b->w, b->h, S, s));
+    SK(cu_matched(b->d_params, v & 63, 1, sg, B, b->w, b->h, S, s));
     SK(cu_mv_template(S, b->w, b->h, b->d_plane[SS_PLANE_STAR], s));
     SK(cu_mv_gather(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR], b->w, b->h,
                     b->d_selbuf, (unsigned int)b->npix, &b->d_res->mv_count, s));
@@ -681,10 +693,13 @@ static cudaError_t st_mv_apply(ss_backend_t *b, cudaStream_t s, int v)
                          sizeof b->d_res->mv_count + sizeof b->d_res->mv_beta, s);
 }
 
-/* v = 1: grow on SNR_RAW, seeds on SNR (b->grow_raw); 0: both on SNR. */
+/* v & 1: grow on SNR_RAW, seeds on SNR (b->grow_raw); else both on SNR.
+ * v & 2: the frame's σ (device) to the host with the results. */
 static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
 {
-    const float *zg = b->d_plane[v ? SS_PLANE_SNR_RAW : SS_PLANE_SNR];
+    if (v & 2)
+        SK(cu_copy_small(&b->m_res->sigma, &b->d_res->sigma, sizeof(float), s));
+    const float *zg = b->d_plane[v & 1 ? SS_PLANE_SNR_RAW : SS_PLANE_SNR];
     SK(cu_detect(b->d_params, zg, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_CLEAN],
                  b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_parent, b->d_u8,
                  b->d_chunk, b->d_acc, b->max_comp, b->d_res, s));
@@ -1587,10 +1602,31 @@ static ss_err_t cuda_noise(ss_backend_t *b, ss_plane_t which, int stride, float 
     const int st = stride < 1 ? 1 : stride;
     b->h_params->noise_samp =
         (cu_sampler_t){ b->d_plane[which], NULL, b->w, b->h, CU_SAMP_PLANE, st };
-    if ((e = enqueue(b, st_noise, st, SS_STAGE_NOISE)) || (e = flush_wait(b)))
+    b->sigma_dev = sigma == NULL;
+    if ((e = enqueue(b, st_noise, st | (b->sigma_dev ? DEV_SIGMA : 0), SS_STAGE_NOISE)))
+        return e;
+    if (b->sigma_dev) {             /* the frame's σ stays on the device */
+        b->stats_pending = 1;
+        return op_end(b);
+    }
+    if ((e = flush_wait(b)))
         return e;
     *sigma = b->h_res->sigma;
     return SS_OK;
+}
+
+/* The variant bit of a step that takes σ: from the device when the
+ * caller passes SS_SIGMA_FRAME after a noise op that kept it there. */
+static int sigma_variant(const ss_backend_t *b, float sigma)
+{
+    return sigma == SS_SIGMA_FRAME && b->sigma_dev ? DEV_SIGMA : 0;
+}
+
+/* σ for the parameter block: SS_SIGMA_FRAME after a noise op that
+ * returned it is that σ (the step reads it from the device otherwise). */
+static float host_sigma(const ss_backend_t *b, float sigma)
+{
+    return sigma == SS_SIGMA_FRAME ? b->h_res->sigma : sigma;
 }
 
 static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, int phases, float sigma)
@@ -1605,8 +1641,8 @@ static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, int phases, floa
         R = ss_psf_kernel_phase(psf_sigma, ss_mf_phase(n, ph), hp->mf_k[ph]);
     hp->mf_phases = n;
     hp->mf_R = R;
-    hp->mf_sigma = sigma;
-    if ((e = enqueue(b, st_matched, R, SS_STAGE_MATCHED)))
+    hp->mf_sigma = host_sigma(b, sigma);
+    if ((e = enqueue(b, st_matched, R | sigma_variant(b, sigma), SS_STAGE_MATCHED)))
         return e;
     b->grow_raw = 0;
     return op_end(b);
@@ -1614,7 +1650,7 @@ static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, int phases, floa
 
 /* §6b, all on the device (no host round trip): the template, the
  * samples, their median (β, ss_mv_beta) and the division. β and the
- * samples' number come back with the detection's wait (cuda_model_stats). */
+ * samples' number come back with the detection's wait (cuda_frame_stats). */
 static ss_err_t cuda_modelvar(ss_backend_t *b, int r, double psf_sigma, float sigma, int stride,
                               float tmin)
 {
@@ -1623,25 +1659,41 @@ static ss_err_t cuda_modelvar(ss_backend_t *b, int r, double psf_sigma, float si
         return e;
     cu_params_t *hp = b->h_params;
     const int R = ss_psf_kernel(psf_sigma, hp->mv_k);
-    hp->mv_sigma = sigma;
+    hp->mv_sigma = host_sigma(b, sigma);
     hp->mv_stride = stride < 1 ? 1 : stride;
     hp->mv_tmin = tmin;
-    if ((e = enqueue(b, st_mv_template, r * 64 + R, SS_STAGE_MATCHED)) ||
+    if ((e = enqueue(b, st_mv_template, (r * 64 + R) | sigma_variant(b, sigma),
+                     SS_STAGE_MATCHED)) ||
         (e = enqueue(b, st_mv_apply, 0, SS_STAGE_MATCHED)))
         return e;
     b->grow_raw = 1;                /* SNR_RAW is this z before its division (β = 0: z itself) */
-    b->mv_pending = 1;
+    b->stats_pending = 1;
     return op_end(b);
 }
 
-/* β and the number of samples of the last modelvar: as the detection's
- * wait brought them back, or waited for here when no detection ran since. */
-static ss_err_t cuda_model_stats(ss_backend_t *b, float *beta, int *n)
+/* The frame's σ to the host (a segment of its own: frame_stats without a
+ * detection since the noise op). */
+static cudaError_t st_stats(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    return cu_copy_small(&b->m_res->sigma, &b->d_res->sigma, sizeof(float), s);
+}
+
+/* The frame's σ, β and the number of samples of the last noise and
+ * modelvar ops: as the detection's wait brought them back, or waited for
+ * here when no detection ran since. */
+static ss_err_t cuda_frame_stats(ss_backend_t *b, float *sigma, float *beta, int *n)
 {
     ss_err_t e = op_begin(b);
-    if (e || (b->mv_pending && (e = flush_wait(b))))
+    if (e)
         return e;
-    b->mv_pending = 0;
+    if (b->stats_pending) {
+        if ((b->sigma_dev && (e = enqueue(b, st_stats, 0, SS_STAGE_DETECT))) ||
+            (e = flush_wait(b)))
+            return e;
+        b->stats_pending = 0;
+    }
+    *sigma = b->h_res->sigma;
     *n = (int)SS_MIN(b->h_res->mv_count, (unsigned int)b->npix);
     *beta = b->h_res->mv_beta;
     return SS_OK;
@@ -1744,9 +1796,13 @@ static ss_err_t cuda_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
     hp->negative = c->negative;
     hp->max_comp = b->max_comp;
     hp->min_area = c->min_area;
-    if ((e = enqueue(b, st_detect, b->grow_raw, SS_STAGE_DETECT)) || (e = flush_wait(b)))
+    const int with_sigma = b->stats_pending && b->sigma_dev;
+    if ((e = enqueue(b, st_detect, b->grow_raw | (with_sigma ? 2 : 0), SS_STAGE_DETECT)) ||
+        (e = flush_wait(b)))
         return e;
-    b->mv_pending = 0;
+    b->stats_pending = 0;
+    if (sigma == SS_SIGMA_FRAME)
+        sigma = b->h_res->sigma;
     const int nc = b->h_res->np + b->h_res->nn;
     int nacc = nc, unmeasured = 0;
     if (nc > b->max_comp) {
@@ -2092,7 +2148,8 @@ HOST_TIMED(cuda_matched, SS_STAGE_MATCHED,
 HOST_TIMED(cuda_modelvar, SS_STAGE_MATCHED,
            (ss_backend_t *b, int r, double psf_sigma, float sigma, int stride, float tmin),
            (b, r, psf_sigma, sigma, stride, tmin))
-HOST_TIMED(cuda_model_stats, SS_STAGE_DETECT, (ss_backend_t *b, float *beta, int *n), (b, beta, n))
+HOST_TIMED(cuda_frame_stats, SS_STAGE_DETECT, (ss_backend_t *b, float *sigma, float *beta, int *n),
+           (b, sigma, beta, n))
 HOST_TIMED(cuda_detect, SS_STAGE_DETECT, (ss_backend_t *b, float sigma, ss_detlist_t *out),
            (b, sigma, out))
 HOST_TIMED(cuda_history_store, SS_STAGE_HISTORY, (ss_backend_t *b, int slot, int remove, int radius),
@@ -2130,7 +2187,7 @@ static const ss_backend_ops_t cuda_ops = {
     .noise = cuda_noise_timed,
     .matched = cuda_matched_timed,
     .modelvar = cuda_modelvar_timed,
-    .model_stats = cuda_model_stats_timed,
+    .frame_stats = cuda_frame_stats_timed,
     .detect = cuda_detect_timed,
     .history_store = cuda_history_store_timed,
     .read_plane = cuda_read_plane_timed,

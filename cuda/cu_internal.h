@@ -170,7 +170,8 @@ typedef struct cu_params {
 /* ---- the result block (device; copied to a pinned mirror) ------------- */
 
 typedef struct cu_results {
-    float sigma;                    /* noise op */
+    float sigma;                    /* noise op (the frame's σ: written on the device, copied
+                                     * with the detection's results) */
     float hot_sigma;                /* hot-pixel d noise (kept for inspection) */
     float clean_sigma;              /* noise of frame - med for the history cleaning */
     double noise_ref, noise_cur;    /* coarse level noise */
@@ -304,9 +305,10 @@ cudaError_t cu_hipass(const float *in, int w, int h, int r, float *const *sc, fl
                       cudaStream_t s);
 
 /* k_matched.cu; star = 1: the model-error star map's single kernel
- * (p->mv_k, p->mv_sigma) instead of the residual's bank */
-cudaError_t cu_matched(const cu_params_t *p, int R, int star, const float *in, int w, int h, float *z,
-                       cudaStream_t s);
+ * (p->mv_k, p->mv_sigma) instead of the residual's bank; σ from
+ * *dev_sigma (device memory: the frame's σ, cuda_noise) unless NULL */
+cudaError_t cu_matched(const cu_params_t *p, int R, int star, const float *dev_sigma,
+                       const float *in, int w, int h, float *z, cudaStream_t s);
 
 /* k_detect.cu: hysteresis + CCL + numbering + accumulation
  * (ss_label_seeded: masks from zg, seeds from z; then measurement of z). */

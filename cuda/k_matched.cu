@@ -27,7 +27,8 @@ constexpr int MT = 32;              /* output tile (square) */
 constexpr int MTY = 8;              /* block is MT × MTY threads */
 
 __global__ void k_matched(const cu_params_t *__restrict__ p, int R, int star,
-                          const float *__restrict__ in, int w, int h, float *__restrict__ z)
+                          const float *__restrict__ dev_sigma, const float *__restrict__ in, int w,
+                          int h, float *__restrict__ z)
 {
     extern __shared__ float sm[];
     __shared__ float k[SS_MF_MAX_PHASES][CU_KTAPS], k2[SS_MF_MAX_PHASES][CU_KTAPS];
@@ -60,7 +61,7 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, int star,
             tf[ry * TWI + cx] = ok ? 1.0f : 0.0f;
         }
     }
-    const float sigma = star ? p->mv_sigma : p->mf_sigma;
+    const float sigma = dev_sigma ? *dev_sigma : star ? p->mv_sigma : p->mf_sigma;
     const int x = x0 + tx;
     float zo[MT / MTY];                         /* the fold of the rows oy = ty + MTY·r */
     for (int r = 0; r < MT / MTY; r++)
@@ -121,8 +122,8 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, int star,
 
 } // namespace
 
-extern "C" cudaError_t cu_matched(const cu_params_t *p, int R, int star, const float *in, int w,
-                                  int h, float *z, cudaStream_t s)
+extern "C" cudaError_t cu_matched(const cu_params_t *p, int R, int star, const float *dev_sigma,
+                                  const float *in, int w, int h, float *z, cudaStream_t s)
 {
     const int TWI = MT + 2 * R;
     const size_t sm = (2 * (size_t)TWI * TWI + 3 * (size_t)TWI * MT) * sizeof(float);
@@ -133,6 +134,6 @@ extern "C" cudaError_t cu_matched(const cu_params_t *p, int R, int star, const f
             return e;
     }
     const dim3 grid((unsigned)((w + MT - 1) / MT), (unsigned)((h + MT - 1) / MT));
-    k_matched<<<grid, dim3(MT, MTY), sm, s>>>(p, R, star, in, w, h, z);
+    k_matched<<<grid, dim3(MT, MTY), sm, s>>>(p, R, star, dev_sigma, in, w, h, z);
     return cudaGetLastError();
 }

@@ -93,6 +93,10 @@ typedef enum ss_stage_id {
 } ss_stage_id_t;
 const char *ss_stage_name(ss_stage_id_t s);
 
+/* The sigma argument of matched, modelvar and detect that stands for the
+ * frame's σ as the last noise op left it (backend.h, noise). */
+#define SS_SIGMA_FRAME (-1.0f)
+
 typedef struct ss_backend_ops {
     const char *name;           /* "cpu", "cuda" */
 
@@ -147,22 +151,28 @@ typedef struct ss_backend_ops {
      * default) or the one-channel ss_guided_filter; mask (NULL: none)
      * as in those (the backend copies it before returning). */
     ss_err_t (*guided)(ss_backend_t *b, int radius, float eps, const ss_gmask_t *mask);
-    /* §5: σ of a plane (RESIDUAL or CLEAN): ss_noise_clipped. */
+    /* §5: σ of a plane (RESIDUAL or CLEAN): ss_noise_clipped, into
+     * *sigma; with sigma NULL it is not read back: it stays with the
+     * backend as the frame's σ (on CUDA on the device), which matched,
+     * modelvar and detect use when given SS_SIGMA_FRAME and frame_stats
+     * returns. */
     ss_err_t (*noise)(ss_backend_t *b, ss_plane_t which, int stride, float *sigma);
     /* §6: CLEAN -> SNR (ss_matched_filter; phases as configured, <= 0 =
-     * auto). */
+     * auto; sigma > 0, or SS_SIGMA_FRAME). */
     ss_err_t (*matched)(ss_backend_t *b, double psf_sigma, int phases, float sigma);
     /* §6b, after matched: PREDICTION -> STAR (the template D,
      * ss_star_template with radius r, psf_sigma and sigma), the fit's
      * samples (ss_mv_gather of SNR and STAR with stride and tmin), β =
      * ss_mv_beta of them, SNR to SNR_RAW and ss_mv_apply(SNR, STAR, β).
-     * Nothing comes back to the host here (model_stats). */
+     * sigma as in matched. Nothing comes back to the host here
+     * (frame_stats). */
     ss_err_t (*modelvar)(ss_backend_t *b, int r, double psf_sigma, float sigma, int stride,
                          float tmin);
-    /* The last modelvar's β (*beta) and number of samples (*n). Call after
-     * the detect that follows it, which brings them back on CUDA; called
-     * before, it waits for them. */
-    ss_err_t (*model_stats)(ss_backend_t *b, float *beta, int *n);
+    /* The frame's σ (*sigma: the last noise op's), the last modelvar's β
+     * (*beta) and its number of samples (*n). Call after the detect that
+     * follows them, which brings them back on CUDA; called before, it
+     * waits for them. */
+    ss_err_t (*frame_stats)(ss_backend_t *b, float *sigma, float *beta, int *n);
     /* §7: SNR -> LABELS (every component; ss_label_seeded with growth on
      * SNR_RAW and seeds on SNR when the last of matched, write_plane of
      * SNR (both: no), modelvar and write_plane of SNR_RAW (both: yes) left
@@ -171,7 +181,8 @@ typedef struct ss_backend_ops {
      * measurement of SNR, CLEAN and RESIDUAL into out: the
      * ss_detect_keep most significant eligible components, most
      * significant first, truncated exact (ss_measure_rank), whatever the
-     * backend's accumulator capacity. */
+     * backend's accumulator capacity (sigma as in matched: the flux
+     * errors). */
     ss_err_t (*detect)(ss_backend_t *b, float sigma, ss_detlist_t *out);
     /* Object removal and storage of FRAME into history slot `slot`
      * (removal uses LABELS and PREDICTION when remove != 0). */

@@ -51,7 +51,8 @@ struct ss_backend {
     uint64_t rd_issued;             /* read_begin tickets */
     int grow_raw;                   /* SNR_RAW holds this frame's z before the model-error
                                      * division (modelvar): detection grows on it */
-    float mv_beta;                  /* the last modelvar's β and samples (model_stats) */
+    float frame_sigma;              /* the last noise op's σ (frame_stats) */
+    float mv_beta;                  /* the last modelvar's β and samples (frame_stats) */
     int mv_n;
 };
 
@@ -355,12 +356,22 @@ static ss_err_t cpu_noise(ss_backend_t *b, ss_plane_t which, int stride, float *
     if (!is_float_plane(which))
         return SS_ERR_INVALID;
     TIMED(b, SS_STAGE_NOISE,
-          *sigma = ss_noise_clipped(b->plane[which], b->w, b->h, stride));
+          b->frame_sigma = ss_noise_clipped(b->plane[which], b->w, b->h, stride));
+    if (sigma)
+        *sigma = b->frame_sigma;
     return SS_OK;
+}
+
+/* sigma as matched, modelvar and detect are given it (SS_SIGMA_FRAME:
+ * the last noise op's). */
+static float cpu_sigma(const ss_backend_t *b, float sigma)
+{
+    return sigma == SS_SIGMA_FRAME ? b->frame_sigma : sigma;
 }
 
 static ss_err_t cpu_matched(ss_backend_t *b, double psf_sigma, int phases, float sigma)
 {
+    sigma = cpu_sigma(b, sigma);
     TIMED(b, SS_STAGE_MATCHED,
           ss_matched_filter(b->plane[SS_PLANE_CLEAN], b->w, b->h, psf_sigma, phases, sigma,
                             b->plane[SS_PLANE_SNR], b->fscratch));
@@ -374,6 +385,7 @@ static ss_err_t cpu_modelvar(ss_backend_t *b, int r, double psf_sigma, float sig
                              float tmin)
 {
     const double t0 = ss_now_mono();
+    sigma = cpu_sigma(b, sigma);
     float *t = b->plane[SS_PLANE_STAR], *z = b->plane[SS_PLANE_SNR];
     ss_star_template(b->plane[SS_PLANE_PREDICTION], b->w, b->h, r, psf_sigma, sigma, t,
                      b->fscratch);
@@ -386,8 +398,9 @@ static ss_err_t cpu_modelvar(ss_backend_t *b, int r, double psf_sigma, float sig
     return SS_OK;
 }
 
-static ss_err_t cpu_model_stats(ss_backend_t *b, float *beta, int *n)
+static ss_err_t cpu_frame_stats(ss_backend_t *b, float *sigma, float *beta, int *n)
 {
+    *sigma = b->frame_sigma;
     *beta = b->mv_beta;
     *n = b->mv_n;
     return SS_OK;
@@ -400,6 +413,7 @@ static ss_err_t cpu_model_stats(ss_backend_t *b, float *beta, int *n)
  * lives in dscratch, which is free during detection. */
 static ss_err_t cpu_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
 {
+    sigma = cpu_sigma(b, sigma);
     const ss_pipeline_cfg_t *c = b->cfg;
     TIMED(b, SS_STAGE_DETECT, {
         int np = 0, nn = 0;
@@ -565,7 +579,7 @@ const ss_backend_ops_t ss_backend_cpu = {
     .noise = cpu_noise,
     .matched = cpu_matched,
     .modelvar = cpu_modelvar,
-    .model_stats = cpu_model_stats,
+    .frame_stats = cpu_frame_stats,
     .detect = cpu_detect,
     .history_store = cpu_history_store,
     .read_plane = cpu_read_plane,

@@ -1085,8 +1085,9 @@ static void to_input_frame(ss_detlist_t *l, ss_roi_t roi, const ss_frame_meta_t 
 }
 
 /* §4–§5 for the weights in res: prediction and residual, the guided
- * filter, and the noise of CLEAN in res->sigma (NaN or 0 when no
- * residual pixel is valid: the caller fails the frame). */
+ * filter, and the noise of CLEAN, left with the backend as the frame's σ
+ * (find, or frame_stats, brings it to res->sigma: NaN or 0 when no
+ * residual pixel is valid, and the caller fails the frame). */
 static ss_err_t predict(ss_pipeline_t *p, ss_result_t *res, const int *slots, const int *ix,
                         const int *iy, int n, const ss_reweight_t *rw)
 {
@@ -1108,23 +1109,40 @@ static ss_err_t predict(ss_pipeline_t *p, ss_result_t *res, const int *slots, co
                                      (double)p->sigma_prev, a2, radius) == 0;
     if ((e = p->ops->guided(p->be, radius, eps, masked ? &gm : NULL)) != SS_OK)
         return e;
-    return p->ops->noise(p->be, SS_PLANE_CLEAN, p->cfg.noise_stride, &res->sigma);
+    return p->ops->noise(p->be, SS_PLANE_CLEAN, p->cfg.noise_stride, NULL);
+}
+
+/* The frame's σ, β and the model-error samples into res (after detect,
+ * or waited for). */
+static ss_err_t frame_stats(ss_pipeline_t *p, ss_result_t *res)
+{
+    float beta;
+    int n;
+    ss_err_t e = p->ops->frame_stats(p->be, &res->sigma, &beta, &n);
+    res->model_beta = p->cfg.model_error ? beta : 0.0f;
+    res->model_samples = p->cfg.model_error ? n : 0;
+    return e;
+}
+
+/* Whether σ can scale an SNR map (a frame without it fails). */
+static int sigma_ok(float sigma)
+{
+    return isfinite(sigma) && sigma > 0.0f;
 }
 
 /* §6–§7: the matched filter, detection and streak merging into res->dets
- * (processed-region coordinates). */
+ * (processed-region coordinates), with the frame's σ as predict left it
+ * (no host round trip before the detection's) and res->sigma after. */
 static ss_err_t find(ss_pipeline_t *p, ss_result_t *res)
 {
-    ss_err_t e = p->ops->matched(p->be, p->cfg.psf_sigma, p->cfg.mf_phases, res->sigma);
-    res->model_beta = 0.0f;
-    res->model_samples = 0;
+    ss_err_t e = p->ops->matched(p->be, p->cfg.psf_sigma, p->cfg.mf_phases, SS_SIGMA_FRAME);
     if (e == SS_OK && p->cfg.model_error)
-        e = p->ops->modelvar(p->be, ss_mv_radius(p->cfg.psf_sigma), p->cfg.psf_sigma, res->sigma,
-                             p->cfg.noise_stride, (float)p->cfg.model_error_snr);
+        e = p->ops->modelvar(p->be, ss_mv_radius(p->cfg.psf_sigma), p->cfg.psf_sigma,
+                             SS_SIGMA_FRAME, p->cfg.noise_stride, (float)p->cfg.model_error_snr);
     if (e == SS_OK)
-        e = p->ops->detect(p->be, res->sigma, &res->dets);
-    if (e == SS_OK && p->cfg.model_error)
-        e = p->ops->model_stats(p->be, &res->model_beta, &res->model_samples);
+        e = p->ops->detect(p->be, SS_SIGMA_FRAME, &res->dets);
+    if (e == SS_OK)
+        e = frame_stats(p, res);
     if (e == SS_OK)
         ss_merge_streaks(&res->dets, p->cfg.streak_gap, fmax(3.0, 2.0 * p->cfg.psf_sigma));
     return e;
@@ -1232,10 +1250,10 @@ static ss_err_t repredict(ss_pipeline_t *p, ss_result_t *res, int n, int find_to
     ss_err_t e = compute_weights(p, &res->shift, n, slots, ix, iy, res->weights, &rw);
     if (e == SS_OK)
         e = predict(p, res, slots, ix, iy, n, rw);
-    if (e == SS_OK && (!isfinite(res->sigma) || res->sigma <= 0.0f))
+    if (e == SS_OK)
+        e = find_too ? find(p, res) : frame_stats(p, res);
+    if (e == SS_OK && !sigma_ok(res->sigma))
         e = SS_ERR_BACKEND;
-    if (e == SS_OK && find_too)
-        e = find(p, res);
     return e;
 }
 
@@ -1800,8 +1818,6 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         res->n_weights = n;
         res->history_len = n;
         TRY(predict(p, res, slots, ix, iy, n, rw));
-        if (!isfinite(res->sigma) || res->sigma <= 0.0f)
-            return fail_frame(p, res, SS_ERR_BACKEND, "no valid residual pixels (noise undefined)");
         /* history frames stored before object removal may still hold a
          * slow mover: found, taken out, and the frame predicted again */
         ss_slow_hist_t sh;
@@ -1813,6 +1829,8 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         if (f32 && async && !slow)
             TRY(residual_begin(p, res));
         TRY(find(p, res));
+        if (!sigma_ok(res->sigma))
+            return fail_frame(p, res, SS_ERR_BACKEND, "no valid residual pixels (noise undefined)");
         if (slow) {
             TRY(slow_movers(p, res, &sh, n));
             if (f32 && async)

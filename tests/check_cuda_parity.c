@@ -830,9 +830,80 @@ START_TEST(test_matched_parity)
 }
 END_TEST
 
-/* ---- §6b model-error term ------------------------------------------------- */
-
 static void cmp_dets(const ss_detlist_t *a, const ss_detlist_t *b, const char *what);
+
+/* The frame's σ left on the backend (noise with sigma NULL): the matched
+ * filter, the model-error term and the detection take it as
+ * SS_SIGMA_FRAME, and frame_stats returns it. On both backends the SNR
+ * maps equal those made with σ passed by value (to the bit), the σ that
+ * frame_stats returns (before any detection: the CUDA backend waits for
+ * it) equals the synchronous noise op's, and a later synchronous noise
+ * op takes the device's σ out of play again. */
+START_TEST(test_frame_sigma_parity)
+{
+    enum { W = 211, H = 173 };
+    rng_state = 4242;
+    ss_pipeline_cfg_t cfg;
+    base_cfg(&cfg);
+    ss_geometry_t geo = geometry(W, H, SS_DT_F32, SS_DT_F32, 2);
+    pair_t p;
+    pair_new(&p, &cfg, &geo, NULL);
+    fill_plane(&p, SS_PLANE_CLEAN, 0.0, 3.0, 0.05);
+    float sc, sg, bc, bg;
+    int nc, ng;
+    ck_assert_int_eq(ss_backend_cpu.noise(p.c, SS_PLANE_CLEAN, 2, &sc), SS_OK);
+    ck_assert_int_eq(p.go->noise(p.g, SS_PLANE_CLEAN, 2, &sg), SS_OK);
+    ck_assert_msg(sc == sg && sc > 0.0f, "σ cpu %.9g gpu %.9g", (double)sc, (double)sg);
+    ck_assert_int_eq(ss_backend_cpu.matched(p.c, 1.4, 1, sc), SS_OK);
+    float *by_value = malloc((size_t)W * H * sizeof(float));
+    ck_assert_ptr_nonnull(by_value);
+    ck_assert_int_eq(ss_backend_cpu.read_plane(p.c, SS_PLANE_SNR, 0, by_value), SS_OK);
+
+    ck_assert_int_eq(ss_backend_cpu.noise(p.c, SS_PLANE_CLEAN, 2, NULL), SS_OK);
+    ck_assert_int_eq(p.go->noise(p.g, SS_PLANE_CLEAN, 2, NULL), SS_OK);
+    ck_assert_int_eq(ss_backend_cpu.frame_stats(p.c, &sc, &bc, &nc), SS_OK);
+    ck_assert_int_eq(p.go->frame_stats(p.g, &sg, &bg, &ng), SS_OK);
+    ck_assert_msg(sc == sg, "frame σ cpu %.9g gpu %.9g", (double)sc, (double)sg);
+    ck_assert_int_eq(ss_backend_cpu.matched(p.c, 1.4, 1, SS_SIGMA_FRAME), SS_OK);
+    ck_assert_int_eq(p.go->matched(p.g, 1.4, 1, SS_SIGMA_FRAME), SS_OK);
+    cmp_float(&p, SS_PLANE_SNR, 1, "matched filter with the frame's σ");
+    float *z = malloc((size_t)W * H * sizeof(float));
+    ck_assert_ptr_nonnull(z);
+    ck_assert_int_eq(p.go->read_plane(p.g, SS_PLANE_SNR, 0, z), SS_OK);
+    ck_assert_int_eq(memcmp(z, by_value, (size_t)W * H * sizeof(float)), 0);
+
+    /* σ read back with the detection (no frame_stats before it) */
+    ck_assert_int_eq(ss_backend_cpu.noise(p.c, SS_PLANE_CLEAN, 3, NULL), SS_OK);
+    ck_assert_int_eq(p.go->noise(p.g, SS_PLANE_CLEAN, 3, NULL), SS_OK);
+    ck_assert_int_eq(ss_backend_cpu.matched(p.c, 1.4, 1, SS_SIGMA_FRAME), SS_OK);
+    ck_assert_int_eq(p.go->matched(p.g, 1.4, 1, SS_SIGMA_FRAME), SS_OK);
+    ss_detlist_t dc, dg;
+    ck_assert_int_eq(ss_detlist_init(&dc, 1000), 0);
+    ck_assert_int_eq(ss_detlist_init(&dg, 1000), 0);
+    ck_assert_int_eq(ss_backend_cpu.detect(p.c, SS_SIGMA_FRAME, &dc), SS_OK);
+    ck_assert_int_eq(p.go->detect(p.g, SS_SIGMA_FRAME, &dg), SS_OK);
+    cmp_dets(&dc, &dg, "detection with the frame's σ");
+    ck_assert_int_eq(ss_backend_cpu.frame_stats(p.c, &sc, &bc, &nc), SS_OK);
+    ck_assert_int_eq(p.go->frame_stats(p.g, &sg, &bg, &ng), SS_OK);
+    ck_assert_msg(sc == sg && sc > 0.0f, "σ after detect cpu %.9g gpu %.9g", (double)sc,
+                  (double)sg);
+    for (int i = 0; i < dc.count; i++)
+        ck_assert(dc.items[i].flux_err == (double)sc * sqrt((double)dc.items[i].area));
+
+    /* a synchronous noise op again: σ by value from then on */
+    ck_assert_int_eq(p.go->noise(p.g, SS_PLANE_CLEAN, 2, &sg), SS_OK);
+    ck_assert_int_eq(p.go->matched(p.g, 1.4, 1, sg), SS_OK);
+    ck_assert_int_eq(p.go->read_plane(p.g, SS_PLANE_SNR, 0, z), SS_OK);
+    ck_assert_int_eq(memcmp(z, by_value, (size_t)W * H * sizeof(float)), 0);
+    ss_detlist_free(&dc);
+    ss_detlist_free(&dg);
+    free(z);
+    free(by_value);
+    pair_free(&p);
+}
+END_TEST
+
+/* ---- §6b model-error term ------------------------------------------------- */
 
 /* A star field as the prediction (Gaussian stars of sigma 1.7 on a sky
  * with a gradient, 2 % invalid pixels) and an SNR map of noise plus a
@@ -893,8 +964,9 @@ START_TEST(test_modelvar_parity)
         ck_assert_int_eq(p.go->modelvar(p.g, ss_mv_radius(psf[k]), psf[k], 5.0f, st, 20.0f),
                          SS_OK);
         /* before any detect: the CUDA backend waits for them here */
-        ck_assert_int_eq(ss_backend_cpu.model_stats(p.c, &bc, &nc), SS_OK);
-        ck_assert_int_eq(p.go->model_stats(p.g, &bg, &ng), SS_OK);
+        float sc_, sg_;
+        ck_assert_int_eq(ss_backend_cpu.frame_stats(p.c, &sc_, &bc, &nc), SS_OK);
+        ck_assert_int_eq(p.go->frame_stats(p.g, &sg_, &bg, &ng), SS_OK);
         char what[80];
         snprintf(what, sizeof what, "model error psf %g stride %d", psf[k], st);
         cmp_float(&p, SS_PLANE_STAR, 1, what);
@@ -1649,7 +1721,11 @@ static void add_whiten(TCase *tc)
 }
 static void add_guided(TCase *tc) { tcase_add_loop_test(tc, test_guided_parity, 0, 6); }
 static void add_noise(TCase *tc) { tcase_add_loop_test(tc, test_noise_parity, 0, 3); }
-static void add_matched(TCase *tc) { tcase_add_loop_test(tc, test_matched_parity, 0, 4); }
+static void add_matched(TCase *tc)
+{
+    tcase_add_loop_test(tc, test_matched_parity, 0, 4);
+    tcase_add_test(tc, test_frame_sigma_parity);
+}
 static void add_modelvar(TCase *tc) { tcase_add_loop_test(tc, test_modelvar_parity, 0, 3); }
 static void add_detect(TCase *tc)
 {
