@@ -378,6 +378,9 @@ static void cmp_coarse(const ss_coarse_t *a, const ss_coarse_t *b, int t)
                   b->ok, b->dx, b->dy, b->n_ref, b->n_cur, b->n_votes, b->n_second, b->why);
 }
 
+/* _i = 0: the derived high-pass radius (5 px); 1: registration.highpass
+ * 60 (a box wider than the search, the frames' edges inside every
+ * window). */
 START_TEST(test_registration_parity)
 {
     enum { W = 512, H = 448 };
@@ -389,6 +392,7 @@ START_TEST(test_registration_parity)
     ck_assert_ptr_nonnull(syn);
     ss_pipeline_cfg_t cfg;
     base_cfg(&cfg);
+    cfg.reg_hipass = _i ? 60 : 0;
     ss_geometry_t geo = geometry(W, H, SS_DT_U16, SS_DT_U16, 4);
     pair_t p;
     pair_new(&p, &cfg, &geo, NULL);
@@ -1713,7 +1717,7 @@ static void add_calib(TCase *tc)
     tcase_add_loop_test(tc, test_ingest_parity, 0, SS_DT__COUNT);
     tcase_add_loop_test(tc, test_ingest_calib_parity, 0, SS_DT__COUNT);
 }
-static void add_registration(TCase *tc) { tcase_add_test(tc, test_registration_parity); }
+static void add_registration(TCase *tc) { tcase_add_loop_test(tc, test_registration_parity, 0, 2); }
 static void add_whiten(TCase *tc)
 {
     tcase_add_loop_test(tc, test_whiten_parity, 0, 2);
