@@ -17,6 +17,7 @@
  */
 #include "cu_clean.cuh"
 #include "cu_internal.h"
+#include "pipeline/hipass_core.h"
 
 #include <float.h>
 #include <math.h>
@@ -43,46 +44,27 @@ __global__ void k_clean(const cu_params_t *__restrict__ p, const float *__restri
     out[i] = cu_clean_value(frame, med[i], *sigma, p->clean_k, p->clean_ratio, w, h, x, y);
 }
 
-/* ss_hipass, first pass: the row sums (double, i ascending, stored as
- * float) and counts of the finite values within ±r. */
+/* ss_hipass, row pass (hipass_core.h): a thread per output. */
 __global__ void k_hp_rows(const float *__restrict__ in, int w, int h, int r,
                           float *__restrict__ hs, float *__restrict__ hc)
 {
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x >= w || y >= h)
         return;
-    const float *row = in + (size_t)y * (size_t)w;
-    double s = 0.0;
-    int c = 0;
-    for (int i = max(-r, -x); i <= r && x + i < w; i++) {
-        const float v = row[x + i];
-        if (isfinite(v)) {
-            s += v;
-            c++;
-        }
-    }
-    hs[(size_t)y * (size_t)w + (size_t)x] = (float)s;
-    hc[(size_t)y * (size_t)w + (size_t)x] = (float)c;
+    const size_t o = (size_t)y * (size_t)w;
+    ss_hp_row_at(in + o, w, r, x, hs + o + x, hc + o + x);
 }
 
-/* Second pass: the column sums of both (double, j ascending) and the
- * difference of the pixel and its mean. */
+/* Column pass: a thread per column and segment of SS_HP_SEG rows
+ * (ss_hp_col_seg), neighbouring threads on neighbouring columns. */
 __global__ void k_hp_cols(const float *__restrict__ in, const float *__restrict__ hs,
                           const float *__restrict__ hc, int w, int h, int r,
                           float *__restrict__ out)
 {
-    const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
-    if (x >= w || y >= h)
+    const int x = blockIdx.x * blockDim.x + threadIdx.x, y0 = blockIdx.y * SS_HP_SEG;
+    if (x >= w)
         return;
-    const size_t i0 = (size_t)y * (size_t)w + (size_t)x;
-    double s = 0.0, c = 0.0;
-    for (int j = max(-r, -y); j <= r && y + j < h; j++) {
-        const size_t i = i0 + (size_t)((long long)j * w);
-        s += hs[i];
-        c += hc[i];
-    }
-    const float v = in[i0];
-    out[i0] = isfinite(v) && c > 0.0 ? (float)((double)v - s / c) : qnan();
+    ss_hp_col_seg(in, hs, hc, w, h, r, x, y0, min(y0 + SS_HP_SEG, h), out);
 }
 
 __global__ void k_bin2(const float *__restrict__ in, int w, int h, float *__restrict__ out)
@@ -390,16 +372,17 @@ extern "C" cudaError_t cu_regin(const cu_params_t *p, const float *frame, const 
                                 float *out, cudaStream_t s)
 {
     k_clean<<<grid2(w, h), dim3(TX, TY), 0, s>>>(p, frame, med, clean_sigma, w, h, sc[2]);
-    k_hp_rows<<<grid2(w, h), dim3(TX, TY), 0, s>>>(sc[2], w, h, r, sc[0], sc[1]);
-    k_hp_cols<<<grid2(w, h), dim3(TX, TY), 0, s>>>(sc[2], sc[0], sc[1], w, h, r, out);
-    return cudaGetLastError();
+    return cu_hipass(sc[2], w, h, r, sc, out, s);
 }
 
 extern "C" cudaError_t cu_hipass(const float *in, int w, int h, int r, float *const *sc,
                                  float *out, cudaStream_t s)
 {
+    if (r < 0)
+        r = 0;
     k_hp_rows<<<grid2(w, h), dim3(TX, TY), 0, s>>>(in, w, h, r, sc[0], sc[1]);
-    k_hp_cols<<<grid2(w, h), dim3(TX, TY), 0, s>>>(in, sc[0], sc[1], w, h, r, out);
+    const dim3 gc((unsigned)((w + 127) / 128), (unsigned)((h + SS_HP_SEG - 1) / SS_HP_SEG));
+    k_hp_cols<<<gc, 128, 0, s>>>(in, sc[0], sc[1], w, h, r, out);
     return cudaGetLastError();
 }
 

@@ -12,6 +12,7 @@
  * few kilobytes on the stack.
  */
 #include "stages.h"
+#include "hipass_core.h"
 
 #include <float.h>
 #include <math.h>
@@ -58,34 +59,19 @@ void ss_hipass(const float *in, int w, int h, int r, float *out, float *scratch)
     float *hs = scratch, *hc = scratch + (size_t)w * (size_t)h;
     if (r < 0)
         r = 0;
+    const int nys = (h + SS_HP_SEG - 1) / SS_HP_SEG;
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < h; y++) {
         const float *row = in + (size_t)y * (size_t)w;
-        for (int x = 0; x < w; x++) {
-            double s = 0.0;
-            int c = 0;
-            for (int i = SS_MAX(-r, -x); i <= r && x + i < w; i++)
-                if (isfinite(row[x + i])) {
-                    s += row[x + i];
-                    c++;
-                }
-            hs[(size_t)y * (size_t)w + (size_t)x] = (float)s;
-            hc[(size_t)y * (size_t)w + (size_t)x] = (float)c;
-        }
+        for (int x = 0; x < w; x++)
+            ss_hp_row_at(row, w, r, x, hs + (size_t)y * (size_t)w + x,
+                         hc + (size_t)y * (size_t)w + x);
     }
 #pragma omp parallel for schedule(static)
-    for (int y = 0; y < h; y++) {
-        for (int x = 0; x < w; x++) {
-            const size_t i0 = (size_t)y * (size_t)w + (size_t)x;
-            double s = 0.0, c = 0.0;
-            for (int j = SS_MAX(-r, -y); j <= r && y + j < h; j++) {
-                const size_t i = i0 + (size_t)((long)j * w);
-                s += hs[i];
-                c += hc[i];
-            }
-            const float v = in[i0];
-            out[i0] = isfinite(v) && c > 0.0 ? (float)((double)v - s / c) : NAN;
-        }
+    for (int k = 0; k < nys; k++) {
+        const int y0 = k * SS_HP_SEG, y1 = SS_MIN(y0 + SS_HP_SEG, h);
+        for (int x = 0; x < w; x++)
+            ss_hp_col_seg(in, hs, hc, w, h, r, x, y0, y1, out);
     }
 }
 

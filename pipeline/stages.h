@@ -158,16 +158,23 @@ void ss_hotpix_apply(const ss_hotpix_t *hp, float *frame, float *med);
  * stars towards pixel centres), which left a 0.007 px pattern in the
  * fraction of the shift that no error estimate sees.
  *
- * Local mean: a valid-aware box mean of radius r, separable:
+ * Local mean: a valid-aware box mean of radius r, separable (the sums of
+ * hipass_core.h, shared with the GPU):
  *   h(x, y) = (float) Σ_{i=-r..r, 0<=x+i<w, in finite} in(x+i, y) (double,
  *             i ascending), c(x, y) = the count of those terms;
- *   m(x, y) = Σ_{j=-r..r, 0<=y+j<h} h(x, y+j) / Σ_j c(x, y+j) (double, j
- *             ascending);
- *   out = (float)((double)in - m) where in is finite, NaN elsewhere.
+ *   m(x, y) = C(y) / N(y), running sums down column x over segments of
+ *             SS_HP_SEG rows: at a segment's first y (y % SS_HP_SEG == 0)
+ *             C = Σ_{j=-r..r, 0<=y+j<h} h(x, y+j) (double, j ascending),
+ *             N the same of c (integer); then C(y) = C(y-1) + h(x, y+r) -
+ *             h(x, y-r-1), each term only inside the frame, in that order
+ *             (N likewise);
+ *   out = (float)((double)in - m) where in is finite and N > 0, NaN
+ *         elsewhere.
  * Offsets and linear gradients leave no trace; scales much wider than r
  * (stray light, twilight, vignetting — fixed on the detector, so they
  * would pull the shift towards zero) are suppressed; a star of sigma
  * <= r/3 keeps most of its core. scratch: 2·w·h floats. */
+#define SS_HP_SEG 16
 void ss_hipass(const float *in, int w, int h, int r, float *out, float *scratch);
 
 /* The radius comes from ss_cfg_hipass_radius (pipeline_cfg.h). */

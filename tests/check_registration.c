@@ -144,33 +144,64 @@ END_TEST
  * ss_hipass
  * ==================================================================== */
 
+/* One running sum of stages.h's ss_hipass at position p of a line of n
+ * values v(q) = a[q·stride] with counts cnt(q) = cnt[q·stride] (or 1 per
+ * finite value when cnt is NULL): the direct sum (ascending) at the start
+ * of p's segment, then the adds and subtracts up to p. */
+static void run_sum(const float *a, const float *cnt, int stride, int n, int r, int p,
+                    double *s, long long *c)
+{
+    const int p0 = p / SS_HP_SEG * SS_HP_SEG;
+    *s = 0.0;
+    *c = 0;
+    for (int q = SS_MAX(p0 - r, 0); q <= SS_MIN(p0 + r, n - 1); q++)
+        if (isfinite(a[q * stride])) {
+            *s += a[q * stride];
+            *c += cnt ? (long long)cnt[q * stride] : 1;
+        }
+    for (int t = p0 + 1; t <= p; t++) {
+        if (t + r < n && isfinite(a[(t + r) * stride])) {
+            *s += a[(t + r) * stride];
+            *c += cnt ? (long long)cnt[(t + r) * stride] : 1;
+        }
+        if (t - r - 1 >= 0 && isfinite(a[(t - r - 1) * stride])) {
+            *s -= a[(t - r - 1) * stride];
+            *c -= cnt ? (long long)cnt[(t - r - 1) * stride] : 1;
+        }
+    }
+}
+
 /* The contract, pixel by pixel: a finite pixel minus the mean of the
- * finite values of its (2r+1)² window clipped to the frame, summed as
- * stages.h says (row sums rounded to float). */
+ * finite values of its (2r+1)² window clipped to the frame, as stages.h
+ * adds them (row sums direct and rounded to float, the column's a running
+ * sum, recomputed here from its segment's start). */
 static float hipass_at(const float *in, int w, int h, int r, int x, int y)
 {
-    const float v = in[y * w + x];
-    if (!isfinite(v))
-        return NAN;
-    double s = 0.0, c = 0.0;
-    for (int yy = SS_MAX(y - r, 0); yy <= SS_MIN(y + r, h - 1); yy++) {
-        double rs = 0.0;
-        int rc = 0;
+    static float hs[4096], hc[4096];    /* column x of the row sums */
+    ck_assert_int_le(h, 4096);
+    for (int yy = 0; yy < h; yy++) {
+        double s = 0.0;
+        int c = 0;
         for (int xx = SS_MAX(x - r, 0); xx <= SS_MIN(x + r, w - 1); xx++)
             if (isfinite(in[yy * w + xx])) {
-                rs += in[yy * w + xx];
-                rc++;
+                s += in[yy * w + xx];
+                c++;
             }
-        s += (float)rs;
-        c += rc;
+        hs[yy] = (float)s;
+        hc[yy] = (float)c;
     }
-    return c > 0.0 ? (float)((double)v - s / c) : NAN;
+    double s;
+    long long c;
+    run_sum(hs, hc, 1, h, r, y, &s, &c);
+    const float v = in[y * w + x];
+    return isfinite(v) && c > 0 ? (float)((double)v - s / (double)c) : NAN;
 }
 
 START_TEST(test_hipass_definition)
 {
-    enum { W = 61, H = 37, R = 4 };
+    enum { W = 61, H = 137, R = 4 };        /* segments of SS_HP_SEG down the columns */
     static float in[W * H], out[W * H], shifted[W * H], out2[W * H], scratch[2 * W * H];
+    ck_assert_int_lt(2 * SS_HP_SEG, H);
     rng_state = 31;
     for (int i = 0; i < W * H; i++)
         in[i] = rng_unif() < 0.05 ? NAN : (float)(100.0 + 20.0 * rng_gauss());
