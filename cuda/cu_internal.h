@@ -184,18 +184,25 @@ typedef struct cu_results {
     double corr[9 * 2];             /* refinement scratch: (sum, count) per candidate */
 } cu_results_t;
 
-/* ---- launchers (each returns cudaGetLastError() after its launches) --- */
+/* ---- launchers (each returns cudaGetLastError() after its launches) ---
+ * Each names its CPU reference, the "gold" function whose result it must
+ * give (to the bit where tests/check_cuda_parity.c says so). */
 
 /* k_calib.cu */
+/* gold: ss_calibrate_frame */
 cudaError_t cu_calibrate(const cu_params_t *p, ss_dtype_t dt, ss_roi_t roi, const float *bias,
                          const float *dark, const float *flat, const uint8_t *bad, float *out,
                          cudaStream_t s);
+/* gold: ss_median3x3 */
 cudaError_t cu_median3x3(const float *in, int w, int h, float *out, cudaStream_t s);
+/* gold: ss_hotpix_update (the hits and the learning) */
 cudaError_t cu_hot_hits(const cu_params_t *p, const float *frame, const float *med,
                         const float *sigma, int w, int h, uint16_t *hits, uint8_t *learned,
                         cudaStream_t s);
+/* gold: ss_hotpix_apply */
 cudaError_t cu_hot_apply(const uint8_t *learned, float *frame, float *med, size_t n,
                          cudaStream_t s);
+/* gold: backend_cpu.c's read_plane of BADMASK (static | learned) */
 cudaError_t cu_badmask(const uint8_t *bad, const uint8_t *learned, size_t n, uint8_t *out,
                        cudaStream_t s);
 
@@ -205,13 +212,16 @@ cudaError_t cu_badmask(const uint8_t *bad, const uint8_t *learned, size_t n, uin
  * sums in integers (noise_core.h). buf (or NULL): room for every sample,
  * where the first pass compacts the finite ones for the later passes. */
 /* The same in one launch of one block, for small samples (no workspace). */
+/* gold: ss_noise_mad, ss_noise_clipped */
 cudaError_t cu_select_small(const cu_sampler_t *samp, int mode, float *out_f, double *out_d,
                             long long nsamples, cudaStream_t s);
+/* gold: ss_noise_mad, ss_noise_clipped */
 cudaError_t cu_select_mad(const cu_sampler_t *samp, cu_sel_ws_t *ws, int mode, float *out_f,
                           double *out_d, int grid, float *buf, cudaStream_t s);
 /* The lower median of buf[0 .. min(*count, cap)) (all finite; *count on
  * the device): ws->st[0].result (NaN when there are none), the number in
  * ws->ncomp. No host round trip. */
+/* gold: ss_mv_beta's selection (modelvar.c) */
 cudaError_t cu_select_median_buf(const float *buf, const unsigned int *count, unsigned int cap,
                                  cu_sel_ws_t *ws, int grid, cudaStream_t s);
 
@@ -219,23 +229,29 @@ cudaError_t cu_select_median_buf(const float *buf, const unsigned int *count, un
 /* The registration input: FRAME cleaned of sharp outliers (σ from the
  * device, k and ratio from p) into sc[2], then its local mean of radius r
  * removed (sc[0], sc[1]: the row sums and counts) into out (HIPASS). */
+/* gold: ss_clean_sharp, then ss_hipass */
 cudaError_t cu_regin(const cu_params_t *p, const float *frame, const float *med,
                      const float *clean_sigma, int w, int h, int r, float *const *sc, float *out,
                      cudaStream_t s);
+/* gold: ss_bin2 */
 cudaError_t cu_bin2(const float *in, int w, int h, float *out, cudaStream_t s);
+/* gold: ss_reference_prep */
 cudaError_t cu_reference_prep(const float *ref, int w, int h, float *S, float *gx, float *gy,
                               cudaStream_t s);
 /* The star peaks of a level (ss_is_peak above SS_COARSE_PEAK·*noise), in
  * no particular order, into dev (room for cap; device memory) with their
  * number in *dev_count (may exceed cap), then copied to out and *out_count
  * (mapped host memory). */
+/* gold: ss_find_peaks (ss_is_peak; the host orders them, ss_peaks_order) */
 cudaError_t cu_peaks(const float *level, int w, int h, const double *noise, ss_peak_t *dev,
                      unsigned int *dev_count, int cap, ss_peak_t *out, unsigned int *out_count,
                      cudaStream_t s);
+/* gold: ss_coarse_refine */
 cudaError_t cu_refine(const cu_params_t *p, float *const *ref_lvl, float *const *cur_lvl,
                       const int *lw, const int *lh, int L, cu_results_t *res, cudaStream_t s);
 /* out: an ss_fine_bands_t (mapped host memory); partials: CU_RED_BLOCKS
  * × SS_FINE_NSUMS. */
+/* gold: ss_fine_sums */
 cudaError_t cu_fine_sums(const float *cur, const float *ref, const float *S, const float *gx,
                          const float *gy, int w, int h, double sx, double sy, double *partials,
                          unsigned int *counter, double *out, cudaStream_t s);
@@ -244,13 +260,16 @@ cudaError_t cu_fine_sums(const float *cur, const float *ref, const float *S, con
  * plain sum cannot predict (an invalid or outside y_k) while the current
  * pixel is valid are listed in list (room for w·h; *count, reset here)
  * and re-weighted by a second kernel of fix_blocks blocks (p->rw). */
+/* gold: ss_whiten (re-weighting: ss_reweight_subset) */
 cudaError_t cu_whiten(const cu_params_t *p, ss_dtype_t hdt, const float *cur, int w, int h,
                       float *P, float *r, int reweight, uint32_t *list, unsigned int *count,
                       int fix_blocks, cudaStream_t s);
+/* gold: ss_lsq_moments */
 cudaError_t cu_lsq_moments(const cu_params_t *p, ss_dtype_t hdt, int n, const float *cur,
                            int w, int h, double *Rp, cudaStream_t s);
 /* clean_sigma != NULL: clean sharp outliers (ss_clean_sharp, med = the
  * 3×3 median plane) from the frame before storing it. */
+/* gold: ss_history_store (with ss_clean_sharp) */
 cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, const float *frame,
                              const float *P, const int32_t *labels, const float *med,
                              const float *clean_sigma, int w, int h, uint8_t *scratch,
@@ -264,6 +283,7 @@ cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, const float *
  * temporaries in sc[0..2] and sc[5]). sc: 6 scratch planes (A/A1, B/A2,
  * B, L, which only radii above 62 use: smaller ones compute the Laplacian
  * on the fly, pin − c2·Q, and the mask's box rows). c[0] = the guide's mean, c[1] = c2. */
+/* gold: ss_guided_filter, ss_guided_filter2, ss_seeing_term, ss_gmask_apply */
 cudaError_t cu_guided(const cu_params_t *p, const float *I, const float *pin, int w, int h,
                       int radius, int mode, float *const *sc, float *out,
                       double *partials, unsigned int *counter, float *c, cudaStream_t s);
@@ -277,9 +297,11 @@ typedef struct cu_box {
     unsigned long long off;
 } cu_box_t;
 /* out[i] = ss_f16_bits(in[i]), n values */
+/* gold: ss_f16_bits (half_core.h) */
 cudaError_t cu_to_f16(const float *in, size_t n, uint16_t *out, cudaStream_t s);
 /* the n boxes of plane (w floats per row) into out, box after box, row-major
  * (ss_stamps_cut); max_box_pixels: the largest box's w·h */
+/* gold: ss_stamps_cut */
 cudaError_t cu_cut_stamps(const float *plane, int w, const cu_box_t *boxes, int n,
                           size_t max_box_pixels, float *out, cudaStream_t s);
 
@@ -292,26 +314,34 @@ cudaError_t cu_copy_small(void *dst, const void *src, size_t bytes, cudaStream_t
  * their number in *count (may exceed cap; zeroed first); res->mv_beta =
  * ss_mv_beta of them from their median (cu_mv_beta, after
  * cu_select_median_buf); z = ss_mv_apply(z, D, res->mv_beta, raw). */
+/* gold: ss_mv_clip, ss_mv_restore */
 cudaError_t cu_mv_clip(const float *a, const float *A, float *out, size_t n, int restore,
                        cudaStream_t s);     /* ss_mv_clip (0) / ss_mv_restore (1) */
+/* gold: ss_mv_template */
 cudaError_t cu_mv_template(const float *t, int w, int h, float *D, cudaStream_t s);
+/* gold: ss_mv_gather */
 cudaError_t cu_mv_gather(const cu_params_t *p, const float *z, const float *D, int w, int h,
                          float *q, unsigned int cap, unsigned int *count, cudaStream_t s);
+/* gold: ss_mv_beta */
 cudaError_t cu_mv_beta(const cu_sel_ws_t *ws, cu_results_t *res, cudaStream_t s);
+/* gold: ss_mv_apply */
 cudaError_t cu_mv_apply(const cu_results_t *res, float *z, const float *D, float *raw, size_t n,
                         cudaStream_t s);
 /* k_register.cu: ss_hipass of in (radius r) into out; sc: 2 planes */
+/* gold: ss_hipass (hipass_core.h) */
 cudaError_t cu_hipass(const float *in, int w, int h, int r, float *const *sc, float *out,
                       cudaStream_t s);
 
 /* k_matched.cu; star = 1: the model-error star map's single kernel
  * (p->mv_k, p->mv_sigma) instead of the residual's bank; σ from
  * *dev_sigma (device memory: the frame's σ, cuda_noise) unless NULL */
+/* gold: ss_matched_filter */
 cudaError_t cu_matched(const cu_params_t *p, int R, int star, const float *dev_sigma,
                        const float *in, int w, int h, float *z, cudaStream_t s);
 
 /* k_detect.cu: hysteresis + CCL + numbering + accumulation
  * (ss_label_seeded: masks from zg, seeds from z; then measurement of z). */
+/* gold: ss_label_seeded, then ss_measure_acc */
 cudaError_t cu_detect(const cu_params_t *p, const float *zg, const float *z, const float *rc,
                       const float *r, int w, int h, int32_t *labels, int32_t *parent,
                       uint8_t *seed, int *chunk_cnt, cu_acc_t *acc, int max_comp,
@@ -325,6 +355,7 @@ cudaError_t cu_detect(const cu_params_t *p, const float *zg, const float *z, con
  * an 8-pass radix selection in tk; the selected get accumulator slots
  * (atomic counter: any order, the host ranks by key) with their labels;
  * one more pass accumulates them. res->n_elig: the eligible count. */
+/* gold: ss_comp_preselect, then ss_measure_acc */
 cudaError_t cu_detect_overflow(const cu_params_t *p, const float *z, const float *rc,
                                const float *r, int w, int h, const int32_t *labels,
                                unsigned long long *pkey, int *parea, int ncomp_max,
