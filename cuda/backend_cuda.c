@@ -89,6 +89,13 @@ typedef struct step {
     int stage;                  /* ss_stage_id_t for the timed mode */
 } step_t;
 
+/* What a step asks of the segment it runs in (enqueue_with): flush acts
+ * on the union over the pending steps (b->seg_needs). */
+enum {
+    STEP_WRITES_CLEAN = 1,      /* an earlier frame's residual download must have left CLEAN */
+    STEP_REWEIGHT = 2,          /* the parameter block's re-weighting part goes up too */
+};
+
 typedef struct graph_entry {
     int nsteps;
     step_fn fn[MAX_STEPS];
@@ -149,6 +156,7 @@ struct ss_backend {
     uint16_t *d_hits;
     uint8_t *d_learned;
     float *d_plane[SS_PLANE__COUNT];
+    unsigned seg_needs;             /* STEP_* of the pending steps (enqueue_with) */
     int sigma_dev;                  /* the last noise op kept σ on the device (d_res) */
     int stats_pending;              /* σ (sigma_dev), β and count not yet read back */
     int grow_raw;                   /* SNR_RAW holds this frame's z before the model-error
@@ -262,6 +270,7 @@ static int is_sticky(cudaError_t e)
 static void drop_pending(ss_backend_t *b)
 {
     b->npending = 0;
+    b->seg_needs = 0;
     b->seg_raw_buf = -1;
     if (b->capturing) {
         cudaGraph_t g = NULL;
@@ -351,8 +360,6 @@ static void timer_stop(ss_backend_t *b, timer_t_ *t, cudaStream_t s)
 /* ---------------------------------------------------------------------- */
 
 static ss_err_t flush(ss_backend_t *b);
-static cudaError_t st_guided(ss_backend_t *b, cudaStream_t s, int v);
-static cudaError_t st_whiten(ss_backend_t *b, cudaStream_t s, int v);
 static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int clean);
 
 /* Before the host writes the parameter mirror for a new segment, the
@@ -364,7 +371,9 @@ static ss_err_t params_begin(ss_backend_t *b)
     return SS_OK;
 }
 
-static ss_err_t enqueue(ss_backend_t *b, step_fn fn, int variant, int stage)
+/* Append a step to the pending segment, with what it needs of the
+ * segment (STEP_*); a full segment is flushed first. */
+static ss_err_t enqueue_with(ss_backend_t *b, step_fn fn, int variant, int stage, unsigned needs)
 {
     if (b->npending == MAX_STEPS) {
         ss_err_t e = flush(b);
@@ -372,7 +381,13 @@ static ss_err_t enqueue(ss_backend_t *b, step_fn fn, int variant, int stage)
             return e;
     }
     b->pending[b->npending++] = (step_t){ fn, variant, stage };
+    b->seg_needs |= needs;
     return SS_OK;
+}
+
+static ss_err_t enqueue(ss_backend_t *b, step_fn fn, int variant, int stage)
+{
+    return enqueue_with(b, fn, variant, stage, 0);
 }
 
 static graph_entry_t *graph_find(ss_backend_t *b)
@@ -432,22 +447,17 @@ static ss_err_t flush(ss_backend_t *b)
 {
     if (b->npending == 0)
         return SS_OK;
-    if (b->rd_guard) {
-        /* the guided step writes CLEAN: the residual download of an
-         * earlier frame (read_begin) must have left it first; the wait is
-         * recorded on the stream, outside any graph */
-        for (int k = 0; k < b->npending; k++)
-            if (b->pending[k].fn == st_guided) {
-                CK(b, cudaStreamWaitEvent(b->cs, b->ev_rd[b->rd_issued % RD_RING], 0));
-                b->rd_guard = 0;
-                break;
-            }
+    const unsigned needs = b->seg_needs;
+    b->seg_needs = 0;
+    if (b->rd_guard && (needs & STEP_WRITES_CLEAN)) {
+        /* the residual download of an earlier frame (read_begin) must have
+         * left CLEAN first; the wait is recorded on the stream, outside
+         * any graph */
+        CK(b, cudaStreamWaitEvent(b->cs, b->ev_rd[b->rd_issued % RD_RING], 0));
+        b->rd_guard = 0;
     }
     /* the re-weighting block travels only with a whitening that uses it */
-    size_t pbytes = CU_PARAMS_BASE_BYTES;
-    for (int k = 0; k < b->npending; k++)
-        if (b->pending[k].fn == st_whiten && b->pending[k].variant == 1)
-            pbytes = sizeof(cu_params_t);
+    const size_t pbytes = needs & STEP_REWEIGHT ? sizeof(cu_params_t) : CU_PARAMS_BASE_BYTES;
     CK(b, cu_copy_small(b->d_params, b->m_params, pbytes, b->cs));
     if (b->row_bias_dirty) {
         CK(b, cu_copy_small(b->d_row_bias, b->m_row_bias, (size_t)b->h * sizeof(double), b->cs));
@@ -1566,7 +1576,7 @@ static ss_err_t cuda_whiten(ss_backend_t *b, const int *slots, const int *ix, co
         return e;
     if (rw)
         b->h_params->rw = *rw;
-    if ((e = enqueue(b, st_whiten, rw != NULL, SS_STAGE_WHITEN)))
+    if ((e = enqueue_with(b, st_whiten, rw != NULL, SS_STAGE_WHITEN, rw ? STEP_REWEIGHT : 0)))
         return e;
     return op_end(b);
 }
@@ -1585,7 +1595,7 @@ static ss_err_t cuda_guided(ss_backend_t *b, int radius, float eps, const ss_gma
     const int v = radius > 0 ? radius * 8 + (mask != NULL) * 4 +
                                    (lap && b->cfg->guided_biharmonic) * 2 + lap
                              : 0;
-    if ((e = enqueue(b, st_guided, v, SS_STAGE_GUIDED)))
+    if ((e = enqueue_with(b, st_guided, v, SS_STAGE_GUIDED, STEP_WRITES_CLEAN)))
         return e;
     return op_end(b);
 }
