@@ -160,7 +160,7 @@ struct ss_backend {
     int sigma_dev;                  /* the last noise op kept σ on the device (d_res) */
     int stats_pending;              /* σ (sigma_dev), β and count not yet read back */
     int grow_raw;                   /* SNR_RAW holds this frame's z before the model-error
-                                     * division (modelvar, β > 0): detection grows on it */
+                                     * division (modelvar): detection grows on it */
     int32_t *d_labels;
     uint8_t *d_hist;
     size_t hist_slot_bytes;
@@ -672,8 +672,9 @@ static cudaError_t st_matched(ss_backend_t *b, cudaStream_t s, int v)
 /* §6b, v = r·64 + R: the star map as ss_star_template (radius r; d_gs[0],
  * d_gs[1] the high-pass's scratch, A in d_gs[2], B in d_gs[3], S in
  * d_gs[4], its matched filter of radius R into d_gs[4]), the template D
- * into STAR, and the fit's samples compacted into d_selbuf (free once
- * the noise is selected) with their number to the host. */
+ * into STAR, the fit's samples compacted into d_selbuf (free once the
+ * noise is selected) and their median, β, into d_res (cu_mv_beta).
+ * v | DEV_SIGMA: the star map's σ from the device. */
 static cudaError_t st_mv_template(ss_backend_t *b, cudaStream_t s, int v)
 {
     const float *sg = dev_sigma(b, v);
@@ -698,7 +699,7 @@ static cudaError_t st_mv_apply(ss_backend_t *b, cudaStream_t s, int v)
     (void)v;
     SK(cu_mv_apply(b->d_res, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR],
                    b->d_plane[SS_PLANE_SNR_RAW], b->npix, s));
-    /* count and β reach the host with the detection's wait (cuda_model_stats) */
+    /* count and β reach the host with the detection's wait (cuda_frame_stats) */
     return cu_copy_small(&b->m_res->mv_count, &b->d_res->mv_count,
                          sizeof b->d_res->mv_count + sizeof b->d_res->mv_beta, s);
 }
