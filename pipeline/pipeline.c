@@ -31,8 +31,6 @@ static const char *const cal_what[CAL_N] = { "dark", "flat", "bad_pixels", "bias
 #define SLOW_TRACKS 64              /* slow movers remembered while the history holds them */
 #define SLOW_KEEP 0.5               /* a take-out stays when this share of the fit's gain shows */
 #define SLOW_NEAR 3.0               /* px: a detection this near a known slow mover is it */
-#define SLOW_CONFIRM_PX 1.5         /* a fit continues last frame's where it was predicted */
-#define SLOW_CONFIRM_V 0.4          /* ... with a speed this near (px per frame) */
 #define CLEAN_TRACKS 64             /* confirmed slow tracks whose stored frames are cleaned */
 #define CLEAN_SPREAD 0.5            /* px: a stored frame is cleaned along a track once the
                                      * track's position there is known this well (1 σ) */
@@ -106,9 +104,6 @@ struct ss_pipeline {
      * frames remain; cleared with the history) */
     struct slow_track { double x, y, vx, vy; uint64_t seq; } slow[SLOW_TRACKS];
     int n_slow;
-    /* the slow movers fitted in the last ok frame, not yet confirmed */
-    struct slow_track cand[SS_SLOW_MAX_FITS];
-    int n_cand;
     /* confirmed slow tracks cleaned out of the stored frames (clean_tracks),
      * the detections each slot's frame was stored without (dilated
      * bounding boxes x0, y0, x1, y1, processed px; REMOVED_CAP per slot),
@@ -297,7 +292,6 @@ static void history_clear(ss_pipeline_t *p)
 {
     p->n_hist = 0;
     p->n_slow = 0;
-    p->n_cand = 0;
     p->n_clean = 0;
     p->n_free = 0;
     for (int i = p->cfg.history - 1; i >= 0; i--)
@@ -1162,6 +1156,8 @@ static int unscreened_history(const ss_pipeline_t *p, const ss_result_t *res, in
         h->tau[k] = (double)(p->stats.processed - p->hist[k].seq);
         h->fx[k] = res->shift.sx - p->hist[k].sx - ix[k];
         h->fy[k] = res->shift.sy - p->hist[k].sy - iy[k];
+        h->ix[k] = ix[k];
+        h->iy[k] = iy[k];
         h->unscreened[k] = !p->hist[k].screened && res->weights[k] != 0.0;
         m += h->unscreened[k];
     }
@@ -1181,37 +1177,87 @@ static int known_slow(const ss_pipeline_t *p, const ss_shift_t *s, double x, dou
     return 0;
 }
 
-/* Fits of the bright point detections that are not known slow movers,
- * on the residual (read into p->res_host): at most SS_SLOW_MAX_FITS
- * detections are tried, the most significant first (the order of
- * res->dets), so that a frame with hundreds of bright detections costs a
- * bounded time (a fit costs milliseconds); the movers found in fit[] with
- * their window centres and the new-source RSS per pixel on the whole
- * window in c[]. */
-static ss_err_t fit_slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hist_t *h,
-                                ss_slow_fit_t *fit, double (*c)[3], int *nf)
+/* The stacks (slow_movers.h) of the detections res->dets.items[idx[c]],
+ * c < nc: the current frame and the unscreened history frames of h
+ * (newest first, at most SS_SLOW_STACK_MAX - 1), each cut around the
+ * detection, into *px (allocated here, the caller frees it). Reads FRAME
+ * and each of those history planes once, through p->ref_host. */
+static ss_err_t slow_stacks(ss_pipeline_t *p, const ss_result_t *res, const ss_slow_hist_t *h,
+                            const int *idx, int nc, float **px, ss_slow_stack_t *st)
 {
-    const int w = p->geo.roi.w, hh = p->geo.roi.h;
-    int read = 0;
-    *nf = 0;
-    for (int i = 0; i < res->dets.count && read < SS_SLOW_MAX_FITS; i++) {
-        const ss_detection_t *d = &res->dets.items[i];
-        if (d->sign <= 0 || d->kind != SS_KIND_POINT || d->peak_snr < SS_SLOW_MIN_SNR ||
-            known_slow(p, &res->shift, d->x, d->y))
-            continue;
-        ss_err_t e;
-        if (!read++ && (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, p->res_host)))
+    int hk[SS_SLOW_STACK_MAX], K = 1, side = 0;
+    double tau_max = 0.0;
+    for (int k = 0; k < h->n && K < SS_SLOW_STACK_MAX; k++)
+        if (h->unscreened[k]) {
+            hk[K++] = k;
+            tau_max = fmax(tau_max, h->tau[k]);
+        }
+    for (int c = 0; c < nc; c++) {
+        const ss_detection_t *d = &res->dets.items[idx[c]];
+        st[c] = (ss_slow_stack_t){ .k = K };
+        ss_slow_stack_window(d->x, d->y, p->cfg.psf_sigma, tau_max, &st[c].x0, &st[c].y0, &side);
+        st[c].side = side;
+        for (int q = 1; q < K; q++) {
+            st[c].tau[q] = h->tau[hk[q]];
+            st[c].fx[q] = h->fx[hk[q]];
+            st[c].fy[q] = h->fy[hk[q]];
+        }
+    }
+    const size_t win = (size_t)side * (size_t)side;
+    *px = malloc((size_t)nc * (size_t)K * win * sizeof **px);
+    if (!*px)
+        return SS_ERR_NOMEM;
+    for (int c = 0; c < nc; c++)
+        st[c].px = *px + (size_t)c * (size_t)K * win;
+    for (int q = 0; q < K; q++) {
+        const int k = hk[q];
+        ss_err_t e = q == 0 ? p->ops->read_plane(p->be, SS_PLANE_FRAME, 0, p->ref_host)
+                            : p->ops->read_plane(p->be, SS_PLANE_HISTORY, p->hist[k].slot,
+                                                 p->ref_host);
+        if (e != SS_OK)
             return e;
-        if (ss_slow_mover_fit(p->res_host, w, hh, d->x, d->y, d->flux, p->cfg.psf_sigma,
-                              res->sigma, h, &fit[*nf])) {
-            c[*nf][0] = d->x;
-            c[*nf][1] = d->y;
-            c[*nf][2] = ss_slow_source_rss(p->res_host, w, hh, d->x, d->y, p->cfg.psf_sigma,
-                                           res->sigma, h);
-            ++*nf;
+        for (int c = 0; c < nc; c++) {
+            float *dst = *px + ((size_t)c * (size_t)K + (size_t)q) * win;
+            ss_slow_stack_cut(p->ref_host, q == 0 ? SS_DT_F32 : p->geo.hist_dtype, p->geo.roi.w,
+                              p->geo.roi.h, q == 0 ? 0 : h->ix[k], q == 0 ? 0 : h->iy[k],
+                              st[c].x0, st[c].y0, side, dst);
         }
     }
     return SS_OK;
+}
+
+/* Fits of the bright point detections that are not known slow movers
+ * (residual read into p->res_host, stacks from slow_stacks): at most
+ * SS_SLOW_MAX_FITS detections are tried, the most significant first (the
+ * order of res->dets), so that a frame with hundreds of bright detections
+ * costs a bounded time (a fit costs milliseconds); the movers found go
+ * to fit[]. */
+static ss_err_t fit_slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hist_t *h,
+                                ss_slow_fit_t *fit, int *nf)
+{
+    const int w = p->geo.roi.w, hh = p->geo.roi.h;
+    int idx[SS_SLOW_MAX_FITS], nc = 0;
+    *nf = 0;
+    for (int i = 0; i < res->dets.count && nc < SS_SLOW_MAX_FITS; i++) {
+        const ss_detection_t *d = &res->dets.items[i];
+        if (d->sign > 0 && d->kind == SS_KIND_POINT && d->peak_snr >= SS_SLOW_MIN_SNR &&
+            !known_slow(p, &res->shift, d->x, d->y))
+            idx[nc++] = i;
+    }
+    if (nc == 0)
+        return SS_OK;
+    ss_slow_stack_t st[SS_SLOW_MAX_FITS];
+    float *px = NULL;
+    ss_err_t e = slow_stacks(p, res, h, idx, nc, &px, st);
+    if (e == SS_OK)
+        e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, p->res_host);
+    for (int j = 0; j < nc && e == SS_OK; j++) {
+        const ss_detection_t *d = &res->dets.items[idx[j]];
+        *nf += ss_slow_mover_fit(p->res_host, w, hh, d->x, d->y, p->cfg.psf_sigma, res->sigma,
+                                 h, &st[j], &fit[*nf]);
+    }
+    free(px);
+    return e;
 }
 
 /* Take the movers of fit[] (sign +1) out of the unscreened history frames
@@ -1257,68 +1303,7 @@ static ss_err_t repredict(ss_pipeline_t *p, ss_result_t *res, int n, int find_to
     return e;
 }
 
-/* Keep in fit[]/c[] the fits that continue a fit of the last frames (the
- * mover where that fit predicted it, at the same speed); the others
- * become the candidates the next frame may confirm. A fit alone can be
- * a transient the model happened to explain, or a faster mover seen at an
- * alias of its speed: neither is where a slow mover would be next.
- * Returns how many were kept. */
-static int confirmed_slow(ss_pipeline_t *p, const ss_shift_t *s, ss_slow_fit_t *fit,
-                          double (*c)[3], int nf)
-{
-    struct slow_track next[SS_SLOW_MAX_FITS];
-    int kept = 0, nnext = 0;
-    for (int j = 0; j < nf; j++) {
-        const struct slow_track t = { fit[j].x + s->sx, fit[j].y + s->sy, fit[j].vx, fit[j].vy,
-                                      p->stats.processed };
-        int ok = 0;
-        for (int k = 0; k < p->n_cand && !ok; k++) {
-            const double age = (double)(t.seq - p->cand[k].seq);
-            ok = age > 0.0 && age <= 2.0 &&
-                 hypot(p->cand[k].x + p->cand[k].vx * age - t.x,
-                       p->cand[k].y + p->cand[k].vy * age - t.y) <= SLOW_CONFIRM_PX &&
-                 hypot(p->cand[k].vx - t.vx, p->cand[k].vy - t.vy) <= SLOW_CONFIRM_V;
-        }
-        if (ok) {
-            fit[kept] = fit[j];
-            memcpy(c[kept], c[j], sizeof c[j]);
-            kept++;
-        } else {
-            next[nnext++] = t;
-        }
-    }
-    memcpy(p->cand, next, (size_t)nnext * sizeof next[0]);
-    p->n_cand = nnext;
-    return kept;
-}
-
-/* The movers fitted in this frame but not confirmed yet (p->cand) are
- * still in the history, their detections displaced by the dipole: each
- * one's nearest positive point detection within SLOW_NEAR px takes the
- * fitted position, which models the dipole. */
-static void place_candidates(const ss_pipeline_t *p, ss_result_t *res)
-{
-    for (int k = 0; k < p->n_cand; k++) {
-        const double x = p->cand[k].x - res->shift.sx, y = p->cand[k].y - res->shift.sy;
-        ss_detection_t *best = NULL;
-        double dbest = SLOW_NEAR;
-        for (int i = 0; i < res->dets.count; i++) {
-            ss_detection_t *d = &res->dets.items[i];
-            const double dist = hypot(d->x - x, d->y - y);
-            if (d->sign > 0 && d->kind == SS_KIND_POINT && dist <= dbest) {
-                best = d;
-                dbest = dist;
-            }
-        }
-        if (best) {
-            best->x = best->x0 = best->x1 = x;
-            best->y = best->y0 = best->y1 = y;
-        }
-    }
-}
-
 /* Slow movers (slow_movers.h) among this frame's detections: fitted,
- * confirmed by the last frame's fits (confirmed_slow),
  * taken out of the unscreened history frames of h, the frame predicted
  * again, and each take-out kept only where the new residual shows at
  * least SLOW_KEEP of the gain its fit promised (a source alone is left);
@@ -1327,26 +1312,23 @@ static void place_candidates(const ss_pipeline_t *p, ss_result_t *res)
 static ss_err_t slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hist_t *h, int n)
 {
     ss_slow_fit_t fit[SS_SLOW_MAX_FITS];
-    double c[SS_SLOW_MAX_FITS][3];
     int all[SS_SLOW_MAX_FITS], back[SS_SLOW_MAX_FITS], nf, nback = 0;
-    ss_err_t e = fit_slow_movers(p, res, h, fit, c, &nf);
+    ss_err_t e = fit_slow_movers(p, res, h, fit, &nf);
     if (e != SS_OK)
         return e;
-    nf = confirmed_slow(p, &res->shift, fit, c, nf);
-    if (nf == 0) {
-        place_candidates(p, res);
+    if (nf == 0)
         return SS_OK;
-    }
     for (int j = 0; j < nf; j++)
         all[j] = 1;
     if ((e = slow_apply(p, res, h, fit, all, nf, 1.0)) || (e = repredict(p, res, n, 0)) ||
         (e = p->ops->read_plane(p->be, SS_PLANE_RESIDUAL, 0, p->res_host)))
         return e;
     for (int j = 0; j < nf; j++) {
-        const double after = ss_slow_source_rss(p->res_host, p->geo.roi.w, p->geo.roi.h, c[j][0],
-                                                c[j][1], p->cfg.psf_sigma, res->sigma, h);
+        const double after = ss_slow_source_rss(p->res_host, p->geo.roi.w, p->geo.roi.h, &fit[j],
+                                                p->cfg.psf_sigma, res->sigma, h);
+        const double before = fit[j].rss_new / fit[j].npix;
         const double promised = (fit[j].rss_new - fit[j].rss) / fit[j].npix;
-        back[j] = !(after <= c[j][2] - SLOW_KEEP * promised);
+        back[j] = !(after <= before - SLOW_KEEP * promised);
         nback += back[j];
         if (!back[j] && p->n_slow < SLOW_TRACKS)
             p->slow[p->n_slow++] = (struct slow_track){ fit[j].x + res->shift.sx,
@@ -1356,11 +1338,9 @@ static ss_err_t slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hi
     SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: frame %llu: %d slow mover(s) taken out of the history, "
            "%d put back", p->feed, (unsigned long long)res->meta.seq, nf - nback, nback);
     if (nback == 0)
-        e = find(p, res);
-    else if ((e = slow_apply(p, res, h, fit, back, nf, -1.0)) == SS_OK)
+        return find(p, res);
+    if ((e = slow_apply(p, res, h, fit, back, nf, -1.0)) == SS_OK)
         e = repredict(p, res, n, 1);
-    if (e == SS_OK)
-        place_candidates(p, res);
     return e;
 }
 

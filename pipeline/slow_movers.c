@@ -1,9 +1,10 @@
 /*
- * slow_movers.c — the slow-mover fit of slow_movers.h: a variable-projection
+ * slow_movers.c — the residual side of slow_movers.h: a variable-projection
  * least-squares fit (the flux solved in closed form for every trial
- * position and speed, the rest by damped Gauss-Newton steps with numeric
- * derivatives) of the residual around one detection, once with the
- * mover-and-its-copies model and once with a new source alone.
+ * position, the rest by damped Gauss-Newton steps with numeric
+ * derivatives) of the residual around one detection, with a new source
+ * alone or with a mover and its copies on a known track; and the verdict
+ * on a stack fit's mover (slow_stack.c has the fit).
  *
  * Host code, run only on frames whose history still holds frames stored
  * without object removal (the N frames after warm-up or a reset), for the
@@ -14,15 +15,12 @@
 #include <math.h>
 #include <string.h>
 
-#define WIN_MAX 40                  /* window radius cap, px */
+#define WIN_MAX SS_SLOW_WIN_MAX
 #define NPAR 5                      /* x, y, ln(s/psf_sigma), vx, vy (flux, offset solved) */
 #define LN_SIGMA_MAX 1.1            /* the source's sigma within psf_sigma·e^(±this) */
 #define MAX_ITER 40
 #define FD_STEP 1e-3                /* numeric derivative step, px (px per frame) */
-#define NEG_LOBE 2.0                /* pixels below -this·noise make the copies' lobe */
-#define START_SPEED 0.6             /* px per frame: the fixed starting speeds */
-#define MAX_OFFSET 3.0              /* the fitted position stays this near the detection, px */
-#define ALIAS_MAX 3                 /* speeds m·v tried, m = 2..this (whole-frame aliases) */
+#define MAX_OFFSET SS_SLOW_MAX_OFFSET
 #define CLIP 5.0                    /* window pixels brighter than this·noise outside the core go */
 #define MIN_TRAVEL 1.0              /* v·(weighted age) at least this·psf_sigma: copies apart */
 
@@ -215,25 +213,6 @@ static double mean_age(const ss_slow_hist_t *h)
     return a != 0.0 ? at / a : 0.0;
 }
 
-/* The starting speed from the copies' negative lobe: its centroid lies
- * near p - v·τ̄. */
-static void lobe_speed(const win_t *W, double x0, double y0, double noise, double tbar,
-                       double *vx, double *vy)
-{
-    double sw = 0.0, sx = 0.0, sy = 0.0;
-    for (int p = 0; p < W->n; p++)
-        if (W->r[p] < -NEG_LOBE * noise) {
-            sw -= W->r[p];
-            sx -= W->r[p] * (W->x0 + W->ix[p]);
-            sy -= W->r[p] * (W->y0 + W->iy[p]);
-        }
-    *vx = *vy = 0.0;
-    if (!(sw > 0.0) || !(tbar > 0.0))
-        return;
-    *vx = SS_CLAMP((x0 - sx / sw) / tbar, -SS_SLOW_VMAX, SS_SLOW_VMAX);
-    *vy = SS_CLAMP((y0 - sy / sw) / tbar, -SS_SLOW_VMAX, SS_SLOW_VMAX);
-}
-
 /* The window of a fit around (x0, y0): its radius covers the copies of
  * the oldest unscreened frame at SS_SLOW_VMAX; pixels above clip outside
  * the core left out. 0, or -1 when there is
@@ -252,74 +231,50 @@ static int fit_window(const float *r, int w, int h, double x0, double y0, double
     return W->n < 16 ? -1 : 0;
 }
 
-double ss_slow_source_rss(const float *r, int w, int h, double x0, double y0, double psf_sigma,
-                          double noise, const ss_slow_hist_t *hist)
+double ss_slow_source_rss(const float *r, int w, int h, const ss_slow_fit_t *fit,
+                          double psf_sigma, double noise, const ss_slow_hist_t *hist)
 {
+    static _Thread_local double box[(2 * WIN_MAX + 1) * (2 * WIN_MAX + 1)];
+    static _Thread_local double e[(2 * WIN_MAX + 1) * (2 * WIN_MAX + 1)];
     static _Thread_local win_t W;
-    if (fit_window(r, w, h, x0, y0, psf_sigma, noise, INFINITY, hist, &W) != 0)
+    if (fit_window(r, w, h, fit->x, fit->y, psf_sigma, noise, CLIP * noise, hist, &W) != 0)
         return NAN;
     const model_t fresh = { hist, psf_sigma, 0 };
-    double th[NPAR] = { x0, y0, 0.0, 0.0, 0.0 }, f;
-    return fit(&fresh, &W, 3, th, &f) / W.n;
+    const double th[NPAR] = { fit->x, fit->y, log(fit->sigma / psf_sigma), 0.0, 0.0 };
+    double f;
+    return residuals(&fresh, &W, th, box, e, &f) / W.n;
 }
 
-/* Fit the mover model from speed (vx, vy) and width ln(s/psf_sigma) = ls;
- * out takes the result when its RSS is lower. */
-static void try_start(const model_t *m, const win_t *W, double x0, double y0, double ls, double vx,
-                      double vy, ss_slow_fit_t *out)
-{
-    double th[NPAR] = { x0, y0, ls, vx, vy }, f;
-    const double rss = fit(m, W, NPAR, th, &f);
-    if (rss < out->rss) {
-        out->rss = rss;
-        out->x = th[0];
-        out->y = th[1];
-        out->sigma = model_sigma(m, th);
-        out->vx = th[3];
-        out->vy = th[4];
-        out->flux = f;
-    }
-}
-
-int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double lobe_flux,
-                      double psf_sigma, double noise, const ss_slow_hist_t *hist,
+int ss_slow_mover_fit(const float *r, int w, int h, double x0, double y0, double psf_sigma,
+                      double noise, const ss_slow_hist_t *hist, const ss_slow_stack_t *st,
                       ss_slow_fit_t *out)
 {
-    memset(out, 0, sizeof *out);
+    static _Thread_local double box[(2 * WIN_MAX + 1) * (2 * WIN_MAX + 1)];
+    static _Thread_local double e[(2 * WIN_MAX + 1) * (2 * WIN_MAX + 1)];
     static _Thread_local win_t W;
-    if (fit_window(r, w, h, x0, y0, psf_sigma, noise, CLIP * noise, hist, &W) != 0)
+    memset(out, 0, sizeof *out);
+    ss_slow_stack_fit_t sf;
+    if (ss_slow_stack_fit(st, x0, y0, psf_sigma, &sf) != 0 ||
+        fit_window(r, w, h, sf.x, sf.y, psf_sigma, noise, CLIP * noise, hist, &W) != 0)
         return 0;
     const model_t mover = { hist, psf_sigma, 1 };
     const model_t fresh = { hist, psf_sigma, 0 };
-
-    double th_new[NPAR] = { x0, y0, 0.0, 0.0, 0.0 }, f_new;
-    out->rss_new = fit(&fresh, &W, 3, th_new, &f_new);
+    const double th[NPAR] = { sf.x, sf.y, log(sf.sigma / psf_sigma), sf.vx, sf.vy };
+    double f;
+    out->rss_new = residuals(&fresh, &W, th, box, e, &f);
+    out->rss = residuals(&mover, &W, th, box, e, &f);
     out->npix = W.n;
-
-    double v0x, v0y;
-    const double tbar = mean_age(hist);
-    lobe_speed(&W, x0, y0, noise, tbar, &v0x, &v0y);
-    const double starts[9][2] = {
-        { v0x, v0y },
-        { START_SPEED, 0 }, { -START_SPEED, 0 }, { 0, START_SPEED }, { 0, -START_SPEED },
-        { START_SPEED, START_SPEED }, { -START_SPEED, START_SPEED },
-        { START_SPEED, -START_SPEED }, { -START_SPEED, -START_SPEED },
-    };
-    out->rss = INFINITY;
-    for (int s = 0; s < 9; s++)
-        if (s == 0 || hypot(starts[s][0], starts[s][1]) > 0.0)
-            try_start(&mover, &W, x0, y0, th_new[2], starts[s][0], starts[s][1], out);
-    /* the copies sit at whole frames behind: a mover of speed v matches
-     * every m-th copy of a mover of m·v (a faster mover, which then must
-     * not pass as a slow one) */
-    const double bvx = out->vx, bvy = out->vy;
-    for (int m = 2; m <= ALIAS_MAX; m++)
-        try_start(&mover, &W, x0, y0, th_new[2], m * bvx, m * bvy, out);
-    out->ok = out->rss_new - out->rss >= SS_SLOW_GAIN * noise * noise &&
-              hypot(out->vx, out->vy) <= SS_SLOW_VMAX &&
-              hypot(out->vx, out->vy) * tbar >= MIN_TRAVEL * psf_sigma && out->flux > 0.0 &&
-              out->flux <= SS_SLOW_FLUX_RATIO * lobe_flux &&
-              hypot(out->x - x0, out->y - y0) <= MAX_OFFSET;
+    out->x = sf.x;
+    out->y = sf.y;
+    out->vx = sf.vx;
+    out->vy = sf.vy;
+    out->sigma = sf.sigma;
+    out->flux = sf.flux;
+    const double speed = hypot(sf.vx, sf.vy);
+    out->ok = sf.gain - sf.gain_new >= SS_SLOW_GAIN * sf.noise * sf.noise &&
+              speed <= SS_SLOW_VMAX && speed * mean_age(hist) >= MIN_TRAVEL * psf_sigma &&
+              sf.flux > 0.0 && hypot(sf.x - x0, sf.y - y0) <= MAX_OFFSET &&
+              out->rss < out->rss_new;
     return out->ok;
 }
 
