@@ -35,7 +35,9 @@
                                      * of its own is degenerate (e.g. φ on a static camera) */
 #define REACH 4.0                   /* a copy is drawn this many sigma out */
 #define LN_SIGMA_MAX 1.1            /* the width within psf_sigma·e^(±this) */
-#define V_GRID 0.1                  /* px per frame: the speed grid's step */
+#define V_GRID 0.15                 /* px per frame: the speed grid's step (at most 0.11 px
+                                     * per frame off, copies 10 frames old about a PSF
+                                     * width: within the simplex's reach) */
 #define CHI_CLIP 8.0                /* a pixel goes when its χ² exceeds dof + this·√(2 dof) */
 #define NM_EVALS 400                /* Nelder-Mead evaluations at most */
 
