@@ -878,6 +878,244 @@ static void cuda_host_free(void *p, void *user)
 }
 
 /* ---------------------------------------------------------------------- */
+/* memory plan                                                             */
+/* ---------------------------------------------------------------------- */
+
+/* What a buffer's size counts: its element count is one of these, times
+ * the entry's unit (bytes). */
+typedef enum {
+    PER_ONE,                        /* one element */
+    PER_PIX,                        /* processed pixels */
+    PER_RAW,                        /* raw pixels (geo.raw_w × raw_h) */
+    PER_RAW_BYTES,                  /* raw pixels × the raw type's size (unit 1) */
+    PER_ROW,                        /* processed rows */
+    PER_CHUNK,                      /* 2 per CU_CHUNK pixels */
+    PER_COMP,                       /* accumulators (max_comp) */
+    PER_ALL_COMP,                   /* components a frame can hold (ncomp_max) */
+    PER_HIST_BYTES,                 /* history slots × a slot's bytes (unit 1) */
+} per_t;
+
+/* How a buffer starts. Scratch starts defined too: compute-sanitizer's
+ * initcheck, and whole read-back chunks. */
+typedef enum { START_ZERO, START_NAN, START_ONES, START_COPIED } start_t;
+
+/* When a buffer exists. */
+typedef enum { WHEN_ALWAYS, WHEN_DARK, WHEN_FLAT, WHEN_BIAS, WHEN_BAD, WHEN_SPILL } when_t;
+
+typedef struct dev_buf {
+    size_t off;                     /* its pointer in ss_backend_t */
+    per_t per;
+    size_t unit;
+    start_t start;
+    when_t when;
+} dev_buf_t;
+
+#define DB(field, per, unit, start, when) { offsetof(ss_backend_t, field), per, unit, start, when }
+
+/* The device buffers of an instance (the pyramid levels apart: their
+ * sizes halve, plan_levels). */
+static const dev_buf_t dev_plan[] = {
+    DB(d_raw[0], PER_RAW_BYTES, 1, START_ZERO, WHEN_ALWAYS),
+    DB(d_raw[1], PER_RAW_BYTES, 1, START_ZERO, WHEN_ALWAYS),
+    DB(d_rawvalid[0], PER_RAW, 1, START_ONES, WHEN_ALWAYS),
+    DB(d_rawvalid[1], PER_RAW, 1, START_ONES, WHEN_ALWAYS),
+    DB(d_dark, PER_PIX, sizeof(float), START_COPIED, WHEN_DARK),
+    DB(d_flat, PER_PIX, sizeof(float), START_COPIED, WHEN_FLAT),
+    DB(d_bias, PER_PIX, sizeof(float), START_COPIED, WHEN_BIAS),
+    DB(d_bad, PER_PIX, 1, START_COPIED, WHEN_BAD),
+    DB(d_row_bias, PER_ROW, sizeof(double), START_ZERO, WHEN_ALWAYS),
+    DB(d_hits, PER_PIX, sizeof(uint16_t), START_ZERO, WHEN_ALWAYS),
+    DB(d_learned, PER_PIX, 1, START_ZERO, WHEN_ALWAYS),
+    DB(d_plane[SS_PLANE_FRAME], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
+    DB(d_plane[SS_PLANE_FILTERED], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
+    DB(d_plane[SS_PLANE_HIPASS], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
+    DB(d_plane[SS_PLANE_REFERENCE], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
+    DB(d_plane[SS_PLANE_REF_S], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
+    DB(d_plane[SS_PLANE_REF_GX], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
+    DB(d_plane[SS_PLANE_REF_GY], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
+    DB(d_plane[SS_PLANE_PREDICTION], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
+    DB(d_plane[SS_PLANE_RESIDUAL], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
+    DB(d_plane[SS_PLANE_CLEAN], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
+    DB(d_plane[SS_PLANE_SNR], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
+    DB(d_plane[SS_PLANE_SNR_RAW], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
+    DB(d_plane[SS_PLANE_STAR], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
+    DB(d_labels, PER_PIX, sizeof(int32_t), START_ZERO, WHEN_ALWAYS),
+    DB(d_hist, PER_HIST_BYTES, 1, START_ZERO, WHEN_ALWAYS),
+    DB(d_gs[0], PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
+    DB(d_gs[1], PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
+    DB(d_gs[2], PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
+    DB(d_gs[3], PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
+    DB(d_gs[4], PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
+    DB(d_gs[5], PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
+    DB(d_misc, PER_ONE, 256, START_ZERO, WHEN_ALWAYS),
+    DB(d_parent, PER_PIX, sizeof(int32_t), START_ZERO, WHEN_ALWAYS),
+    DB(d_u8, PER_PIX, 1, START_ZERO, WHEN_ALWAYS),
+    DB(d_chunk, PER_CHUNK, sizeof(int), START_ZERO, WHEN_ALWAYS),
+    DB(d_acc, PER_COMP, sizeof(cu_acc_t), START_ZERO, WHEN_ALWAYS),
+    DB(d_pkey, PER_ALL_COMP, sizeof(unsigned long long), START_ZERO, WHEN_SPILL),
+    DB(d_parea, PER_ALL_COMP, sizeof(int), START_ZERO, WHEN_SPILL),
+    DB(d_topk, PER_ONE, sizeof(cu_topk_t), START_ZERO, WHEN_SPILL),
+    DB(d_partials, PER_ONE, (size_t)CU_RED_BLOCKS * SS_FINE_NSUMS * sizeof(double), START_ZERO,
+       WHEN_ALWAYS),
+    DB(d_lsq, PER_ONE, ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) * sizeof(double),
+       START_ZERO, WHEN_ALWAYS),
+    DB(d_counter, PER_ONE, sizeof(unsigned int), START_ZERO, WHEN_ALWAYS),
+    DB(d_rwlist, PER_PIX, sizeof(uint32_t), START_ZERO, WHEN_ALWAYS),
+    DB(d_rwcount, PER_ONE, sizeof(unsigned int), START_ZERO, WHEN_ALWAYS),
+    DB(d_sel, PER_ONE, sizeof(cu_sel_ws_t), START_ZERO, WHEN_ALWAYS),
+    DB(d_selbuf, PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
+    DB(d_half, PER_PIX, sizeof(uint16_t), START_ZERO, WHEN_ALWAYS),
+    DB(d_stamps, PER_ONE, SS_STAMP_PIXELS_MAX * sizeof(float), START_ZERO, WHEN_ALWAYS),
+    DB(d_boxes, PER_ONE, SS_STAMPS_MAX * sizeof(cu_box_t), START_ZERO, WHEN_ALWAYS),
+    DB(d_params, PER_ONE, sizeof(cu_params_t), START_ZERO, WHEN_ALWAYS),
+    DB(d_res, PER_ONE, sizeof(cu_results_t), START_ZERO, WHEN_ALWAYS),
+    DB(d_peaks, PER_ONE, 2 * (size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t), START_ZERO,
+       WHEN_ALWAYS),
+    DB(d_npeaks, PER_ONE, 2 * sizeof(unsigned int), START_ZERO, WHEN_ALWAYS),
+};
+
+/* A pinned host buffer, zeroed; mapped ones also get the address the
+ * device reads them by. */
+typedef struct pin_buf {
+    size_t off, moff;               /* its pointers in ss_backend_t (moff 0: not mapped) */
+    per_t per;
+    size_t unit;
+} pin_buf_t;
+
+#define PB(field, mfield, per, unit) { offsetof(ss_backend_t, field), offsetof(ss_backend_t, mfield), per, unit }
+#define PB_UNMAPPED(field, per, unit) { offsetof(ss_backend_t, field), 0, per, unit }
+
+static const pin_buf_t pin_plan[] = {
+    PB(h_params, m_params, PER_ONE, sizeof(cu_params_t)),
+    PB(h_res, m_res, PER_ONE, sizeof(cu_results_t)),
+    PB(h_acc, m_acc, PER_ONE, HOST_ACC * sizeof(cu_acc_t)),
+    PB(h_lsq, m_lsq, PER_ONE, ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) *
+                                  sizeof(double)),
+    PB(h_row_bias, m_row_bias, PER_ROW, sizeof(double)),
+    PB(h_peaks, m_peaks, PER_ONE, 2 * (size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t)),
+    PB(h_npeaks, m_npeaks, PER_ONE, 2 * sizeof(unsigned int)),
+    PB_UNMAPPED(h_boxes, PER_ONE, SS_STAMPS_MAX * sizeof(cu_box_t)),
+};
+
+#define PLAN_N(t) (sizeof(t) / sizeof((t)[0]))
+
+/* The pointer field at off in b. */
+static void **plan_slot(ss_backend_t *b, size_t off)
+{
+    return (void **)((char *)b + off);
+}
+
+/* Bytes of a buffer of per × unit in b. */
+static size_t plan_bytes(const ss_backend_t *b, per_t per, size_t unit)
+{
+    const size_t raw = (size_t)b->geo.raw_w * (size_t)b->geo.raw_h;
+    switch (per) {
+    case PER_ONE: return unit;
+    case PER_PIX: return b->npix * unit;
+    case PER_RAW: return raw * unit;
+    case PER_RAW_BYTES: return raw * ss_dtype_size(b->geo.raw_dtype) * unit;
+    case PER_ROW: return (size_t)b->h * unit;
+    case PER_CHUNK: return 2 * ((b->npix + CU_CHUNK - 1) / CU_CHUNK) * unit;
+    case PER_COMP: return (size_t)b->max_comp * unit;
+    case PER_ALL_COMP: return (size_t)b->ncomp_max * unit;
+    case PER_HIST_BYTES:
+        return b->npix * ss_dtype_size(b->geo.hist_dtype) * (size_t)b->geo.history * unit;
+    }
+    return 0;
+}
+
+/* Whether the buffer exists for this instance. */
+static int plan_wanted(const ss_backend_t *b, const ss_calib_data_t *calib, when_t when)
+{
+    switch (when) {
+    case WHEN_ALWAYS: return 1;
+    case WHEN_DARK: return calib && calib->dark;
+    case WHEN_FLAT: return calib && calib->flat;
+    case WHEN_BIAS: return calib && calib->bias;
+    case WHEN_BAD: return calib && calib->bad;
+    case WHEN_SPILL: return b->ncomp_max > b->max_comp;
+    }
+    return 0;
+}
+
+/* Allocate and start every buffer of the plans (the pyramid's too). The
+ * calibration masters are copied in. On failure the call that failed is
+ * named in *what; what was allocated stays for plan_free. */
+static cudaError_t plan_alloc(ss_backend_t *b, const ss_calib_data_t *calib, const char **what)
+{
+    static const int fill[] = { [START_ZERO] = 0, [START_NAN] = 0xff, [START_ONES] = 1 };
+    cudaError_t e = cudaSuccess;
+    for (size_t i = 0; i < PLAN_N(dev_plan) && e == cudaSuccess; i++) {
+        const dev_buf_t *d = &dev_plan[i];
+        if (!plan_wanted(b, calib, d->when))
+            continue;
+        const size_t bytes = plan_bytes(b, d->per, d->unit);
+        void **slot = plan_slot(b, d->off);
+        *what = "cudaMalloc";
+        if ((e = cudaMalloc(slot, bytes ? bytes : 1)) != cudaSuccess)
+            break;
+        b->dev_bytes += bytes;
+        *what = d->start == START_COPIED ? "cudaMemcpy (calibration master)" : "cudaMemset";
+        if (d->start != START_COPIED)
+            e = cudaMemset(*slot, fill[d->start], bytes);
+        else
+            e = cudaMemcpy(*slot, d->when == WHEN_DARK ? (const void *)calib->dark
+                                  : d->when == WHEN_FLAT ? (const void *)calib->flat
+                                  : d->when == WHEN_BIAS ? (const void *)calib->bias
+                                                         : (const void *)calib->bad,
+                           bytes, cudaMemcpyHostToDevice);
+    }
+    for (int l = 1; l <= b->L && e == cudaSuccess; l++) {
+        const size_t n = (size_t)b->lw[l] * (size_t)b->lh[l], bytes = (n ? n : 1) * sizeof(float);
+        *what = "pyramid level";
+        if ((e = cudaMalloc((void **)&b->d_ref_lvl[l], bytes)) == cudaSuccess &&
+            (e = cudaMalloc((void **)&b->d_cur_lvl[l], bytes)) == cudaSuccess &&
+            (e = cudaMemset(b->d_ref_lvl[l], 0xff, bytes)) == cudaSuccess)
+            e = cudaMemset(b->d_cur_lvl[l], 0xff, bytes);
+        if (e == cudaSuccess)
+            b->dev_bytes += 2 * bytes;
+    }
+    const unsigned mapped = cudaHostAllocPortable | cudaHostAllocMapped;
+    for (size_t i = 0; i < PLAN_N(pin_plan) && e == cudaSuccess; i++) {
+        const pin_buf_t *h = &pin_plan[i];
+        const size_t bytes = plan_bytes(b, h->per, h->unit);
+        void **slot = plan_slot(b, h->off);
+        *what = "cudaHostAlloc";
+        if ((e = cudaHostAlloc(slot, bytes, h->moff ? mapped : cudaHostAllocPortable)) != cudaSuccess)
+            break;
+        memset(*slot, 0, bytes);
+        *what = "cudaHostGetDevicePointer";
+        if (h->moff)
+            e = cudaHostGetDevicePointer(plan_slot(b, h->moff), *slot, 0);
+    }
+    return e;
+}
+
+/* Free every buffer of the plans that was allocated. */
+static void plan_free(ss_backend_t *b)
+{
+    for (size_t i = 0; i < PLAN_N(dev_plan); i++) {
+        void **slot = plan_slot(b, dev_plan[i].off);
+        if (*slot)
+            cudaFree(*slot);
+        *slot = NULL;
+    }
+    for (int l = 1; l <= SS_MAX_LEVELS; l++) {
+        if (b->d_ref_lvl[l])
+            cudaFree(b->d_ref_lvl[l]);
+        if (b->d_cur_lvl[l])
+            cudaFree(b->d_cur_lvl[l]);
+        b->d_ref_lvl[l] = b->d_cur_lvl[l] = NULL;
+    }
+    for (size_t i = 0; i < PLAN_N(pin_plan); i++) {
+        void **slot = plan_slot(b, pin_plan[i].off);
+        if (*slot)
+            cudaFreeHost(*slot);
+        *slot = NULL;
+    }
+}
+
+/* ---------------------------------------------------------------------- */
 /* create / destroy                                                        */
 /* ---------------------------------------------------------------------- */
 
@@ -897,42 +1135,7 @@ static void cuda_destroy(ss_backend_t **pb)
     for (int g = 0; g < b->ngraphs; g++)
         if (b->graphs[g].exec)
             cudaGraphExecDestroy(b->graphs[g].exec);
-    void *dev[] = {
-        b->d_raw[0], b->d_raw[1], b->d_rawvalid[0], b->d_rawvalid[1], b->d_dark, b->d_flat,
-        b->d_bias, b->d_row_bias, b->d_bad, b->d_hits, b->d_learned, b->d_labels, b->d_hist,
-        b->d_gs[0], b->d_gs[1], b->d_gs[2], b->d_gs[3], b->d_gs[4], b->d_gs[5], b->d_misc,
-        b->d_parent, b->d_u8, b->d_chunk, b->d_acc, b->d_partials, b->d_lsq, b->d_counter,
-        b->d_sel, b->d_selbuf, b->d_params, b->d_res, b->d_half, b->d_stamps, b->d_boxes,
-        b->d_rwlist, b->d_rwcount, b->d_pkey, b->d_parea, b->d_topk, b->d_peaks, b->d_npeaks,
-    };
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        if (dev[i])
-            cudaFree(dev[i]);
-    for (int i = 0; i < SS_PLANE__COUNT; i++)
-        if (b->d_plane[i])
-            cudaFree(b->d_plane[i]);
-    for (int l = 1; l <= SS_MAX_LEVELS; l++) {
-        if (b->d_ref_lvl[l])
-            cudaFree(b->d_ref_lvl[l]);
-        if (b->d_cur_lvl[l])
-            cudaFree(b->d_cur_lvl[l]);
-    }
-    if (b->h_params)
-        cudaFreeHost(b->h_params);
-    if (b->h_row_bias)
-        cudaFreeHost(b->h_row_bias);
-    if (b->h_res)
-        cudaFreeHost(b->h_res);
-    if (b->h_acc)
-        cudaFreeHost(b->h_acc);
-    if (b->h_lsq)
-        cudaFreeHost(b->h_lsq);
-    if (b->h_peaks)
-        cudaFreeHost(b->h_peaks);
-    if (b->h_npeaks)
-        cudaFreeHost(b->h_npeaks);
-    if (b->h_boxes)
-        cudaFreeHost(b->h_boxes);
+    plan_free(b);
     free(b->ref_peaks);
     free(b->cur_peaks);
     free(b->vote_hist);
@@ -960,16 +1163,6 @@ static void cuda_destroy(ss_backend_t **pb)
     free(b);
     *pb = NULL;
 }
-
-static cudaError_t dalloc(ss_backend_t *b, void **p, size_t bytes)
-{
-    const cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
-    if (e == cudaSuccess)
-        b->dev_bytes += bytes;
-    return e;
-}
-
-#define DALLOC(b, ptr, bytes) dalloc((b), (void **)&(ptr), (bytes))
 
 static ss_err_t create_fail(ss_backend_t **pb, cudaError_t e, const char *what)
 {
@@ -1037,108 +1230,22 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     }
 
     b->raw_bytes = (size_t)geo->raw_w * (size_t)geo->raw_h * ss_dtype_size(geo->raw_dtype);
-    const size_t raw_pix = (size_t)geo->raw_w * (size_t)geo->raw_h;
-    for (int i = 0; i < 2; i++) {
-        CC(DALLOC(b, b->d_raw[i], b->raw_bytes));
-        CC(DALLOC(b, b->d_rawvalid[i], raw_pix));
-    }
-    if (calib && calib->dark) {
-        CC(DALLOC(b, b->d_dark, npix * sizeof(float)));
-        CC(cudaMemcpy(b->d_dark, calib->dark, npix * sizeof(float), cudaMemcpyHostToDevice));
-    }
-    if (calib && calib->flat) {
-        CC(DALLOC(b, b->d_flat, npix * sizeof(float)));
-        CC(cudaMemcpy(b->d_flat, calib->flat, npix * sizeof(float), cudaMemcpyHostToDevice));
-    }
-    if (calib && calib->bias) {
-        CC(DALLOC(b, b->d_bias, npix * sizeof(float)));
-        CC(cudaMemcpy(b->d_bias, calib->bias, npix * sizeof(float), cudaMemcpyHostToDevice));
-    }
-    CC(DALLOC(b, b->d_row_bias, (size_t)b->h * sizeof(double)));
-    CC(cudaMemset(b->d_row_bias, 0, (size_t)b->h * sizeof(double)));
-    if (calib && calib->bad) {
-        CC(DALLOC(b, b->d_bad, npix));
-        CC(cudaMemcpy(b->d_bad, calib->bad, npix, cudaMemcpyHostToDevice));
-    }
-    CC(DALLOC(b, b->d_hits, npix * sizeof(uint16_t)));
-    CC(DALLOC(b, b->d_learned, npix));
-    CC(cudaMemset(b->d_hits, 0, npix * sizeof(uint16_t)));
-    CC(cudaMemset(b->d_learned, 0, npix));
-    for (int i = SS_PLANE_FRAME; i <= SS_PLANE_STAR; i++) {
-        CC(DALLOC(b, b->d_plane[i], npix * sizeof(float)));
-        CC(cudaMemset(b->d_plane[i], 0xff, npix * sizeof(float)));      /* NaN */
-    }
-    CC(DALLOC(b, b->d_labels, npix * sizeof(int32_t)));
-    CC(cudaMemset(b->d_labels, 0, npix * sizeof(int32_t)));
     b->hist_slot_bytes = npix * ss_dtype_size(geo->hist_dtype);
-    CC(DALLOC(b, b->d_hist, b->hist_slot_bytes * (size_t)geo->history));
-    CC(cudaMemset(b->d_hist, 0, b->hist_slot_bytes * (size_t)geo->history));
-
     b->L = cfg->reg_levels;
     b->lw[0] = b->w;
     b->lh[0] = b->h;
-    b->d_ref_lvl[0] = b->d_plane[SS_PLANE_REFERENCE];
-    b->d_cur_lvl[0] = b->d_plane[SS_PLANE_HIPASS];
     for (int l = 1; l <= b->L; l++) {
         b->lw[l] = b->lw[l - 1] / 2;
         b->lh[l] = b->lh[l - 1] / 2;
-        const size_t n = (size_t)b->lw[l] * (size_t)b->lh[l];
-        CC(DALLOC(b, b->d_ref_lvl[l], (n ? n : 1) * sizeof(float)));
-        CC(DALLOC(b, b->d_cur_lvl[l], (n ? n : 1) * sizeof(float)));
-        CC(cudaMemset(b->d_ref_lvl[l], 0xff, (n ? n : 1) * sizeof(float)));
-        CC(cudaMemset(b->d_cur_lvl[l], 0xff, (n ? n : 1) * sizeof(float)));
     }
-
-    for (int i = 0; i < 6; i++)
-        CC(DALLOC(b, b->d_gs[i], npix * sizeof(float)));
-    CC(DALLOC(b, b->d_misc, 256));
-    CC(DALLOC(b, b->d_parent, npix * sizeof(int32_t)));
-    CC(DALLOC(b, b->d_u8, npix));
-    const size_t nchunks = (npix + CU_CHUNK - 1) / CU_CHUNK;
-    CC(DALLOC(b, b->d_chunk, 2 * nchunks * sizeof(int)));
     b->ncomp_max = ss_comp_bound(b->w, b->h);
     b->max_comp = SS_MIN(CU_MAX_COMPONENTS, b->ncomp_max);
-    CC(DALLOC(b, b->d_acc, (size_t)b->max_comp * sizeof(cu_acc_t)));
-    if (b->ncomp_max > b->max_comp) {   /* frames of more than ~2^19 px */
-        CC(DALLOC(b, b->d_pkey, (size_t)b->ncomp_max * sizeof(unsigned long long)));
-        CC(DALLOC(b, b->d_parea, (size_t)b->ncomp_max * sizeof(int)));
-        CC(DALLOC(b, b->d_topk, sizeof(cu_topk_t)));
-        CC(cudaMemset(b->d_pkey, 0, (size_t)b->ncomp_max * sizeof(unsigned long long)));
-        CC(cudaMemset(b->d_parea, 0, (size_t)b->ncomp_max * sizeof(int)));
-        CC(cudaMemset(b->d_topk, 0, sizeof(cu_topk_t)));
-    }
-    CC(DALLOC(b, b->d_partials, (size_t)CU_RED_BLOCKS * SS_FINE_NSUMS * sizeof(double)));
-    CC(DALLOC(b, b->d_lsq, ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) *
-                               sizeof(double)));
-    CC(DALLOC(b, b->d_counter, sizeof(unsigned int)));
-    CC(cudaMemset(b->d_counter, 0, sizeof(unsigned int)));
-    CC(DALLOC(b, b->d_rwlist, npix * sizeof(uint32_t)));
-    CC(DALLOC(b, b->d_rwcount, sizeof(unsigned int)));
-    CC(cudaMemset(b->d_rwcount, 0, sizeof(unsigned int)));
-    CC(DALLOC(b, b->d_sel, sizeof(cu_sel_ws_t)));
-    CC(DALLOC(b, b->d_selbuf, npix * sizeof(float)));
-    CC(cudaMemset(b->d_selbuf, 0, npix * sizeof(float)));
-    CC(DALLOC(b, b->d_half, npix * sizeof(uint16_t)));
-    CC(DALLOC(b, b->d_stamps, SS_STAMP_PIXELS_MAX * sizeof(float)));
-    CC(DALLOC(b, b->d_boxes, SS_STAMPS_MAX * sizeof(cu_box_t)));
-    CC(cudaHostAlloc((void **)&b->h_boxes, SS_STAMPS_MAX * sizeof(cu_box_t),
-                     cudaHostAllocPortable));
-    CC(DALLOC(b, b->d_params, sizeof(cu_params_t)));
-    CC(DALLOC(b, b->d_res, sizeof(cu_results_t)));
-    CC(cudaMemset(b->d_res, 0, sizeof(cu_results_t)));
-    const unsigned mapped = cudaHostAllocPortable | cudaHostAllocMapped;
-    CC(cudaHostAlloc((void **)&b->h_params, sizeof(cu_params_t), mapped));
-    CC(cudaHostAlloc((void **)&b->h_res, sizeof(cu_results_t), mapped));
-    CC(cudaHostAlloc((void **)&b->h_acc, HOST_ACC * sizeof(cu_acc_t), mapped));
-    CC(cudaHostAlloc((void **)&b->h_lsq,
-                     ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) * sizeof(double),
-                     mapped));
-    CC(cudaHostGetDevicePointer((void **)&b->m_params, b->h_params, 0));
-    CC(cudaHostAlloc((void **)&b->h_row_bias, (size_t)b->h * sizeof(double), mapped));
-    CC(cudaHostGetDevicePointer((void **)&b->m_row_bias, b->h_row_bias, 0));
-    CC(cudaHostGetDevicePointer((void **)&b->m_res, b->h_res, 0));
-    CC(cudaHostGetDevicePointer((void **)&b->m_acc, b->h_acc, 0));
-    CC(cudaHostGetDevicePointer((void **)&b->m_lsq, b->h_lsq, 0));
+    const char *what = "";
+    const cudaError_t pe = plan_alloc(b, calib, &what);
+    if (pe != cudaSuccess)
+        return create_fail(&b, pe, what);
+    b->d_ref_lvl[0] = b->d_plane[SS_PLANE_REFERENCE];
+    b->d_cur_lvl[0] = b->d_plane[SS_PLANE_HIPASS];
     if (b->max_comp > HOST_ACC) {
         b->h_acc_big = malloc((size_t)b->max_comp * sizeof(cu_acc_t));
         if (!b->h_acc_big)
@@ -1147,31 +1254,6 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     b->h_rank = malloc((size_t)b->max_comp * sizeof(ss_rank_t));
     if (!b->h_rank)
         return create_fail(&b, cudaErrorMemoryAllocation, "host ranking");
-    memset(b->h_params, 0, sizeof *b->h_params);
-    memset(b->h_res, 0, sizeof *b->h_res);
-    /* scratch starts defined (compute-sanitizer's initcheck, and reads of
-     * a whole read-back chunk) */
-    for (int i = 0; i < 6; i++)
-        CC(cudaMemset(b->d_gs[i], 0, npix * sizeof(float)));
-    CC(cudaMemset(b->d_misc, 0, 256));
-    CC(cudaMemset(b->d_parent, 0, npix * sizeof(int32_t)));
-    CC(cudaMemset(b->d_u8, 0, npix));
-    CC(cudaMemset(b->d_chunk, 0, 2 * nchunks * sizeof(int)));
-    CC(cudaMemset(b->d_acc, 0, (size_t)b->max_comp * sizeof(cu_acc_t)));
-    CC(cudaMemset(b->d_partials, 0, (size_t)CU_RED_BLOCKS * SS_FINE_NSUMS * sizeof(double)));
-    CC(cudaMemset(b->d_lsq, 0, ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) *
-                                   sizeof(double)));
-    CC(cudaMemset(b->d_rawvalid[0], 1, raw_pix));
-    CC(cudaMemset(b->d_rawvalid[1], 1, raw_pix));
-    CC(DALLOC(b, b->d_peaks, 2 * (size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t)));
-    CC(DALLOC(b, b->d_npeaks, 2 * sizeof(unsigned int)));
-    CC(cudaMemset(b->d_npeaks, 0, 2 * sizeof(unsigned int)));
-    CC(cudaHostAlloc((void **)&b->h_peaks, 2 * (size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t),
-                     mapped));
-    CC(cudaHostGetDevicePointer((void **)&b->m_peaks, b->h_peaks, 0));
-    CC(cudaHostAlloc((void **)&b->h_npeaks, 2 * sizeof(unsigned int), mapped));
-    CC(cudaHostGetDevicePointer((void **)&b->m_npeaks, b->h_npeaks, 0));
-    memset(b->h_npeaks, 0, 2 * sizeof(unsigned int));
     b->ref_peaks = malloc((size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t));
     b->cur_peaks = malloc((size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t));
     b->vote_hist = malloc((size_t)(2 * SS_COARSE_MAX_R + 1) * (2 * SS_COARSE_MAX_R + 1) *
