@@ -52,8 +52,7 @@
  * an allocation then, not per frame); a frame's width and the part of
  * the roi it holds are per-frame parameters.
  */
-#include "cuda/backend_cuda.h"
-#include "cuda/cu_internal.h"
+#include "cuda/cu_backend.h"
 
 #include <cuda_runtime_api.h>
 #include <errno.h>
@@ -66,456 +65,10 @@
 
 #define TAG "cuda"
 
-#define MAX_STEPS 16            /* steps in one segment */
-#define MAX_GRAPHS 32           /* cached graph shapes per instance */
-#define MAX_TIMERS 256          /* event pairs per frame */
-#define HOST_ACC 4096           /* accumulators in the pinned read-back buffer */
-#define ACC_INLINE 256          /* of which the detect segment copies back at once */
-#define RD_RING 4               /* events of the asynchronous residual reads */
-/* Up to this many samples a selection runs as one block (k_sel_small):
- * one SM streams them six times in less time than six grid-wide launches
- * take; beyond, the grid-wide passes win. */
-#define SEL_SMALL_MAX 49152
-
 /* Set once CUDA has been initialised in this process (create or
  * host_alloc); from then on probe() may ask CUDA directly. */
 static volatile int cuda_touched;
 
-typedef cudaError_t (*step_fn)(ss_backend_t *b, cudaStream_t s, int variant);
-
-typedef struct step {
-    step_fn fn;
-    int variant;
-    int stage;                  /* ss_stage_id_t for the timed mode */
-} step_t;
-
-/* What a step asks of the segment it runs in (enqueue_with): flush acts
- * on the union over the pending steps (b->seg_needs). */
-enum {
-    STEP_WRITES_CLEAN = 1,      /* an earlier frame's residual download must have left CLEAN */
-    STEP_REWEIGHT = 2,          /* the parameter block's re-weighting part goes up too */
-};
-
-typedef struct graph_entry {
-    int nsteps;
-    step_fn fn[MAX_STEPS];
-    int variant[MAX_STEPS];
-    cudaGraphExec_t exec;
-    unsigned long last_used;
-} graph_entry_t;
-
-typedef struct timer {
-    cudaEvent_t a, b;
-    int stage;                  /* -1: a whole segment (graph mode) */
-    int copy;                   /* 1: a host<->device copy (not compute) */
-} timer_t_;
-
-struct ss_backend {
-    const ss_pipeline_cfg_t *cfg;
-    ss_geometry_t geo;
-    int w, h;
-    size_t npix;
-    int device, sms;
-    int broken;
-    long errors;
-    int capturing;
-
-    cudaStream_t cs, xs;            /* compute, copy (uploads) */
-    cudaStream_t ds;                /* downloads of read_begin (the other copy engine) */
-    cudaEvent_t ev_done, ev_param;
-    cudaEvent_t ev_up[2], ev_free[2];
-    cudaEvent_t ev_ready;           /* CLEAN computed: a download may start */
-    cudaEvent_t ev_rd[RD_RING];     /* download k done (ticket k, slot k % RD_RING) */
-    uint64_t rd_issued;             /* tickets handed out */
-    /* the residual's optional forms (read_forms): made on cs into d_half and
-     * d_stamps (boxes from h_boxes through d_boxes), copied down on ds */
-    uint16_t *d_half;               /* npix */
-    float *d_stamps;                /* SS_STAMP_PIXELS_MAX */
-    cu_box_t *d_boxes, *h_boxes;    /* SS_STAMPS_MAX; h_boxes pinned */
-    cudaEvent_t ev_boxes;           /* the last upload of h_boxes done */
-    uint64_t forms_ticket;          /* the last forms download (0: none), which may still
-                                     * read d_half / d_stamps */
-    int rd_guard;                   /* a download of CLEAN may still be running: work
-                                     * that writes CLEAN waits for the last one first */
-    /* the history cleaning's noise (a selection over frame - median) is
-     * selected at ingest, for the registration input; the store reuses it
-     * unless a written plane made it stale */
-    int clean_sigma_stale;
-
-    /* device memory */
-    size_t dev_bytes;
-    size_t raw_bytes;               /* each raw buffer: geo.raw_w×raw_h pixels (raw_reserve) */
-    void *d_raw[2];
-    uint8_t *d_rawvalid[2];
-    float *d_dark, *d_flat, *d_bias;
-    /* the overscan of each processed row: the host writes the pinned
-     * mirror at ingest, flush() copies it up with the parameter block */
-    double *d_row_bias, *h_row_bias, *m_row_bias;
-    int row_bias_dirty;
-    uint8_t *d_bad;
-    uint16_t *d_hits;
-    uint8_t *d_learned;
-    float *d_plane[SS_PLANE__COUNT];
-    unsigned seg_needs;             /* STEP_* of the pending steps (enqueue_with) */
-    int sigma_dev;                  /* the last noise op kept σ on the device (d_res) */
-    int stats_pending;              /* σ (sigma_dev), β and count not yet read back */
-    int grow_raw;                   /* SNR_RAW holds this frame's z before the model-error
-                                     * division (modelvar): detection grows on it */
-    int32_t *d_labels;
-    uint8_t *d_hist;
-    size_t hist_slot_bytes;
-    int L;
-    float *d_ref_lvl[SS_MAX_LEVELS + 1], *d_cur_lvl[SS_MAX_LEVELS + 1];
-    int lw[SS_MAX_LEVELS + 1], lh[SS_MAX_LEVELS + 1];
-    float *d_gs[6];                 /* guided scratch: A/A1, B/A2, B, L, p − c2·Q, mask box rows */
-    float *d_misc;                  /* misc: c */
-    int32_t *d_parent;
-    uint8_t *d_u8;
-    int *d_chunk;
-    cu_acc_t *d_acc;
-    int max_comp;                   /* accumulators: min(CU_MAX_COMPONENTS, ss_comp_bound) */
-    /* a frame with more components than accumulators (cu_detect_overflow):
-     * per component its key and area, for every component the frame can
-     * hold; allocated only when ss_comp_bound(w, h) > max_comp */
-    unsigned long long *d_pkey;
-    int *d_parea;
-    cu_topk_t *d_topk;
-    int ncomp_max;
-    ss_rank_t *h_rank;              /* max_comp: the host's ranking of the accumulators */
-    double *d_partials, *d_lsq;
-    unsigned int *d_counter;
-    uint32_t *d_rwlist;             /* whitening: pixels to re-weight (npix) */
-    unsigned int *d_rwcount;        /* and how many */
-    cu_sel_ws_t *d_sel;
-    float *d_selbuf;                /* npix: compacted samples of a selection */
-    cu_params_t *d_params, *h_params;
-    cu_results_t *d_res, *h_res;
-    cu_acc_t *h_acc;                /* pinned, HOST_ACC */
-    /* the pinned mirrors as the device addresses them (mapped): the small
-     * transfers are kernel copies (cu_copy_small), off the copy engines */
-    cu_params_t *m_params;
-    cu_results_t *m_res;
-    cu_acc_t *m_acc;
-    double *m_lsq;
-    cu_acc_t *h_acc_big;            /* pageable, the rest (rare) */
-    double *h_lsq;                  /* pinned */
-    /* the coarse step's star peaks: the kernels write them to mapped host
-     * memory (cur at [0, cap), ref at [cap, 2·cap)), the host orders them;
-     * the reference's, ordered, are kept until the reference changes */
-    ss_peak_t *h_peaks, *m_peaks, *d_peaks;
-    unsigned int *h_npeaks, *m_npeaks, *d_npeaks;   /* [0] cur, [1] ref */
-    ss_peak_t *ref_peaks, *cur_peaks;       /* SS_COARSE_PEAK_CAP each */
-    int n_ref_peaks, ref_peaks_valid;
-    int *vote_hist;                         /* (2·SS_COARSE_MAX_R + 1)² */
-    long long sel_small_max;        /* selections of up to this many samples: one block */
-
-    /* host state */
-    int hp_frames;
-    step_t pending[MAX_STEPS];
-    int npending;
-    graph_entry_t graphs[MAX_GRAPHS];
-    int ngraphs;
-    unsigned long clock;
-    long launches;
-    int timed, use_graphs;
-    ss_err_t cb_err;                /* error inside the fine-sums callback */
-
-    int raw_cur;                    /* raw buffer of the last ingested frame */
-    int seg_raw_buf;                /* raw buffer the pending segment reads (-1: none) */
-    int upload_pending;
-    struct {                        /* a prefetched frame waiting in raw buffer k */
-        int pending;
-        const void *pixels, *valid;
-        uint64_t seq;
-    } pref[2];
-
-    timer_t_ timers[MAX_TIMERS];
-    int ntimers;
-    double host_ms[SS_STAGE__COUNT];    /* wall time inside the ops since the last ingest */
-};
-
-/* ---------------------------------------------------------------------- */
-/* errors                                                                  */
-/* ---------------------------------------------------------------------- */
-
-/* Errors after which the context is unusable (cudaDeviceReset territory):
- * the instance is broken for good. */
-static int is_sticky(cudaError_t e)
-{
-    switch (e) {
-    case cudaErrorIllegalAddress:
-    case cudaErrorLaunchFailure:
-    case cudaErrorHardwareStackError:
-    case cudaErrorIllegalInstruction:
-    case cudaErrorMisalignedAddress:
-    case cudaErrorInvalidAddressSpace:
-    case cudaErrorInvalidPc:
-    case cudaErrorLaunchTimeout:
-    case cudaErrorECCUncorrectable:
-    case cudaErrorAssert:
-    case cudaErrorDevicesUnavailable:
-    case cudaErrorNoDevice:
-    case cudaErrorContextIsDestroyed:
-    case cudaErrorCudartUnloading:
-    case cudaErrorUnknown:
-    case cudaErrorSystemNotReady:
-    case cudaErrorNvlinkUncorrectable:
-    case cudaErrorExternalDevice:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-static void drop_pending(ss_backend_t *b)
-{
-    b->npending = 0;
-    b->seg_needs = 0;
-    b->seg_raw_buf = -1;
-    if (b->capturing) {
-        cudaGraph_t g = NULL;
-        cudaStreamEndCapture(b->cs, &g);
-        if (g)
-            cudaGraphDestroy(g);
-        b->capturing = 0;
-    }
-}
-
-static ss_err_t cu_fail(ss_backend_t *b, cudaError_t e, const char *what, const char *file,
-                        int line)
-{
-    b->errors++;
-    drop_pending(b);
-    /* a non-sticky error is cleared here; a sticky one stays and also
-     * shows up on the stream */
-    (void)cudaGetLastError();
-    int sticky = is_sticky(e);
-    if (!sticky) {
-        const cudaError_t q = cudaStreamQuery(b->cs);
-        sticky = is_sticky(q);
-        (void)cudaGetLastError();
-    }
-    if (sticky)
-        b->broken = 1;
-    SS_LOG(SS_LOG_ERR, TAG, "%s failed: %s (%s) at %s:%d%s", what, cudaGetErrorName(e),
-           cudaGetErrorString(e), file, line, sticky ? " — backend broken" : "");
-    return sticky ? SS_ERR_BROKEN : SS_ERR_BACKEND;
-}
-
-#define CK(b, call)                                                         \
-    do {                                                                    \
-        const cudaError_t e_ = (call);                                      \
-        if (e_ != cudaSuccess)                                              \
-            return cu_fail((b), e_, #call, __FILE__, __LINE__);             \
-    } while (0)
-
-/* The same inside step functions, which return cudaError_t. */
-#define SK(call)                                                            \
-    do {                                                                    \
-        const cudaError_t e_ = (call);                                      \
-        if (e_ != cudaSuccess)                                              \
-            return e_;                                                      \
-    } while (0)
-
-/* Every op starts here: broken instances refuse, the device is made
- * current for this thread, and a raw upload from the previous ingest is
- * completed (the caller's frame buffer is free once this returns). */
-static ss_err_t op_begin(ss_backend_t *b)
-{
-    if (b->broken)
-        return SS_ERR_BROKEN;
-    CK(b, cudaSetDevice(b->device));
-    if (b->upload_pending) {
-        CK(b, cudaEventSynchronize(b->ev_up[b->raw_cur]));
-        b->upload_pending = 0;
-    }
-    return SS_OK;
-}
-
-/* ---------------------------------------------------------------------- */
-/* timers                                                                  */
-/* ---------------------------------------------------------------------- */
-
-static timer_t_ *timer_start(ss_backend_t *b, cudaStream_t s, int stage, int copy)
-{
-    if (b->ntimers >= MAX_TIMERS)
-        return NULL;
-    timer_t_ *t = &b->timers[b->ntimers];
-    if (cudaEventRecord(t->a, s) != cudaSuccess)
-        return NULL;
-    t->stage = stage;
-    t->copy = copy;
-    b->ntimers++;
-    return t;
-}
-
-static void timer_stop(ss_backend_t *b, timer_t_ *t, cudaStream_t s)
-{
-    if (t && cudaEventRecord(t->b, s) != cudaSuccess)
-        b->ntimers = (int)(t - b->timers);      /* drop it */
-}
-
-/* ---------------------------------------------------------------------- */
-/* segments, graphs                                                        */
-/* ---------------------------------------------------------------------- */
-
-static ss_err_t flush(ss_backend_t *b);
-static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int clean);
-
-/* Before the host writes the parameter mirror for a new segment, the
- * previous segment's copy of it must have left. */
-static ss_err_t params_begin(ss_backend_t *b)
-{
-    if (b->npending == 0)
-        CK(b, cudaEventSynchronize(b->ev_param));
-    return SS_OK;
-}
-
-/* Append a step to the pending segment, with what it needs of the
- * segment (STEP_*); a full segment is flushed first. */
-static ss_err_t enqueue_with(ss_backend_t *b, step_fn fn, int variant, int stage, unsigned needs)
-{
-    if (b->npending == MAX_STEPS) {
-        ss_err_t e = flush(b);
-        if (e)
-            return e;
-    }
-    b->pending[b->npending++] = (step_t){ fn, variant, stage };
-    b->seg_needs |= needs;
-    return SS_OK;
-}
-
-static ss_err_t enqueue(ss_backend_t *b, step_fn fn, int variant, int stage)
-{
-    return enqueue_with(b, fn, variant, stage, 0);
-}
-
-static graph_entry_t *graph_find(ss_backend_t *b)
-{
-    for (int g = 0; g < b->ngraphs; g++) {
-        graph_entry_t *ge = &b->graphs[g];
-        if (ge->nsteps != b->npending)
-            continue;
-        int same = 1;
-        for (int k = 0; k < ge->nsteps && same; k++)
-            same = ge->fn[k] == b->pending[k].fn && ge->variant[k] == b->pending[k].variant;
-        if (same)
-            return ge;
-    }
-    return NULL;
-}
-
-/* Capture the pending steps as a graph into a free (or the least recently
- * used) cache entry. */
-static ss_err_t graph_capture(ss_backend_t *b, graph_entry_t **out)
-{
-    graph_entry_t *ge;
-    if (b->ngraphs < MAX_GRAPHS) {
-        ge = &b->graphs[b->ngraphs++];
-    } else {
-        ge = &b->graphs[0];
-        for (int g = 1; g < MAX_GRAPHS; g++)
-            if (b->graphs[g].last_used < ge->last_used)
-                ge = &b->graphs[g];
-        if (ge->exec)
-            CK(b, cudaGraphExecDestroy(ge->exec));
-        ge->exec = NULL;
-    }
-    ge->nsteps = 0;
-    CK(b, cudaStreamBeginCapture(b->cs, cudaStreamCaptureModeRelaxed));
-    b->capturing = 1;
-    for (int k = 0; k < b->npending; k++)
-        CK(b, b->pending[k].fn(b, b->cs, b->pending[k].variant));
-    cudaGraph_t g = NULL;
-    b->capturing = 0;
-    CK(b, cudaStreamEndCapture(b->cs, &g));
-    const cudaError_t e = cudaGraphInstantiate(&ge->exec, g, 0);
-    cudaGraphDestroy(g);
-    CK(b, e);
-    ge->nsteps = b->npending;
-    for (int k = 0; k < b->npending; k++) {
-        ge->fn[k] = b->pending[k].fn;
-        ge->variant[k] = b->pending[k].variant;
-    }
-    *out = ge;
-    return SS_OK;
-}
-
-/* Run the pending segment: parameters up, then the steps (timed one by
- * one, replayed from a graph, or launched directly), then ev_done. */
-static ss_err_t flush(ss_backend_t *b)
-{
-    if (b->npending == 0)
-        return SS_OK;
-    const unsigned needs = b->seg_needs;
-    b->seg_needs = 0;
-    if (b->rd_guard && (needs & STEP_WRITES_CLEAN)) {
-        /* the residual download of an earlier frame (read_begin) must have
-         * left CLEAN first; the wait is recorded on the stream, outside
-         * any graph */
-        CK(b, cudaStreamWaitEvent(b->cs, b->ev_rd[b->rd_issued % RD_RING], 0));
-        b->rd_guard = 0;
-    }
-    /* the re-weighting block travels only with a whitening that uses it */
-    const size_t pbytes = needs & STEP_REWEIGHT ? sizeof(cu_params_t) : CU_PARAMS_BASE_BYTES;
-    CK(b, cu_copy_small(b->d_params, b->m_params, pbytes, b->cs));
-    if (b->row_bias_dirty) {
-        CK(b, cu_copy_small(b->d_row_bias, b->m_row_bias, (size_t)b->h * sizeof(double), b->cs));
-        b->row_bias_dirty = 0;
-    }
-    /* the host may rewrite both mirrors once this event has passed */
-    CK(b, cudaEventRecord(b->ev_param, b->cs));
-    if (b->timed) {
-        for (int k = 0; k < b->npending; k++) {
-            timer_t_ *t = timer_start(b, b->cs, b->pending[k].stage, 0);
-            CK(b, b->pending[k].fn(b, b->cs, b->pending[k].variant));
-            timer_stop(b, t, b->cs);
-        }
-    } else if (b->use_graphs) {
-        graph_entry_t *ge = graph_find(b);
-        if (!ge) {
-            ss_err_t e = graph_capture(b, &ge);
-            if (e)
-                return e;
-        }
-        ge->last_used = ++b->clock;
-        timer_t_ *t = timer_start(b, b->cs, -1, 0);
-        CK(b, cudaGraphLaunch(ge->exec, b->cs));
-        timer_stop(b, t, b->cs);
-        b->launches++;
-    } else {
-        timer_t_ *t = timer_start(b, b->cs, -1, 0);
-        for (int k = 0; k < b->npending; k++)
-            CK(b, b->pending[k].fn(b, b->cs, b->pending[k].variant));
-        timer_stop(b, t, b->cs);
-    }
-    b->npending = 0;
-    if (b->seg_raw_buf >= 0) {
-        /* the segment calibrated a raw buffer: the copy stream may refill
-         * it once the segment is through (recorded here, outside any graph,
-         * so that the other stream can wait on it) */
-        CK(b, cudaEventRecord(b->ev_free[b->seg_raw_buf], b->cs));
-        b->seg_raw_buf = -1;
-    }
-    CK(b, cudaEventRecord(b->ev_done, b->cs));
-    return SS_OK;
-}
-
-/* Flush and wait for this segment only (its last copy to the host). */
-static ss_err_t flush_wait(ss_backend_t *b)
-{
-    ss_err_t e = flush(b);
-    if (e)
-        return e;
-    CK(b, cudaEventSynchronize(b->ev_done));
-    return SS_OK;
-}
-
-/* In the timed mode ops run at once, so each is timed inside its frame. */
-static ss_err_t op_end(ss_backend_t *b)
-{
-    return b->timed ? flush(b) : SS_OK;
-}
 
 /* ---------------------------------------------------------------------- */
 /* steps (each runs on stream s; captured into graphs as they are)         */
@@ -878,244 +431,6 @@ static void cuda_host_free(void *p, void *user)
 }
 
 /* ---------------------------------------------------------------------- */
-/* memory plan                                                             */
-/* ---------------------------------------------------------------------- */
-
-/* What a buffer's size counts: its element count is one of these, times
- * the entry's unit (bytes). */
-typedef enum {
-    PER_ONE,                        /* one element */
-    PER_PIX,                        /* processed pixels */
-    PER_RAW,                        /* raw pixels (geo.raw_w × raw_h) */
-    PER_RAW_BYTES,                  /* raw pixels × the raw type's size (unit 1) */
-    PER_ROW,                        /* processed rows */
-    PER_CHUNK,                      /* 2 per CU_CHUNK pixels */
-    PER_COMP,                       /* accumulators (max_comp) */
-    PER_ALL_COMP,                   /* components a frame can hold (ncomp_max) */
-    PER_HIST_BYTES,                 /* history slots × a slot's bytes (unit 1) */
-} per_t;
-
-/* How a buffer starts. Scratch starts defined too: compute-sanitizer's
- * initcheck, and whole read-back chunks. */
-typedef enum { START_ZERO, START_NAN, START_ONES, START_COPIED } start_t;
-
-/* When a buffer exists. */
-typedef enum { WHEN_ALWAYS, WHEN_DARK, WHEN_FLAT, WHEN_BIAS, WHEN_BAD, WHEN_SPILL } when_t;
-
-typedef struct dev_buf {
-    size_t off;                     /* its pointer in ss_backend_t */
-    per_t per;
-    size_t unit;
-    start_t start;
-    when_t when;
-} dev_buf_t;
-
-#define DB(field, per, unit, start, when) { offsetof(ss_backend_t, field), per, unit, start, when }
-
-/* The device buffers of an instance (the pyramid levels apart: their
- * sizes halve, plan_levels). */
-static const dev_buf_t dev_plan[] = {
-    DB(d_raw[0], PER_RAW_BYTES, 1, START_ZERO, WHEN_ALWAYS),
-    DB(d_raw[1], PER_RAW_BYTES, 1, START_ZERO, WHEN_ALWAYS),
-    DB(d_rawvalid[0], PER_RAW, 1, START_ONES, WHEN_ALWAYS),
-    DB(d_rawvalid[1], PER_RAW, 1, START_ONES, WHEN_ALWAYS),
-    DB(d_dark, PER_PIX, sizeof(float), START_COPIED, WHEN_DARK),
-    DB(d_flat, PER_PIX, sizeof(float), START_COPIED, WHEN_FLAT),
-    DB(d_bias, PER_PIX, sizeof(float), START_COPIED, WHEN_BIAS),
-    DB(d_bad, PER_PIX, 1, START_COPIED, WHEN_BAD),
-    DB(d_row_bias, PER_ROW, sizeof(double), START_ZERO, WHEN_ALWAYS),
-    DB(d_hits, PER_PIX, sizeof(uint16_t), START_ZERO, WHEN_ALWAYS),
-    DB(d_learned, PER_PIX, 1, START_ZERO, WHEN_ALWAYS),
-    DB(d_plane[SS_PLANE_FRAME], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
-    DB(d_plane[SS_PLANE_FILTERED], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
-    DB(d_plane[SS_PLANE_HIPASS], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
-    DB(d_plane[SS_PLANE_REFERENCE], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
-    DB(d_plane[SS_PLANE_REF_S], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
-    DB(d_plane[SS_PLANE_REF_GX], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
-    DB(d_plane[SS_PLANE_REF_GY], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
-    DB(d_plane[SS_PLANE_PREDICTION], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
-    DB(d_plane[SS_PLANE_RESIDUAL], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
-    DB(d_plane[SS_PLANE_CLEAN], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
-    DB(d_plane[SS_PLANE_SNR], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
-    DB(d_plane[SS_PLANE_SNR_RAW], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
-    DB(d_plane[SS_PLANE_STAR], PER_PIX, sizeof(float), START_NAN, WHEN_ALWAYS),
-    DB(d_labels, PER_PIX, sizeof(int32_t), START_ZERO, WHEN_ALWAYS),
-    DB(d_hist, PER_HIST_BYTES, 1, START_ZERO, WHEN_ALWAYS),
-    DB(d_gs[0], PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
-    DB(d_gs[1], PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
-    DB(d_gs[2], PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
-    DB(d_gs[3], PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
-    DB(d_gs[4], PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
-    DB(d_gs[5], PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
-    DB(d_misc, PER_ONE, 256, START_ZERO, WHEN_ALWAYS),
-    DB(d_parent, PER_PIX, sizeof(int32_t), START_ZERO, WHEN_ALWAYS),
-    DB(d_u8, PER_PIX, 1, START_ZERO, WHEN_ALWAYS),
-    DB(d_chunk, PER_CHUNK, sizeof(int), START_ZERO, WHEN_ALWAYS),
-    DB(d_acc, PER_COMP, sizeof(cu_acc_t), START_ZERO, WHEN_ALWAYS),
-    DB(d_pkey, PER_ALL_COMP, sizeof(unsigned long long), START_ZERO, WHEN_SPILL),
-    DB(d_parea, PER_ALL_COMP, sizeof(int), START_ZERO, WHEN_SPILL),
-    DB(d_topk, PER_ONE, sizeof(cu_topk_t), START_ZERO, WHEN_SPILL),
-    DB(d_partials, PER_ONE, (size_t)CU_RED_BLOCKS * SS_FINE_NSUMS * sizeof(double), START_ZERO,
-       WHEN_ALWAYS),
-    DB(d_lsq, PER_ONE, ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) * sizeof(double),
-       START_ZERO, WHEN_ALWAYS),
-    DB(d_counter, PER_ONE, sizeof(unsigned int), START_ZERO, WHEN_ALWAYS),
-    DB(d_rwlist, PER_PIX, sizeof(uint32_t), START_ZERO, WHEN_ALWAYS),
-    DB(d_rwcount, PER_ONE, sizeof(unsigned int), START_ZERO, WHEN_ALWAYS),
-    DB(d_sel, PER_ONE, sizeof(cu_sel_ws_t), START_ZERO, WHEN_ALWAYS),
-    DB(d_selbuf, PER_PIX, sizeof(float), START_ZERO, WHEN_ALWAYS),
-    DB(d_half, PER_PIX, sizeof(uint16_t), START_ZERO, WHEN_ALWAYS),
-    DB(d_stamps, PER_ONE, SS_STAMP_PIXELS_MAX * sizeof(float), START_ZERO, WHEN_ALWAYS),
-    DB(d_boxes, PER_ONE, SS_STAMPS_MAX * sizeof(cu_box_t), START_ZERO, WHEN_ALWAYS),
-    DB(d_params, PER_ONE, sizeof(cu_params_t), START_ZERO, WHEN_ALWAYS),
-    DB(d_res, PER_ONE, sizeof(cu_results_t), START_ZERO, WHEN_ALWAYS),
-    DB(d_peaks, PER_ONE, 2 * (size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t), START_ZERO,
-       WHEN_ALWAYS),
-    DB(d_npeaks, PER_ONE, 2 * sizeof(unsigned int), START_ZERO, WHEN_ALWAYS),
-};
-
-/* A pinned host buffer, zeroed; mapped ones also get the address the
- * device reads them by. */
-typedef struct pin_buf {
-    size_t off, moff;               /* its pointers in ss_backend_t (moff 0: not mapped) */
-    per_t per;
-    size_t unit;
-} pin_buf_t;
-
-#define PB(field, mfield, per, unit) { offsetof(ss_backend_t, field), offsetof(ss_backend_t, mfield), per, unit }
-#define PB_UNMAPPED(field, per, unit) { offsetof(ss_backend_t, field), 0, per, unit }
-
-static const pin_buf_t pin_plan[] = {
-    PB(h_params, m_params, PER_ONE, sizeof(cu_params_t)),
-    PB(h_res, m_res, PER_ONE, sizeof(cu_results_t)),
-    PB(h_acc, m_acc, PER_ONE, HOST_ACC * sizeof(cu_acc_t)),
-    PB(h_lsq, m_lsq, PER_ONE, ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) *
-                                  sizeof(double)),
-    PB(h_row_bias, m_row_bias, PER_ROW, sizeof(double)),
-    PB(h_peaks, m_peaks, PER_ONE, 2 * (size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t)),
-    PB(h_npeaks, m_npeaks, PER_ONE, 2 * sizeof(unsigned int)),
-    PB_UNMAPPED(h_boxes, PER_ONE, SS_STAMPS_MAX * sizeof(cu_box_t)),
-};
-
-#define PLAN_N(t) (sizeof(t) / sizeof((t)[0]))
-
-/* The pointer field at off in b. */
-static void **plan_slot(ss_backend_t *b, size_t off)
-{
-    return (void **)((char *)b + off);
-}
-
-/* Bytes of a buffer of per × unit in b. */
-static size_t plan_bytes(const ss_backend_t *b, per_t per, size_t unit)
-{
-    const size_t raw = (size_t)b->geo.raw_w * (size_t)b->geo.raw_h;
-    switch (per) {
-    case PER_ONE: return unit;
-    case PER_PIX: return b->npix * unit;
-    case PER_RAW: return raw * unit;
-    case PER_RAW_BYTES: return raw * ss_dtype_size(b->geo.raw_dtype) * unit;
-    case PER_ROW: return (size_t)b->h * unit;
-    case PER_CHUNK: return 2 * ((b->npix + CU_CHUNK - 1) / CU_CHUNK) * unit;
-    case PER_COMP: return (size_t)b->max_comp * unit;
-    case PER_ALL_COMP: return (size_t)b->ncomp_max * unit;
-    case PER_HIST_BYTES:
-        return b->npix * ss_dtype_size(b->geo.hist_dtype) * (size_t)b->geo.history * unit;
-    }
-    return 0;
-}
-
-/* Whether the buffer exists for this instance. */
-static int plan_wanted(const ss_backend_t *b, const ss_calib_data_t *calib, when_t when)
-{
-    switch (when) {
-    case WHEN_ALWAYS: return 1;
-    case WHEN_DARK: return calib && calib->dark;
-    case WHEN_FLAT: return calib && calib->flat;
-    case WHEN_BIAS: return calib && calib->bias;
-    case WHEN_BAD: return calib && calib->bad;
-    case WHEN_SPILL: return b->ncomp_max > b->max_comp;
-    }
-    return 0;
-}
-
-/* Allocate and start every buffer of the plans (the pyramid's too). The
- * calibration masters are copied in. On failure the call that failed is
- * named in *what; what was allocated stays for plan_free. */
-static cudaError_t plan_alloc(ss_backend_t *b, const ss_calib_data_t *calib, const char **what)
-{
-    static const int fill[] = { [START_ZERO] = 0, [START_NAN] = 0xff, [START_ONES] = 1 };
-    cudaError_t e = cudaSuccess;
-    for (size_t i = 0; i < PLAN_N(dev_plan) && e == cudaSuccess; i++) {
-        const dev_buf_t *d = &dev_plan[i];
-        if (!plan_wanted(b, calib, d->when))
-            continue;
-        const size_t bytes = plan_bytes(b, d->per, d->unit);
-        void **slot = plan_slot(b, d->off);
-        *what = "cudaMalloc";
-        if ((e = cudaMalloc(slot, bytes ? bytes : 1)) != cudaSuccess)
-            break;
-        b->dev_bytes += bytes;
-        *what = d->start == START_COPIED ? "cudaMemcpy (calibration master)" : "cudaMemset";
-        if (d->start != START_COPIED)
-            e = cudaMemset(*slot, fill[d->start], bytes);
-        else
-            e = cudaMemcpy(*slot, d->when == WHEN_DARK ? (const void *)calib->dark
-                                  : d->when == WHEN_FLAT ? (const void *)calib->flat
-                                  : d->when == WHEN_BIAS ? (const void *)calib->bias
-                                                         : (const void *)calib->bad,
-                           bytes, cudaMemcpyHostToDevice);
-    }
-    for (int l = 1; l <= b->L && e == cudaSuccess; l++) {
-        const size_t n = (size_t)b->lw[l] * (size_t)b->lh[l], bytes = (n ? n : 1) * sizeof(float);
-        *what = "pyramid level";
-        if ((e = cudaMalloc((void **)&b->d_ref_lvl[l], bytes)) == cudaSuccess &&
-            (e = cudaMalloc((void **)&b->d_cur_lvl[l], bytes)) == cudaSuccess &&
-            (e = cudaMemset(b->d_ref_lvl[l], 0xff, bytes)) == cudaSuccess)
-            e = cudaMemset(b->d_cur_lvl[l], 0xff, bytes);
-        if (e == cudaSuccess)
-            b->dev_bytes += 2 * bytes;
-    }
-    const unsigned mapped = cudaHostAllocPortable | cudaHostAllocMapped;
-    for (size_t i = 0; i < PLAN_N(pin_plan) && e == cudaSuccess; i++) {
-        const pin_buf_t *h = &pin_plan[i];
-        const size_t bytes = plan_bytes(b, h->per, h->unit);
-        void **slot = plan_slot(b, h->off);
-        *what = "cudaHostAlloc";
-        if ((e = cudaHostAlloc(slot, bytes, h->moff ? mapped : cudaHostAllocPortable)) != cudaSuccess)
-            break;
-        memset(*slot, 0, bytes);
-        *what = "cudaHostGetDevicePointer";
-        if (h->moff)
-            e = cudaHostGetDevicePointer(plan_slot(b, h->moff), *slot, 0);
-    }
-    return e;
-}
-
-/* Free every buffer of the plans that was allocated. */
-static void plan_free(ss_backend_t *b)
-{
-    for (size_t i = 0; i < PLAN_N(dev_plan); i++) {
-        void **slot = plan_slot(b, dev_plan[i].off);
-        if (*slot)
-            cudaFree(*slot);
-        *slot = NULL;
-    }
-    for (int l = 1; l <= SS_MAX_LEVELS; l++) {
-        if (b->d_ref_lvl[l])
-            cudaFree(b->d_ref_lvl[l]);
-        if (b->d_cur_lvl[l])
-            cudaFree(b->d_cur_lvl[l]);
-        b->d_ref_lvl[l] = b->d_cur_lvl[l] = NULL;
-    }
-    for (size_t i = 0; i < PLAN_N(pin_plan); i++) {
-        void **slot = plan_slot(b, pin_plan[i].off);
-        if (*slot)
-            cudaFreeHost(*slot);
-        *slot = NULL;
-    }
-}
-
-/* ---------------------------------------------------------------------- */
 /* create / destroy                                                        */
 /* ---------------------------------------------------------------------- */
 
@@ -1135,7 +450,7 @@ static void cuda_destroy(ss_backend_t **pb)
     for (int g = 0; g < b->ngraphs; g++)
         if (b->graphs[g].exec)
             cudaGraphExecDestroy(b->graphs[g].exec);
-    plan_free(b);
+    cm_plan_free(b);
     free(b->ref_peaks);
     free(b->cur_peaks);
     free(b->vote_hist);
@@ -1241,7 +556,7 @@ static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *g
     b->ncomp_max = ss_comp_bound(b->w, b->h);
     b->max_comp = SS_MIN(CU_MAX_COMPONENTS, b->ncomp_max);
     const char *what = "";
-    const cudaError_t pe = plan_alloc(b, calib, &what);
+    const cudaError_t pe = cm_plan_alloc(b, calib, &what);
     if (pe != cudaSuccess)
         return create_fail(&b, pe, what);
     b->d_ref_lvl[0] = b->d_plane[SS_PLANE_REFERENCE];
@@ -1299,12 +614,12 @@ static ss_err_t upload(ss_backend_t *b, const ss_frame_t *raw, int buf)
 {
     const size_t pix = (size_t)raw->width * (size_t)raw->height;
     CK(b, cudaStreamWaitEvent(b->xs, b->ev_free[buf], 0));
-    timer_t_ *t = timer_start(b, b->xs, SS_STAGE_UPLOAD, 1);
+    timer_t_ *t = cx_timer_start(b, b->xs, SS_STAGE_UPLOAD, 1);
     CK(b, cudaMemcpyAsync(b->d_raw[buf], raw->pixels, pix * ss_dtype_size(b->geo.raw_dtype),
                           cudaMemcpyHostToDevice, b->xs));
     if (raw->valid)
         CK(b, cudaMemcpyAsync(b->d_rawvalid[buf], raw->valid, pix, cudaMemcpyHostToDevice, b->xs));
-    timer_stop(b, t, b->xs);
+    cx_timer_stop(b, t, b->xs);
     CK(b, cudaEventRecord(b->ev_up[buf], b->xs));
     return SS_OK;
 }
@@ -1338,7 +653,7 @@ static int free_raw_buffer(const ss_backend_t *b)
 
 ss_err_t ss_cuda_prefetch(ss_backend_t *b, const ss_frame_t *next)
 {
-    ss_err_t e = op_begin(b);
+    ss_err_t e = cx_op_begin(b);
     if (e)
         return e;
     if (!frame_fits(b, next))
@@ -1348,7 +663,7 @@ ss_err_t ss_cuda_prefetch(ss_backend_t *b, const ss_frame_t *next)
             b->pref[k].valid == next->valid && b->pref[k].seq == next->meta.seq)
             return SS_OK;                       /* already on its way */
     /* pending steps hold the "raw buffer consumed" events: record them */
-    if ((e = flush(b)) != SS_OK)
+    if ((e = cx_flush(b)) != SS_OK)
         return e;
     const int buf = free_raw_buffer(b);
     b->pref[buf].pending = 0;
@@ -1363,7 +678,7 @@ ss_err_t ss_cuda_prefetch(ss_backend_t *b, const ss_frame_t *next)
 
 static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_calib_frame_t *cf)
 {
-    ss_err_t e = op_begin(b);
+    ss_err_t e = cx_op_begin(b);
     if (e)
         return e;
     const int vw = cf ? cf->valid_w : b->w, vh = cf ? cf->valid_h : b->h;
@@ -1372,7 +687,7 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_cal
     /* a new frame: its timers start here, with the previous frame's
      * deferred work (its history store) counted in */
     b->ntimers = 0;
-    if ((e = flush(b)) != SS_OK)
+    if ((e = cx_flush(b)) != SS_OK)
         return e;
     int buf = -1;
     for (int k = 0; k < 2; k++)
@@ -1390,7 +705,7 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_cal
     b->upload_pending = 1;
     CK(b, cudaStreamWaitEvent(b->cs, b->ev_up[buf], 0));
 
-    if ((e = params_begin(b)) != SS_OK)
+    if ((e = cx_params_begin(b)) != SS_OK)
         return e;
     const ss_pipeline_cfg_t *c = b->cfg;
     cu_params_t *hp = b->h_params;
@@ -1403,15 +718,15 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_cal
     hp->dark_scale = cf ? cf->dark_scale : 1.0;
     hp->row_bias = NULL;
     if (cf && cf->row_bias) {
-        /* the previous segment's copy has left (params_begin): the mirror is free */
+        /* the previous segment's copy has left (cx_params_begin): the mirror is free */
         memcpy(b->h_row_bias, cf->row_bias, (size_t)b->h * sizeof(double));
         hp->row_bias = b->d_row_bias;
         b->row_bias_dirty = 1;
     }
-    if ((e = enqueue(b, st_calibrate, 0, SS_STAGE_CALIBRATE)) ||
-        (e = enqueue(b, st_median, 0, SS_STAGE_CALIBRATE)))
+    if ((e = cx_enqueue(b, st_calibrate, 0, SS_STAGE_CALIBRATE)) ||
+        (e = cx_enqueue(b, st_median, 0, SS_STAGE_CALIBRATE)))
         return e;
-    b->seg_raw_buf = buf;           /* flush() marks the buffer consumed after it */
+    b->seg_raw_buf = buf;           /* cx_flush() marks the buffer consumed after it */
     if (c->hotpix_learn) {
         const int window = SS_CLAMP(c->hotpix_frames, 1, 65535);
         hp->hot_k = c->hotpix_k;
@@ -1422,16 +737,16 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_cal
                                     (int)ceil(c->hotpix_fraction * b->hp_frames - 1e-9));
         if (hp->hot_learn_now)
             b->hp_frames = 0;
-        if ((e = enqueue(b, st_hotpix, 0, SS_STAGE_CALIBRATE)))
+        if ((e = cx_enqueue(b, st_hotpix, 0, SS_STAGE_CALIBRATE)))
             return e;
     }
     /* the registration input; its σ serves the history store too */
     hp->clean_k = c->clean_k;
     hp->clean_ratio = c->clean_ratio;
-    if ((e = enqueue(b, st_regin, ss_cfg_hipass_radius(c), SS_STAGE_CALIBRATE)))
+    if ((e = cx_enqueue(b, st_regin, ss_cfg_hipass_radius(c), SS_STAGE_CALIBRATE)))
         return e;
     b->clean_sigma_stale = 0;
-    return op_end(b);
+    return cx_op_end(b);
 }
 
 /* Grow the two raw buffers (and their masks) to max_w×max_h pixels. The
@@ -1441,14 +756,14 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_cal
  * never kernel arguments: the cached graphs stay valid. */
 static ss_err_t cuda_raw_reserve(ss_backend_t *b, int max_w, int max_h)
 {
-    ss_err_t e = op_begin(b);
+    ss_err_t e = cx_op_begin(b);
     if (e)
         return e;
     if (max_w <= b->geo.raw_w && max_h <= b->geo.raw_h)
         return SS_OK;
     max_w = SS_MAX(max_w, b->geo.raw_w);
     max_h = SS_MAX(max_h, b->geo.raw_h);
-    if ((e = flush(b)) != SS_OK)
+    if ((e = cx_flush(b)) != SS_OK)
         return e;
     CK(b, cudaStreamSynchronize(b->xs));
     CK(b, cudaStreamSynchronize(b->cs));
@@ -1492,22 +807,22 @@ static ss_err_t cuda_raw_reserve(ss_backend_t *b, int max_w, int max_h)
 static ss_err_t ref_steps(ss_backend_t *b)
 {
     ss_err_t e;
-    if ((e = enqueue(b, st_pyramid, 1, SS_STAGE_REG_COARSE)) ||
-        (e = enqueue(b, st_ref_prep, 0, SS_STAGE_REG_COARSE)) ||
-        (e = enqueue(b, st_level_noise, 1, SS_STAGE_REG_COARSE)))
+    if ((e = cx_enqueue(b, st_pyramid, 1, SS_STAGE_REG_COARSE)) ||
+        (e = cx_enqueue(b, st_ref_prep, 0, SS_STAGE_REG_COARSE)) ||
+        (e = cx_enqueue(b, st_level_noise, 1, SS_STAGE_REG_COARSE)))
         return e;
     return SS_OK;
 }
 
 static ss_err_t cuda_set_reference(ss_backend_t *b)
 {
-    ss_err_t e = op_begin(b);
-    if (e || (e = params_begin(b)))
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = cx_params_begin(b)))
         return e;
-    if ((e = enqueue(b, st_ref_copy, 0, SS_STAGE_REG_COARSE)) || (e = ref_steps(b)))
+    if ((e = cx_enqueue(b, st_ref_copy, 0, SS_STAGE_REG_COARSE)) || (e = ref_steps(b)))
         return e;
     b->ref_peaks_valid = 0;         /* found at the next coarse step */
-    return op_end(b);
+    return cx_op_end(b);
 }
 
 /* The peaks the kernel wrote for side k (0 frame, 1 reference), ordered,
@@ -1521,7 +836,7 @@ static int take_peaks(ss_backend_t *b, int k, ss_peak_t *dst)
 
 static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
 {
-    ss_err_t e = op_begin(b);
+    ss_err_t e = cx_op_begin(b);
     if (e)
         return e;
     memset(out, 0, sizeof *out);
@@ -1535,12 +850,12 @@ static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
         ss_strlcpy(out->why, "bad search range", sizeof out->why);
         return SS_OK;
     }
-    if ((e = params_begin(b)))
+    if ((e = cx_params_begin(b)))
         return e;
-    if ((e = enqueue(b, st_pyramid, 0, SS_STAGE_REG_COARSE)) ||
-        (e = enqueue(b, st_level_noise, 0, SS_STAGE_REG_COARSE)) ||
-        (!b->ref_peaks_valid && (e = enqueue(b, st_peaks, 1, SS_STAGE_REG_COARSE))) ||
-        (e = enqueue(b, st_peaks, 0, SS_STAGE_REG_COARSE)) || (e = flush_wait(b)))
+    if ((e = cx_enqueue(b, st_pyramid, 0, SS_STAGE_REG_COARSE)) ||
+        (e = cx_enqueue(b, st_level_noise, 0, SS_STAGE_REG_COARSE)) ||
+        (!b->ref_peaks_valid && (e = cx_enqueue(b, st_peaks, 1, SS_STAGE_REG_COARSE))) ||
+        (e = cx_enqueue(b, st_peaks, 0, SS_STAGE_REG_COARSE)) || (e = cx_flush_wait(b)))
         return e;
 
     /* the vote: the shared decision of register_coarse.c */
@@ -1555,11 +870,11 @@ static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
         return SS_OK;
     out->ok = 0;                        /* until the refinement succeeds */
     if (b->L > 0) {
-        if ((e = params_begin(b)))
+        if ((e = cx_params_begin(b)))
             return e;
         b->h_params->ref_dx = out->dx;
         b->h_params->ref_dy = out->dy;
-        if ((e = enqueue(b, st_refine, 0, SS_STAGE_REG_COARSE)) || (e = flush_wait(b)))
+        if ((e = cx_enqueue(b, st_refine, 0, SS_STAGE_REG_COARSE)) || (e = cx_flush_wait(b)))
             return e;
         out->dx = b->h_res->ref_dx;
         out->dy = b->h_res->ref_dy;
@@ -1575,20 +890,20 @@ static void fine_cb(void *ctx, double sx, double sy, ss_fine_bands_t sums)
     if (b->cb_err)
         return;
     cudaError_t e;
-    timer_t_ *t = timer_start(b, b->cs, b->timed ? SS_STAGE_REG_FINE : -1, 0);
+    timer_t_ *t = cx_timer_start(b, b->cs, b->timed ? SS_STAGE_REG_FINE : -1, 0);
     if ((e = cu_fine_sums(b->d_plane[SS_PLANE_HIPASS], b->d_plane[SS_PLANE_REFERENCE],
                           b->d_plane[SS_PLANE_REF_S],
                           b->d_plane[SS_PLANE_REF_GX], b->d_plane[SS_PLANE_REF_GY], b->w, b->h, sx,
                           sy, b->d_partials, b->d_counter, b->m_res->fine, b->cs)) != cudaSuccess) {
-        b->cb_err = cu_fail(b, e, "cu_fine_sums", __FILE__, __LINE__);
+        b->cb_err = cx_fail(b, e, "cu_fine_sums", __FILE__, __LINE__);
         return;
     }
-    timer_stop(b, t, b->cs);
+    cx_timer_stop(b, t, b->cs);
     /* the kernel's last block wrote the sums straight into the mapped
      * pinned mirror: no copy to wait for */
     if ((e = cudaEventRecord(b->ev_done, b->cs)) != cudaSuccess ||
         (e = cudaEventSynchronize(b->ev_done)) != cudaSuccess) {
-        b->cb_err = cu_fail(b, e, "fine sums read-back", __FILE__, __LINE__);
+        b->cb_err = cx_fail(b, e, "fine sums read-back", __FILE__, __LINE__);
         return;
     }
     memcpy(sums, b->h_res->fine, sizeof(ss_fine_bands_t));
@@ -1596,8 +911,8 @@ static void fine_cb(void *ctx, double sx, double sy, ss_fine_bands_t sums)
 
 static ss_err_t cuda_register_fine(ss_backend_t *b, double sx0, double sy0, ss_shift_t *out)
 {
-    ss_err_t e = op_begin(b);
-    if (e || (e = flush(b)))
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = cx_flush(b)))
         return e;
     b->cb_err = SS_OK;
     ss_register_fine(fine_cb, b, sx0, sy0, b->cfg, out);
@@ -1618,7 +933,7 @@ static ss_err_t set_history(ss_backend_t *b, const int *slots, const int *ix, co
     for (int k = 0; k < n; k++)
         if (slots[k] < 0 || slots[k] >= b->geo.history)
             return SS_ERR_INVALID;
-    ss_err_t e = params_begin(b);
+    ss_err_t e = cx_params_begin(b);
     if (e)
         return e;
     cu_params_t *hp = b->h_params;
@@ -1635,10 +950,10 @@ static ss_err_t set_history(ss_backend_t *b, const int *slots, const int *ix, co
 static ss_err_t cuda_lsq_moments(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
                                  int n, double *R, double *p)
 {
-    ss_err_t e = op_begin(b);
+    ss_err_t e = cx_op_begin(b);
     if (e || (e = set_history(b, slots, ix, iy, NULL, n)))
         return e;
-    if ((e = enqueue(b, st_lsq, n, SS_STAGE_WHITEN)) || (e = flush_wait(b)))
+    if ((e = cx_enqueue(b, st_lsq, n, SS_STAGE_WHITEN)) || (e = cx_flush_wait(b)))
         return e;
     const double *Rp = b->h_lsq;
     for (int k = 0; k < n; k++) {
@@ -1654,20 +969,20 @@ static ss_err_t cuda_whiten(ss_backend_t *b, const int *slots, const int *ix, co
 {
     if (rw && rw->n != n)
         return SS_ERR_INVALID;
-    ss_err_t e = op_begin(b);
+    ss_err_t e = cx_op_begin(b);
     if (e || (e = set_history(b, slots, ix, iy, a, n)))
         return e;
     if (rw)
         b->h_params->rw = *rw;
-    if ((e = enqueue_with(b, st_whiten, rw != NULL, SS_STAGE_WHITEN, rw ? STEP_REWEIGHT : 0)))
+    if ((e = cx_enqueue_with(b, st_whiten, rw != NULL, SS_STAGE_WHITEN, rw ? STEP_REWEIGHT : 0)))
         return e;
-    return op_end(b);
+    return cx_op_end(b);
 }
 
 static ss_err_t cuda_guided(ss_backend_t *b, int radius, float eps, const ss_gmask_t *mask)
 {
-    ss_err_t e = op_begin(b);
-    if (e || (e = params_begin(b)))
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = cx_params_begin(b)))
         return e;
     b->h_params->gf_radius = radius;
     b->h_params->gf_eps = eps;
@@ -1678,31 +993,31 @@ static ss_err_t cuda_guided(ss_backend_t *b, int radius, float eps, const ss_gma
     const int v = radius > 0 ? radius * 8 + (mask != NULL) * 4 +
                                    (lap && b->cfg->guided_biharmonic) * 2 + lap
                              : 0;
-    if ((e = enqueue_with(b, st_guided, v, SS_STAGE_GUIDED, STEP_WRITES_CLEAN)))
+    if ((e = cx_enqueue_with(b, st_guided, v, SS_STAGE_GUIDED, STEP_WRITES_CLEAN)))
         return e;
-    return op_end(b);
+    return cx_op_end(b);
 }
 
 static ss_err_t cuda_noise(ss_backend_t *b, ss_plane_t which, int stride, float *sigma)
 {
-    ss_err_t e = op_begin(b);
+    ss_err_t e = cx_op_begin(b);
     if (e)
         return e;
     if (which < SS_PLANE_FRAME || which > SS_PLANE_STAR)
         return SS_ERR_INVALID;
-    if ((e = params_begin(b)))
+    if ((e = cx_params_begin(b)))
         return e;
     const int st = stride < 1 ? 1 : stride;
     b->h_params->noise_samp =
         (cu_sampler_t){ b->d_plane[which], NULL, b->w, b->h, CU_SAMP_PLANE, st };
     b->sigma_dev = sigma == NULL;
-    if ((e = enqueue(b, st_noise, st | (b->sigma_dev ? DEV_SIGMA : 0), SS_STAGE_NOISE)))
+    if ((e = cx_enqueue(b, st_noise, st | (b->sigma_dev ? DEV_SIGMA : 0), SS_STAGE_NOISE)))
         return e;
     if (b->sigma_dev) {             /* the frame's σ stays on the device */
         b->stats_pending = 1;
-        return op_end(b);
+        return cx_op_end(b);
     }
-    if ((e = flush_wait(b)))
+    if ((e = cx_flush_wait(b)))
         return e;
     *sigma = b->h_res->sigma;
     return SS_OK;
@@ -1724,8 +1039,8 @@ static float host_sigma(const ss_backend_t *b, float sigma)
 
 static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, int phases, float sigma)
 {
-    ss_err_t e = op_begin(b);
-    if (e || (e = params_begin(b)))
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = cx_params_begin(b)))
         return e;
     cu_params_t *hp = b->h_params;
     const int n = ss_mf_phases_used(psf_sigma, phases);
@@ -1735,10 +1050,10 @@ static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, int phases, floa
     hp->mf_phases = n;
     hp->mf_R = R;
     hp->mf_sigma = host_sigma(b, sigma);
-    if ((e = enqueue(b, st_matched, R | sigma_variant(b, sigma), SS_STAGE_MATCHED)))
+    if ((e = cx_enqueue(b, st_matched, R | sigma_variant(b, sigma), SS_STAGE_MATCHED)))
         return e;
     b->grow_raw = 0;
-    return op_end(b);
+    return cx_op_end(b);
 }
 
 /* §6b, all on the device (no host round trip): the template, the
@@ -1747,21 +1062,21 @@ static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, int phases, floa
 static ss_err_t cuda_modelvar(ss_backend_t *b, int r, double psf_sigma, float sigma, int stride,
                               float tmin)
 {
-    ss_err_t e = op_begin(b);
-    if (e || (e = params_begin(b)))
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = cx_params_begin(b)))
         return e;
     cu_params_t *hp = b->h_params;
     const int R = ss_psf_kernel(psf_sigma, hp->mv_k);
     hp->mv_sigma = host_sigma(b, sigma);
     hp->mv_stride = stride < 1 ? 1 : stride;
     hp->mv_tmin = tmin;
-    if ((e = enqueue(b, st_mv_template, (r * 64 + R) | sigma_variant(b, sigma),
+    if ((e = cx_enqueue(b, st_mv_template, (r * 64 + R) | sigma_variant(b, sigma),
                      SS_STAGE_MATCHED)) ||
-        (e = enqueue(b, st_mv_apply, 0, SS_STAGE_MATCHED)))
+        (e = cx_enqueue(b, st_mv_apply, 0, SS_STAGE_MATCHED)))
         return e;
     b->grow_raw = 1;                /* SNR_RAW is this z before its division (β = 0: z itself) */
     b->stats_pending = 1;
-    return op_end(b);
+    return cx_op_end(b);
 }
 
 /* The frame's σ to the host (a segment of its own: frame_stats without a
@@ -1777,12 +1092,12 @@ static cudaError_t st_stats(ss_backend_t *b, cudaStream_t s, int v)
  * here when no detection ran since. */
 static ss_err_t cuda_frame_stats(ss_backend_t *b, float *sigma, float *beta, int *n)
 {
-    ss_err_t e = op_begin(b);
+    ss_err_t e = cx_op_begin(b);
     if (e)
         return e;
     if (b->stats_pending) {
-        if ((b->sigma_dev && (e = enqueue(b, st_stats, 0, SS_STAGE_DETECT))) ||
-            (e = flush_wait(b)))
+        if ((b->sigma_dev && (e = cx_enqueue(b, st_stats, 0, SS_STAGE_DETECT))) ||
+            (e = cx_flush_wait(b)))
             return e;
         b->stats_pending = 0;
     }
@@ -1865,7 +1180,7 @@ static const cu_acc_t *acc_fetch(ss_backend_t *b, int n, ss_err_t *err)
     if (e == cudaSuccess)
         e = cudaEventSynchronize(b->ev_done);
     if (e != cudaSuccess) {
-        *err = cu_fail(b, e, "accumulator read-back", __FILE__, __LINE__);
+        *err = cx_fail(b, e, "accumulator read-back", __FILE__, __LINE__);
         return NULL;
     }
     return dst;
@@ -1879,8 +1194,8 @@ static const cu_acc_t *acc_fetch(ss_backend_t *b, int n, ss_err_t *err)
  * by it and finishes the kept in descending significance. */
 static ss_err_t cuda_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
 {
-    ss_err_t e = op_begin(b);
-    if (e || (e = params_begin(b)))
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = cx_params_begin(b)))
         return e;
     const ss_pipeline_cfg_t *c = b->cfg;
     cu_params_t *hp = b->h_params;
@@ -1890,8 +1205,8 @@ static ss_err_t cuda_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
     hp->max_comp = b->max_comp;
     hp->min_area = c->min_area;
     const int with_sigma = b->stats_pending && b->sigma_dev;
-    if ((e = enqueue(b, st_detect, b->grow_raw | (with_sigma ? 2 : 0), SS_STAGE_DETECT)) ||
-        (e = flush_wait(b)))
+    if ((e = cx_enqueue(b, st_detect, b->grow_raw | (with_sigma ? 2 : 0), SS_STAGE_DETECT)) ||
+        (e = cx_flush_wait(b)))
         return e;
     b->stats_pending = 0;
     if (sigma == SS_SIGMA_FRAME)
@@ -1903,17 +1218,17 @@ static ss_err_t cuda_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
             SS_LOG(SS_LOG_ERR, TAG, "%d components in a frame bounded by %d", nc, b->max_comp);
             return SS_ERR_BACKEND;
         }
-        if ((e = params_begin(b)) || (e = enqueue(b, st_detect_overflow, 0, SS_STAGE_DETECT)) ||
-            (e = flush_wait(b)))
+        if ((e = cx_params_begin(b)) || (e = cx_enqueue(b, st_detect_overflow, 0, SS_STAGE_DETECT)) ||
+            (e = cx_flush_wait(b)))
             return e;
         nacc = SS_MIN(b->h_res->n_elig, b->max_comp);
         unmeasured = b->h_res->n_elig - nacc;
     }
-    timer_t_ *t = b->timed ? timer_start(b, b->cs, SS_STAGE_DETECT, 1) : NULL;
+    timer_t_ *t = b->timed ? cx_timer_start(b, b->cs, SS_STAGE_DETECT, 1) : NULL;
     const cu_acc_t *acc = acc_fetch(b, nacc, &e);
     if (!acc)
         return e;
-    timer_stop(b, t, b->cs);
+    cx_timer_stop(b, t, b->cs);
 
     const int min_area = SS_MAX(c->min_area, 1);
     int m = 0;
@@ -1933,12 +1248,12 @@ static ss_err_t cuda_detect(ss_backend_t *b, float sigma, ss_detlist_t *out)
 
 static ss_err_t cuda_history_store(ss_backend_t *b, int slot, int remove, int radius)
 {
-    ss_err_t e = op_begin(b);
+    ss_err_t e = cx_op_begin(b);
     if (e)
         return e;
     if (slot < 0 || slot >= b->geo.history)
         return SS_ERR_INVALID;
-    if ((e = params_begin(b)))
+    if ((e = cx_params_begin(b)))
         return e;
     cu_params_t *hp = b->h_params;
     hp->store_dst = b->d_hist + (size_t)slot * b->hist_slot_bytes;
@@ -1948,9 +1263,9 @@ static ss_err_t cuda_history_store(ss_backend_t *b, int slot, int remove, int ra
     hp->clean_k = b->cfg->clean_k;
     hp->clean_ratio = b->cfg->clean_ratio;
     b->clean_sigma_stale = 0;
-    if ((e = enqueue(b, st_store, clean, SS_STAGE_HISTORY)))
+    if ((e = cx_enqueue(b, st_store, clean, SS_STAGE_HISTORY)))
         return e;
-    return op_end(b);
+    return cx_op_end(b);
 }
 
 static void *plane_ptr(ss_backend_t *b, ss_plane_t p, int slot, size_t *bytes)
@@ -1972,8 +1287,8 @@ static void *plane_ptr(ss_backend_t *b, ss_plane_t p, int slot, size_t *bytes)
 
 static ss_err_t cuda_read_plane(ss_backend_t *b, ss_plane_t p, int slot, void *dst)
 {
-    ss_err_t e = op_begin(b);
-    if (e || (e = flush(b)))
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = cx_flush(b)))
         return e;
     size_t bytes;
     const void *src;
@@ -1984,9 +1299,9 @@ static ss_err_t cuda_read_plane(ss_backend_t *b, ss_plane_t p, int slot, void *d
     } else if (!(src = plane_ptr(b, p, slot, &bytes))) {
         return SS_ERR_INVALID;
     }
-    timer_t_ *t = timer_start(b, b->cs, SS_STAGE_DOWNLOAD, 1);
+    timer_t_ *t = cx_timer_start(b, b->cs, SS_STAGE_DOWNLOAD, 1);
     CK(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, b->cs));
-    timer_stop(b, t, b->cs);
+    cx_timer_stop(b, t, b->cs);
     CK(b, cudaEventRecord(b->ev_done, b->cs));
     CK(b, cudaEventSynchronize(b->ev_done));
     return SS_OK;
@@ -1994,8 +1309,8 @@ static ss_err_t cuda_read_plane(ss_backend_t *b, ss_plane_t p, int slot, void *d
 
 static ss_err_t cuda_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const void *src)
 {
-    ss_err_t e = op_begin(b);
-    if (e || (e = flush(b)))
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = cx_flush(b)))
         return e;
     size_t bytes;
     void *dst = plane_ptr(b, p, slot, &bytes);
@@ -2014,9 +1329,9 @@ static ss_err_t cuda_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const 
     CK(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, b->cs));
     if (p == SS_PLANE_REFERENCE) {
         /* a written reference is followed by its pyramid and gradients */
-        if ((e = params_begin(b)) || (e = ref_steps(b)))
+        if ((e = cx_params_begin(b)) || (e = ref_steps(b)))
             return e;
-        if ((e = flush(b)))
+        if ((e = cx_flush(b)))
             return e;
     }
     CK(b, cudaEventRecord(b->ev_done, b->cs));
@@ -2029,17 +1344,17 @@ static ss_err_t cuda_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const 
  * first stages (and the next frame's upload on xs). */
 static ss_err_t cuda_read_begin(ss_backend_t *b, ss_plane_t p, void *dst, uint64_t *ticket)
 {
-    ss_err_t e = op_begin(b);
-    if (e || (e = flush(b)))
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = cx_flush(b)))
         return e;
     if (p != SS_PLANE_CLEAN || !dst || !ticket)
         return SS_ERR_INVALID;
     CK(b, cudaEventRecord(b->ev_ready, b->cs));
     CK(b, cudaStreamWaitEvent(b->ds, b->ev_ready, 0));
-    timer_t_ *t = b->timed ? timer_start(b, b->ds, SS_STAGE_DOWNLOAD, 1) : NULL;
+    timer_t_ *t = b->timed ? cx_timer_start(b, b->ds, SS_STAGE_DOWNLOAD, 1) : NULL;
     CK(b, cudaMemcpyAsync(dst, b->d_plane[SS_PLANE_CLEAN], b->npix * sizeof(float),
                           cudaMemcpyDeviceToHost, b->ds));
-    timer_stop(b, t, b->ds);
+    cx_timer_stop(b, t, b->ds);
     const uint64_t k = ++b->rd_issued;
     CK(b, cudaEventRecord(b->ev_rd[k % RD_RING], b->ds));
     b->rd_guard = 1;
@@ -2055,8 +1370,8 @@ static ss_err_t cuda_read_begin(ss_backend_t *b, ss_plane_t p, void *dst, uint64
  * download issued since. */
 static ss_err_t cuda_read_forms(ss_backend_t *b, uint16_t *half, ss_stamps_t *st, uint64_t *ticket)
 {
-    ss_err_t e = op_begin(b);
-    if (e || (e = flush(b)))
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = cx_flush(b)))
         return e;
     if (!ticket)
         return SS_ERR_INVALID;
@@ -2132,7 +1447,7 @@ double ss_cuda_frame_ms(ss_backend_t *b)
 {
     if (b->broken)
         return -1.0;
-    if (flush(b) != SS_OK)
+    if (cx_flush(b) != SS_OK)
         return -1.0;
     double total = 0.0;
     for (int i = 0; i < b->ntimers; i++) {
@@ -2176,8 +1491,8 @@ long ss_cuda_error_count(ss_backend_t *b)
 
 ss_err_t ss_cuda_inject_fault(ss_backend_t *b, int kind)
 {
-    ss_err_t e = op_begin(b);
-    if (e || (e = flush(b)))
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = cx_flush(b)))
         return e;
     CK(b, cu_fault(kind, b->cs));
     CK(b, cudaEventRecord(b->ev_done, b->cs));

@@ -1,0 +1,248 @@
+/*
+ * cu_backend.h — the CUDA backend's instance (struct ss_backend) and the
+ * interfaces between its parts, private to cuda/:
+ *  - the executor (cu_exec.c): checked calls and the sticky broken state,
+ *    segments of steps, the graph cache, events, timers;
+ *  - the memory plan (cu_memplan.c): every device and pinned buffer of an
+ *    instance as a table entry (size, start, when), allocated and freed
+ *    by one loop each;
+ *  - the steps and the ops of pipeline/backend.h (backend_cuda.c), whose
+ *    head comment tells how the three work together.
+ */
+#ifndef SS_CU_BACKEND_H
+#define SS_CU_BACKEND_H
+
+#include "cuda/backend_cuda.h"
+#include "cuda/cu_internal.h"
+
+#include <cuda_runtime_api.h>
+
+#define MAX_STEPS 16            /* steps in one segment */
+#define MAX_GRAPHS 32           /* cached graph shapes per instance */
+#define MAX_TIMERS 256          /* event pairs per frame */
+#define HOST_ACC 4096           /* accumulators in the pinned read-back buffer */
+#define ACC_INLINE 256          /* of which the detect segment copies back at once */
+#define RD_RING 4               /* events of the asynchronous residual reads */
+/* Up to this many samples a selection runs as one block (k_sel_small):
+ * one SM streams them six times in less time than six grid-wide launches
+ * take; beyond, the grid-wide passes win. */
+#define SEL_SMALL_MAX 49152
+
+typedef cudaError_t (*step_fn)(ss_backend_t *b, cudaStream_t s, int variant);
+
+typedef struct step {
+    step_fn fn;
+    int variant;
+    int stage;                  /* ss_stage_id_t for the timed mode */
+} step_t;
+
+/* What a step asks of the segment it runs in (cx_enqueue_with): cx_flush acts
+ * on the union over the pending steps (b->seg_needs). */
+enum {
+    STEP_WRITES_CLEAN = 1,      /* an earlier frame's residual download must have left CLEAN */
+    STEP_REWEIGHT = 2,          /* the parameter block's re-weighting part goes up too */
+};
+
+typedef struct graph_entry {
+    int nsteps;
+    step_fn fn[MAX_STEPS];
+    int variant[MAX_STEPS];
+    cudaGraphExec_t exec;
+    unsigned long last_used;
+} graph_entry_t;
+
+typedef struct timer {
+    cudaEvent_t a, b;
+    int stage;                  /* -1: a whole segment (graph mode) */
+    int copy;                   /* 1: a host<->device copy (not compute) */
+} timer_t_;
+
+struct ss_backend {
+    const ss_pipeline_cfg_t *cfg;
+    ss_geometry_t geo;
+    int w, h;
+    size_t npix;
+    int device, sms;
+    int broken;
+    long errors;
+    int capturing;
+
+    cudaStream_t cs, xs;            /* compute, copy (uploads) */
+    cudaStream_t ds;                /* downloads of read_begin (the other copy engine) */
+    cudaEvent_t ev_done, ev_param;
+    cudaEvent_t ev_up[2], ev_free[2];
+    cudaEvent_t ev_ready;           /* CLEAN computed: a download may start */
+    cudaEvent_t ev_rd[RD_RING];     /* download k done (ticket k, slot k % RD_RING) */
+    uint64_t rd_issued;             /* tickets handed out */
+    /* the residual's optional forms (read_forms): made on cs into d_half and
+     * d_stamps (boxes from h_boxes through d_boxes), copied down on ds */
+    uint16_t *d_half;               /* npix */
+    float *d_stamps;                /* SS_STAMP_PIXELS_MAX */
+    cu_box_t *d_boxes, *h_boxes;    /* SS_STAMPS_MAX; h_boxes pinned */
+    cudaEvent_t ev_boxes;           /* the last upload of h_boxes done */
+    uint64_t forms_ticket;          /* the last forms download (0: none), which may still
+                                     * read d_half / d_stamps */
+    int rd_guard;                   /* a download of CLEAN may still be running: work
+                                     * that writes CLEAN waits for the last one first */
+    /* the history cleaning's noise (a selection over frame - median) is
+     * selected at ingest, for the registration input; the store reuses it
+     * unless a written plane made it stale */
+    int clean_sigma_stale;
+
+    /* device memory */
+    size_t dev_bytes;
+    size_t raw_bytes;               /* each raw buffer: geo.raw_w×raw_h pixels (raw_reserve) */
+    void *d_raw[2];
+    uint8_t *d_rawvalid[2];
+    float *d_dark, *d_flat, *d_bias;
+    /* the overscan of each processed row: the host writes the pinned
+     * mirror at ingest, flush() copies it up with the parameter block */
+    double *d_row_bias, *h_row_bias, *m_row_bias;
+    int row_bias_dirty;
+    uint8_t *d_bad;
+    uint16_t *d_hits;
+    uint8_t *d_learned;
+    float *d_plane[SS_PLANE__COUNT];
+    unsigned seg_needs;             /* STEP_* of the pending steps (cx_enqueue_with) */
+    int sigma_dev;                  /* the last noise op kept σ on the device (d_res) */
+    int stats_pending;              /* σ (sigma_dev), β and count not yet read back */
+    int grow_raw;                   /* SNR_RAW holds this frame's z before the model-error
+                                     * division (modelvar): detection grows on it */
+    int32_t *d_labels;
+    uint8_t *d_hist;
+    size_t hist_slot_bytes;
+    int L;
+    float *d_ref_lvl[SS_MAX_LEVELS + 1], *d_cur_lvl[SS_MAX_LEVELS + 1];
+    int lw[SS_MAX_LEVELS + 1], lh[SS_MAX_LEVELS + 1];
+    float *d_gs[6];                 /* guided scratch: A/A1, B/A2, B, L, p − c2·Q, mask box rows */
+    float *d_misc;                  /* misc: c */
+    int32_t *d_parent;
+    uint8_t *d_u8;
+    int *d_chunk;
+    cu_acc_t *d_acc;
+    int max_comp;                   /* accumulators: min(CU_MAX_COMPONENTS, ss_comp_bound) */
+    /* a frame with more components than accumulators (cu_detect_overflow):
+     * per component its key and area, for every component the frame can
+     * hold; allocated only when ss_comp_bound(w, h) > max_comp */
+    unsigned long long *d_pkey;
+    int *d_parea;
+    cu_topk_t *d_topk;
+    int ncomp_max;
+    ss_rank_t *h_rank;              /* max_comp: the host's ranking of the accumulators */
+    double *d_partials, *d_lsq;
+    unsigned int *d_counter;
+    uint32_t *d_rwlist;             /* whitening: pixels to re-weight (npix) */
+    unsigned int *d_rwcount;        /* and how many */
+    cu_sel_ws_t *d_sel;
+    float *d_selbuf;                /* npix: compacted samples of a selection */
+    cu_params_t *d_params, *h_params;
+    cu_results_t *d_res, *h_res;
+    cu_acc_t *h_acc;                /* pinned, HOST_ACC */
+    /* the pinned mirrors as the device addresses them (mapped): the small
+     * transfers are kernel copies (cu_copy_small), off the copy engines */
+    cu_params_t *m_params;
+    cu_results_t *m_res;
+    cu_acc_t *m_acc;
+    double *m_lsq;
+    cu_acc_t *h_acc_big;            /* pageable, the rest (rare) */
+    double *h_lsq;                  /* pinned */
+    /* the coarse step's star peaks: the kernels write them to mapped host
+     * memory (cur at [0, cap), ref at [cap, 2·cap)), the host orders them;
+     * the reference's, ordered, are kept until the reference changes */
+    ss_peak_t *h_peaks, *m_peaks, *d_peaks;
+    unsigned int *h_npeaks, *m_npeaks, *d_npeaks;   /* [0] cur, [1] ref */
+    ss_peak_t *ref_peaks, *cur_peaks;       /* SS_COARSE_PEAK_CAP each */
+    int n_ref_peaks, ref_peaks_valid;
+    int *vote_hist;                         /* (2·SS_COARSE_MAX_R + 1)² */
+    long long sel_small_max;        /* selections of up to this many samples: one block */
+
+    /* host state */
+    int hp_frames;
+    step_t pending[MAX_STEPS];
+    int npending;
+    graph_entry_t graphs[MAX_GRAPHS];
+    int ngraphs;
+    unsigned long clock;
+    long launches;
+    int timed, use_graphs;
+    ss_err_t cb_err;                /* error inside the fine-sums callback */
+
+    int raw_cur;                    /* raw buffer of the last ingested frame */
+    int seg_raw_buf;                /* raw buffer the pending segment reads (-1: none) */
+    int upload_pending;
+    struct {                        /* a prefetched frame waiting in raw buffer k */
+        int pending;
+        const void *pixels, *valid;
+        uint64_t seq;
+    } pref[2];
+
+    timer_t_ timers[MAX_TIMERS];
+    int ntimers;
+    double host_ms[SS_STAGE__COUNT];    /* wall time inside the ops since the last ingest */
+};
+
+/* ---- the executor (cu_exec.c) ------------------------------------------ */
+
+/* Errors after which the context is unusable: the instance is broken for
+ * good. */
+int cx_is_sticky(cudaError_t e);
+/* Forget the pending segment (and end a capture in progress). */
+void cx_drop_pending(ss_backend_t *b);
+/* A failed CUDA call: counted, logged with its text, file and line, the
+ * pending segment dropped; SS_ERR_BROKEN for a sticky error (the instance
+ * refuses every later op), else SS_ERR_BACKEND. */
+ss_err_t cx_fail(ss_backend_t *b, cudaError_t e, const char *what, const char *file, int line);
+
+/* A CUDA call inside an op: on failure, cx_fail and return its code. */
+#define CK(b, call)                                                         \
+    do {                                                                    \
+        const cudaError_t e_ = (call);                                      \
+        if (e_ != cudaSuccess)                                              \
+            return cx_fail((b), e_, #call, __FILE__, __LINE__);             \
+    } while (0)
+
+/* The same inside step functions, which return cudaError_t. */
+#define SK(call)                                                            \
+    do {                                                                    \
+        const cudaError_t e_ = (call);                                      \
+        if (e_ != cudaSuccess)                                              \
+            return e_;                                                      \
+    } while (0)
+
+/* Every op starts here: broken instances refuse, the device is made
+ * current for this thread, and a raw upload from the previous ingest is
+ * completed (the caller's frame buffer is free once this returns). */
+ss_err_t cx_op_begin(ss_backend_t *b);
+/* In the timed mode ops run at once, so each is timed inside its frame. */
+ss_err_t cx_op_end(ss_backend_t *b);
+/* An event pair around work on s, for stage (-1: a whole segment); NULL
+ * when the frame's timers are used up. */
+timer_t_ *cx_timer_start(ss_backend_t *b, cudaStream_t s, int stage, int copy);
+void cx_timer_stop(ss_backend_t *b, timer_t_ *t, cudaStream_t s);
+/* Before the host writes the parameter mirror for a new segment, the
+ * previous segment's copy of it must have left. */
+ss_err_t cx_params_begin(ss_backend_t *b);
+/* Append a step to the pending segment, with what it needs of the
+ * segment (STEP_*); a full segment is flushed first. */
+ss_err_t cx_enqueue_with(ss_backend_t *b, step_fn fn, int variant, int stage, unsigned needs);
+ss_err_t cx_enqueue(ss_backend_t *b, step_fn fn, int variant, int stage);
+/* Run the pending segment: parameters up, then the steps (timed one by
+ * one, replayed from a cached graph, or launched directly), then ev_done. */
+ss_err_t cx_flush(ss_backend_t *b);
+/* Flush and wait for this segment only (its last copy to the host). */
+ss_err_t cx_flush_wait(ss_backend_t *b);
+
+/* ---- the memory plan (cu_memplan.c) ------------------------------------ */
+
+/* Allocate and start every buffer of the plan for b's geometry (b->npix,
+ * geo, L and the level sizes, max_comp and ncomp_max set): the device
+ * buffers (zero, NaN, ones, or the calibration masters of calib copied
+ * in), the pyramid levels, the pinned mirrors (zeroed; mapped ones with
+ * their device addresses). b->dev_bytes counts the device bytes. On
+ * failure *what names the call that failed; what was allocated stays for
+ * cm_plan_free. */
+cudaError_t cm_plan_alloc(ss_backend_t *b, const ss_calib_data_t *calib, const char **what);
+/* Free every buffer of the plan that was allocated (and NULL it). */
+void cm_plan_free(ss_backend_t *b);
+
+#endif
