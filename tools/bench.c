@@ -6,6 +6,7 @@
  *   skysieve-bench [--backend cpu|cuda|both] [--size 512,2048] [--history 20,64]
  *                  [--frames N] [--warmup N] [--phases N] [--model-error 0|1]
  *                  [--guided-mask 0|1] [--output f32|f16|stamps] [--device D] [--csv FILE]
+ *                  [--feeds K]
  *
  * Input: synthetic u16 star fields (tools/synth.h: stars, jitter, hot
  * pixels, cosmic rays, movers, a streak now and then), a few frames
@@ -35,8 +36,15 @@
  *    and the PCIe-bound frame rate from the measured pinned H2D/D2H rates.
  * Without arguments: CPU at 1024² and 2048² (N = 20); CUDA at 512², 2048²,
  * 4096² (N = 20) and 2048² (N = 64).
+ *
+ * --feeds K (K > 1): after each CUDA case, K pipelines of that case on the
+ * same GPU, each in its own thread with its own frames, run the end-to-end
+ * loop at once, as K feeds of one daemon do (each feed its own backend
+ * instance and streams; nothing is batched across feeds): frames/s in
+ * all, from the moment every feed has warmed up to the last one's end.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +89,7 @@ static void usage(void)
             "                      [--frames N] [--warmup N] [--phases N]\n"
             "                      [--model-error 0|1] [--guided-mask 0|1]\n"
             "                      [--output f32|f16|stamps] [--device D] [--csv FILE]\n"
+            "                      [--feeds K]\n"
             "LIST is comma-separated, e.g. --size 512,2048. Without --size/--history: the\n"
             "issue's matrix (cpu 1024² and 2048² at N=20; cuda 512², 2048², 4096² at N=20 and\n"
             "2048² at N=64). --warmup: untimed frames first, default 2N+4 (the history\n"
@@ -91,7 +100,9 @@ static void usage(void)
             "pipeline.guided.mask off (0) or on (1); default: the keys' defaults.\n"
             "--output: what each result carries, as a subscriber asks for it (PROTOCOL.md\n"
             "§5a/§5b): the float32 residual (default), its float16 alone, or stamps alone;\n"
-            "e2e_fps then reads back that form (pcie%% stays against the float32 copy).\n");
+            "e2e_fps then reads back that form (pcie%% stays against the float32 copy).\n"
+            "--feeds K (2-64): after each CUDA case, K feeds of it on the GPU at once, each its\n"
+            "own pipeline and thread (nothing batched across feeds): frames/s in all.\n");
 }
 
 static int parse_list(const char *s, int *v, int max)
@@ -396,9 +407,121 @@ static int measure_bw(int device, bw_t *bw, char *dev_name, size_t n_name, int *
 }
 #endif
 
+#ifdef SKYSIEVE_HAVE_CUDA
+/* One feed of --feeds: its own pipeline and frames, warmed up, then
+ * `frames` frames of the end-to-end loop between two barriers. */
+typedef struct feed_run {
+    const bench_case_t *bc;
+    int frames, device, id;
+    pthread_barrier_t *start, *end;
+    int rc, ok_frames;
+} feed_run_t;
+
+/* Frame t of the end-to-end loop as the daemon's worker runs it: the next
+ * frame's upload started, frame t started into rbuf[t % 2], then frame
+ * t-1's result finished (a frame whose result fails counts as an error). */
+static ss_err_t e2e_step(ss_pipeline_t *pl, ss_frame_t *fr, int t, uint64_t *seq,
+                         ss_result_t *rbuf)
+{
+    ss_frame_t *cur = &fr[t % PRERENDER], *next = &fr[(t + 1) % PRERENDER];
+    cur->meta.seq = ++*seq;
+    next->meta.seq = *seq + 1;
+    const ss_backend_ops_t *ops = NULL;
+    ss_backend_t *be = ss_pipeline_backend(pl, &ops);
+    ss_err_t e = be ? ss_cuda_prefetch(be, next) : SS_OK;
+    if (e == SS_OK)
+        e = ss_pipeline_start(pl, cur, &rbuf[t % 2]);
+    if (e == SS_OK && t > 0)
+        e = ss_pipeline_finish(pl, &rbuf[(t + 1) % 2]);
+    return e;
+}
+
+static void *feed_thread(void *arg)
+{
+    feed_run_t *fr_ = arg;
+    const ss_backend_ops_t *ops = ss_backend_cuda_ops();
+    const int S = fr_->bc->size, warm = 2 * fr_->bc->history + 4;
+    const size_t bytes = (size_t)S * S * sizeof(uint16_t);
+    ss_frame_t fr[PRERENDER] = { 0 };
+    ss_result_t rbuf[2] = { 0 };
+    ss_pipeline_t *pl = NULL;
+    ss_synth_t *syn = bench_synth(S, 12345 + (uint64_t)fr_->id);
+    fr_->rc = -1;
+    int rendered = syn != NULL;
+    for (int k = 0; k < PRERENDER && rendered; k++) {
+        fr[k].pixels = ops->host_alloc.alloc(bytes, ops->host_alloc.user);
+        fr[k].capacity = bytes;
+        rendered = fr[k].pixels && ss_synth_next(syn, &fr[k], NULL) == SS_OK;
+    }
+    ss_synth_destroy(&syn);
+    const ss_pipeline_cfg_t cfg = bench_cfg(1, fr_->bc->history, fr_->device);
+    char err[256];
+    if (rendered && ss_result_init_with(&rbuf[0], bytes / 2, 4096, &ops->host_alloc) == 0 &&
+        ss_result_init_with(&rbuf[1], bytes / 2, 4096, &ops->host_alloc) == 0)
+        pl = ss_pipeline_new(&cfg, "bench", err, sizeof err);
+    uint64_t seq = 0;
+    ss_err_t e = pl ? SS_OK : SS_ERR_NOMEM;
+    for (int t = 0; t < warm && e == SS_OK; t++)
+        e = e2e_step(pl, fr, t, &seq, rbuf);
+    pthread_barrier_wait(fr_->start);
+    for (int t = warm; t < warm + fr_->frames && e == SS_OK; t++) {
+        e = e2e_step(pl, fr, t, &seq, rbuf);
+        fr_->ok_frames += e == SS_OK && t > warm && rbuf[(t + 1) % 2].status == SS_STATUS_OK;
+    }
+    if (e == SS_OK)
+        e = ss_pipeline_finish(pl, &rbuf[(warm + fr_->frames - 1) % 2]);
+    pthread_barrier_wait(fr_->end);
+    fr_->rc = e == SS_OK ? 0 : -1;
+    if (e != SS_OK)
+        fprintf(stderr, "bench: feed %d: %s\n", fr_->id, ss_strerror(e));
+    ss_pipeline_destroy(&pl);
+    ss_result_free(&rbuf[0]);
+    ss_result_free(&rbuf[1]);
+    for (int k = 0; k < PRERENDER; k++)
+        if (fr[k].pixels)
+            ops->host_alloc.free(fr[k].pixels, ops->host_alloc.user);
+    return NULL;
+}
+
+/* K feeds of case bc on one GPU at once: frames/s in all (0 on failure). */
+static double run_feeds(const bench_case_t *bc, int frames, int device, int K, int *ok_frames)
+{
+    pthread_barrier_t start, end;
+    pthread_t th[64];
+    feed_run_t fr[64];
+    pthread_barrier_init(&start, NULL, (unsigned)K + 1);
+    pthread_barrier_init(&end, NULL, (unsigned)K + 1);
+    int started = 0;
+    for (int k = 0; k < K; k++) {
+        fr[k] = (feed_run_t){ bc, frames, device, k, &start, &end, -1, 0 };
+        if (pthread_create(&th[k], NULL, feed_thread, &fr[k]) != 0)
+            break;
+        started++;
+    }
+    if (started < K) {          /* the barriers would wait for ever: give up */
+        fprintf(stderr, "bench: cannot start %d feed threads\n", K);
+        exit(1);
+    }
+    pthread_barrier_wait(&start);
+    const double t0 = ss_now_mono();
+    pthread_barrier_wait(&end);
+    const double t1 = ss_now_mono();
+    int rc = 0;
+    *ok_frames = 0;
+    for (int k = 0; k < K; k++) {
+        pthread_join(th[k], NULL);
+        rc |= fr[k].rc;
+        *ok_frames += fr[k].ok_frames;
+    }
+    pthread_barrier_destroy(&start);
+    pthread_barrier_destroy(&end);
+    return rc ? 0.0 : (double)K * frames / (t1 - t0);
+}
+#endif
+
 int main(int argc, char **argv)
 {
-    int want_cpu = 1, want_cuda = 1, frames = -1, device = 0;
+    int want_cpu = 1, want_cuda = 1, frames = -1, device = 0, feeds = 1;
     int sizes[8], nsizes = 0, hists[8], nhists = 0;
     const char *csv = NULL;
     for (int i = 1; i < argc; i++) {
@@ -447,6 +570,9 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--csv") && v) {
             csv = v;
+            i++;
+        } else if (!strcmp(a, "--feeds") && v && atoi(v) >= 1 && atoi(v) <= 64) {
+            feeds = atoi(v);
             i++;
         } else {
             usage();
@@ -506,6 +632,7 @@ int main(int argc, char **argv)
         return 1;
     }
     want_cuda = 0;
+    (void)feeds;                    /* CUDA feeds only */
 #endif
 
     FILE *cf = csv ? fopen(csv, "w") : NULL;
@@ -545,6 +672,18 @@ int main(int argc, char **argv)
                     o->dets);
             fflush(cf);
         }
+#ifdef SKYSIEVE_HAVE_CUDA
+        if (bc->cuda && feeds > 1) {
+            int ok = 0;
+            const double fps = run_feeds(bc, nf, device, feeds, &ok);
+            if (fps <= 0.0)
+                return 1;
+            printf("# feeds: %d x cuda %d² N=%d at once: %.1f frames/s in all (%.1f per feed; one "
+                   "feed alone %.1f), %d of %d timed results ok\n",
+                   feeds, bc->size, bc->history, fps, fps / feeds, o->e2e_fps, ok,
+                   feeds * (nf - 1));
+        }
+#endif
     }
 
     /* the short table */
