@@ -416,28 +416,43 @@ static void *cuda_host_alloc(size_t bytes, void *user)
     (void)user;
     void *p = NULL;
     cuda_touched = 1;
+    cx_unsafe_begin();
     if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
         (void)cudaGetLastError();
-        return NULL;
+        p = NULL;
     }
+    cx_unsafe_end();
     return p;
 }
 
 static void cuda_host_free(void *p, void *user)
 {
     (void)user;
-    if (p)
-        cudaFreeHost(p);
+    if (!p)
+        return;
+    cx_unsafe_begin();
+    cudaFreeHost(p);
+    cx_unsafe_end();
 }
 
 /* ---------------------------------------------------------------------- */
 /* create / destroy                                                        */
 /* ---------------------------------------------------------------------- */
 
+static void destroy_locked(ss_backend_t **pb);
+
+/* Everything an instance holds, freed (under the unsafe-calls lock). */
 static void cuda_destroy(ss_backend_t **pb)
 {
     if (!pb || !*pb)
         return;
+    cx_unsafe_begin();
+    destroy_locked(pb);
+    cx_unsafe_end();
+}
+
+static void destroy_locked(ss_backend_t **pb)
+{
     ss_backend_t *b = *pb;
     cudaSetDevice(b->device);
     if (b->cs)
@@ -494,8 +509,22 @@ static ss_err_t create_fail(ss_backend_t **pb, cudaError_t e, const char *what)
             return create_fail(&b, e_, #call);                              \
     } while (0)
 
+static ss_err_t create_locked(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *geo,
+                              const ss_calib_data_t *calib, ss_backend_t **out);
+
+/* An instance, made under the unsafe-calls lock (its allocations and its
+ * final device synchronisation must not meet another instance's capture). */
 static ss_err_t cuda_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *geo,
                             const ss_calib_data_t *calib, ss_backend_t **out)
+{
+    cx_unsafe_begin();
+    const ss_err_t e = create_locked(cfg, geo, calib, out);
+    cx_unsafe_end();
+    return e;
+}
+
+static ss_err_t create_locked(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *geo,
+                              const ss_calib_data_t *calib, ss_backend_t **out)
 {
     *out = NULL;
     if (geo->roi.w <= 0 || geo->roi.h <= 0 || geo->history <= 0 ||
@@ -772,18 +801,20 @@ static ss_err_t cuda_raw_reserve(ss_backend_t *b, int max_w, int max_h)
     void *raw[2] = { NULL, NULL };
     uint8_t *valid[2] = { NULL, NULL };
     cudaError_t ce = cudaSuccess;
+    cx_unsafe_begin();
     for (int i = 0; i < 2 && ce == cudaSuccess; i++) {
         ce = cudaMalloc(&raw[i], bytes);
         if (ce == cudaSuccess)
             ce = cudaMalloc((void **)&valid[i], pix);
-        if (ce == cudaSuccess)
-            ce = cudaMemset(valid[i], 1, pix);
+        if (ce == cudaSuccess)          /* on cs: before any later step reads it */
+            ce = cudaMemsetAsync(valid[i], 1, pix, b->cs);
     }
     if (ce != cudaSuccess) {
         for (int i = 0; i < 2; i++) {
             cudaFree(raw[i]);
             cudaFree(valid[i]);
         }
+        cx_unsafe_end();
         SS_LOG(SS_LOG_ERR, TAG, "raw buffers for %dx%d frames: %s", max_w, max_h,
                cudaGetErrorString(ce));
         (void)cudaGetLastError();
@@ -796,6 +827,7 @@ static ss_err_t cuda_raw_reserve(ss_backend_t *b, int max_w, int max_h)
         b->d_rawvalid[i] = valid[i];
         b->pref[i].pending = 0;
     }
+    cx_unsafe_end();
     const size_t old_pix = (size_t)b->geo.raw_w * (size_t)b->geo.raw_h;
     b->dev_bytes = b->dev_bytes - 2 * (b->raw_bytes + old_pix) + 2 * (bytes + pix);
     b->raw_bytes = bytes;

@@ -193,6 +193,15 @@ void cx_drop_pending(ss_backend_t *b);
  * refuses every later op), else SS_ERR_BACKEND. */
 ss_err_t cx_fail(ss_backend_t *b, cudaError_t e, const char *what, const char *file, int line);
 
+/* Around the calls that may synchronise the whole device (cudaMalloc,
+ * cudaFree, cudaHostAlloc, cudaFreeHost, cudaDeviceSynchronize): such a
+ * call invalidates a graph capture running on another instance's stream
+ * (8 feeds starting together on one H100: two failed their first frames),
+ * so those calls and every capture hold this process-wide lock (it nests
+ * within a thread). */
+void cx_unsafe_begin(void);
+void cx_unsafe_end(void);
+
 /* A CUDA call inside an op: on failure, cx_fail and return its code. */
 #define CK(b, call)                                                         \
     do {                                                                    \

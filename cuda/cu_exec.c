@@ -6,7 +6,36 @@
  */
 #include "cuda/cu_backend.h"
 
+#include <pthread.h>
+
 #define TAG "cuda"
+
+/* ---------------------------------------------------------------------- */
+/* calls that must not meet a capture                                      */
+/* ---------------------------------------------------------------------- */
+
+static pthread_once_t unsafe_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t unsafe_lock;
+
+static void unsafe_init(void)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&unsafe_lock, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
+void cx_unsafe_begin(void)
+{
+    pthread_once(&unsafe_once, unsafe_init);
+    pthread_mutex_lock(&unsafe_lock);
+}
+
+void cx_unsafe_end(void)
+{
+    pthread_mutex_unlock(&unsafe_lock);
+}
 
 /* ---------------------------------------------------------------------- */
 /* errors                                                                  */
@@ -161,8 +190,8 @@ static graph_entry_t *graph_find(ss_backend_t *b)
 }
 
 /* Capture the pending steps as a graph into a free (or the least recently
- * used) cache entry. */
-static ss_err_t graph_capture(ss_backend_t *b, graph_entry_t **out)
+ * used) cache entry (under the unsafe-calls lock: graph_capture). */
+static ss_err_t capture_steps(ss_backend_t *b, graph_entry_t **out)
 {
     graph_entry_t *ge;
     if (b->ngraphs < MAX_GRAPHS) {
@@ -194,6 +223,14 @@ static ss_err_t graph_capture(ss_backend_t *b, graph_entry_t **out)
     }
     *out = ge;
     return SS_OK;
+}
+
+static ss_err_t graph_capture(ss_backend_t *b, graph_entry_t **out)
+{
+    cx_unsafe_begin();
+    const ss_err_t e = capture_steps(b, out);
+    cx_unsafe_end();
+    return e;
 }
 
 /* Run the pending segment: parameters up, then the steps (timed one by
