@@ -39,18 +39,24 @@ const char *ss_strerror(ss_err_t e)
 
 /* ---- logging ----------------------------------------------------------- */
 
-int ss_log_max_level = SS_LOG_INFO;
-static int log_prefix;
+static int log_max_level = SS_LOG_INFO;  /* __atomic access only */
+static int log_prefix;                  /* __atomic access only */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const level_names[8] = {
     "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug"
 };
 
+int ss_log_max(void)
+{
+    return __atomic_load_n(&log_max_level, __ATOMIC_RELAXED);
+}
+
 void ss_log_setup(int max_level, int priority_prefix)
 {
-    ss_log_max_level = SS_CLAMP(max_level, SS_LOG_ERR, SS_LOG_DEBUG);
-    log_prefix = priority_prefix;
+    __atomic_store_n(&log_max_level, SS_CLAMP(max_level, SS_LOG_ERR, SS_LOG_DEBUG),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&log_prefix, priority_prefix, __ATOMIC_RELAXED);
 }
 
 int ss_log_level_parse(const char *s)
@@ -85,7 +91,7 @@ void ss_log_write(int level, const char *tag, const char *fmt, ...)
     va_end(ap);
     /* one fprintf per line, under a lock, so lines from threads never mix */
     pthread_mutex_lock(&log_lock);
-    if (log_prefix)
+    if (__atomic_load_n(&log_prefix, __ATOMIC_RELAXED))
         fprintf(stderr, "<%d>%s: %s\n", level, tag, msg);
     else
         fprintf(stderr, "skysieve %-7s %s: %s\n", ss_log_level_name(level), tag, msg);

@@ -54,7 +54,9 @@ typedef enum ss_log_level {
     SS_LOG_DEBUG = 7
 } ss_log_level_t;
 
-extern int ss_log_max_level;      /* messages above this level are dropped */
+/* The level above which messages are dropped (a relaxed atomic read:
+ * a reload may change it while workers log). */
+int ss_log_max(void);
 
 /* Set the level; prefix=1 writes "<N>" priority prefixes (for journald).
  * Thread-safe to call at any time. */
@@ -69,7 +71,7 @@ void ss_log_write(int level, const char *tag, const char *fmt, ...)
 /* The one logging macro: level is checked before any formatting happens. */
 #define SS_LOG(level, tag, ...)                                    \
     do {                                                           \
-        if ((int)(level) <= ss_log_max_level)                      \
+        if ((int)(level) <= ss_log_max())                          \
             ss_log_write((level), (tag), __VA_ARGS__);             \
     } while (0)
 
