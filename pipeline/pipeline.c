@@ -1303,6 +1303,33 @@ static ss_err_t repredict(ss_pipeline_t *p, ss_result_t *res, int n, int find_to
     return e;
 }
 
+/* The movers of fit[] that stayed out of the history (back[j] = 0): each
+ * one's nearest positive point detection within SLOW_NEAR px takes the
+ * fitted position, which all the frames of the stack fit pinned down
+ * (measured in test_slow_movers_leave_history's first ok frame at 1
+ * px/frame: 0.095 px RMS against 0.252 for the detection's own peak). */
+static void place_movers(ss_result_t *res, const ss_slow_fit_t *fit, const int *back, int nf)
+{
+    for (int j = 0; j < nf; j++) {
+        if (back[j])
+            continue;
+        ss_detection_t *best = NULL;
+        double dbest = SLOW_NEAR;
+        for (int i = 0; i < res->dets.count; i++) {
+            ss_detection_t *d = &res->dets.items[i];
+            const double dist = hypot(d->x - fit[j].x, d->y - fit[j].y);
+            if (d->sign > 0 && d->kind == SS_KIND_POINT && dist <= dbest) {
+                best = d;
+                dbest = dist;
+            }
+        }
+        if (best) {
+            best->x = best->x0 = best->x1 = fit[j].x;
+            best->y = best->y0 = best->y1 = fit[j].y;
+        }
+    }
+}
+
 /* Slow movers (slow_movers.h) among this frame's detections: fitted,
  * taken out of the unscreened history frames of h, the frame predicted
  * again, and each take-out kept only where the new residual shows at
@@ -1338,9 +1365,11 @@ static ss_err_t slow_movers(ss_pipeline_t *p, ss_result_t *res, const ss_slow_hi
     SS_LOG(SS_LOG_DEBUG, TAG, "feed %s: frame %llu: %d slow mover(s) taken out of the history, "
            "%d put back", p->feed, (unsigned long long)res->meta.seq, nf - nback, nback);
     if (nback == 0)
-        return find(p, res);
-    if ((e = slow_apply(p, res, h, fit, back, nf, -1.0)) == SS_OK)
+        e = find(p, res);
+    else if ((e = slow_apply(p, res, h, fit, back, nf, -1.0)) == SS_OK)
         e = repredict(p, res, n, 1);
+    if (e == SS_OK)
+        place_movers(res, fit, back, nf);
     return e;
 }
 

@@ -105,11 +105,13 @@ static int near_truth(const ss_synth_truth_t *t, const ss_detection_t *d, int ki
  * within the reach of its copies (speed·history + 3 px) in the first ok
  * frame, at most 0.02 per mover and frame over all (without the take-out
  * 0.68-1.0: the copies' lobe in almost every frame); the position RMS is
- * at most 0.3 px at every speed, over all ok frames and in the first one
- * alone. Measured 2026-11-25 with the stack fit (slow_movers.h): 0.163,
- * 0.161, 0.160 px; negatives 0, 0, 1. With the fit of the residual alone
- * (a session earlier): the first ok frame alone 0.61 px at 0.3 px/frame,
- * negatives 25, 6, 7. */
+ * at most 0.3 px at every speed over all ok frames, and at most 0.2 px in
+ * the first one alone, where the detection takes the stack fit's
+ * position. Measured 2026-11-25 with the stack fit (slow_movers.h): 0.161,
+ * 0.159, 0.151 px over all ok frames, 0.122, 0.120, 0.094 px in the first
+ * (0.172, 0.170, 0.252 with the detections' own peaks); no negative. With
+ * the fit of the residual alone (a session earlier): the first ok frame
+ * alone 0.61 px at 0.3 px/frame, negatives 25, 6, 7. */
 START_TEST(test_slow_movers_leave_history)
 {
     const double speeds[] = { 0.3, 0.5, 1.0 };
@@ -177,7 +179,7 @@ START_TEST(test_slow_movers_leave_history)
     ck_assert_msg(negatives <= 0.02 * seen && neg_first == 0, "history keeps the movers: %d "
                   "negative detections in %d mover-frames, %d in the first ok frame", negatives,
                   seen, neg_first);
-    ck_assert_msg(rms <= 0.3 && rms_first <= 0.3, "centroid RMS %.3f px (%.3f in the first ok "
+    ck_assert_msg(rms <= 0.3 && rms_first <= 0.2, "centroid RMS %.3f px (%.3f in the first ok "
                   "frame) at %.1f px/frame", rms, rms_first, v);
     run_close(&r);
 }
