@@ -90,49 +90,6 @@ void ss_calibrate(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_
 
 /* ---- overscan ------------------------------------------------------------ */
 
-/* The k-th smallest of a[0..n) (0-based), a partially reordered so that
- * a[i] <= a[k] for i < k and a[i] >= a[k] for i > k (Wirth's selection). */
-static double select_kth(double *a, size_t n, size_t k)
-{
-    ptrdiff_t l = 0, m = (ptrdiff_t)n - 1;
-    const ptrdiff_t kk = (ptrdiff_t)k;
-    while (l < m) {
-        const double x = a[kk];
-        ptrdiff_t i = l, j = m;
-        do {
-            while (a[i] < x)
-                i++;
-            while (x < a[j])
-                j--;
-            if (i <= j) {
-                const double t = a[i];
-                a[i] = a[j];
-                a[j] = t;
-                i++;
-                j--;
-            }
-        } while (i <= j);
-        if (j < kk)
-            l = i;
-        if (kk < i)
-            m = j;
-    }
-    return a[kk];
-}
-
-/* Median of a[0..n), n > 0: the middle value, or the mean of the two. */
-static double median_d(double *a, size_t n)
-{
-    const size_t k = (n - 1) / 2;
-    const double lo = select_kth(a, n, k);
-    if (n & 1)
-        return lo;
-    double hi = a[k + 1];
-    for (size_t i = k + 2; i < n; i++)
-        hi = a[i] < hi ? a[i] : hi;
-    return 0.5 * (lo + hi);
-}
-
 /* The finite (and valid) BIASSEC samples of raw row ry into v; their count. */
 static size_t overscan_row(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t *raw_valid,
                            ss_roi_t bsec, int ry, double *v)
@@ -159,7 +116,7 @@ double ss_overscan(const void *raw, ss_dtype_t dt, int raw_w, int raw_h, const u
     size_t n = 0;
     for (int ry = bsec.y; ry < bsec.y + bsec.h; ry++)
         n += overscan_row(raw, dt, raw_w, raw_valid, bsec, ry, scratch + n);
-    const double scalar = n > 0 ? median_d(scratch, n) : NAN;
+    const double scalar = n > 0 ? ss_median_d(scratch, n) : NAN;
     if (!row_bias)
         return scalar;
     for (int y = 0; y < nrows; y++) {
@@ -167,7 +124,7 @@ double ss_overscan(const void *raw, ss_dtype_t dt, int raw_w, int raw_h, const u
         size_t m = 0;
         if (ry >= bsec.y && ry < bsec.y + bsec.h)
             m = overscan_row(raw, dt, raw_w, raw_valid, bsec, ry, scratch);
-        row_bias[y] = m > 0 ? median_d(scratch, m) : scalar;
+        row_bias[y] = m > 0 ? ss_median_d(scratch, m) : scalar;
     }
     return scalar;
 }

@@ -217,12 +217,6 @@ static double simplex(stk_t *S, double th[5], const double *step, int np, int nk
     return -fv[lo];
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The offset a_q and gain b_q of frame q against the median image med:
  * least squares over the valid pixels, once more without those beyond
  * 5 rms (stars that changed, the mover). */
@@ -298,6 +292,19 @@ static int nuisance(const ss_slow_stack_t *st, const double *b, double *U)
     return r;
 }
 
+/* v (K values of one pixel) minus its part in the nuisance columns:
+ * v - U·(Uᵀv). */
+static void project_out(const stk_t *S, double *v)
+{
+    double u[NCOL] = { 0 };
+    for (int q = 0; q < S->K; q++)
+        for (int t = 0; t < S->r; t++)
+            u[t] += S->U[q * S->r + t] * v[q];
+    for (int q = 0; q < S->K; q++)
+        for (int t = 0; t < S->r; t++)
+            v[q] -= S->U[q * S->r + t] * u[t];
+}
+
 /* The moving part e of the data, and the noise per frame pixel from its
  * median absolute value (rescaled: each pixel keeps K - r of K degrees
  * of freedom). Returns the noise. */
@@ -308,24 +315,18 @@ static double project(stk_t *S, const double *off, double *tmp)
     for (int x = 0; x < P; x++) {
         if (!S->ok[x])
             continue;
-        double d[SS_SLOW_STACK_MAX], u[NCOL] = { 0 };
-        for (int q = 0; q < K; q++) {
+        double d[SS_SLOW_STACK_MAX];
+        for (int q = 0; q < K; q++)
             d[q] = S->st->px[(size_t)q * P + x] - off[q];
-            for (int t = 0; t < r; t++)
-                u[t] += S->U[q * r + t] * d[q];
-        }
+        project_out(S, d);
         for (int q = 0; q < K; q++) {
-            double v = d[q];
-            for (int t = 0; t < r; t++)
-                v -= S->U[q * r + t] * u[t];
-            S->e[(size_t)q * P + x] = v;
-            tmp[n++] = fabs(v);
+            S->e[(size_t)q * P + x] = d[q];
+            tmp[n++] = fabs(d[q]);
         }
     }
     if (n == 0)
         return NAN;
-    qsort(tmp, (size_t)n, sizeof tmp[0], cmp_double);
-    return 1.4826 * tmp[n / 2] * sqrt((double)K / (K - r));
+    return 1.4826 * ss_select_kth_d(tmp, (size_t)n, (size_t)n / 2) * sqrt((double)K / (K - r));
 }
 
 /* Set up the projection: valid pixels, the median image, each frame's
@@ -346,10 +347,8 @@ static double prepare(stk_t *S, double *tmp)
         }
         S->ok[x] = (uint8_t)good;
         nok += good;
-        if (good) {
-            qsort(v, (size_t)K, sizeof v[0], cmp_double);
-            med[x] = 0.5 * (v[(K - 1) / 2] + v[K / 2]);
-        }
+        if (good)
+            med[x] = ss_median_d(v, (size_t)K);
     }
     if (nok < 16)
         return NAN;
@@ -379,7 +378,7 @@ static int clip(stk_t *S, const double th[5], double noise)
             const int x = j * side + i;
             if (!S->ok[x])
                 continue;
-            double m[SS_SLOW_STACK_MAX], u[NCOL] = { 0 }, chi = 0.0;
+            double m[SS_SLOW_STACK_MAX], chi = 0.0;
             for (int q = 0; q < K; q++) {
                 const double cx = th[0] - th[3] * st->tau[q] + st->fx[q] - st->x0;
                 const double cy = th[1] - th[4] * st->tau[q] + st->fy[q] - st->y0;
@@ -389,14 +388,10 @@ static int clip(stk_t *S, const double th[5], double noise)
                     profile(cy, k, j, j, gy);
                     m[q] = f * gx[i] * gy[j];
                 }
-                for (int t = 0; t < r; t++)
-                    u[t] += S->U[q * r + t] * m[q];
             }
+            project_out(S, m);
             for (int q = 0; q < K; q++) {
-                double pm = m[q];
-                for (int t = 0; t < r; t++)
-                    pm -= S->U[q * r + t] * u[t];
-                const double d = S->e[(size_t)q * P + x] - pm;
+                const double d = S->e[(size_t)q * P + x] - m[q];
                 chi += d * d;
             }
             if (chi > lim) {

@@ -5,6 +5,7 @@
 #include "ss_common.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
@@ -284,4 +285,46 @@ char *ss_strlcpy(char *dst, const char *src, size_t n)
         dst[i] = src[i];
     dst[i] = '\0';
     return dst;
+}
+
+/* The k-th smallest of a[0..n) (0-based), a partially reordered so that
+ * a[i] <= a[k] for i < k and a[i] >= a[k] for i > k (Wirth's selection). */
+double ss_select_kth_d(double *a, size_t n, size_t k)
+{
+    ptrdiff_t l = 0, m = (ptrdiff_t)n - 1;
+    const ptrdiff_t kk = (ptrdiff_t)k;
+    while (l < m) {
+        const double x = a[kk];
+        ptrdiff_t i = l, j = m;
+        do {
+            while (a[i] < x)
+                i++;
+            while (x < a[j])
+                j--;
+            if (i <= j) {
+                const double t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+                i++;
+                j--;
+            }
+        } while (i <= j);
+        if (j < kk)
+            l = i;
+        if (kk < i)
+            m = j;
+    }
+    return a[kk];
+}
+
+double ss_median_d(double *a, size_t n)
+{
+    const size_t k = (n - 1) / 2;
+    const double lo = ss_select_kth_d(a, n, k);
+    if (n & 1)
+        return lo;
+    double hi = a[k + 1];
+    for (size_t i = k + 2; i < n; i++)
+        hi = a[i] < hi ? a[i] : hi;
+    return 0.5 * (lo + hi);
 }

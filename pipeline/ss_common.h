@@ -116,6 +116,13 @@ double ss_now_mono(void);
  * or n 0: nothing. For the err/why out-parameters of fallible calls. */
 void ss_msgf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The k-th smallest of a[0..n) (0-based), a partially reordered so that
+ * a[i] <= a[k] for i < k and a[i] >= a[k] for i > k (Wirth's selection). */
+double ss_select_kth_d(double *a, size_t n, size_t k);
+/* Median of a[0..n), n > 0, a reordered: the middle value, or the mean of
+ * the two. */
+double ss_median_d(double *a, size_t n);
+
 /* strncpy that always terminates; returns dst. */
 char *ss_strlcpy(char *dst, const char *src, size_t n);
 

@@ -163,6 +163,33 @@ static ss_synth_t *bench_synth(int size, uint64_t seed)
     return ss_synth_new(&sc);
 }
 
+/* The host memory of PRERENDER frames (pixels NULL: none). */
+static void free_frames(const ss_backend_ops_t *ops, ss_frame_t *fr)
+{
+    for (int k = 0; k < PRERENDER; k++)
+        if (fr[k].pixels)
+            ops->host_alloc.free(fr[k].pixels, ops->host_alloc.user);
+}
+
+/* PRERENDER frames of a size² field (bench_synth, seed) in the backend's
+ * host memory (pinned on CUDA). 0, or -1 (what was allocated is freed). */
+static int prerender(const ss_backend_ops_t *ops, int size, uint64_t seed, ss_frame_t *fr)
+{
+    const size_t bytes = (size_t)size * size * sizeof(uint16_t);
+    ss_synth_t *syn = bench_synth(size, seed);
+    int ok = syn != NULL;
+    memset(fr, 0, PRERENDER * sizeof fr[0]);
+    for (int k = 0; k < PRERENDER && ok; k++) {
+        fr[k].pixels = ops->host_alloc.alloc(bytes, ops->host_alloc.user);
+        fr[k].capacity = bytes;
+        ok = fr[k].pixels && ss_synth_next(syn, &fr[k], NULL) == SS_OK;
+    }
+    ss_synth_destroy(&syn);
+    if (!ok)
+        free_frames(ops, fr);
+    return ok ? 0 : -1;
+}
+
 /* Run one configuration. */
 static int warmup_override = -1;
 static int phases_override = -1;    /* --phases: pipeline.matched.phases */
@@ -193,21 +220,11 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
         return -1;
     }
     const int S = bc->size;
-    const size_t bytes = (size_t)S * S * sizeof(uint16_t);
     ss_frame_t fr[PRERENDER];
-    ss_synth_t *syn = bench_synth(S, 12345);
-    if (!syn)
+    if (prerender(ops, S, 12345, fr) != 0) {
+        fprintf(stderr, "bench: cannot render %dx%d frames\n", S, S);
         return -1;
-    for (int k = 0; k < PRERENDER; k++) {
-        memset(&fr[k], 0, sizeof fr[k]);
-        fr[k].pixels = ops->host_alloc.alloc(bytes, ops->host_alloc.user);
-        fr[k].capacity = bytes;
-        if (!fr[k].pixels || ss_synth_next(syn, &fr[k], NULL) != SS_OK) {
-            fprintf(stderr, "bench: cannot render %dx%d frames\n", S, S);
-            return -1;
-        }
     }
-    ss_synth_destroy(&syn);
     o->bytes_model = bytes_model(S, bc->history, 2);
 
     ss_pipeline_cfg_t cfg = bench_cfg(bc->cuda, bc->history, device);
@@ -340,8 +357,7 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
     ss_result_free(&rbuf[0]);
     ss_result_free(&rbuf[1]);
     ss_detlist_free(&scratch);
-    for (int k = 0; k < PRERENDER; k++)
-        ops->host_alloc.free(fr[k].pixels, ops->host_alloc.user);
+    free_frames(ops, fr);
     return 0;
 }
 
@@ -441,23 +457,16 @@ static void *feed_thread(void *arg)
     feed_run_t *fr_ = arg;
     const ss_backend_ops_t *ops = ss_backend_cuda_ops();
     const int S = fr_->bc->size, warm = 2 * fr_->bc->history + 4;
-    const size_t bytes = (size_t)S * S * sizeof(uint16_t);
-    ss_frame_t fr[PRERENDER] = { 0 };
+    const size_t npix = (size_t)S * S;
+    ss_frame_t fr[PRERENDER];
     ss_result_t rbuf[2] = { 0 };
     ss_pipeline_t *pl = NULL;
-    ss_synth_t *syn = bench_synth(S, 12345 + (uint64_t)fr_->id);
     fr_->rc = -1;
-    int rendered = syn != NULL;
-    for (int k = 0; k < PRERENDER && rendered; k++) {
-        fr[k].pixels = ops->host_alloc.alloc(bytes, ops->host_alloc.user);
-        fr[k].capacity = bytes;
-        rendered = fr[k].pixels && ss_synth_next(syn, &fr[k], NULL) == SS_OK;
-    }
-    ss_synth_destroy(&syn);
+    const int rendered = prerender(ops, S, 12345 + (uint64_t)fr_->id, fr) == 0;
     const ss_pipeline_cfg_t cfg = bench_cfg(1, fr_->bc->history, fr_->device);
     char err[256];
-    if (rendered && ss_result_init_with(&rbuf[0], bytes / 2, 4096, &ops->host_alloc) == 0 &&
-        ss_result_init_with(&rbuf[1], bytes / 2, 4096, &ops->host_alloc) == 0)
+    if (rendered && ss_result_init_with(&rbuf[0], npix, 4096, &ops->host_alloc) == 0 &&
+        ss_result_init_with(&rbuf[1], npix, 4096, &ops->host_alloc) == 0)
         pl = ss_pipeline_new(&cfg, "bench", err, sizeof err);
     uint64_t seq = 0;
     ss_err_t e = pl ? SS_OK : SS_ERR_NOMEM;
@@ -477,9 +486,8 @@ static void *feed_thread(void *arg)
     ss_pipeline_destroy(&pl);
     ss_result_free(&rbuf[0]);
     ss_result_free(&rbuf[1]);
-    for (int k = 0; k < PRERENDER; k++)
-        if (fr[k].pixels)
-            ops->host_alloc.free(fr[k].pixels, ops->host_alloc.user);
+    if (rendered)
+        free_frames(ops, fr);
     return NULL;
 }
 
