@@ -171,6 +171,18 @@ static cudaError_t st_refine(ss_backend_t *b, cudaStream_t s, int v)
     return cu_copy_small(&b->m_res->ref_dx, &b->d_res->ref_dx, 2 * sizeof(int), s);
 }
 
+/* v = passes | FINE_FROM_REFINE: the whole fine registration, its state
+ * back to the host. */
+#define FINE_FROM_REFINE (1 << 16)
+static cudaError_t st_fine(ss_backend_t *b, cudaStream_t s, int v)
+{
+    SK(cu_fine(b->d_params, b->d_plane[SS_PLANE_HIPASS], b->d_plane[SS_PLANE_REFERENCE],
+               b->d_plane[SS_PLANE_REF_S], b->d_plane[SS_PLANE_REF_GX],
+               b->d_plane[SS_PLANE_REF_GY], b->w, b->h, v & 0xffff, (v & FINE_FROM_REFINE) != 0, b->d_partials,
+               b->d_counter, b->d_res, s));
+    return cu_copy_small(&b->m_res->fine_st, &b->d_res->fine_st, sizeof(ss_fine_state_t), s);
+}
+
 static cudaError_t st_lsq(ss_backend_t *b, cudaStream_t s, int n)
 {
     SK(cu_lsq_moments(b->d_params, b->geo.hist_dtype, n, b->d_plane[SS_PLANE_FRAME], b->w, b->h,
@@ -866,12 +878,14 @@ static int take_peaks(ss_backend_t *b, int k, ss_peak_t *dst)
     return ss_peaks_order(dst, m, SS_COARSE_STARS);
 }
 
-static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
+/* The coarse step up to its vote: one segment (pyramid, level noise,
+ * peaks) and a wait for the peaks, then ss_coarse_vote on the host. *go:
+ * the vote found a shift for the refinement to go on from (out->ok stays
+ * 0 until the caller's refinement succeeds). */
+static ss_err_t coarse_vote(ss_backend_t *b, ss_coarse_t *out, int *go)
 {
-    ss_err_t e = cx_op_begin(b);
-    if (e)
-        return e;
     memset(out, 0, sizeof *out);
+    *go = 0;
     const ss_pipeline_cfg_t *c = b->cfg;
     const int R = c->reg_search;
     if (c->reg_levels != b->L) {
@@ -882,15 +896,12 @@ static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
         ss_strlcpy(out->why, "bad search range", sizeof out->why);
         return SS_OK;
     }
-    if ((e = cx_params_begin(b)))
-        return e;
-    if ((e = cx_enqueue(b, st_pyramid, 0, SS_STAGE_REG_COARSE)) ||
+    ss_err_t e = cx_params_begin(b);
+    if (e || (e = cx_enqueue(b, st_pyramid, 0, SS_STAGE_REG_COARSE)) ||
         (e = cx_enqueue(b, st_level_noise, 0, SS_STAGE_REG_COARSE)) ||
         (!b->ref_peaks_valid && (e = cx_enqueue(b, st_peaks, 1, SS_STAGE_REG_COARSE))) ||
         (e = cx_enqueue(b, st_peaks, 0, SS_STAGE_REG_COARSE)) || (e = cx_flush_wait(b)))
         return e;
-
-    /* the vote: the shared decision of register_coarse.c */
     if (!b->ref_peaks_valid) {
         b->n_ref_peaks = take_peaks(b, 1, b->ref_peaks);
         b->ref_peaks_valid = 1;
@@ -898,61 +909,82 @@ static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
     const int nc = take_peaks(b, 0, b->cur_peaks);
     ss_coarse_vote(b->ref_peaks, b->n_ref_peaks, b->cur_peaks, nc, R, c->reg_ambiguity,
                    b->vote_hist, out);
-    if (!out->ok)
-        return SS_OK;
-    out->ok = 0;                        /* until the refinement succeeds */
-    if (b->L > 0) {
-        if ((e = cx_params_begin(b)))
-            return e;
-        b->h_params->ref_dx = out->dx;
-        b->h_params->ref_dy = out->dy;
-        if ((e = cx_enqueue(b, st_refine, 0, SS_STAGE_REG_COARSE)) || (e = cx_flush_wait(b)))
-            return e;
-        out->dx = b->h_res->ref_dx;
-        out->dy = b->h_res->ref_dy;
-    }
-    out->ok = 1;
+    *go = out->ok;
+    out->ok = 0;
     return SS_OK;
 }
 
-static void fine_cb(void *ctx, double sx, double sy, ss_fine_bands_t sums)
+/* The refinement from the vote's (dx, dy), enqueued (a pyramid of L > 0
+ * levels; the result comes back to h_res->ref_dx/dy). */
+static ss_err_t refine_enqueue(ss_backend_t *b, const ss_coarse_t *c)
 {
-    ss_backend_t *b = ctx;
-    memset(sums, 0, sizeof(ss_fine_bands_t));
-    if (b->cb_err)
-        return;
-    cudaError_t e;
-    timer_t_ *t = cx_timer_start(b, b->cs, b->timed ? SS_STAGE_REG_FINE : -1, 0);
-    if ((e = cu_fine_sums(b->d_plane[SS_PLANE_HIPASS], b->d_plane[SS_PLANE_REFERENCE],
-                          b->d_plane[SS_PLANE_REF_S],
-                          b->d_plane[SS_PLANE_REF_GX], b->d_plane[SS_PLANE_REF_GY], b->w, b->h, sx,
-                          sy, b->d_partials, b->d_counter, b->m_res->fine, b->cs)) != cudaSuccess) {
-        b->cb_err = cx_fail(b, e, "cu_fine_sums", __FILE__, __LINE__);
-        return;
+    if (b->L <= 0)
+        return SS_OK;
+    b->h_params->ref_dx = c->dx;
+    b->h_params->ref_dy = c->dy;
+    return cx_enqueue(b, st_refine, 0, SS_STAGE_REG_COARSE);
+}
+
+static void refine_take(const ss_backend_t *b, ss_coarse_t *c)
+{
+    if (b->L > 0) {
+        c->dx = b->h_res->ref_dx;
+        c->dy = b->h_res->ref_dy;
     }
-    cx_timer_stop(b, t, b->cs);
-    /* the kernel's last block wrote the sums straight into the mapped
-     * pinned mirror: no copy to wait for */
-    if ((e = cudaEventRecord(b->ev_done, b->cs)) != cudaSuccess ||
-        (e = cudaEventSynchronize(b->ev_done)) != cudaSuccess) {
-        b->cb_err = cx_fail(b, e, "fine sums read-back", __FILE__, __LINE__);
-        return;
-    }
-    memcpy(sums, b->h_res->fine, sizeof(ss_fine_bands_t));
+    c->ok = 1;
+}
+
+static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
+{
+    int go;
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = coarse_vote(b, out, &go)) || !go)
+        return e;
+    if ((e = cx_params_begin(b)) || (e = refine_enqueue(b, out)) || (e = cx_flush_wait(b)))
+        return e;
+    refine_take(b, out);
+    return SS_OK;
+}
+
+/* The fine registration (cu_fine), enqueued: from (sx0, sy0), or with
+ * from_refine from the refinement enqueued before it in this segment. */
+static ss_err_t fine_enqueue(ss_backend_t *b, double sx0, double sy0, int from_refine)
+{
+    const ss_pipeline_cfg_t *c = b->cfg;
+    cu_params_t *hp = b->h_params;
+    hp->fine_sx0 = sx0;
+    hp->fine_sy0 = sy0;
+    hp->fine_max_iter = SS_MAX(c->reg_max_iter, 1);
+    hp->fine_tol = c->reg_tol;
+    hp->fine_min_det = c->reg_min_det;
+    return cx_enqueue(b, st_fine, hp->fine_max_iter | (from_refine ? FINE_FROM_REFINE : 0),
+                      SS_STAGE_REG_FINE);
 }
 
 static ss_err_t cuda_register_fine(ss_backend_t *b, double sx0, double sy0, ss_shift_t *out)
 {
     ss_err_t e = cx_op_begin(b);
-    if (e || (e = cx_flush(b)))
+    if (e || (e = cx_params_begin(b)) || (e = fine_enqueue(b, sx0, sy0, 0)) ||
+        (e = cx_flush_wait(b)))
         return e;
-    b->cb_err = SS_OK;
-    ss_register_fine(fine_cb, b, sx0, sy0, b->cfg, out);
-    if (b->cb_err) {
-        out->ok = 0;
-        ss_strlcpy(out->why, "GPU error", sizeof out->why);
-        return b->cb_err;
-    }
+    ss_fine_report(&b->h_res->fine_st, out);
+    return SS_OK;
+}
+
+/* Both steps with one wait after the vote: the refinement and every fine
+ * pass in one segment, the fine start read on the device. */
+static ss_err_t cuda_register_frame(ss_backend_t *b, ss_coarse_t *c, ss_shift_t *out)
+{
+    int go;
+    memset(out, 0, sizeof *out);
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = coarse_vote(b, c, &go)) || !go)
+        return e;
+    if ((e = cx_params_begin(b)) || (e = refine_enqueue(b, c)) ||
+        (e = fine_enqueue(b, c->dx, c->dy, b->L > 0)) || (e = cx_flush_wait(b)))
+        return e;
+    refine_take(b, c);
+    ss_fine_report(&b->h_res->fine_st, out);
     return SS_OK;
 }
 
@@ -1211,6 +1243,7 @@ static const cu_acc_t *acc_fetch(ss_backend_t *b, int n, ss_err_t *err)
         e = cudaEventRecord(b->ev_done, b->cs);
     if (e == cudaSuccess)
         e = cudaEventSynchronize(b->ev_done);
+    b->waits++;
     if (e != cudaSuccess) {
         *err = cx_fail(b, e, "accumulator read-back", __FILE__, __LINE__);
         return NULL;
@@ -1334,9 +1367,7 @@ static ss_err_t cuda_read_plane(ss_backend_t *b, ss_plane_t p, int slot, void *d
     timer_t_ *t = cx_timer_start(b, b->cs, SS_STAGE_DOWNLOAD, 1);
     CK(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, b->cs));
     cx_timer_stop(b, t, b->cs);
-    CK(b, cudaEventRecord(b->ev_done, b->cs));
-    CK(b, cudaEventSynchronize(b->ev_done));
-    return SS_OK;
+    return cx_wait_done(b);
 }
 
 static ss_err_t cuda_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const void *src)
@@ -1366,9 +1397,7 @@ static ss_err_t cuda_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const 
         if ((e = cx_flush(b)))
             return e;
     }
-    CK(b, cudaEventRecord(b->ev_done, b->cs));
-    CK(b, cudaEventSynchronize(b->ev_done));
-    return SS_OK;
+    return cx_wait_done(b);
 }
 
 /* The residual download on its own stream (the second copy engine), so
@@ -1508,12 +1537,14 @@ void ss_cuda_set_mode(ss_backend_t *b, int timed, int graphs)
     b->use_graphs = graphs != 0;
 }
 
-void ss_cuda_graph_stats(ss_backend_t *b, int *graphs, long *launches)
+void ss_cuda_graph_stats(ss_backend_t *b, int *graphs, long *launches, long *waits)
 {
     if (graphs)
         *graphs = b->ngraphs;
     if (launches)
         *launches = b->launches;
+    if (waits)
+        *waits = b->waits;
 }
 
 long ss_cuda_error_count(ss_backend_t *b)
@@ -1527,9 +1558,7 @@ ss_err_t ss_cuda_inject_fault(ss_backend_t *b, int kind)
     if (e || (e = cx_flush(b)))
         return e;
     CK(b, cu_fault(kind, b->cs));
-    CK(b, cudaEventRecord(b->ev_done, b->cs));
-    CK(b, cudaEventSynchronize(b->ev_done));
-    return SS_OK;
+    return cx_wait_done(b);
 }
 
 static void cuda_memory(ss_backend_t *b, size_t *used, size_t *total)
@@ -1569,6 +1598,8 @@ HOST_TIMED(cuda_register_coarse, SS_STAGE_REG_COARSE, (ss_backend_t *b, ss_coars
            (b, out))
 HOST_TIMED(cuda_register_fine, SS_STAGE_REG_FINE,
            (ss_backend_t *b, double sx0, double sy0, ss_shift_t *out), (b, sx0, sy0, out))
+HOST_TIMED(cuda_register_frame, SS_STAGE_REG_FINE,
+           (ss_backend_t *b, ss_coarse_t *c, ss_shift_t *out), (b, c, out))
 HOST_TIMED(cuda_lsq_moments, SS_STAGE_WHITEN,
            (ss_backend_t *b, const int *slots, const int *ix, const int *iy, int n, double *R,
             double *p),
@@ -1621,6 +1652,7 @@ static const ss_backend_ops_t cuda_ops = {
     .set_reference = cuda_set_reference_timed,
     .register_coarse = cuda_register_coarse_timed,
     .register_fine = cuda_register_fine_timed,
+    .register_frame = cuda_register_frame_timed,
     .lsq_moments = cuda_lsq_moments_timed,
     .whiten = cuda_whiten_timed,
     .guided = cuda_guided_timed,

@@ -50,8 +50,10 @@ double ss_cuda_frame_ms(ss_backend_t *b);
  * the GPU included. */
 void ss_cuda_host_ms(ss_backend_t *b, double ms[SS_STAGE__COUNT]);
 
-/* Graphs instantiated so far and graph launches (replays included). */
-void ss_cuda_graph_stats(ss_backend_t *b, int *graphs, long *launches);
+/* Graphs instantiated so far, graph launches (replays included) and the
+ * host's waits for the compute stream (round trips) since create; NULL
+ * pointers are skipped. */
+void ss_cuda_graph_stats(ss_backend_t *b, int *graphs, long *launches, long *waits);
 
 /* CUDA errors met (frames failed) since create. */
 long ss_cuda_error_count(ss_backend_t *b);

@@ -164,8 +164,8 @@ struct ss_backend {
     int ngraphs;
     unsigned long clock;
     long launches;
+    long waits;                     /* host waits for the compute stream (cx_wait_done) */
     int timed, use_graphs;
-    ss_err_t cb_err;                /* error inside the fine-sums callback */
 
     int raw_cur;                    /* raw buffer of the last ingested frame */
     int seg_raw_buf;                /* raw buffer the pending segment reads (-1: none) */
@@ -240,6 +240,7 @@ ss_err_t cx_enqueue(ss_backend_t *b, step_fn fn, int variant, int stage);
 ss_err_t cx_flush(ss_backend_t *b);
 /* Flush and wait for this segment only (its last copy to the host). */
 ss_err_t cx_flush_wait(ss_backend_t *b);
+ss_err_t cx_wait_done(ss_backend_t *b);
 
 /* ---- the memory plan (cu_memplan.c) ------------------------------------ */
 

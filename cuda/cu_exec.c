@@ -293,14 +293,21 @@ ss_err_t cx_flush(ss_backend_t *b)
     return SS_OK;
 }
 
-/* Flush and wait for this segment only (its last copy to the host). */
+/* Block the host until the compute stream's work so far is through: one
+ * host round trip, counted (ss_cuda_graph_stats). */
+ss_err_t cx_wait_done(ss_backend_t *b)
+{
+    CK(b, cudaEventRecord(b->ev_done, b->cs));
+    CK(b, cudaEventSynchronize(b->ev_done));
+    b->waits++;
+    return SS_OK;
+}
+
+/* Flush and wait for this segment (its last copy to the host). */
 ss_err_t cx_flush_wait(ss_backend_t *b)
 {
     ss_err_t e = cx_flush(b);
-    if (e)
-        return e;
-    CK(b, cudaEventSynchronize(b->ev_done));
-    return SS_OK;
+    return e ? e : cx_wait_done(b);
 }
 
 /* In the timed mode ops run at once, so each is timed inside its frame. */

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pipeline/fine_core.h"
 #include "pipeline/stages.h"
 
 #ifdef __cplusplus
@@ -119,6 +120,11 @@ typedef struct cu_params {
     cu_sampler_t lvl_samp_ref, lvl_samp_cur;
     int ref_dx, ref_dy;             /* refinement start (level L) */
 
+    /* fine registration (ss_fine_begin's arguments; the start when it
+     * does not come from the refinement) */
+    double fine_sx0, fine_sy0, fine_tol, fine_min_det;
+    int fine_max_iter;
+
     /* whitening */
     int n;
     int ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY];
@@ -180,7 +186,9 @@ typedef struct cu_results {
     int n_elig;                     /* eligible components (cu_detect_overflow) */
     unsigned int mv_count;          /* model-error fit samples (cu_mv_gather) */
     float mv_beta;                  /* their β (cu_mv_beta; ss_mv_beta) */
-    double fine[2 * SS_FINE_BANDS * SS_FINE_NSUMS]; /* fine sums: [rows|columns][band][sum] */
+    double fine[2 * SS_FINE_BANDS * SS_FINE_NSUMS]; /* a pass's sums: [rows|columns][band][sum] */
+    double fine_probe[2 * SS_FINE_BANDS * SS_FINE_NSUMS];   /* the match test's pass */
+    ss_fine_state_t fine_st;        /* the fine registration's state (fine_core.h) */
     double corr[9 * 2];             /* refinement scratch: (sum, count) per candidate */
 } cu_results_t;
 
@@ -249,12 +257,17 @@ cudaError_t cu_peaks(const float *level, int w, int h, const double *noise, ss_p
 /* gold: ss_coarse_refine */
 cudaError_t cu_refine(const cu_params_t *p, float *const *ref_lvl, float *const *cur_lvl,
                       const int *lw, const int *lh, int L, cu_results_t *res, cudaStream_t s);
-/* out: an ss_fine_bands_t (mapped host memory); partials: CU_RED_BLOCKS
- * × SS_FINE_NSUMS. */
-/* gold: ss_fine_sums */
-cudaError_t cu_fine_sums(const float *cur, const float *ref, const float *S, const float *gx,
-                         const float *gy, int w, int h, double sx, double sy, double *partials,
-                         unsigned int *counter, double *out, cudaStream_t s);
+/* The whole fine registration on the device, no host round trip: up to
+ * `passes` passes of the sums (ss_fine_sums into res->fine) each followed
+ * by fine_core.h's decision, the probe pass (res->fine_probe), the errors
+ * and the match test, into res->fine_st (ss_fine_report words it). The
+ * start is p->fine_sx0/sy0, or with from_refine the coarse refinement's
+ * res->ref_dx/dy. Passes the state no longer wants return at once.
+ * partials: CU_RED_BLOCKS × SS_FINE_NSUMS. */
+/* gold: ss_register_fine (each pass: ss_fine_sums) */
+cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref, const float *S,
+                    const float *gx, const float *gy, int w, int h, int passes, int from_refine,
+                    double *partials, unsigned int *counter, cu_results_t *res, cudaStream_t s);
 
 /* k_whiten.cu. reweight = 0: the strict rule. reweight = 1: pixels the
  * plain sum cannot predict (an invalid or outside y_k) while the current

@@ -17,6 +17,7 @@
  */
 #include "cu_clean.cuh"
 #include "cu_internal.h"
+#include "pipeline/fine_core.h"
 #include "pipeline/hipass_core.h"
 
 #include <float.h>
@@ -245,15 +246,24 @@ __global__ void k_refine_start(const cu_params_t *__restrict__ p, cu_results_t *
  * tiles (row band r = blockIdx.y, column band c = blockIdx.x / bpt, bpt
  * blocks per tile); per-thread double sums, a block reduction, block
  * partials, and the last block of the whole grid adds each row band's and
- * each column band's partials in a fixed order and writes them straight
- * to out (mapped host memory, [rows|columns][band][sum]). */
+ * each column band's partials in a fixed order and writes them to out
+ * ([rows|columns][band][sum]). The shift is the iteration's estimate in
+ * st (probe: plus SS_FINE_PROBE_PX on both axes); a pass the iteration
+ * does not want returns at once. */
 __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restrict__ ref,
                             const float *__restrict__ S, const float *__restrict__ gxp,
-                            const float *__restrict__ gyp, int w, int h, double sx, double sy,
-                            int bpt, double *__restrict__ partials, unsigned int *counter,
+                            const float *__restrict__ gyp, int w, int h,
+                            const ss_fine_state_t *st, int probe, int bpt,
+                            double *__restrict__ partials, unsigned int *counter,
                             double *__restrict__ out)
 {
     constexpr int B = SS_FINE_BANDS, NS = SS_FINE_NSUMS;
+    /* a pass only where the iteration wants one (the same answer for
+     * every block: st does not change during the kernel) */
+    if (st->phase != (probe ? SS_FINE_PROBE : SS_FINE_PASS))
+        return;
+    const double off = probe ? SS_FINE_PROBE_PX : 0.0;
+    const double sx = st->sx + off, sy = st->sy + off;
     __shared__ double red[RED_THREADS / 32][NS];
     __shared__ bool last;
     double a[NS];
@@ -360,6 +370,77 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
         *counter = 0;
 }
 
+/* The decisions of the fine registration (fine_core.h), one warp each:
+ * the start (from the parameter block, or from_refine: from the coarse
+ * refinement's result), a pass's step, and the errors and match test.
+ * The warp adds the band sums (a thread per sum, bands in order, as
+ * ss_fine_total) and the conclusion's 32 jackknife deletions (a thread
+ * per band of either direction); one thread takes the decisions. */
+__global__ void k_fine_begin(const cu_params_t *__restrict__ p, cu_results_t *res, int from_refine)
+{
+    if (threadIdx.x != 0)
+        return;
+    const double sx0 = from_refine ? (double)res->ref_dx : p->fine_sx0;
+    const double sy0 = from_refine ? (double)res->ref_dy : p->fine_sy0;
+    ss_fine_begin(&res->fine_st, sx0, sy0, p->fine_max_iter, p->fine_tol, p->fine_min_det);
+}
+
+/* ss_fine_total of bands by the block's first SS_FINE_NSUMS threads. */
+__device__ void fine_total_par(const double *bands, double *total)
+{
+    const int k = threadIdx.x;
+    if (k < SS_FINE_NSUMS) {
+        double v = 0.0;
+        for (int b = 0; b < SS_FINE_BANDS; b++)
+            v += bands[b * SS_FINE_NSUMS + k];
+        total[k] = v;
+    }
+}
+
+__global__ void k_fine_iterate(cu_results_t *res)
+{
+    __shared__ double s[SS_FINE_NSUMS];
+    if (res->fine_st.phase != SS_FINE_PASS)
+        return;
+    fine_total_par(res->fine, s);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        ss_fine_iterate_total(&res->fine_st, s);
+}
+
+__global__ void k_fine_conclude(cu_results_t *res)
+{
+    constexpr int B = SS_FINE_BANDS, NS = SS_FINE_NSUMS;
+    static_assert(2 * B == 32, "a thread per band of either direction");
+    __shared__ double s[NS], pr[NS], dx[2 * B], dy[2 * B];
+    __shared__ int ok[2 * B];
+    if (res->fine_st.phase != SS_FINE_PROBE)
+        return;
+    fine_total_par(res->fine, s);
+    fine_total_par(res->fine_probe, pr);
+    __syncthreads();
+    const int t = threadIdx.x, dir = t / B;
+    double M[4];
+    ss_fine_response(s, M);
+    ok[t] = ss_fine_jk_one(res->fine + dir * B * NS, t % B, s, M, &dx[t], &dy[t]);
+    __syncthreads();
+    if (t != 0)
+        return;
+    double cx[B], cy[B], v[2][3];
+    int okd[2];
+    for (int d = 0; d < 2; d++) {
+        int nb = 0;
+        for (int b = d * B; b < (d + 1) * B; b++)
+            if (ok[b]) {
+                cx[nb] = dx[b];
+                cy[nb] = dy[b];
+                nb++;
+            }
+        okd[d] = ss_fine_jk_var(cx, cy, nb, v[d]) == 0;
+    }
+    ss_fine_conclude_with(&res->fine_st, s, pr, okd[0], v[0], okd[1], v[1]);
+}
+
 inline dim3 grid2(int w, int h)
 {
     return dim3((unsigned)((w + TX - 1) / TX), (unsigned)((h + TY - 1) / TY));
@@ -433,10 +514,10 @@ extern "C" cudaError_t cu_refine(const cu_params_t *p, float *const *ref_lvl,
 
 constexpr int FS_PER_THREAD = 4;
 
-extern "C" cudaError_t cu_fine_sums(const float *cur, const float *ref, const float *S,
-                                    const float *gx, const float *gy, int w, int h, double sx,
-                                    double sy, double *partials, unsigned int *counter,
-                                    double *out, cudaStream_t s)
+extern "C" cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref,
+                               const float *S, const float *gx, const float *gy, int w, int h,
+                               int passes, int from_refine, double *partials,
+                               unsigned int *counter, cu_results_t *res, cudaStream_t s)
 {
     constexpr int tiles = SS_FINE_BANDS * SS_FINE_BANDS;
     const long long n = (long long)(w > 2 ? w - 2 : 0) * (h > 2 ? h - 2 : 0) / tiles;
@@ -448,7 +529,15 @@ extern "C" cudaError_t cu_fine_sums(const float *cur, const float *ref, const fl
         bpt = CU_RED_BLOCKS / tiles;
     if (bpt < 1)
         bpt = 1;
-    k_fine_sums<<<dim3((unsigned)(bpt * SS_FINE_BANDS), SS_FINE_BANDS), RED_THREADS, 0, s>>>(
-        cur, ref, S, gx, gy, w, h, sx, sy, (int)bpt, partials, counter, out);
+    const dim3 grid((unsigned)(bpt * SS_FINE_BANDS), SS_FINE_BANDS);
+    k_fine_begin<<<1, 32, 0, s>>>(p, res, from_refine);
+    for (int it = 0; it < passes; it++) {
+        k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, S, gx, gy, w, h, &res->fine_st, 0,
+                                                 (int)bpt, partials, counter, res->fine);
+        k_fine_iterate<<<1, 32, 0, s>>>(res);
+    }
+    k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, S, gx, gy, w, h, &res->fine_st, 1,
+                                             (int)bpt, partials, counter, res->fine_probe);
+    k_fine_conclude<<<1, 2 * SS_FINE_BANDS, 0, s>>>(res);
     return cudaGetLastError();
 }

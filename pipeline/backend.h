@@ -135,6 +135,13 @@ typedef struct ss_backend_ops {
     /* §2b: from (sx0, sy0), through ss_register_fine with this backend's
      * five-sum pass. */
     ss_err_t (*register_fine)(ss_backend_t *b, double sx0, double sy0, ss_shift_t *out);
+    /* Optional (NULL: the driver calls register_coarse, then, when its
+     * result is ok, register_fine from its (dx, dy)): both as one op, with
+     * the same results, so that the backend may keep the coarse result
+     * where it is (CUDA: the refinement and every fine pass run as one
+     * segment on the device, with no host round trip between them). *out
+     * is zeroed when the coarse step fails. */
+    ss_err_t (*register_frame)(ss_backend_t *b, ss_coarse_t *coarse, ss_shift_t *out);
 
     /* §3: lsq moments and whitening of FRAME against n history frames:
      * frame k is history slot slots[k], read at integer offset (ix[k],

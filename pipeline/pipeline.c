@@ -895,6 +895,18 @@ static int copy_overlap(const ss_pipeline_t *p, int n, double *d, double *rho)
     return any;
 }
 
+/* §2: the coarse step, then the fine one from its result (the backend's
+ * register_frame where it has one: the same results in fewer round trips). */
+static ss_err_t register_frame(ss_pipeline_t *p, ss_coarse_t *c, ss_shift_t *s)
+{
+    if (p->ops->register_frame)
+        return p->ops->register_frame(p->be, c, s);
+    ss_err_t e = p->ops->register_coarse(p->be, c);
+    if (e == SS_OK && c->ok)
+        e = p->ops->register_fine(p->be, c->dx, c->dy, s);
+    return e;
+}
+
 /* Weights for the n newest history frames against the current shift;
  * fills slots/offsets for the backend, and in poly mode *rw with the
  * re-weighting block for pixels with invalid history (NULL in lsq mode:
@@ -1792,9 +1804,7 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         ss_strlcpy(res->reason, "first good frame after start or reset", sizeof res->reason);
         sky_for_frame(p, res);
     } else {
-        TRY(p->ops->register_coarse(p->be, &res->coarse));
-        if (res->coarse.ok)
-            TRY(p->ops->register_fine(p->be, res->coarse.dx, res->coarse.dy, s));
+        TRY(register_frame(p, &res->coarse, s));
         if (!res->coarse.ok || !s->ok) {
             res->status = SS_STATUS_REG_FAILED;
             snprintf(res->reason, sizeof res->reason, "registration failed: %s",

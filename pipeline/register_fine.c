@@ -1,30 +1,22 @@
 /*
  * register_fine.c — ALGORITHM.md §2b on the CPU: the reference's smoothing
  * and gradients, the sums of one gradient least-squares pass (shift, gain
- * and offset together, per band of rows), and the iteration itself with
- * its error estimate and match test, which both backends share through a
- * callback.
+ * and offset together, per band of rows), and the iteration over a
+ * callback of such passes. Its decisions (step, convergence, errors, match
+ * test) are fine_core.h's, which the CUDA backend takes on the device.
  *
  * Reductions are deterministic and independent of the thread count: each
  * band of rows is summed row by row (within a row in the vectoriser's
  * order, fixed at compile time), bands in parallel.
  */
 #include "stages.h"
+#include "fine_core.h"
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
-/* Fewer valid pixels than this: the system is not worth solving. */
-#define FINE_MIN_PIXELS 16
-/* Unknowns of the linear model: δx, δy, g - 1, b, seeing. */
-#define FINE_NPAR 5
-/* A step beyond this (px, per axis) leaves the linear regime the model
- * holds in: it is cut back (the coarse step starts within a pixel). */
-#define FINE_MAX_STEP 1.0
-/* The response map M of a step stays within [M_MIN_GAIN, 1/M_MIN_GAIN]
- * (mean of its diagonal): beyond, J is noise and the plain step is used. */
-#define M_MIN_GAIN 0.05
 
 /* ---- reference preparation ------------------------------------------------ */
 
@@ -178,267 +170,67 @@ void ss_fine_sums(const float *cur, const float *ref, const float *S, const floa
 
 /* ---- the iteration ---------------------------------------------------------- */
 
-/* The normal matrix and right-hand side of a set of sums: the columns
- * (gx, gy, S, 1, L), the matrix from its upper triangle. */
-static void normal_eq(const double *s, double M[FINE_NPAR * FINE_NPAR], double rhs[FINE_NPAR])
+void ss_fine_report(const ss_fine_state_t *st, ss_shift_t *out)
 {
-    static const int upper[FINE_NPAR][FINE_NPAR] = {
-        { SS_FS_XX, SS_FS_XY, SS_FS_XS, SS_FS_X, SS_FS_XL },
-        { -1, SS_FS_YY, SS_FS_YS, SS_FS_Y, SS_FS_YL },
-        { -1, -1, SS_FS_SS, SS_FS_S, SS_FS_SL },
-        { -1, -1, -1, SS_FS_N, SS_FS_L },
-        { -1, -1, -1, -1, SS_FS_LL },
-    };
-    static const int right[FINE_NPAR] = { SS_FS_XE, SS_FS_YE, SS_FS_SE, SS_FS_E, SS_FS_LE };
-    for (int i = 0; i < FINE_NPAR; i++) {
-        for (int j = i; j < FINE_NPAR; j++)
-            M[i * FINE_NPAR + j] = M[j * FINE_NPAR + i] = s[upper[i][j]];
-        rhs[i] = s[right[i]];
+    memset(out, 0, sizeof *out);
+    out->sx = st->sx;
+    out->sy = st->sy;
+    out->err_x = st->err_x;
+    out->err_y = st->err_y;
+    out->cov_xy = st->cov_xy;
+    out->err_formal = st->err_formal;
+    out->gain = st->gain;
+    out->offset = st->offset;
+    out->iterations = st->iterations;
+    out->det_ratio = st->det_ratio;
+    out->contrast = st->contrast;
+    const double v = st->why_val;
+    switch (st->phase != SS_FINE_DONE ? -1 : st->why) {
+    case SS_FW_NONE:
+        out->ok = 1;
+        break;
+    case SS_FW_PIXELS:
+        snprintf(out->why, sizeof out->why, "too few valid pixels (%.0f)", v);
+        break;
+    case SS_FW_FEATURELESS:
+        snprintf(out->why, sizeof out->why, "featureless: det/(u·w) = %.3g", v);
+        break;
+    case SS_FW_SINGULAR:
+        ss_strlcpy(out->why, "singular normal equations", sizeof out->why);
+        break;
+    case SS_FW_GAIN:
+        snprintf(out->why, sizeof out->why,
+                 "no match: the frame's gain against the reference is %.3g", v);
+        break;
+    case SS_FW_STEP:
+        ss_strlcpy(out->why, "non-finite step", sizeof out->why);
+        break;
+    case SS_FW_CONTRAST:
+        snprintf(out->why, sizeof out->why,
+                 "no match: misaligning by %g px raises the residual variance by %.3g only",
+                 (double)SS_FINE_PROBE_PX, v);
+        break;
+    default:
+        ss_strlcpy(out->why, "registration did not finish", sizeof out->why);
+        break;
     }
-}
-
-/* θ of a set of sums; 0, or -1 when the system is singular. */
-static int solve_theta(const double *s, double theta[FINE_NPAR])
-{
-    double M[FINE_NPAR * FINE_NPAR];
-    normal_eq(s, M, theta);
-    return ss_solve_dense(M, theta, FINE_NPAR);
-}
-
-/* The residual sum of squares after the fit θ of the sums s. */
-static double fit_rss(const double *s, const double theta[FINE_NPAR])
-{
-    double M[FINE_NPAR * FINE_NPAR], rhs[FINE_NPAR];
-    normal_eq(s, M, rhs);
-    double r = s[SS_FS_EE];
-    for (int k = 0; k < FINE_NPAR; k++)
-        r -= theta[k] * rhs[k];
-    return r;
-}
-
-/* The step δ of θ: its shift part. Not divided by the gain: the gain
- * absorbs the reference's own noise (regression dilution: g = 0.7 on a
- * faint σ = 3 px field), and a step scaled by 1/g overshoots and never
- * settles; a true gain of 1 ± 5 % only slows the convergence by as much. */
-static void theta_step(const double theta[FINE_NPAR], double *dx, double *dy)
-{
-    *dx = theta[0];
-    *dy = theta[1];
-}
-
-/* The map from a least-squares step to the step the sums ask for, M =
- * J⁻¹·A: A the gradient block of the normal matrix, J the true response
- * of the sums to the shift (Σ g·D, D the derivative of the bilinear sample
- * of the frame). The iteration stops where the sums vanish, so noise that
- * moves one step by ε moves the result by M·ε. For well-sampled, bright
- * stars M ≈ 1; the central differences of undersampled stars understate
- * the slope (M < 1), and the reference's own noise inflates A (M > 1: on a
- * faint σ = 3 px field the plain steps fell short and four iterations
- * left 0.2 px). Identity when J is singular or M is not a sane map. */
-static void step_to_result(const double *s, double M[4])
-{
-    const double a00 = s[SS_FS_XX], a01 = s[SS_FS_XY], a11 = s[SS_FS_YY];
-    const double j00 = s[SS_FS_XDX], j01 = s[SS_FS_XDY], j10 = s[SS_FS_YDX], j11 = s[SS_FS_YDY];
-    const double det = j00 * j11 - j01 * j10;
-    if (!(fabs(det) > 0.0) || !isfinite(det)) {
-        M[0] = M[3] = 1.0;
-        M[1] = M[2] = 0.0;
-        return;
-    }
-    /* J⁻¹ = [[j11, -j01], [-j10, j00]] / det */
-    M[0] = (j11 * a00 - j01 * a01) / det;
-    M[1] = (j11 * a01 - j01 * a11) / det;
-    M[2] = (-j10 * a00 + j00 * a01) / det;
-    M[3] = (-j10 * a01 + j00 * a11) / det;
-    const double tr = M[0] + M[3];
-    if (!(tr > 2.0 * M_MIN_GAIN && tr < 2.0 / M_MIN_GAIN)) {
-        M[0] = M[3] = 1.0;
-        M[1] = M[2] = 0.0;
-    }
-}
-
-/* Delete-a-band jackknife of the step from one set of band sums, mapped to
- * the result by M: the variance of each axis and the covariance. Bands
- * without pixels take no part. Returns 0, or -1 with fewer than 2 bands. */
-static int jackknife(const double bands[SS_FINE_BANDS][SS_FINE_NSUMS],
-                     const double total[SS_FINE_NSUMS], const double M[4], double var[3])
-{
-    double dx[SS_FINE_BANDS], dy[SS_FINE_BANDS], mx = 0.0, my = 0.0;
-    int nb = 0;
-    for (int b = 0; b < SS_FINE_BANDS; b++) {
-        if (!(bands[b][SS_FS_N] > 0.0))
-            continue;
-        double s[SS_FINE_NSUMS], th[FINE_NPAR], ex, ey;
-        for (int k = 0; k < SS_FINE_NSUMS; k++)
-            s[k] = total[k] - bands[b][k];
-        if (solve_theta(s, th) != 0)
-            continue;
-        theta_step(th, &ex, &ey);
-        dx[nb] = M[0] * ex + M[1] * ey;
-        dy[nb] = M[2] * ex + M[3] * ey;
-        mx += dx[nb];
-        my += dy[nb];
-        nb++;
-    }
-    if (nb < 2)
-        return -1;
-    mx /= nb;
-    my /= nb;
-    var[0] = var[1] = var[2] = 0.0;
-    for (int b = 0; b < nb; b++) {
-        var[0] += (dx[b] - mx) * (dx[b] - mx);
-        var[1] += (dy[b] - my) * (dy[b] - my);
-        var[2] += (dx[b] - mx) * (dy[b] - my);
-    }
-    for (int k = 0; k < 3; k++)
-        var[k] *= (double)(nb - 1) / nb;
-    return 0;
-}
-
-/* The reported errors: x from the row bands, y from the column bands. */
-static void jackknife_errors(const ss_fine_bands_t bands, const double total[SS_FINE_NSUMS],
-                             const double M[4], ss_shift_t *out)
-{
-    double vr[3], vc[3];
-    const int okr = jackknife(bands[0], total, M, vr) == 0;
-    const int okc = jackknife(bands[1], total, M, vc) == 0;
-    out->err_x = okr ? sqrt(vr[0]) : NAN;
-    out->err_y = okc ? sqrt(vc[1]) : NAN;
-    out->cov_xy = okr && okc ? 0.5 * (vr[2] + vc[2]) : NAN;
-}
-
-/* The formal error: σe²·(N⁻¹) of the shift parameters, over g². */
-static double formal_error(const double *s, const double theta[FINE_NPAR])
-{
-    const double n = s[SS_FS_N];
-    const double var_e = n > FINE_NPAR ? SS_MAX(fit_rss(s, theta), 0.0) / (n - FINE_NPAR) : 0.0;
-    double var = 0.0;
-    for (int k = 0; k < 2; k++) {
-        double M[FINE_NPAR * FINE_NPAR], col[FINE_NPAR] = { 0 }, unused[FINE_NPAR];
-        normal_eq(s, M, unused);
-        col[k] = 1.0;
-        if (ss_solve_dense(M, col, FINE_NPAR) != 0)
-            return NAN;
-        var += var_e * col[k];
-    }
-    return sqrt(var / 2.0);
-}
-
-/* The residual variance of a pass after fitting only a gain, an offset
- * and a seeing change (columns S, 1, L); -1 when it has too few pixels. */
-static double gain_offset_var(const double *s)
-{
-    const double n = s[SS_FS_N];
-    if (!(n >= FINE_MIN_PIXELS))
-        return -1.0;
-    double M[9] = { s[SS_FS_SS], s[SS_FS_S], s[SS_FS_SL], s[SS_FS_S], n, s[SS_FS_L],
-                    s[SS_FS_SL], s[SS_FS_L], s[SS_FS_LL] };
-    double t[3] = { s[SS_FS_SE], s[SS_FS_E], s[SS_FS_LE] };
-    double rss = s[SS_FS_EE];
-    if (ss_solve_dense(M, t, 3) == 0)
-        rss -= t[0] * s[SS_FS_SE] + t[1] * s[SS_FS_E] + t[2] * s[SS_FS_LE];
-    else                                            /* degenerate: the offset alone */
-        rss -= s[SS_FS_E] * s[SS_FS_E] / n;
-    return SS_MAX(rss, 0.0) / n;
-}
-
-static void add_bands(const ss_fine_bands_t bands, double *total)
-{
-    memset(total, 0, SS_FINE_NSUMS * sizeof total[0]);
-    for (int b = 0; b < SS_FINE_BANDS; b++)
-        for (int k = 0; k < SS_FINE_NSUMS; k++)
-            total[k] += bands[0][b][k];
-}
-
-/* Does the frame match the reference at all? Misalign it on purpose by
- * SS_FINE_PROBE_PX on both axes: if the residual variance (after the best
- * gain and offset) barely grows, the frame carries none of the reference's
- * structure (blank frame, clouds, closed dome, another field) and the
- * shift means nothing. det/(u·w) cannot tell: it only sees the reference's
- * gradients. Returns the contrast. */
-static double match_contrast(ss_fine_sums_fn fn, void *ctx, const ss_shift_t *sh, double var_fit)
-{
-    ss_fine_bands_t bands;
-    double pr[SS_FINE_NSUMS];
-    fn(ctx, sh->sx + SS_FINE_PROBE_PX, sh->sy + SS_FINE_PROBE_PX, bands);
-    add_bands(bands, pr);
-    const double var_probe = gain_offset_var(pr);
-    if (var_probe < 0.0)
-        return -1.0;                                /* no probe: cannot tell, fail */
-    if (var_fit > 0.0)
-        return var_probe / var_fit - 1.0;
-    return var_probe > 0.0 ? INFINITY : 0.0;        /* a noiseless perfect fit */
 }
 
 void ss_register_fine(ss_fine_sums_fn fn, void *ctx, double sx0, double sy0,
                       const ss_pipeline_cfg_t *c, ss_shift_t *out)
 {
-    memset(out, 0, sizeof *out);
-    out->sx = sx0;
-    out->sy = sy0;
-    const int max_iter = SS_MAX(c->reg_max_iter, 1);
-    ss_fine_bands_t bands;
-    double s[SS_FINE_NSUMS], th[FINE_NPAR] = { 0 };
-
-    for (int it = 0; it < max_iter; it++) {
-        fn(ctx, out->sx, out->sy, bands);
-        add_bands(bands, s);
-        if (!(s[SS_FS_N] >= FINE_MIN_PIXELS)) {
-            snprintf(out->why, sizeof out->why, "too few valid pixels (%.0f)", s[SS_FS_N]);
-            return;
-        }
-        const double uw = s[SS_FS_XX] * s[SS_FS_YY];
-        const double det = uw - s[SS_FS_XY] * s[SS_FS_XY];
-        out->det_ratio = uw > 0.0 ? det / uw : 0.0;
-        if (!(uw > 0.0) || !(det >= c->reg_min_det * uw)) {
-            snprintf(out->why, sizeof out->why, "featureless: det/(u·w) = %.3g", out->det_ratio);
-            return;
-        }
-        if (solve_theta(s, th) != 0) {
-            ss_strlcpy(out->why, "singular normal equations", sizeof out->why);
-            return;
-        }
-        out->gain = 1.0 + th[2];
-        out->offset = th[3];
-        if (!(out->gain >= SS_FINE_MIN_GAIN)) {
-            snprintf(out->why, sizeof out->why,
-                     "no match: the frame's gain against the reference is %.3g", out->gain);
-            return;
-        }
-        /* a Newton step: the measured response M maps the least-squares
-         * step to the one the sums ask for (the reference's noise dilutes
-         * the gradient block: without M a faint field's steps fall short) */
-        double ex, ey, M[4];
-        theta_step(th, &ex, &ey);
-        step_to_result(s, M);
-        const double dx = SS_CLAMP(M[0] * ex + M[1] * ey, -FINE_MAX_STEP, FINE_MAX_STEP);
-        const double dy = SS_CLAMP(M[2] * ex + M[3] * ey, -FINE_MAX_STEP, FINE_MAX_STEP);
-        if (!isfinite(dx) || !isfinite(dy)) {
-            ss_strlcpy(out->why, "non-finite step", sizeof out->why);
-            return;
-        }
-        out->sx += dx;
-        out->sy += dy;
-        out->iterations = it + 1;
-        if (hypot(dx, dy) < c->reg_tol)
-            break;
+    ss_fine_state_t st;
+    ss_fine_bands_t last, probe;
+    ss_fine_begin(&st, sx0, sy0, c->reg_max_iter, c->reg_tol, c->reg_min_det);
+    while (st.phase == SS_FINE_PASS) {
+        fn(ctx, st.sx, st.sy, last);
+        ss_fine_iterate(&st, &last[0][0][0]);
     }
-
-    /* Errors from the last pass: the jackknife over bands is what is
-     * reported; the formal error is kept for comparison. */
-    double M[4];
-    step_to_result(s, M);
-    jackknife_errors(bands, s, M, out);
-    out->err_formal = formal_error(s, th);
-    const double var_fit = SS_MAX(fit_rss(s, th), 0.0) / s[SS_FS_N];
-    out->contrast = match_contrast(fn, ctx, out, var_fit);
-    if (!(out->contrast >= SS_FINE_MIN_CONTRAST)) {
-        snprintf(out->why, sizeof out->why,
-                 "no match: misaligning by %g px raises the residual variance by %.3g only",
-                 (double)SS_FINE_PROBE_PX, out->contrast);
-        return;
+    if (st.phase == SS_FINE_PROBE) {
+        fn(ctx, st.sx + SS_FINE_PROBE_PX, st.sy + SS_FINE_PROBE_PX, probe);
+        ss_fine_conclude(&st, &last[0][0][0], &probe[0][0][0]);
     }
-    out->ok = 1;
+    ss_fine_report(&st, out);
 }
 
 /* ---- the interpolation bias ------------------------------------------------- */

@@ -11,69 +11,19 @@
  * unknowns, microseconds, and the same bits on every machine.
  */
 #include "stages.h"
+#include "dense_core.h"
 #include "reweight_core.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
-/* A pivot this small relative to the largest entry of the matrix means
- * the system is singular to working precision. */
-#define SS_SOLVE_REL_TOL (64.0 * DBL_EPSILON)
 /* The same floor for the per-pixel subset systems (ss_reweight_t.tiny). */
 #define SS_REWEIGHT_REL_TOL SS_SOLVE_REL_TOL
 
 int ss_solve_dense(double *M, double *b, int n)
 {
-    if (n < 1)
-        return -1;
-    double scale = 0.0;
-    for (int i = 0; i < n * n; i++) {
-        if (!isfinite(M[i]))
-            return -1;
-        scale = fmax(scale, fabs(M[i]));
-    }
-    if (scale == 0.0)
-        return -1;
-    const double tiny = SS_SOLVE_REL_TOL * (double)n * scale;
-    for (int c = 0; c < n; c++) {
-        int piv = c;
-        for (int r = c + 1; r < n; r++)
-            if (fabs(M[r * n + c]) > fabs(M[piv * n + c]))
-                piv = r;
-        if (!(fabs(M[piv * n + c]) > tiny))
-            return -1;
-        if (piv != c) {
-            for (int j = c; j < n; j++) {
-                double t = M[c * n + j];
-                M[c * n + j] = M[piv * n + j];
-                M[piv * n + j] = t;
-            }
-            double t = b[c];
-            b[c] = b[piv];
-            b[piv] = t;
-        }
-        const double inv = 1.0 / M[c * n + c];
-        for (int r = c + 1; r < n; r++) {
-            const double f = M[r * n + c] * inv;
-            if (f == 0.0)
-                continue;
-            for (int j = c + 1; j < n; j++)
-                M[r * n + j] -= f * M[c * n + j];
-            M[r * n + c] = 0.0;
-            b[r] -= f * b[c];
-        }
-    }
-    for (int r = n - 1; r >= 0; r--) {
-        double s = b[r];
-        for (int j = r + 1; j < n; j++)
-            s -= M[r * n + j] * b[j];
-        b[r] = s / M[r * n + r];
-    }
-    for (int i = 0; i < n; i++)
-        if (!isfinite(b[i]))
-            return -1;
-    return 0;
+    return ss_dense_solve(M, b, n);
 }
 
 /* G = VᵀDV + γE' (m×m, row-major, full), accumulated frame by frame (k

@@ -379,6 +379,40 @@ static void cmp_coarse(const ss_coarse_t *a, const ss_coarse_t *b, int t)
                   b->ok, b->dx, b->dy, b->n_ref, b->n_cur, b->n_votes, b->n_second, b->why);
 }
 
+/* The GPU's register_frame (the coarse vote on the host, then the
+ * refinement and every fine pass in one segment, the fine decisions on the
+ * device) gives what its register_coarse and register_fine gave, to the
+ * bit, with two host waits: the peaks, then the shift. The fine step
+ * alone was a wait per pass and one for the probe before it ran on the
+ * device. */
+static void frame_matches(pair_t *p, const ss_coarse_t *cg, const ss_shift_t *sg, int t)
+{
+    ck_assert_ptr_nonnull(p->go->register_frame);
+    ss_coarse_t cf;
+    ss_shift_t sf;
+#ifdef SKYSIEVE_HAVE_CUDA
+    long w0 = 0, w1 = 0;
+    ss_cuda_graph_stats(p->g, NULL, NULL, &w0);
+#endif
+    ck_assert_int_eq(p->go->register_frame(p->g, &cf, &sf), SS_OK);
+#ifdef SKYSIEVE_HAVE_CUDA
+    ss_cuda_graph_stats(p->g, NULL, NULL, &w1);
+    ck_assert_msg(w1 - w0 == (cg->ok ? 2 : 1), "frame %d: register_frame waited %ld times", t,
+                  w1 - w0);
+#endif
+    cmp_coarse(cg, &cf, t);
+    if (!cg->ok)
+        return;
+    ck_assert_msg(sf.ok == sg->ok && sf.iterations == sg->iterations && sf.sx == sg->sx &&
+                      sf.sy == sg->sy && strcmp(sf.why, sg->why) == 0,
+                  "frame %d: register_frame ok %d it %d (%.12f, %.12f) [%s], the two ops ok %d "
+                  "it %d (%.12f, %.12f) [%s]",
+                  t, sf.ok, sf.iterations, sf.sx, sf.sy, sf.why, sg->ok, sg->iterations, sg->sx,
+                  sg->sy, sg->why);
+    ck_assert(memcmp(&sf.err_x, &sg->err_x, sizeof sf.err_x) == 0 &&
+              memcmp(&sf.contrast, &sg->contrast, sizeof sf.contrast) == 0);
+}
+
 /* _i = 0: the derived high-pass radius (5 px); 1: registration.highpass
  * 60 (a box wider than the search, the frames' edges inside every
  * window). */
@@ -425,8 +459,10 @@ START_TEST(test_registration_parity)
         ck_assert_int_eq(ss_backend_cpu.register_coarse(p.c, &cc), SS_OK);
         ck_assert_int_eq(p.go->register_coarse(p.g, &cg), SS_OK);
         cmp_coarse(&cc, &cg, t);
-        if (!cc.ok)
+        if (!cc.ok) {
+            frame_matches(&p, &cg, NULL, t);
             continue;
+        }
         ss_shift_t sc_, sg;
         ck_assert_int_eq(ss_backend_cpu.register_fine(p.c, cc.dx, cc.dy, &sc_), SS_OK);
         ck_assert_int_eq(p.go->register_fine(p.g, cg.dx, cg.dy, &sg), SS_OK);
@@ -441,6 +477,7 @@ START_TEST(test_registration_parity)
         ck_assert(fabs(sc_.gain - sg.gain) <= 1e-9 * (1.0 + fabs(sc_.gain)));
         ck_assert(fabs(sc_.contrast - sg.contrast) <= 1e-6 * (1.0 + fabs(sc_.contrast)));
         fine_ok += sg.ok && t < 8;
+        frame_matches(&p, &cg, &sg, t);
     }
     ck_assert_int_ge(fine_ok, 5);
     free(f.pixels);
@@ -1432,7 +1469,7 @@ static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t s
         ss_backend_t *be = ss_pipeline_backend(pl, &ops);
         int ng = 0;
         long nl = 0;
-        ss_cuda_graph_stats(be, &ng, &nl);
+        ss_cuda_graph_stats(be, &ng, &nl, NULL);
         ck_assert_int_gt(ng, 0);
         ck_assert_int_gt(nl, 5L * ng);           /* graphs are replayed, not re-captured */
         ck_assert_int_eq(ss_cuda_error_count(be), 0);
