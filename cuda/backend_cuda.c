@@ -18,15 +18,17 @@
  * matched, history_store) only append "steps" to a pending segment; an op
  * that needs a value from the device (registration, noise, detect,
  * read_plane, ...) flushes the segment and waits on one event recorded
- * after it — never on the whole device. The values themselves (σ, star
- * peaks, fine sums, accumulators) and the parameter block travel by
- * kernel copies through mapped pinned memory (cu_copy_small) or are
- * written there by the kernels themselves, not on the copy engines, where
- * they would queue behind a frame's upload or a residual's download. So
- * the per-frame flow of the driver runs as a few segments: [previous
- * history store + ingest + coarse peaks], [coarse refinement], fine
- * passes, [whiten + guided + noise], [matched + detect], with the residual
- * download beside the last.
+ * after it — never on the whole device. Decisions that used to need the
+ * host between stages run on the device instead: the coarse vote
+ * (k_vote.cu), the fine iteration with its convergence, errors and match
+ * test (fine_core.h), σ and the model-error β. The values the host still
+ * needs (the registration's result, σ, accumulators) and the parameter
+ * block travel by kernel copies through mapped pinned memory
+ * (cu_copy_small), not on the copy engines, where they would queue behind
+ * a frame's upload or a residual's download. So a frame through the
+ * driver runs as two waits: [previous history store + ingest + the whole
+ * registration (register_frame)], then [whiten + guided + noise + matched
+ * + detect], with the residual download beside the last.
  *
  * Graphs. A flushed segment is looked up by its shape (the list of step
  * functions and their variants: radius, psf radius, n, ...) in a small
@@ -53,6 +55,7 @@
  * the roi it holds are per-frame parameters.
  */
 #include "cuda/cu_backend.h"
+#include "pipeline/vote_core.h"
 
 #include <cuda_runtime_api.h>
 #include <errno.h>
@@ -154,31 +157,38 @@ static cudaError_t st_ref_prep(ss_backend_t *b, cudaStream_t s, int v)
 }
 
 /* The star peaks of level L of the frame (v = 0) or the reference (v =
- * 1), straight into mapped host memory. */
+ * 1), and the brightest of them in order (d_res->top[v]). */
 static cudaError_t st_peaks(ss_backend_t *b, cudaStream_t s, int ref)
 {
     const int L = b->L;
     const size_t off = ref ? SS_COARSE_PEAK_CAP : 0;
-    return cu_peaks(ref ? b->d_ref_lvl[L] : b->d_cur_lvl[L], b->lw[L], b->lh[L],
-                    ref ? &b->d_res->noise_ref : &b->d_res->noise_cur, b->d_peaks + off,
-                    b->d_npeaks + ref, SS_COARSE_PEAK_CAP, b->m_peaks + off, b->m_npeaks + ref, s);
+    SK(cu_peaks(ref ? b->d_ref_lvl[L] : b->d_cur_lvl[L], b->lw[L], b->lh[L],
+                ref ? &b->d_res->noise_ref : &b->d_res->noise_cur, b->d_peaks + off,
+                b->d_npeaks + ref, SS_COARSE_PEAK_CAP, s));
+    return cu_top_peaks(b->d_peaks + off, b->d_npeaks + ref, b->lw[L], b->d_res->top[ref],
+                        &b->d_res->ntop[ref], s);
 }
 
-static cudaError_t st_refine(ss_backend_t *b, cudaStream_t s, int v)
+/* The vote, the refinement from it (a pyramid of L > 0 levels), and the
+ * result back to the host (h_res->coarse). */
+static cudaError_t st_coarse(ss_backend_t *b, cudaStream_t s, int v)
 {
     (void)v;
-    SK(cu_refine(b->d_params, b->d_ref_lvl, b->d_cur_lvl, b->lw, b->lh, b->L, b->d_res, s));
-    return cu_copy_small(&b->m_res->ref_dx, &b->d_res->ref_dx, 2 * sizeof(int), s);
+    cu_results_t *r = b->d_res;
+    SK(cu_vote(b->d_params, r->top[1], &r->ntop[1], r->top[0], &r->ntop[0], b->d_vote_hist, r, s));
+    if (b->L > 0)
+        SK(cu_refine(b->d_ref_lvl, b->d_cur_lvl, b->lw, b->lh, b->L, r, s));
+    return cu_copy_small(&b->m_res->coarse, &r->coarse, sizeof(cu_coarse_t), s);
 }
 
-/* v = passes | FINE_FROM_REFINE: the whole fine registration, its state
+/* v = passes | FINE_FROM_COARSE: the whole fine registration, its state
  * back to the host. */
-#define FINE_FROM_REFINE (1 << 16)
+#define FINE_FROM_COARSE (1 << 16)
 static cudaError_t st_fine(ss_backend_t *b, cudaStream_t s, int v)
 {
     SK(cu_fine(b->d_params, b->d_plane[SS_PLANE_HIPASS], b->d_plane[SS_PLANE_REFERENCE],
                b->d_plane[SS_PLANE_REF_S], b->d_plane[SS_PLANE_REF_GX],
-               b->d_plane[SS_PLANE_REF_GY], b->w, b->h, v & 0xffff, (v & FINE_FROM_REFINE) != 0, b->d_partials,
+               b->d_plane[SS_PLANE_REF_GY], b->w, b->h, v & 0xffff, (v & FINE_FROM_COARSE) != 0, b->d_partials,
                b->d_counter, b->d_res, s));
     return cu_copy_small(&b->m_res->fine_st, &b->d_res->fine_st, sizeof(ss_fine_state_t), s);
 }
@@ -478,9 +488,6 @@ static void destroy_locked(ss_backend_t **pb)
         if (b->graphs[g].exec)
             cudaGraphExecDestroy(b->graphs[g].exec);
     cm_plan_free(b);
-    free(b->ref_peaks);
-    free(b->cur_peaks);
-    free(b->vote_hist);
     free(b->h_acc_big);
     free(b->h_rank);
     for (int i = 0; i < MAX_TIMERS; i++) {
@@ -610,12 +617,6 @@ static ss_err_t create_locked(const ss_pipeline_cfg_t *cfg, const ss_geometry_t 
     b->h_rank = malloc((size_t)b->max_comp * sizeof(ss_rank_t));
     if (!b->h_rank)
         return create_fail(&b, cudaErrorMemoryAllocation, "host ranking");
-    b->ref_peaks = malloc((size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t));
-    b->cur_peaks = malloc((size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t));
-    b->vote_hist = malloc((size_t)(2 * SS_COARSE_MAX_R + 1) * (2 * SS_COARSE_MAX_R + 1) *
-                          sizeof(int));
-    if (!b->ref_peaks || !b->cur_peaks || !b->vote_hist)
-        return create_fail(&b, cudaErrorMemoryAllocation, "host peak buffers");
 
     /* parameters that never change for this instance */
     cu_params_t *hp = b->h_params;
@@ -869,20 +870,10 @@ static ss_err_t cuda_set_reference(ss_backend_t *b)
     return cx_op_end(b);
 }
 
-/* The peaks the kernel wrote for side k (0 frame, 1 reference), ordered,
- * into dst; returns the count kept (at most SS_COARSE_STARS). */
-static int take_peaks(ss_backend_t *b, int k, ss_peak_t *dst)
-{
-    const int m = (int)SS_MIN(b->h_npeaks[k], (unsigned int)SS_COARSE_PEAK_CAP);
-    memcpy(dst, b->h_peaks + (k ? SS_COARSE_PEAK_CAP : 0), (size_t)m * sizeof *dst);
-    return ss_peaks_order(dst, m, SS_COARSE_STARS);
-}
-
-/* The coarse step up to its vote: one segment (pyramid, level noise,
- * peaks) and a wait for the peaks, then ss_coarse_vote on the host. *go:
- * the vote found a shift for the refinement to go on from (out->ok stays
- * 0 until the caller's refinement succeeds). */
-static ss_err_t coarse_vote(ss_backend_t *b, ss_coarse_t *out, int *go)
+/* The coarse step, enqueued: the pyramid, the level noise, the peaks of
+ * the frame (and of the reference when it is new), the vote and the
+ * refinement. SS_OK with *go 0 and out->why set when it cannot run. */
+static ss_err_t coarse_enqueue(ss_backend_t *b, ss_coarse_t *out, int *go)
 {
     memset(out, 0, sizeof *out);
     *go = 0;
@@ -897,58 +888,52 @@ static ss_err_t coarse_vote(ss_backend_t *b, ss_coarse_t *out, int *go)
         return SS_OK;
     }
     ss_err_t e = cx_params_begin(b);
-    if (e || (e = cx_enqueue(b, st_pyramid, 0, SS_STAGE_REG_COARSE)) ||
+    if (e)
+        return e;
+    b->h_params->vote_R = R;
+    b->h_params->vote_ambiguity = c->reg_ambiguity;
+    if ((e = cx_enqueue(b, st_pyramid, 0, SS_STAGE_REG_COARSE)) ||
         (e = cx_enqueue(b, st_level_noise, 0, SS_STAGE_REG_COARSE)) ||
         (!b->ref_peaks_valid && (e = cx_enqueue(b, st_peaks, 1, SS_STAGE_REG_COARSE))) ||
-        (e = cx_enqueue(b, st_peaks, 0, SS_STAGE_REG_COARSE)) || (e = cx_flush_wait(b)))
+        (e = cx_enqueue(b, st_peaks, 0, SS_STAGE_REG_COARSE)) ||
+        (e = cx_enqueue(b, st_coarse, 0, SS_STAGE_REG_COARSE)))
         return e;
-    if (!b->ref_peaks_valid) {
-        b->n_ref_peaks = take_peaks(b, 1, b->ref_peaks);
-        b->ref_peaks_valid = 1;
-    }
-    const int nc = take_peaks(b, 0, b->cur_peaks);
-    ss_coarse_vote(b->ref_peaks, b->n_ref_peaks, b->cur_peaks, nc, R, c->reg_ambiguity,
-                   b->vote_hist, out);
-    *go = out->ok;
-    out->ok = 0;
+    b->ref_peaks_valid = 1;
+    *go = 1;
     return SS_OK;
 }
 
-/* The refinement from the vote's (dx, dy), enqueued (a pyramid of L > 0
- * levels; the result comes back to h_res->ref_dx/dy). */
-static ss_err_t refine_enqueue(ss_backend_t *b, const ss_coarse_t *c)
+/* The coarse result as the host reports it, once the segment is through. */
+static void coarse_take(const ss_backend_t *b, ss_coarse_t *out)
 {
-    if (b->L <= 0)
-        return SS_OK;
-    b->h_params->ref_dx = c->dx;
-    b->h_params->ref_dy = c->dy;
-    return cx_enqueue(b, st_refine, 0, SS_STAGE_REG_COARSE);
-}
-
-static void refine_take(const ss_backend_t *b, ss_coarse_t *c)
-{
-    if (b->L > 0) {
-        c->dx = b->h_res->ref_dx;
-        c->dy = b->h_res->ref_dy;
+    const cu_coarse_t *c = &b->h_res->coarse;
+    out->n_ref = c->n_ref;
+    out->n_cur = c->n_cur;
+    out->n_votes = c->n_votes;
+    out->n_second = c->n_second;
+    out->expected = c->expected;
+    if (!c->ok) {
+        ss_vote_why(c->why, out);
+        return;
     }
-    c->ok = 1;
+    out->dx = c->rdx;
+    out->dy = c->rdy;
+    out->ok = 1;
 }
 
 static ss_err_t cuda_register_coarse(ss_backend_t *b, ss_coarse_t *out)
 {
     int go;
     ss_err_t e = cx_op_begin(b);
-    if (e || (e = coarse_vote(b, out, &go)) || !go)
+    if (e || (e = coarse_enqueue(b, out, &go)) || !go || (e = cx_flush_wait(b)))
         return e;
-    if ((e = cx_params_begin(b)) || (e = refine_enqueue(b, out)) || (e = cx_flush_wait(b)))
-        return e;
-    refine_take(b, out);
+    coarse_take(b, out);
     return SS_OK;
 }
 
 /* The fine registration (cu_fine), enqueued: from (sx0, sy0), or with
- * from_refine from the refinement enqueued before it in this segment. */
-static ss_err_t fine_enqueue(ss_backend_t *b, double sx0, double sy0, int from_refine)
+ * from_coarse from the coarse step enqueued before it in this segment. */
+static ss_err_t fine_enqueue(ss_backend_t *b, double sx0, double sy0, int from_coarse)
 {
     const ss_pipeline_cfg_t *c = b->cfg;
     cu_params_t *hp = b->h_params;
@@ -957,7 +942,7 @@ static ss_err_t fine_enqueue(ss_backend_t *b, double sx0, double sy0, int from_r
     hp->fine_max_iter = SS_MAX(c->reg_max_iter, 1);
     hp->fine_tol = c->reg_tol;
     hp->fine_min_det = c->reg_min_det;
-    return cx_enqueue(b, st_fine, hp->fine_max_iter | (from_refine ? FINE_FROM_REFINE : 0),
+    return cx_enqueue(b, st_fine, hp->fine_max_iter | (from_coarse ? FINE_FROM_COARSE : 0),
                       SS_STAGE_REG_FINE);
 }
 
@@ -971,20 +956,19 @@ static ss_err_t cuda_register_fine(ss_backend_t *b, double sx0, double sy0, ss_s
     return SS_OK;
 }
 
-/* Both steps with one wait after the vote: the refinement and every fine
- * pass in one segment, the fine start read on the device. */
+/* Both steps as one segment and one wait: the vote, the refinement and
+ * every fine pass on the device, the fine start read there. */
 static ss_err_t cuda_register_frame(ss_backend_t *b, ss_coarse_t *c, ss_shift_t *out)
 {
     int go;
     memset(out, 0, sizeof *out);
     ss_err_t e = cx_op_begin(b);
-    if (e || (e = coarse_vote(b, c, &go)) || !go)
+    if (e || (e = coarse_enqueue(b, c, &go)) || !go || (e = fine_enqueue(b, 0.0, 0.0, 1)) ||
+        (e = cx_flush_wait(b)))
         return e;
-    if ((e = cx_params_begin(b)) || (e = refine_enqueue(b, c)) ||
-        (e = fine_enqueue(b, c->dx, c->dy, b->L > 0)) || (e = cx_flush_wait(b)))
-        return e;
-    refine_take(b, c);
-    ss_fine_report(&b->h_res->fine_st, out);
+    coarse_take(b, c);
+    if (c->ok)
+        ss_fine_report(&b->h_res->fine_st, out);
     return SS_OK;
 }
 

@@ -146,14 +146,13 @@ struct ss_backend {
     double *m_lsq;
     cu_acc_t *h_acc_big;            /* pageable, the rest (rare) */
     double *h_lsq;                  /* pinned */
-    /* the coarse step's star peaks: the kernels write them to mapped host
-     * memory (cur at [0, cap), ref at [cap, 2·cap)), the host orders them;
-     * the reference's, ordered, are kept until the reference changes */
-    ss_peak_t *h_peaks, *m_peaks, *d_peaks;
-    unsigned int *h_npeaks, *m_npeaks, *d_npeaks;   /* [0] cur, [1] ref */
-    ss_peak_t *ref_peaks, *cur_peaks;       /* SS_COARSE_PEAK_CAP each */
-    int n_ref_peaks, ref_peaks_valid;
-    int *vote_hist;                         /* (2·SS_COARSE_MAX_R + 1)² */
+    /* the coarse step's star peaks ([0, cap) the frame's, [cap, 2·cap) the
+     * reference's), their counts, and the vote's histogram, all on the
+     * device (k_vote.cu) */
+    ss_peak_t *d_peaks;
+    unsigned int *d_npeaks;                 /* [0] cur, [1] ref */
+    int *d_vote_hist;                       /* (2·SS_COARSE_MAX_R + 1)², zero between votes */
+    int ref_peaks_valid;                    /* the reference's top peaks are in d_res */
     long long sel_small_max;        /* selections of up to this many samples: one block */
 
     /* host state */

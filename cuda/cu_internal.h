@@ -118,7 +118,8 @@ typedef struct cu_params {
 
     /* coarse registration */
     cu_sampler_t lvl_samp_ref, lvl_samp_cur;
-    int ref_dx, ref_dy;             /* refinement start (level L) */
+    int vote_R;                     /* the vote's search range (c->reg_search) */
+    double vote_ambiguity;          /* c->reg_ambiguity */
 
     /* fine registration (ss_fine_begin's arguments; the start when it
      * does not come from the refinement) */
@@ -175,13 +176,23 @@ typedef struct cu_params {
 
 /* ---- the result block (device; copied to a pinned mirror) ------------- */
 
+/* The coarse step's result: the vote (ss_coarse_t's numbers; why:
+ * SS_VW_*) and the shift refined from it (rdx, rdy: the vote's (dx, dy)
+ * until the refinement has run). */
+typedef struct cu_coarse {
+    int ok, dx, dy, rdx, rdy, n_ref, n_cur, n_votes, n_second, why;
+    double expected;
+} cu_coarse_t;
+
 typedef struct cu_results {
     float sigma;                    /* noise op (the frame's σ: written on the device, copied
                                      * with the detection's results) */
     float hot_sigma;                /* hot-pixel d noise (kept for inspection) */
     float clean_sigma;              /* noise of frame - med for the history cleaning */
     double noise_ref, noise_cur;    /* coarse level noise */
-    int ref_dx, ref_dy;             /* coarse refinement result */
+    cu_coarse_t coarse;             /* the coarse vote and refinement */
+    int ntop[2];                    /* top peaks: [0] the frame's, [1] the reference's */
+    ss_peak_t top[2][SS_COARSE_STARS];
     int np, nn;                     /* components, both signs, before truncation */
     int n_elig;                     /* eligible components (cu_detect_overflow) */
     unsigned int mv_count;          /* model-error fit samples (cu_mv_gather) */
@@ -248,26 +259,42 @@ cudaError_t cu_reference_prep(const float *ref, int w, int h, float *S, float *g
                               cudaStream_t s);
 /* The star peaks of a level (ss_is_peak above SS_COARSE_PEAK·*noise), in
  * no particular order, into dev (room for cap; device memory) with their
- * number in *dev_count (may exceed cap), then copied to out and *out_count
- * (mapped host memory). */
-/* gold: ss_find_peaks (ss_is_peak; the host orders them, ss_peaks_order) */
+ * number in *dev_count (may exceed cap). */
+/* gold: ss_find_peaks (ss_is_peak; cu_top_peaks orders them) */
 cudaError_t cu_peaks(const float *level, int w, int h, const double *noise, ss_peak_t *dev,
-                     unsigned int *dev_count, int cap, ss_peak_t *out, unsigned int *out_count,
-                     cudaStream_t s);
+                     unsigned int *dev_count, int cap, cudaStream_t s);
+/* From the vote's shift (res->coarse.rdx/rdy, level L) down the pyramid,
+ * into the same; with no vote that holds (res->coarse.ok 0) nothing runs. */
 /* gold: ss_coarse_refine */
-cudaError_t cu_refine(const cu_params_t *p, float *const *ref_lvl, float *const *cur_lvl,
-                      const int *lw, const int *lh, int L, cu_results_t *res, cudaStream_t s);
+cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, const int *lw, const int *lh,
+                      int L, cu_results_t *res, cudaStream_t s);
 /* The whole fine registration on the device, no host round trip: up to
  * `passes` passes of the sums (ss_fine_sums into res->fine) each followed
  * by fine_core.h's decision, the probe pass (res->fine_probe), the errors
  * and the match test, into res->fine_st (ss_fine_report words it). The
- * start is p->fine_sx0/sy0, or with from_refine the coarse refinement's
- * res->ref_dx/dy. Passes the state no longer wants return at once.
+ * start is p->fine_sx0/sy0, or with from_coarse the coarse step's result
+ * on the device (res->coarse.rdx/rdy), and then nothing runs when its vote did
+ * not hold. Passes the state no longer wants return at once.
  * partials: CU_RED_BLOCKS × SS_FINE_NSUMS. */
 /* gold: ss_register_fine (each pass: ss_fine_sums) */
 cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref, const float *S,
-                    const float *gx, const float *gy, int w, int h, int passes, int from_refine,
+                    const float *gx, const float *gy, int w, int h, int passes, int from_coarse,
                     double *partials, unsigned int *counter, cu_results_t *res, cudaStream_t s);
+
+/* k_vote.cu */
+/* The first min(*count, SS_COARSE_PEAK_CAP, SS_COARSE_STARS) of the found
+ * peaks (any order, level width w) in ss_peaks_order's order into top,
+ * their number into *ntop. */
+/* gold: ss_peaks_order */
+cudaError_t cu_top_peaks(const ss_peak_t *peaks, const unsigned int *count, int w, ss_peak_t *top,
+                         int *ntop, cudaStream_t s);
+/* The vote of the frame's top peaks against the reference's into
+ * res->coarse (its shift also into rdx/rdy, the refinement's start). hist: (2·SS_COARSE_MAX_R + 1)² ints, zero before
+ * and after. */
+/* gold: ss_coarse_vote */
+cudaError_t cu_vote(const cu_params_t *p, const ss_peak_t *ref, const int *nr, const ss_peak_t *cur,
+                    const int *nc, int *hist, cu_results_t *res, cudaStream_t s);
+
 
 /* k_whiten.cu. reweight = 0: the strict rule. reweight = 1: pixels the
  * plain sum cannot predict (an invalid or outside y_k) while the current

@@ -102,6 +102,8 @@ static const dev_buf_t dev_plan[] = {
     DB(d_peaks, PER_ONE, 2 * (size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t), START_ZERO,
        WHEN_ALWAYS),
     DB(d_npeaks, PER_ONE, 2 * sizeof(unsigned int), START_ZERO, WHEN_ALWAYS),
+    DB(d_vote_hist, PER_ONE, (size_t)(2 * SS_COARSE_MAX_R + 1) * (2 * SS_COARSE_MAX_R + 1) *
+                                 sizeof(int), START_ZERO, WHEN_ALWAYS),
 };
 
 /* A pinned host buffer, zeroed; mapped ones also get the address the
@@ -122,8 +124,6 @@ static const pin_buf_t pin_plan[] = {
     PB(h_lsq, m_lsq, PER_ONE, ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) *
                                   sizeof(double)),
     PB(h_row_bias, m_row_bias, PER_ROW, sizeof(double)),
-    PB(h_peaks, m_peaks, PER_ONE, 2 * (size_t)SS_COARSE_PEAK_CAP * sizeof(ss_peak_t)),
-    PB(h_npeaks, m_npeaks, PER_ONE, 2 * sizeof(unsigned int)),
     PB_UNMAPPED(h_boxes, PER_ONE, SS_STAMPS_MAX * sizeof(cu_box_t)),
 };
 

@@ -1,14 +1,14 @@
 /*
  * k_register.cu — ALGORITHM.md §2 on the GPU: the registration input (the
  * frame cleaned of sharp outliers, minus its separable local mean), 2×2
- * binning, the star peaks of the coarse level (written straight into
- * mapped host memory, where the host orders them and votes, as
- * register_coarse.c), the 3×3 refinement of the coarse shift down the
- * pyramid by mean products (all levels chained on the device: no host
- * round trip between levels), the reference's smoothing and gradients, and
- * the fine-registration pass: one fused reduction kernel per band of rows
+ * binning, the star peaks of the coarse level (k_vote.cu orders them and
+ * votes), the 3×3 refinement of the coarse shift down the pyramid by mean
+ * products (all levels chained on the device: no host round trip between
+ * levels), the reference's smoothing and gradients, and the fine
+ * registration: each pass one fused reduction kernel per band of rows
  * (block partials, then the last block to finish adds them in a fixed
- * order, so the sums are deterministic run to run).
+ * order, so the sums are deterministic run to run) and a warp that takes
+ * fine_core.h's decision, all passes chained on the device.
  *
  * register_coarse.c / register_fine.c are the reference. The cleaning, the
  * high-pass (per-pixel sums in the reference's order), the binning and the
@@ -145,26 +145,15 @@ __global__ void k_zero(unsigned int *count)
         *count = 0;
 }
 
-/* The peaks found and their count, to mapped host memory in one sweep:
- * atomics on host memory would cross the bus once per peak (measured: 7.6
- * ms for the coarse step of a 4096² frame). */
-__global__ void k_peaks_out(const ss_peak_t *__restrict__ in, const unsigned int *count, int cap,
-                            ss_peak_t *out, unsigned int *out_count)
-{
-    const unsigned int n = min(*count, (unsigned int)cap);
-    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        out[i] = in[i];
-    if (blockIdx.x == 0 && threadIdx.x == 0)
-        *out_count = *count;
-}
-
 /* Refinement, one level: the 9 mean products around (2·dx, 2·dy), as
  * (sum, count) pairs added into res->corr. */
 __global__ void k_corr9(const float *__restrict__ ref, const float *__restrict__ cur, int w, int h,
                         int step, cu_results_t *res)
 {
     __shared__ double red[RED_THREADS / 32][18];
-    const int bdx = 2 * res->ref_dx, bdy = 2 * res->ref_dy;
+    if (!res->coarse.ok)
+        return;
+    const int bdx = 2 * res->coarse.rdx, bdy = 2 * res->coarse.rdy;
     double s[9], c[9];
 #pragma unroll
     for (int k = 0; k < 9; k++)
@@ -217,7 +206,7 @@ __global__ void k_corr9(const float *__restrict__ ref, const float *__restrict__
  * dx), the new level's shift, and the sums cleared for the next level. */
 __global__ void k_argmax9(cu_results_t *res)
 {
-    if (threadIdx.x != 0)
+    if (threadIdx.x != 0 || !res->coarse.ok)
         return;
     double m[9];
     for (int k = 0; k < 9; k++)
@@ -226,20 +215,91 @@ __global__ void k_argmax9(cu_results_t *res)
     for (int k = 1; k < 9; k++)
         if (m[k] > m[bk])
             bk = k;
-    res->ref_dx = 2 * res->ref_dx + bk % 3 - 1;
-    res->ref_dy = 2 * res->ref_dy + bk / 3 - 1;
+    res->coarse.rdx = 2 * res->coarse.rdx + bk % 3 - 1;
+    res->coarse.rdy = 2 * res->coarse.rdy + bk / 3 - 1;
     for (int k = 0; k < 18; k++)
         res->corr[k] = 0.0;
 }
 
-__global__ void k_refine_start(const cu_params_t *__restrict__ p, cu_results_t *res)
+__global__ void k_refine_start(cu_results_t *res)
 {
     if (threadIdx.x != 0)
         return;
-    res->ref_dx = p->ref_dx;
-    res->ref_dy = p->ref_dy;
     for (int k = 0; k < 18; k++)
         res->corr[k] = 0.0;
+}
+/* The decisions of the fine registration (fine_core.h): the start (from
+ * the parameter block, or from_coarse: from the coarse step's result), a
+ * pass's step and the conclusion (errors and match test), each by one
+ * warp after the pass that feeds it: the warp adds the band sums (a
+ * thread per sum, bands in order, as ss_fine_total) and, for the
+ * conclusion, takes the 32 jackknife deletions (a thread per band of
+ * either direction); one thread decides. */
+__global__ void k_fine_begin(const cu_params_t *__restrict__ p, cu_results_t *res, int from_coarse)
+{
+    if (threadIdx.x != 0)
+        return;
+    const double sx0 = from_coarse ? (double)res->coarse.rdx : p->fine_sx0;
+    const double sy0 = from_coarse ? (double)res->coarse.rdy : p->fine_sy0;
+    ss_fine_begin(&res->fine_st, sx0, sy0, p->fine_max_iter, p->fine_tol, p->fine_min_det);
+    if (from_coarse && !res->coarse.ok)
+        res->fine_st.phase = SS_FINE_DONE;      /* no start: no pass */
+}
+
+/* ss_fine_total of bands by the block's first SS_FINE_NSUMS threads. */
+__device__ void fine_total_par(const double *bands, double *total)
+{
+    const int k = threadIdx.x;
+    if (k < SS_FINE_NSUMS) {
+        double v = 0.0;
+        for (int b = 0; b < SS_FINE_BANDS; b++)
+            v += bands[b * SS_FINE_NSUMS + k];
+        total[k] = v;
+    }
+}
+
+/* A pass's decision (every thread of the warp calls it). */
+__device__ void fine_decide(cu_results_t *res)
+{
+    __shared__ double s[SS_FINE_NSUMS];
+    fine_total_par(res->fine, s);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        ss_fine_iterate_total(&res->fine_st, s);
+}
+
+/* The conclusion (every thread of the warp calls it). */
+__device__ void fine_conclude(cu_results_t *res)
+{
+    constexpr int B = SS_FINE_BANDS, NS = SS_FINE_NSUMS;
+    static_assert(2 * B == 32, "a thread per band of either direction");
+    __shared__ double s[NS], pr[NS], dx[2 * B], dy[2 * B];
+    __shared__ int ok[2 * B];
+    fine_total_par(res->fine, s);
+    fine_total_par(res->fine_probe, pr);
+    __syncthreads();
+    const int t = threadIdx.x, dir = t / B;
+    if (t < 2 * B) {
+        double M[4];
+        ss_fine_response(s, M);
+        ok[t] = ss_fine_jk_one(res->fine + dir * B * NS, t % B, s, M, &dx[t], &dy[t]);
+    }
+    __syncthreads();
+    if (t != 0)
+        return;
+    double cx[B], cy[B], v[2][3];
+    int okd[2];
+    for (int d = 0; d < 2; d++) {
+        int nb = 0;
+        for (int b = d * B; b < (d + 1) * B; b++)
+            if (ok[b]) {
+                cx[nb] = dx[b];
+                cy[nb] = dy[b];
+                nb++;
+            }
+        okd[d] = ss_fine_jk_var(cx, cy, nb, v[d]) == 0;
+    }
+    ss_fine_conclude_with(&res->fine_st, s, pr, okd[0], v[0], okd[1], v[1]);
 }
 
 /* The fine-registration pass (ss_fine_sums): the frame cut into 16×16
@@ -252,10 +312,9 @@ __global__ void k_refine_start(const cu_params_t *__restrict__ p, cu_results_t *
  * does not want returns at once. */
 __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restrict__ ref,
                             const float *__restrict__ S, const float *__restrict__ gxp,
-                            const float *__restrict__ gyp, int w, int h,
-                            const ss_fine_state_t *st, int probe, int bpt,
+                            const float *__restrict__ gyp, int w, int h, int probe, int bpt,
                             double *__restrict__ partials, unsigned int *counter,
-                            double *__restrict__ out)
+                            const ss_fine_state_t *st, double *__restrict__ out)
 {
     constexpr int B = SS_FINE_BANDS, NS = SS_FINE_NSUMS;
     /* a pass only where the iteration wants one (the same answer for
@@ -370,75 +429,19 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
         *counter = 0;
 }
 
-/* The decisions of the fine registration (fine_core.h), one warp each:
- * the start (from the parameter block, or from_refine: from the coarse
- * refinement's result), a pass's step, and the errors and match test.
- * The warp adds the band sums (a thread per sum, bands in order, as
- * ss_fine_total) and the conclusion's 32 jackknife deletions (a thread
- * per band of either direction); one thread takes the decisions. */
-__global__ void k_fine_begin(const cu_params_t *__restrict__ p, cu_results_t *res, int from_refine)
-{
-    if (threadIdx.x != 0)
-        return;
-    const double sx0 = from_refine ? (double)res->ref_dx : p->fine_sx0;
-    const double sy0 = from_refine ? (double)res->ref_dy : p->fine_sy0;
-    ss_fine_begin(&res->fine_st, sx0, sy0, p->fine_max_iter, p->fine_tol, p->fine_min_det);
-}
-
-/* ss_fine_total of bands by the block's first SS_FINE_NSUMS threads. */
-__device__ void fine_total_par(const double *bands, double *total)
-{
-    const int k = threadIdx.x;
-    if (k < SS_FINE_NSUMS) {
-        double v = 0.0;
-        for (int b = 0; b < SS_FINE_BANDS; b++)
-            v += bands[b * SS_FINE_NSUMS + k];
-        total[k] = v;
-    }
-}
-
+/* The decisions as kernels of one warp each (fused into the last block
+ * of the passes, they cost every block of k_fine_sums registers: 4096²
+ * frames ran 0.3 ms slower). */
 __global__ void k_fine_iterate(cu_results_t *res)
 {
-    __shared__ double s[SS_FINE_NSUMS];
-    if (res->fine_st.phase != SS_FINE_PASS)
-        return;
-    fine_total_par(res->fine, s);
-    __syncthreads();
-    if (threadIdx.x == 0)
-        ss_fine_iterate_total(&res->fine_st, s);
+    if (res->fine_st.phase == SS_FINE_PASS)
+        fine_decide(res);
 }
 
 __global__ void k_fine_conclude(cu_results_t *res)
 {
-    constexpr int B = SS_FINE_BANDS, NS = SS_FINE_NSUMS;
-    static_assert(2 * B == 32, "a thread per band of either direction");
-    __shared__ double s[NS], pr[NS], dx[2 * B], dy[2 * B];
-    __shared__ int ok[2 * B];
-    if (res->fine_st.phase != SS_FINE_PROBE)
-        return;
-    fine_total_par(res->fine, s);
-    fine_total_par(res->fine_probe, pr);
-    __syncthreads();
-    const int t = threadIdx.x, dir = t / B;
-    double M[4];
-    ss_fine_response(s, M);
-    ok[t] = ss_fine_jk_one(res->fine + dir * B * NS, t % B, s, M, &dx[t], &dy[t]);
-    __syncthreads();
-    if (t != 0)
-        return;
-    double cx[B], cy[B], v[2][3];
-    int okd[2];
-    for (int d = 0; d < 2; d++) {
-        int nb = 0;
-        for (int b = d * B; b < (d + 1) * B; b++)
-            if (ok[b]) {
-                cx[nb] = dx[b];
-                cy[nb] = dy[b];
-                nb++;
-            }
-        okd[d] = ss_fine_jk_var(cx, cy, nb, v[d]) == 0;
-    }
-    ss_fine_conclude_with(&res->fine_st, s, pr, okd[0], v[0], okd[1], v[1]);
+    if (res->fine_st.phase == SS_FINE_PROBE)
+        fine_conclude(res);
 }
 
 inline dim3 grid2(int w, int h)
@@ -482,21 +485,17 @@ extern "C" cudaError_t cu_reference_prep(const float *ref, int w, int h, float *
 }
 
 extern "C" cudaError_t cu_peaks(const float *level, int w, int h, const double *noise,
-                                ss_peak_t *dev, unsigned int *dev_count, int cap, ss_peak_t *out,
-                                unsigned int *out_count, cudaStream_t s)
+                                ss_peak_t *dev, unsigned int *dev_count, int cap, cudaStream_t s)
 {
     k_zero<<<1, 32, 0, s>>>(dev_count);
     if (w > 2 && h > 2)
         k_peaks<<<grid2(w, h), dim3(TX, TY), 0, s>>>(level, w, h, noise, dev, dev_count, cap);
-    k_peaks_out<<<64, 256, 0, s>>>(dev, dev_count, cap, out, out_count);
     return cudaGetLastError();
 }
-
-extern "C" cudaError_t cu_refine(const cu_params_t *p, float *const *ref_lvl,
-                                 float *const *cur_lvl, const int *lw, const int *lh, int L,
-                                 cu_results_t *res, cudaStream_t s)
+extern "C" cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, const int *lw,
+                                 const int *lh, int L, cu_results_t *res, cudaStream_t s)
 {
-    k_refine_start<<<1, 32, 0, s>>>(p, res);
+    k_refine_start<<<1, 32, 0, s>>>(res);
     for (int l = L - 1; l >= 0; l--) {
         const int step = 1;         /* every pixel (register_coarse.c says why) */
         const long long n = (long long)((lw[l] + step - 1) / step) * ((lh[l] + step - 1) / step);
@@ -516,7 +515,7 @@ constexpr int FS_PER_THREAD = 4;
 
 extern "C" cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref,
                                const float *S, const float *gx, const float *gy, int w, int h,
-                               int passes, int from_refine, double *partials,
+                               int passes, int from_coarse, double *partials,
                                unsigned int *counter, cu_results_t *res, cudaStream_t s)
 {
     constexpr int tiles = SS_FINE_BANDS * SS_FINE_BANDS;
@@ -530,14 +529,14 @@ extern "C" cudaError_t cu_fine(const cu_params_t *p, const float *cur, const flo
     if (bpt < 1)
         bpt = 1;
     const dim3 grid((unsigned)(bpt * SS_FINE_BANDS), SS_FINE_BANDS);
-    k_fine_begin<<<1, 32, 0, s>>>(p, res, from_refine);
+    k_fine_begin<<<1, 32, 0, s>>>(p, res, from_coarse);
     for (int it = 0; it < passes; it++) {
-        k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, S, gx, gy, w, h, &res->fine_st, 0,
-                                                 (int)bpt, partials, counter, res->fine);
+        k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, S, gx, gy, w, h, 0, (int)bpt, partials,
+                                                 counter, &res->fine_st, res->fine);
         k_fine_iterate<<<1, 32, 0, s>>>(res);
     }
-    k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, S, gx, gy, w, h, &res->fine_st, 1,
-                                             (int)bpt, partials, counter, res->fine_probe);
+    k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, S, gx, gy, w, h, 1, (int)bpt, partials,
+                                             counter, &res->fine_st, res->fine_probe);
     k_fine_conclude<<<1, 2 * SS_FINE_BANDS, 0, s>>>(res);
     return cudaGetLastError();
 }

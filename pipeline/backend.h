@@ -138,9 +138,9 @@ typedef struct ss_backend_ops {
     /* Optional (NULL: the driver calls register_coarse, then, when its
      * result is ok, register_fine from its (dx, dy)): both as one op, with
      * the same results, so that the backend may keep the coarse result
-     * where it is (CUDA: the refinement and every fine pass run as one
-     * segment on the device, with no host round trip between them). *out
-     * is zeroed when the coarse step fails. */
+     * where it is (CUDA: the peaks, the vote, the refinement and every
+     * fine pass run as one segment on the device, with one host wait at
+     * its end). *out is zeroed when the coarse step fails. */
     ss_err_t (*register_frame)(ss_backend_t *b, ss_coarse_t *coarse, ss_shift_t *out);
 
     /* §3: lsq moments and whitening of FRAME against n history frames:

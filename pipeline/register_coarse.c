@@ -13,6 +13,7 @@
  */
 #include "stages.h"
 #include "hipass_core.h"
+#include "vote_core.h"
 
 #include <float.h>
 #include <math.h>
@@ -255,21 +256,26 @@ int ss_peaks_order(ss_peak_t *p, int m, int n)
 
 /* ---- the vote -------------------------------------------------------------- */
 
-/* The score of bin (dx, dy): the 3×3 window sum of the histogram. */
-static int window_score(const int *hist, int R, int dx, int dy)
+void ss_vote_why(int code, ss_coarse_t *out)
 {
-    const int side = 2 * R + 1;
-    int s = 0;
-    for (int ey = SS_MAX(dy - 1, -R); ey <= SS_MIN(dy + 1, R); ey++)
-        for (int ex = SS_MAX(dx - 1, -R); ex <= SS_MIN(dx + 1, R); ex++)
-            s += hist[(ey + R) * side + (ex + R)];
-    return s;
-}
-
-/* Round half away from zero. */
-static int round_away(double v)
-{
-    return (int)(v < 0.0 ? -floor(-v + 0.5) : floor(v + 0.5));
+    switch (code) {
+    case SS_VW_FEW_STARS:
+        snprintf(out->why, sizeof out->why, "too few stars: %d in the reference, %d in the frame",
+                 out->n_ref, out->n_cur);
+        break;
+    case SS_VW_NO_MATCH:
+        snprintf(out->why, sizeof out->why,
+                 "no match: %d star pairs agree, random pairs give %.1f (%d and %d stars)",
+                 out->n_votes, out->expected, out->n_ref, out->n_cur);
+        break;
+    case SS_VW_AMBIGUOUS:
+        snprintf(out->why, sizeof out->why, "ambiguous: %d star pairs agree, %d elsewhere",
+                 out->n_votes, out->n_second);
+        break;
+    default:
+        out->why[0] = '\0';
+        break;
+    }
 }
 
 void ss_coarse_vote(const ss_peak_t *ref, int nr, const ss_peak_t *cur, int nc, int R,
@@ -277,11 +283,8 @@ void ss_coarse_vote(const ss_peak_t *ref, int nr, const ss_peak_t *cur, int nc, 
 {
     out->n_ref = nr;
     out->n_cur = nc;
-    if (nr < 3 || nc < 3) {
-        snprintf(out->why, sizeof out->why, "too few stars: %d in the reference, %d in the frame",
-                 nr, nc);
-        return;
-    }
+    if (nr < 3 || nc < 3)
+        return ss_vote_why(SS_VW_FEW_STARS, out);
     const int side = 2 * R + 1;
     memset(hist, 0, (size_t)side * (size_t)side * sizeof hist[0]);
     long votes = 0;
@@ -289,18 +292,18 @@ void ss_coarse_vote(const ss_peak_t *ref, int nr, const ss_peak_t *cur, int nc, 
         for (int j = 0; j < nc; j++) {
             const int dx = ref[i].x - cur[j].x, dy = ref[i].y - cur[j].y;
             if (abs(dx) <= R && abs(dy) <= R) {
-                hist[(dy + R) * side + (dx + R)]++;
+                hist[ss_vote_bin(R, dx, dy)]++;
                 votes++;
             }
         }
     int bx = 0, by = 0, best = -1;
     for (int dy = -R; dy <= R; dy++)            /* dy outer, dx inner: ties go to the */
         for (int dx = -R; dx <= R; dx++) {      /* smallest dy, then dx */
-            if (!hist[(dy + R) * side + (dx + R)])
+            if (!hist[ss_vote_bin(R, dx, dy)])
                 continue;
-            const int s = window_score(hist, R, dx, dy);
-            if (s > best) {
-                best = s;
+            const int sc = ss_vote_window(hist, R, dx, dy);
+            if (sc > best) {
+                best = sc;
                 bx = dx;
                 by = dy;
             }
@@ -308,33 +311,14 @@ void ss_coarse_vote(const ss_peak_t *ref, int nr, const ss_peak_t *cur, int nc, 
     int second = 0;
     for (int dy = -R; dy <= R; dy++)
         for (int dx = -R; dx <= R; dx++)
-            if (hist[(dy + R) * side + (dx + R)] && SS_MAX(abs(dx - bx), abs(dy - by)) >= 3)
-                second = SS_MAX(second, window_score(hist, R, dx, dy));
+            if (hist[ss_vote_bin(R, dx, dy)] && SS_MAX(abs(dx - bx), abs(dy - by)) >= 3)
+                second = SS_MAX(second, ss_vote_window(hist, R, dx, dy));
     out->n_votes = SS_MAX(best, 0);
     out->n_second = second;
-    out->expected = 9.0 * (double)votes / ((double)side * side);
-    const double need = out->expected + SS_COARSE_VOTE_SIGMA * sqrt(out->expected);
-    if (out->n_votes < SS_COARSE_MIN_VOTES || out->n_votes < need) {
-        snprintf(out->why, sizeof out->why,
-                 "no match: %d star pairs agree, random pairs give %.1f (%d and %d stars)",
-                 out->n_votes, out->expected, nr, nc);
-        return;
-    }
-    if (second >= ambiguity * out->n_votes) {
-        snprintf(out->why, sizeof out->why, "ambiguous: %d star pairs agree, %d elsewhere",
-                 out->n_votes, second);
-        return;
-    }
-    /* the vote-weighted mean displacement of the best window */
-    double sx = 0.0, sy = 0.0;
-    for (int ey = SS_MAX(by - 1, -R); ey <= SS_MIN(by + 1, R); ey++)
-        for (int ex = SS_MAX(bx - 1, -R); ex <= SS_MIN(bx + 1, R); ex++) {
-            const int k = hist[(ey + R) * side + (ex + R)];
-            sx += (double)k * ex;
-            sy += (double)k * ey;
-        }
-    out->dx = round_away(sx / out->n_votes);
-    out->dy = round_away(sy / out->n_votes);
+    const int code = ss_vote_test(out->n_votes, second, votes, R, ambiguity, &out->expected);
+    if (code != SS_VW_OK)
+        return ss_vote_why(code, out);
+    ss_vote_place(hist, R, bx, by, out->n_votes, &out->dx, &out->dy);
     out->ok = 1;
 }
 
