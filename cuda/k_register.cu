@@ -413,15 +413,30 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
         return;
     __threadfence();
     /* the last block: [rows|columns][band][sum], tiles and their blocks in
-     * a fixed order */
+     * a fixed order (o-major, qq-minor), loaded eight at a time so that
+     * the loads are in flight together (one at a time, the block's tail
+     * was a chain of L2 round trips) */
     const volatile double *pv = partials;
+    const int nq = B * bpt;
     for (int k = threadIdx.x; k < 2 * B * NS; k += blockDim.x) {
         const int dir = k / (B * NS), band = (k / NS) % B, m = k % NS;
         double v = 0.0;
-        for (int o = 0; o < B; o++) {
-            const int tr = dir ? o : band, tc = dir ? band : o;
-            for (int qq = 0; qq < bpt; qq++)
-                v += pv[(((size_t)tr * B + tc) * bpt + qq) * NS + m];
+        int o = 0, qq = 0;
+        for (int q0 = 0; q0 < nq; q0 += 8) {
+            double t[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int tr = dir ? o : band, tc = dir ? band : o;
+                t[u] = q0 + u < nq ? pv[(((size_t)tr * B + tc) * bpt + qq) * NS + m] : 0.0;
+                if (++qq == bpt) {
+                    qq = 0;
+                    o++;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                if (q0 + u < nq)
+                    v += t[u];
         }
         out[k] = v;
     }

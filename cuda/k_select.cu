@@ -106,6 +106,41 @@ __device__ __forceinline__ float clip_sigma(float s, const unsigned long long *a
     return ss_noise_clip_sigma(s, (long long)acc[0], (long long)acc[1], (long long)acc[2]);
 }
 
+/* part[t] = the inclusive prefix sum of mine over threads 0..t of a
+ * block of N threads (a multiple of 32, at most 1024): a shuffle scan in
+ * each warp, then of the warps' totals; two barriers where the
+ * Hillis-Steele scan over part took 2·log2(N). Every thread calls it;
+ * part is complete on return. */
+template <int N>
+__device__ __forceinline__ void block_scan(long long mine, long long *part)
+{
+    static_assert(N % 32 == 0 && N <= 1024, "whole warps, at most 32");
+    __shared__ long long wsum[N / 32];
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    long long x = mine;
+    for (int o = 1; o < 32; o <<= 1) {
+        const long long y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o)
+            x += y;
+    }
+    if (lane == 31)
+        wsum[wid] = x;
+    __syncthreads();
+    if (wid == 0) {
+        long long w = lane < N / 32 ? wsum[lane] : 0;
+        for (int o = 1; o < 32; o <<= 1) {
+            const long long y = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= o)
+                w += y;
+        }
+        if (lane < N / 32)
+            wsum[lane] = w;
+    }
+    __syncthreads();
+    part[t] = x + (wid > 0 ? wsum[wid - 1] : 0);
+    __syncthreads();
+}
+
 /* One pass: histogram of the keys of pass `pass` among the samples that
  * match the prefix (which = 0: the median; 1: |x - median|), then the
  * last block to finish finds the bin holding the rank, narrows the state,
@@ -190,14 +225,7 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
     long long mine = 0;
     for (int q = 0; q < PER; q++)
         mine += hist[t * PER + q];
-    part[t] = mine;
-    __syncthreads();
-    for (int off = 1; off < SEL_THREADS; off <<= 1) {
-        const long long v = t >= off ? part[t - off] : 0;
-        __syncthreads();
-        part[t] += v;
-        __syncthreads();
-    }
+    block_scan<SEL_THREADS>(mine, part);
     const long long total = part[SEL_THREADS - 1];
     long long n = st.n, rank = st.rank;
     if (pass == 0) {
@@ -390,14 +418,7 @@ k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double 
             long long mine = 0;
             for (int q = 0; q < PER; q++)
                 mine += hist[t * PER + q];
-            part[t] = mine;
-            __syncthreads();
-            for (int off = 1; off < SMALL_THREADS; off <<= 1) {
-                const long long v = t >= off ? part[t - off] : 0;
-                __syncthreads();
-                part[t] += v;
-                __syncthreads();
-            }
+            block_scan<SMALL_THREADS>(mine, part);
             if (pass == 0) {
                 n = part[SMALL_THREADS - 1];
                 rank = n > 0 ? (n - 1) / 2 : 0;
