@@ -370,7 +370,7 @@ static const ss_config_key_t feed_keys[] = {
     F_DBL("pipeline.registration.tol", P(reg_tol), 1e-6, 1.0, 0.002, RELOAD,
           "[2b] Stop iterating when the update is below this, px."),
     F_DBL("pipeline.registration.ambiguity", P(reg_ambiguity), 0.01, 1.0, 0.9, RELOAD,
-          "[2a] A block votes only when its best match cost (1 - normalised correlation, above the noise floor) is below this fraction of the runner-up's."),
+          "[2a] The vote is ambiguous (registration fails) when a window 3 binned px or more from the best one has this fraction of its votes."),
     F_DBL("pipeline.registration.min_det", P(reg_min_det), 0.0, 1.0, 1e-6, RELOAD,
           "[2b] Fail (featureless frame) when det/(u w) of the normal matrix is below this."),
     F_INT("pipeline.registration.max_failures", P(max_failures), 1.0, 100000.0, 5.0, RELOAD,
