@@ -268,38 +268,47 @@ __device__ void fine_decide(cu_results_t *res)
         ss_fine_iterate_total(&res->fine_st, s);
 }
 
-/* The conclusion (every thread of the warp calls it). */
+/* The conclusion (every thread of the warp calls it): the 32 jackknife
+ * deletions a lane each, then lanes 0 and 1 each compact and reduce one
+ * direction's while lanes 2-4 take the formal error, var_fit and the
+ * probe's variance; lane 0 concludes. */
 __device__ void fine_conclude(cu_results_t *res)
 {
     constexpr int B = SS_FINE_BANDS, NS = SS_FINE_NSUMS;
     static_assert(2 * B == 32, "a thread per band of either direction");
-    __shared__ double s[NS], pr[NS], dx[2 * B], dy[2 * B];
-    __shared__ int ok[2 * B];
+    __shared__ double s[NS], pr[NS], dx[2 * B], dy[2 * B], v[2][3], num[3];
+    __shared__ int ok[2 * B], okd[2];
     fine_total_par(res->fine, s);
     fine_total_par(res->fine_probe, pr);
     __syncthreads();
     const int t = threadIdx.x, dir = t / B;
+    ss_fine_state_t *st = &res->fine_st;
     if (t < 2 * B) {
         double M[4];
         ss_fine_response(s, M);
         ok[t] = ss_fine_jk_one(res->fine + dir * B * NS, t % B, s, M, &dx[t], &dy[t]);
     }
     __syncthreads();
-    if (t != 0)
-        return;
-    double cx[B], cy[B], v[2][3];
-    int okd[2];
-    for (int d = 0; d < 2; d++) {
+    if (t < 2) {
+        double cx[B], cy[B];
         int nb = 0;
-        for (int b = d * B; b < (d + 1) * B; b++)
+        for (int b = t * B; b < (t + 1) * B; b++)
             if (ok[b]) {
                 cx[nb] = dx[b];
                 cy[nb] = dy[b];
                 nb++;
             }
-        okd[d] = ss_fine_jk_var(cx, cy, nb, v[d]) == 0;
+        okd[t] = ss_fine_jk_var(cx, cy, nb, v[t]) == 0;
+    } else if (t == 2) {
+        num[0] = ss_fine_formal(s, st->th);
+    } else if (t == 3) {
+        num[1] = ss_fine_var_fit(s, st->th);
+    } else if (t == 4) {
+        num[2] = ss_fine_gain_offset_var(pr);
     }
-    ss_fine_conclude_with(&res->fine_st, s, pr, okd[0], v[0], okd[1], v[1]);
+    __syncthreads();
+    if (t == 0)
+        ss_fine_conclude_with(st, num[0], num[1], num[2], okd[0], v[0], okd[1], v[1]);
 }
 
 /* The fine-registration pass (ss_fine_sums): the frame cut into 16×16

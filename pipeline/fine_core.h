@@ -296,26 +296,35 @@ SS_FC_FN double ss_fine_gain_offset_var(const double *s)
     return fmax(rss, 0.0) / n;
 }
 
+/* The last pass's residual variance after its fit, max(rss, 0)/n: what
+ * the match test compares the probe's against. With ss_fine_formal and
+ * ss_fine_gain_offset_var of the probe it is one of the three numbers the
+ * conclusion needs beside the jackknife, each independent of the others
+ * (the GPU takes them on three lanes). */
+SS_FC_FN double ss_fine_var_fit(const double *s, const double *th)
+{
+    return fmax(ss_fine_rss(s, th), 0.0) / s[SS_FS_N];
+}
+
 /* After the passes (phase SS_FINE_PROBE): the errors from the last pass —
  * the jackknife (vr over its row bands, vc over its column bands; okr,
  * okc: whether each had two deletions) is what is reported, x from the
- * rows and y from the columns, the formal error kept for comparison — and
- * the match test from the probe pass at (sx + P, sy + P): does
- * misaligning the frame raise the residual variance? det/(u·w) cannot
- * tell a blank frame, clouds or another field: it only sees the
- * reference's gradients. s and pr are the two passes' ss_fine_total.
- * phase becomes SS_FINE_DONE; why stays SS_FW_NONE when the shift holds. */
-SS_FC_FN void ss_fine_conclude_with(ss_fine_state_t *st, const double *s, const double *pr,
-                                    int okr, const double vr[3], int okc, const double vc[3])
+ * rows and y from the columns, the formal error (err_formal) kept for
+ * comparison — and the match test: does misaligning the frame by
+ * (P, P) raise the residual variance from var_fit to var_probe?
+ * det/(u·w) cannot tell a blank frame, clouds or another field: it only
+ * sees the reference's gradients. phase becomes SS_FINE_DONE; why stays
+ * SS_FW_NONE when the shift holds. */
+SS_FC_FN void ss_fine_conclude_with(ss_fine_state_t *st, double err_formal, double var_fit,
+                                    double var_probe, int okr, const double vr[3], int okc,
+                                    const double vc[3])
 {
     if (st->phase != SS_FINE_PROBE)
         return;
     st->err_x = okr ? sqrt(vr[0]) : NAN;
     st->err_y = okc ? sqrt(vc[1]) : NAN;
     st->cov_xy = okr && okc ? 0.5 * (vr[2] + vc[2]) : NAN;
-    st->err_formal = ss_fine_formal(s, st->th);
-    const double var_fit = fmax(ss_fine_rss(s, st->th), 0.0) / s[SS_FS_N];
-    const double var_probe = ss_fine_gain_offset_var(pr);
+    st->err_formal = err_formal;
     if (var_probe < 0.0)
         st->contrast = -1.0;                        /* no probe: cannot tell, fail */
     else if (var_fit > 0.0)
@@ -331,13 +340,16 @@ SS_FC_FN void ss_fine_conclude_with(ss_fine_state_t *st, const double *s, const 
  * ss_fine_bands_t), one step after the other. */
 SS_FC_FN void ss_fine_conclude(ss_fine_state_t *st, const double *last, const double *probe)
 {
+    if (st->phase != SS_FINE_PROBE)
+        return;
     double s[SS_FINE_NSUMS], pr[SS_FINE_NSUMS], M[4], vr[3], vc[3];
     ss_fine_total(last, s);
     ss_fine_total(probe, pr);
     ss_fine_response(s, M);
     const int okr = ss_fine_jackknife(last, s, M, vr) == 0;
     const int okc = ss_fine_jackknife(last + SS_FINE_BANDS * SS_FINE_NSUMS, s, M, vc) == 0;
-    ss_fine_conclude_with(st, s, pr, okr, vr, okc, vc);
+    ss_fine_conclude_with(st, ss_fine_formal(s, st->th), ss_fine_var_fit(s, st->th),
+                          ss_fine_gain_offset_var(pr), okr, vr, okc, vc);
 }
 
 #ifdef __cplusplus
