@@ -11,8 +11,6 @@
 #include "cu_internal.h"
 #include "pipeline/vote_core.h"
 
-#include <limits.h>
-
 namespace {
 
 constexpr int VOTE_THREADS = 1024;
@@ -162,6 +160,19 @@ __global__ void k_top_peaks(const ss_peak_t *__restrict__ in, const unsigned int
         *ntop = k;
 }
 
+/* Pair q of the vote (reference peak q / nc, frame peak q % nc): its
+ * displacement into *dx, *dy; true when the pair exists and falls within
+ * ±R. */
+__device__ __forceinline__ bool vote_pair(const ss_peak_t *ref, const ss_peak_t *cur, int nc,
+                                          int npair, int R, int q, int *dx, int *dy)
+{
+    if (q >= npair)
+        return false;
+    *dx = ref[q / nc].x - cur[q % nc].x;
+    *dy = ref[q / nc].y - cur[q % nc].y;
+    return abs(*dx) <= R && abs(*dy) <= R;
+}
+
 /* ss_coarse_vote of the frame's top peaks (cur, *nc) against the
  * reference's (ref, *nr) with R = p's search range; the result into
  * res->coarse (its shift also into rdx/rdy: the refinement's start).
@@ -209,9 +220,8 @@ __global__ void k_vote(const cu_params_t *__restrict__ p, const ss_peak_t *__res
     const int rounds = (npair + (int)blockDim.x - 1) / (int)blockDim.x;
     unsigned long long mine = 0ull;
     for (int r = 0, q = threadIdx.x; r < rounds; r++, q += blockDim.x) {
-        const int dx = q < npair ? ref[q / nc].x - cur[q % nc].x : INT_MAX;
-        const int dy = q < npair ? ref[q / nc].y - cur[q % nc].y : INT_MAX;
-        if (abs(dx) <= R && abs(dy) <= R) {
+        int dx, dy;
+        if (vote_pair(ref, cur, nc, npair, R, q, &dx, &dy)) {
             atomicAdd(&H[ss_vote_bin(R, dx, dy)], 1);
             mine++;
         }
@@ -221,10 +231,9 @@ __global__ void k_vote(const cu_params_t *__restrict__ p, const ss_peak_t *__res
     /* the best window among the occupied bins: the highest score, ties to
      * the smallest bin (dy, then dx) */
     for (int r = 0, q = threadIdx.x; r < rounds; r++, q += blockDim.x) {
-        const int dx = q < npair ? ref[q / nc].x - cur[q % nc].x : INT_MAX;
-        const int dy = q < npair ? ref[q / nc].y - cur[q % nc].y : INT_MAX;
+        int dx, dy;
         unsigned long long key = 0ull;
-        if (abs(dx) <= R && abs(dy) <= R) {
+        if (vote_pair(ref, cur, nc, npair, R, q, &dx, &dy)) {
             const unsigned int bin = (unsigned int)ss_vote_bin(R, dx, dy);
             key = ((unsigned long long)ss_vote_window(H, R, dx, dy) << 32) | (0xFFFFFFFFu - bin);
         }
@@ -235,10 +244,10 @@ __global__ void k_vote(const cu_params_t *__restrict__ p, const ss_peak_t *__res
     const unsigned int bbin = 0xFFFFFFFFu - (unsigned int)(best_key & 0xFFFFFFFFu);
     const int bx = best_key ? (int)(bbin % side) - R : 0, by = best_key ? (int)(bbin / side) - R : 0;
     for (int r = 0, q = threadIdx.x; r < rounds; r++, q += blockDim.x) {
-        const int dx = q < npair ? ref[q / nc].x - cur[q % nc].x : INT_MAX;
-        const int dy = q < npair ? ref[q / nc].y - cur[q % nc].y : INT_MAX;
+        int dx, dy;
         unsigned long long sc = 0ull;
-        if (abs(dx) <= R && abs(dy) <= R && max(abs(dx - bx), abs(dy - by)) >= 3)
+        if (vote_pair(ref, cur, nc, npair, R, q, &dx, &dy) &&
+            max(abs(dx - bx), abs(dy - by)) >= 3)
             sc = (unsigned long long)ss_vote_window(H, R, dx, dy);
         warp_max_into(&second_s, sc);
     }
@@ -260,8 +269,8 @@ __global__ void k_vote(const cu_params_t *__restrict__ p, const ss_peak_t *__res
     __syncthreads();
     /* leave the global histogram as it was found: all zeros */
     for (int q = threadIdx.x; q < npair; q += blockDim.x) {
-        const int dx = ref[q / nc].x - cur[q % nc].x, dy = ref[q / nc].y - cur[q % nc].y;
-        if (abs(dx) <= R && abs(dy) <= R)
+        int dx, dy;
+        if (vote_pair(ref, cur, nc, npair, R, q, &dx, &dy))
             hist[ss_vote_bin(R, dx, dy)] = 0;
     }
 }
