@@ -898,15 +898,17 @@ static ss_err_t coarse_enqueue(ss_backend_t *b, ss_coarse_t *out, int *go)
         (e = cx_enqueue(b, st_peaks, 0, SS_STAGE_REG_COARSE)) ||
         (e = cx_enqueue(b, st_coarse, 0, SS_STAGE_REG_COARSE)))
         return e;
-    b->ref_peaks_valid = 1;
     *go = 1;
     return SS_OK;
 }
 
-/* The coarse result as the host reports it, once the segment is through. */
-static void coarse_take(const ss_backend_t *b, ss_coarse_t *out)
+/* The coarse result as the host reports it, once the segment is through
+ * (and only then are the reference's top peaks known to be in d_res: a
+ * segment that failed leaves them to the next coarse step). */
+static void coarse_take(ss_backend_t *b, ss_coarse_t *out)
 {
     const cu_coarse_t *c = &b->h_res->coarse;
+    b->ref_peaks_valid = 1;
     out->n_ref = c->n_ref;
     out->n_cur = c->n_cur;
     out->n_votes = c->n_votes;

@@ -132,8 +132,9 @@ typedef struct ss_backend_ops {
     ss_err_t (*set_reference)(ss_backend_t *b);
     /* §2a: HIPASS against the reference. */
     ss_err_t (*register_coarse)(ss_backend_t *b, ss_coarse_t *out);
-    /* §2b: from (sx0, sy0), through ss_register_fine with this backend's
-     * five-sum pass. */
+    /* §2b: from (sx0, sy0), as ss_register_fine: the CPU through it with
+     * its own pass of sums, CUDA on the device with the same decisions
+     * (fine_core.h). */
     ss_err_t (*register_fine)(ss_backend_t *b, double sx0, double sy0, ss_shift_t *out);
     /* Optional (NULL: the driver calls register_coarse, then, when its
      * result is ok, register_fine from its (dx, dy)): both as one op, with

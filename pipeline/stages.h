@@ -374,7 +374,8 @@ void ss_fine_sums(const float *cur, const float *ref, const float *S, const floa
  * them. */
 typedef void (*ss_fine_sums_fn)(void *ctx, double sx, double sy, ss_fine_bands_t sums);
 
-/* The iteration of §2b, shared by both backends: from (sx0, sy0), up to
+/* The iteration of §2b (its decisions are fine_core.h's, which the CUDA
+ * backend takes on the device): from (sx0, sy0), up to
  * c->reg_max_iter passes; each solves the 5×5 normal equations of the
  * whole-frame sums for θ, steps by δ = M·(θ0, θ1) (M = J⁻¹A, the gradient
  * block A against the measured response J: a Newton step; each axis cut
