@@ -193,6 +193,13 @@ static cudaError_t st_fine(ss_backend_t *b, cudaStream_t s, int v)
     return cu_copy_small(&b->m_res->fine_st, &b->d_res->fine_st, sizeof(ss_fine_state_t), s);
 }
 
+/* The device's plan from the registration's result (k_plan). */
+static cudaError_t st_plan(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    return cu_plan(b->d_params, b->d_res, b->m_plan, s);
+}
+
 static cudaError_t st_lsq(ss_backend_t *b, cudaStream_t s, int n)
 {
     SK(cu_lsq_moments(b->d_params, b->geo.hist_dtype, n, b->d_plane[SS_PLANE_FRAME], b->w, b->h,
@@ -1003,7 +1010,7 @@ static ss_err_t cuda_lsq_moments(ss_backend_t *b, const int *slots, const int *i
     ss_err_t e = cx_op_begin(b);
     if (e || (e = set_history(b, slots, ix, iy, NULL, n)))
         return e;
-    if ((e = cx_enqueue(b, st_lsq, n, SS_STAGE_WHITEN)) || (e = cx_flush_wait(b)))
+    if ((e = cx_enqueue_with(b, st_lsq, n, SS_STAGE_WHITEN, STEP_PLAN)) || (e = cx_flush_wait(b)))
         return e;
     const double *Rp = b->h_lsq;
     for (int k = 0; k < n; k++) {
@@ -1024,9 +1031,24 @@ static ss_err_t cuda_whiten(ss_backend_t *b, const int *slots, const int *ix, co
         return e;
     if (rw)
         b->h_params->rw = *rw;
-    if ((e = cx_enqueue_with(b, st_whiten, rw != NULL, SS_STAGE_WHITEN, rw ? STEP_REWEIGHT : 0)))
+    if ((e = cx_enqueue_with(b, st_whiten, rw != NULL, SS_STAGE_WHITEN,
+                             rw ? STEP_REWEIGHT : STEP_PLAN)))
         return e;
     return cx_op_end(b);
+}
+
+/* The guided filter, enqueued (the mask, when masked, already in the
+ * plan: needs says whether the host's goes up with it). */
+static ss_err_t guided_enqueue(ss_backend_t *b, int radius, float eps, int masked, unsigned needs)
+{
+    b->h_params->gf_radius = radius;
+    b->h_params->gf_eps = eps;
+    /* the shape of the work: radius, which filter, with the mask or not */
+    const int lap = b->cfg->guided_laplacian != 0;
+    const int v = radius > 0 ? radius * 8 + (masked != 0) * 4 +
+                                   (lap && b->cfg->guided_biharmonic) * 2 + lap
+                             : 0;
+    return cx_enqueue_with(b, st_guided, v, SS_STAGE_GUIDED, STEP_WRITES_CLEAN | needs);
 }
 
 static ss_err_t cuda_guided(ss_backend_t *b, int radius, float eps, const ss_gmask_t *mask)
@@ -1034,18 +1056,22 @@ static ss_err_t cuda_guided(ss_backend_t *b, int radius, float eps, const ss_gma
     ss_err_t e = cx_op_begin(b);
     if (e || (e = cx_params_begin(b)))
         return e;
-    b->h_params->gf_radius = radius;
-    b->h_params->gf_eps = eps;
     if (mask)
         b->h_params->gf_mask = *mask;
-    /* the shape of the work: radius, which filter, with the mask or not */
-    const int lap = b->cfg->guided_laplacian != 0;
-    const int v = radius > 0 ? radius * 8 + (mask != NULL) * 4 +
-                                   (lap && b->cfg->guided_biharmonic) * 2 + lap
-                             : 0;
-    if ((e = cx_enqueue_with(b, st_guided, v, SS_STAGE_GUIDED, STEP_WRITES_CLEAN)))
+    if ((e = guided_enqueue(b, radius, eps, mask != NULL, mask ? STEP_PLAN : 0)))
         return e;
     return cx_op_end(b);
+}
+
+/* The noise of a plane (stride ≥ 1), enqueued; dev: its σ stays on the
+ * device as the frame's. */
+static ss_err_t noise_enqueue(ss_backend_t *b, ss_plane_t which, int stride, int dev)
+{
+    b->h_params->noise_samp =
+        (cu_sampler_t){ b->d_plane[which], NULL, b->w, b->h, CU_SAMP_PLANE, stride };
+    b->sigma_dev = dev;
+    b->stats_pending |= dev;
+    return cx_enqueue(b, st_noise, stride | (dev ? DEV_SIGMA : 0), SS_STAGE_NOISE);
 }
 
 static ss_err_t cuda_noise(ss_backend_t *b, ss_plane_t which, int stride, float *sigma)
@@ -1055,21 +1081,72 @@ static ss_err_t cuda_noise(ss_backend_t *b, ss_plane_t which, int stride, float 
         return e;
     if (which < SS_PLANE_FRAME || which > SS_PLANE_STAR)
         return SS_ERR_INVALID;
-    if ((e = cx_params_begin(b)))
+    if ((e = cx_params_begin(b)) || (e = noise_enqueue(b, which, stride < 1 ? 1 : stride, !sigma)))
         return e;
-    const int st = stride < 1 ? 1 : stride;
-    b->h_params->noise_samp =
-        (cu_sampler_t){ b->d_plane[which], NULL, b->w, b->h, CU_SAMP_PLANE, st };
-    b->sigma_dev = sigma == NULL;
-    if ((e = cx_enqueue(b, st_noise, st | (b->sigma_dev ? DEV_SIGMA : 0), SS_STAGE_NOISE)))
-        return e;
-    if (b->sigma_dev) {             /* the frame's σ stays on the device */
-        b->stats_pending = 1;
+    if (!sigma)                     /* the frame's σ stays on the device */
         return cx_op_end(b);
-    }
     if ((e = cx_flush_wait(b)))
         return e;
     *sigma = b->h_res->sigma;
+    return SS_OK;
+}
+
+/* register_frame's segment, then the plan (k_plan) and the prediction
+ * from it, all enqueued: the host waits first at the detection. */
+static ss_err_t cuda_predict_planned(ss_backend_t *b, const ss_wplan_t *wp, const int *slots,
+                                     int radius, float eps, const ss_gmask_t *gm, ss_coarse_t *c)
+{
+    const int n = wp->n;
+    if (n < 1 || n > b->geo.history || (wp->masked != 0) != (gm != NULL))
+        return SS_ERR_INVALID;
+    for (int k = 0; k < n; k++)
+        if (slots[k] < 0 || slots[k] >= b->geo.history)
+            return SS_ERR_INVALID;
+    int go;
+    ss_err_t e = cx_op_begin(b);
+    if (e || (e = coarse_enqueue(b, c, &go)) || !go)
+        return e;
+    cu_params_t *hp = b->h_params;
+    hp->wp = *wp;
+    if (gm)
+        hp->gm_in = *gm;
+    hp->n = n;
+    for (int k = 0; k < n; k++)
+        hp->hist[k] = b->d_hist + (size_t)slots[k] * b->hist_slot_bytes;
+    const int stride = SS_MAX(b->cfg->noise_stride, 1);
+    if ((e = fine_enqueue(b, 0.0, 0.0, 1)) ||
+        (e = cx_enqueue_with(b, st_plan, 0, SS_STAGE_WHITEN, STEP_PLAN_IN)) ||
+        (e = cx_enqueue(b, st_whiten, 1, SS_STAGE_WHITEN)) ||
+        (e = guided_enqueue(b, radius, eps, gm != NULL, 0)) ||
+        (e = noise_enqueue(b, SS_PLANE_CLEAN, stride, 1)))
+        return e;
+    b->plan_waits = b->waits;
+    return cx_op_end(b);
+}
+
+/* The registration's and the plan's results, once a wait has followed
+ * predict_planned (else waited for here). */
+static ss_err_t cuda_predict_take(ss_backend_t *b, ss_coarse_t *c, ss_shift_t *out, int *ix,
+                                  int *iy, double *a, int *planned)
+{
+    memset(out, 0, sizeof *out);
+    *planned = 0;
+    ss_err_t e = cx_op_begin(b);
+    if (e || ((b->npending > 0 || b->waits == b->plan_waits) && (e = cx_flush_wait(b))))
+        return e;
+    coarse_take(b, c);
+    if (!c->ok)
+        return SS_OK;
+    ss_fine_report(&b->h_res->fine_st, out);
+    const cu_plan_out_t *pl = b->h_plan;
+    if (!out->ok || !pl->ok)
+        return SS_OK;
+    for (int k = 0; k < pl->n; k++) {
+        ix[k] = pl->ix[k];
+        iy[k] = pl->iy[k];
+        a[k] = pl->a[k];
+    }
+    *planned = 1;
     return SS_OK;
 }
 
@@ -1586,6 +1663,14 @@ HOST_TIMED(cuda_register_fine, SS_STAGE_REG_FINE,
            (ss_backend_t *b, double sx0, double sy0, ss_shift_t *out), (b, sx0, sy0, out))
 HOST_TIMED(cuda_register_frame, SS_STAGE_REG_FINE,
            (ss_backend_t *b, ss_coarse_t *c, ss_shift_t *out), (b, c, out))
+HOST_TIMED(cuda_predict_planned, SS_STAGE_REG_FINE,
+           (ss_backend_t *b, const ss_wplan_t *wp, const int *slots, int radius, float eps,
+            const ss_gmask_t *gm, ss_coarse_t *c),
+           (b, wp, slots, radius, eps, gm, c))
+HOST_TIMED(cuda_predict_take, SS_STAGE_DETECT,
+           (ss_backend_t *b, ss_coarse_t *c, ss_shift_t *out, int *ix, int *iy, double *a,
+            int *planned),
+           (b, c, out, ix, iy, a, planned))
 HOST_TIMED(cuda_lsq_moments, SS_STAGE_WHITEN,
            (ss_backend_t *b, const int *slots, const int *ix, const int *iy, int n, double *R,
             double *p),
@@ -1639,6 +1724,8 @@ static const ss_backend_ops_t cuda_ops = {
     .register_coarse = cuda_register_coarse_timed,
     .register_fine = cuda_register_fine_timed,
     .register_frame = cuda_register_frame_timed,
+    .predict_planned = cuda_predict_planned_timed,
+    .predict_take = cuda_predict_take_timed,
     .lsq_moments = cuda_lsq_moments_timed,
     .whiten = cuda_whiten_timed,
     .guided = cuda_guided_timed,

@@ -40,7 +40,9 @@ typedef struct step {
  * on the union over the pending steps (b->seg_needs). */
 enum {
     STEP_WRITES_CLEAN = 1,      /* an earlier frame's residual download must have left CLEAN */
-    STEP_REWEIGHT = 2,          /* the parameter block's re-weighting part goes up too */
+    STEP_REWEIGHT = 2,          /* the parameter block's whole plan goes up too */
+    STEP_PLAN = 4,              /* ... its plan without the re-weighting block */
+    STEP_PLAN_IN = 8,           /* ... the inputs of the device's plan (k_plan) */
 };
 
 typedef struct graph_entry {
@@ -142,6 +144,7 @@ struct ss_backend {
      * transfers are kernel copies (cu_copy_small), off the copy engines */
     cu_params_t *m_params;
     cu_results_t *m_res;
+    cu_plan_out_t *h_plan, *m_plan; /* the device's plan (predict_planned) */
     cu_acc_t *m_acc;
     double *m_lsq;
     cu_acc_t *h_acc_big;            /* pageable, the rest (rare) */
@@ -153,6 +156,7 @@ struct ss_backend {
     unsigned int *d_npeaks;                 /* [0] cur, [1] ref */
     int *d_vote_hist;                       /* (2·SS_COARSE_MAX_R + 1)², zero between votes */
     int ref_peaks_valid;                    /* the reference's top peaks are in d_res */
+    long plan_waits;                        /* waits when predict_planned was enqueued */
     long long sel_small_max;        /* selections of up to this many samples: one block */
 
     /* host state */

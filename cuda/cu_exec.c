@@ -248,8 +248,12 @@ ss_err_t cx_flush(ss_backend_t *b)
         CK(b, cudaStreamWaitEvent(b->cs, b->ev_rd[b->rd_issued % RD_RING], 0));
         b->rd_guard = 0;
     }
-    /* the re-weighting block travels only with a whitening that uses it */
-    const size_t pbytes = needs & STEP_REWEIGHT ? sizeof(cu_params_t) : CU_PARAMS_BASE_BYTES;
+    /* the plan's parts travel only with the steps that read them from the
+     * host (cu_params_t) */
+    const size_t pbytes = needs & STEP_REWEIGHT ? sizeof(cu_params_t)
+                          : needs & STEP_PLAN   ? CU_PARAMS_PLAN_BYTES
+                          : needs & STEP_PLAN_IN ? CU_PARAMS_PLAN_IN_BYTES
+                                                 : CU_PARAMS_BASE_BYTES;
     CK(b, cu_copy_small(b->d_params, b->m_params, pbytes, b->cs));
     if (b->row_bias_dirty) {
         CK(b, cu_copy_small(b->d_row_bias, b->m_row_bias, (size_t)b->h * sizeof(double), b->cs));

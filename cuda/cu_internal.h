@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "pipeline/fine_core.h"
+#include "pipeline/plan_core.h"
 #include "pipeline/stages.h"
 
 #ifdef __cplusplus
@@ -126,16 +127,13 @@ typedef struct cu_params {
     double fine_sx0, fine_sy0, fine_tol, fine_min_det;
     int fine_max_iter;
 
-    /* whitening */
+    /* whitening (the offsets and weights: the plan, below) */
     int n;
-    int ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY];
     const void *hist[SS_MAX_HISTORY];
-    double a[SS_MAX_HISTORY];
 
-    /* guided filter */
+    /* guided filter (the mask: the plan, below) */
     int gf_radius;
     float gf_eps;
-    ss_gmask_t gf_mask;             /* the source mask (mode bit 2) */
 
     /* noise */
     cu_sampler_t noise_samp;
@@ -165,14 +163,28 @@ typedef struct cu_params {
     double clean_k, clean_ratio;
     cu_sampler_t clean_samp;        /* d = frame - med for its noise */
 
-    /* whitening's re-weighting at pixels with invalid history (poly):
-     * 6 KiB that only the whitening reads, so it stays last and a segment
-     * without a re-weighted whitening copies the block without it
-     * (CU_PARAMS_BASE_BYTES) */
+    /* ---- the plan: what the whitening and the guided filter read of
+     * the frame's weights. The host fills it (whiten, guided: STEP_PLAN,
+     * STEP_REWEIGHT), or k_plan from the device's shift (predict_planned:
+     * the host fills only the inputs, STEP_PLAN_IN, and no segment copies
+     * the rest over what k_plan wrote). The parts travel only with the
+     * steps that ask for them (cx_flush): */
+    /* inputs of the device's plan (plan_core.h; gm_in: the mask without
+     * its guide threshold) */
+    ss_wplan_t wp;
+    ss_gmask_t gm_in;
+    /* offsets, weights and the source mask (mode bit 2) */
+    int ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY];
+    double a[SS_MAX_HISTORY];
+    ss_gmask_t gf_mask;
+    /* the re-weighting at pixels with invalid history (poly): 6 KiB that
+     * only the whitening reads */
     ss_reweight_t rw;
 } cu_params_t;
 
-#define CU_PARAMS_BASE_BYTES offsetof(cu_params_t, rw)
+#define CU_PARAMS_BASE_BYTES offsetof(cu_params_t, wp)      /* every segment */
+#define CU_PARAMS_PLAN_IN_BYTES offsetof(cu_params_t, ix)   /* ... with k_plan */
+#define CU_PARAMS_PLAN_BYTES offsetof(cu_params_t, rw)      /* ... with the host's plan */
 
 /* ---- the result block (device; copied to a pinned mirror) ------------- */
 
@@ -202,6 +214,15 @@ typedef struct cu_results {
     ss_fine_state_t fine_st;        /* the fine registration's state (fine_core.h) */
     double corr[9 * 2];             /* refinement scratch: (sum, count) per candidate */
 } cu_results_t;
+
+/* The device's plan as the host gets it (k_plan writes it to the pinned
+ * mirror): ok 0 when the registration failed or the weights are singular
+ * (the parameter block then holds the safe plan: zero weights). */
+typedef struct cu_plan_out {
+    int ok, n;
+    int ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY];
+    double a[SS_MAX_HISTORY];
+} cu_plan_out_t;
 
 /* ---- launchers (each returns cudaGetLastError() after its launches) ---
  * Each names its CPU reference, the "gold" function whose result it must
@@ -295,6 +316,13 @@ cudaError_t cu_top_peaks(const ss_peak_t *peaks, const unsigned int *count, int 
 cudaError_t cu_vote(const cu_params_t *p, const ss_peak_t *ref, const int *nr, const ss_peak_t *cur,
                     const int *nc, int *hist, cu_results_t *res, cudaStream_t s);
 
+
+/* k_plan.cu: the plan (offsets, weights, re-weighting block, mask) from
+ * the registration's result in res and the inputs p->wp, p->gm_in, into
+ * p and out (the host's mapped mirror); the safe plan (zero weights) and
+ * out->ok 0 when the registration failed or the weights are singular. */
+/* gold: ss_pc_plan */
+cudaError_t cu_plan(cu_params_t *p, const cu_results_t *res, cu_plan_out_t *out, cudaStream_t s);
 
 /* k_whiten.cu. reweight = 0: the strict rule. reweight = 1: pixels the
  * plain sum cannot predict (an invalid or outside y_k) while the current

@@ -120,6 +120,7 @@ typedef struct pin_buf {
 static const pin_buf_t pin_plan[] = {
     PB(h_params, m_params, PER_ONE, sizeof(cu_params_t)),
     PB(h_res, m_res, PER_ONE, sizeof(cu_results_t)),
+    PB(h_plan, m_plan, PER_ONE, sizeof(cu_plan_out_t)),
     PB(h_acc, m_acc, PER_ONE, HOST_ACC * sizeof(cu_acc_t)),
     PB(h_lsq, m_lsq, PER_ONE, ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) *
                                   sizeof(double)),

@@ -4,7 +4,9 @@
  *
  * The backend-neutral driver (pipeline.c) owns policy: the reference, the
  * history bookkeeping (which slot holds which frame and its shift), the
- * weights (solved on the host), failure counting. A backend owns pixel
+ * weights (solved on the host, or planned on the device by the same code,
+ * plan_core.h, where the backend offers predict_planned), failure
+ * counting. A backend owns pixel
  * storage (host memory for "cpu", device memory for "cuda") and runs the
  * per-pixel work of each stage on it. Every plane can be read back and
  * written (write_plane), so that tests can feed both backends identical
@@ -41,6 +43,7 @@
 #define SS_BACKEND_H
 
 #include "outputs.h"
+#include "plan_core.h"
 #include "stages.h"
 
 #ifdef __cplusplus
@@ -143,6 +146,27 @@ typedef struct ss_backend_ops {
      * fine pass run as one segment on the device, with one host wait at
      * its end). *out is zeroed when the coarse step fails. */
     ss_err_t (*register_frame)(ss_backend_t *b, ss_coarse_t *coarse, ss_shift_t *out);
+    /* Optional (NULL: the driver registers, solves the weights on the
+     * host and predicts op by op): register_frame, then the prediction
+     * from the shift it finds, with no host round trip between them: the
+     * plan (ss_pc_plan of wp: offsets, poly weights, the re-weighting
+     * block, the mask's guide threshold), whiten of history slots
+     * slots[0..wp->n-1] with it, guided (radius, eps; the mask gm, its tl
+     * planned, when wp->masked; NULL otherwise) and noise of CLEAN kept
+     * as the frame's σ. Enqueues and returns. When the coarse step cannot
+     * run at all, nothing is enqueued and coarse->why says why (empty
+     * otherwise). After a failed registration the planes hold what a safe
+     * plan (zero weights) made: the driver discards them. */
+    ss_err_t (*predict_planned)(ss_backend_t *b, const ss_wplan_t *wp, const int *slots,
+                                int radius, float eps, const ss_gmask_t *gm,
+                                ss_coarse_t *coarse);
+    /* After the detect that follows predict_planned (called before it, it
+     * waits): the registration's results as register_frame gives them,
+     * and, when it found a shift, the plan's offsets ix, iy and weights a
+     * (wp->n each) with *planned 1, or *planned 0 where the weights are
+     * singular (the frame fails, as on the host). */
+    ss_err_t (*predict_take)(ss_backend_t *b, ss_coarse_t *coarse, ss_shift_t *out, int *ix,
+                             int *iy, double *a, int *planned);
 
     /* §3: lsq moments and whitening of FRAME against n history frames:
      * frame k is history slot slots[k], read at integer offset (ix[k],

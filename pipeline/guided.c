@@ -26,6 +26,7 @@
  * Frames of under C+1 rows, too short for that, take a direct path.
  */
 #include "stages.h"
+#include "plan_core.h"
 #include "seeing_core.h"
 
 #include <math.h>
@@ -393,8 +394,10 @@ int ss_gmask_init(ss_gmask_t *m, double psf_sigma, double tau, double sigma, dou
             const double g = kk[0] + kk[1] + kk[2] + kk[3] - 4.0 * kk[4];
             g2 += g * g;
         }
-    const double sp = sigma * sqrt(a2 / (1.0 + a2));
-    m->tl = (float)(tau * sp * sqrt(g2));
+    m->tau = tau;
+    m->sigma = sigma;
+    m->g = sqrt(g2);
+    m->tl = ss_pc_gmask_tl(tau, sigma, m->g, a2);
     m->d2 = (int)floor(2.0 * log(20.0) * (psf_sigma * psf_sigma + 1.0 / 12.0));
     return 0;
 }

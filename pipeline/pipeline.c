@@ -11,12 +11,14 @@
  */
 #include "pipeline.h"
 #include "half_core.h"
+#include "plan_core.h"
 
 #include "frame_fits.h"
 #include "slow_movers.h"
 #include "wcs.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,6 +94,8 @@ struct ss_pipeline {
     int ref_n;                      /* frames summed so far */
     int ref_done;                   /* the mean is in place (until the next reset) */
     float sigma_prev;               /* last noise estimate (guided-filter ε) */
+    int device_plan;                /* plan predictions on the device where the backend can
+                                     * (ss_pipeline_set_device_plan) */
     /* the bilinear-resampling bias of the fine step, per axis, from the
      * current reference (ss_interp_bias), and the host copy it is
      * computed from */
@@ -406,6 +410,7 @@ ss_pipeline_t *ss_pipeline_new(const ss_pipeline_cfg_t *cfg, const char *feed, c
         return NULL;
     }
     p->sigma_prev = NAN;
+    p->device_plan = 1;
     reset_state(p);
     SS_LOG(SS_LOG_INFO, TAG, "feed %s: backend %s, history %d", p->feed, p->ops->name,
            cfg->history);
@@ -792,6 +797,8 @@ static void result_begin(ss_result_t *res, const ss_frame_t *f)
     res->sky_solved = 0;
     res->history_len = 0;
     res->sigma = NAN;
+    res->model_beta = 0.0f;
+    res->model_samples = 0;
     res->n_weights = 0;
     res->has_residual = res->has_residual16 = res->has_stamps = 0;
     res->stamps.count = res->stamps.truncated = 0;
@@ -915,15 +922,13 @@ static ss_err_t compute_weights(ss_pipeline_t *p, const ss_shift_t *s, int n, in
                                 int *ix, int *iy, double *a, const ss_reweight_t **rw)
 {
     *rw = NULL;
-    double fx[SS_MAX_HISTORY], fy[SS_MAX_HISTORY];
+    double hsx[SS_MAX_HISTORY], hsy[SS_MAX_HISTORY], fx[SS_MAX_HISTORY], fy[SS_MAX_HISTORY];
     for (int k = 0; k < n; k++) {
-        double dx = s->sx - p->hist[k].sx, dy = s->sy - p->hist[k].sy;
         slots[k] = p->hist[k].slot;
-        ix[k] = (int)lround(dx);
-        iy[k] = (int)lround(dy);
-        fx[k] = dx - ix[k];
-        fy[k] = dy - iy[k];
+        hsx[k] = p->hist[k].sx;
+        hsy[k] = p->hist[k].sy;
     }
+    ss_pc_offsets(s->sx, s->sy, hsx, hsy, n, ix, iy, fx, fy);
     if (p->cfg.mode == SS_WHITEN_LSQ) {
         double R[SS_MAX_HISTORY * SS_MAX_HISTORY], pv[SS_MAX_HISTORY];
         ss_err_t e = p->ops->lsq_moments(p->be, slots, ix, iy, n, R, pv);
@@ -1090,6 +1095,20 @@ static void to_input_frame(ss_detlist_t *l, ss_roi_t roi, const ss_frame_meta_t 
         ss_wcs_free(&wcs);
 }
 
+/* The guided filter's radius, ε (from the last σ) and source mask for a
+ * prediction whose weights have the squared norm a2 (the mask: at the
+ * detector's growth threshold, the guide's noise from the weights,
+ * ss_gmask_t). Returns whether the mask is on. */
+static int guided_setup(const ss_pipeline_t *p, double a2, int *radius, float *eps,
+                        ss_gmask_t *gm)
+{
+    *radius = p->cfg.guided ? ss_cfg_guided_radius(&p->cfg) : 0;
+    *eps = (float)(p->cfg.guided_eps * (double)p->sigma_prev * (double)p->sigma_prev);
+    return *radius > 0 && p->cfg.guided_mask &&
+           ss_gmask_init(gm, p->cfg.psf_sigma, p->cfg.thresh_low, (double)p->sigma_prev, a2,
+                         *radius) == 0;
+}
+
 /* §4–§5 for the weights in res: prediction and residual, the guided
  * filter, and the noise of CLEAN, left with the backend as the frame's σ
  * (find, or frame_stats, brings it to res->sigma: NaN or 0 when no
@@ -1102,17 +1121,13 @@ static ss_err_t predict(ss_pipeline_t *p, ss_result_t *res, const int *slots, co
         e = p->ops->noise(p->be, SS_PLANE_RESIDUAL, p->cfg.noise_stride, &p->sigma_prev);
     if (e != SS_OK)
         return e;
-    const int radius = p->cfg.guided ? ss_cfg_guided_radius(&p->cfg) : 0;
-    const float eps = (float)(p->cfg.guided_eps * (double)p->sigma_prev * (double)p->sigma_prev);
-    /* the source mask: at the detector's growth threshold, the guide's
-     * noise from the weights (ss_gmask_t) */
     double a2 = 0.0;
     for (int k = 0; k < n; k++)
         a2 += res->weights[k] * res->weights[k];
+    int radius;
+    float eps;
     ss_gmask_t gm;
-    const int masked = radius > 0 && p->cfg.guided_mask &&
-                       ss_gmask_init(&gm, p->cfg.psf_sigma, p->cfg.thresh_low,
-                                     (double)p->sigma_prev, a2, radius) == 0;
+    const int masked = guided_setup(p, a2, &radius, &eps, &gm);
     if ((e = p->ops->guided(p->be, radius, eps, masked ? &gm : NULL)) != SS_OK)
         return e;
     return p->ops->noise(p->be, SS_PLANE_CLEAN, p->cfg.noise_stride, NULL);
@@ -1129,6 +1144,9 @@ static ss_err_t frame_stats(ss_pipeline_t *p, ss_result_t *res)
     res->model_samples = p->cfg.model_error ? n : 0;
     return e;
 }
+
+/* Why a frame whose σ cannot scale an SNR map fails. */
+static const char NO_SIGMA[] = "no valid residual pixels (noise undefined)";
 
 /* Whether σ can scale an SNR map (a frame without it fails). */
 static int sigma_ok(float sigma)
@@ -1727,9 +1745,140 @@ static void forms_invalid(const ss_pipeline_t *p, ss_result_t *res)
     }
 }
 
+void ss_pipeline_set_device_plan(ss_pipeline_t *p, int on)
+{
+    p->device_plan = on != 0;
+}
+
 void ss_pipeline_set_outputs(ss_pipeline_t *p, const ss_outputs_t *o)
 {
     p->out = *o;
+}
+
+/* The registration's verdict on res (coarse and shift filled): a failure
+ * is counted, and after cfg max_failures in a row resets the history
+ * (a slew?); a success has its interpolation bias taken out and is placed
+ * on the sky. Returns whether the registration succeeded. */
+static int reg_verdict(ss_pipeline_t *p, ss_result_t *res)
+{
+    ss_shift_t *s = &res->shift;
+    if (!res->coarse.ok || !s->ok) {
+        res->status = SS_STATUS_REG_FAILED;
+        snprintf(res->reason, sizeof res->reason, "registration failed: %s",
+                 !res->coarse.ok ? res->coarse.why : s->why);
+        p->fail_run++;
+        if (p->fail_run >= p->cfg.max_failures) {
+            char why[200];
+            snprintf(why, sizeof why, "%d registration failures in a row (slew?)", p->fail_run);
+            ss_pipeline_reset(p, why);
+            res->history_reset = 1;
+        }
+        return 0;
+    }
+    p->fail_run = 0;
+    s->sx = ss_interp_unbias(s->sx, p->kappa_x);
+    s->sy = ss_interp_unbias(s->sy, p->kappa_y);
+    sky_for_frame(p, res);
+    return 1;
+}
+
+/* Whether this frame's prediction can be planned on the device (the
+ * backend's predict_planned, plan_core.h): the backend can, planning is
+ * not switched off, the history is deep enough, poly weights without the
+ * slow-mover protection, a σ from an earlier frame for ε, no mean
+ * reference being formed, and every history frame stored with its
+ * objects removed (else the slow-mover search needs the host between the
+ * stages). */
+static int plan_on_device(const ss_pipeline_t *p, int n)
+{
+    if (!p->ops->predict_planned || !p->device_plan || p->cfg.mode != SS_WHITEN_POLY ||
+        n < ss_cfg_min_history(&p->cfg) || !isfinite(p->sigma_prev) ||
+        (p->ref_sum && !p->ref_done))
+        return 0;
+    double d[SS_MAX_HISTORY], rho[SS_MAX_HISTORY];
+    if (copy_overlap(p, n, d, rho))
+        return 0;
+    for (int k = 0; k < n; k++)
+        if (p->cfg.remove_objects && !p->hist[k].screened)
+            return 0;
+    return 1;
+}
+
+/* What the host knows of the device's plan before the shift: wp, the
+ * history slots, and the guided filter's settings (the mask's threshold
+ * that depends on the weights, tl, is left to the device). */
+static void plan_inputs(const ss_pipeline_t *p, int n, ss_wplan_t *wp, int *slots, int *radius,
+                        float *eps, ss_gmask_t *gm)
+{
+    memset(wp, 0, offsetof(ss_wplan_t, hsx));
+    wp->n = n;
+    wp->degree = p->cfg.poly_degree;
+    wp->min_valid = ss_cfg_min_valid(&p->cfg, n);
+    wp->gamma = ss_cfg_gamma(&p->cfg);
+    wp->lambda = p->cfg.forget;
+    wp->kappa_x = p->kappa_x;
+    wp->kappa_y = p->kappa_y;
+    for (int k = 0; k < n; k++) {
+        slots[k] = p->hist[k].slot;
+        wp->hsx[k] = p->hist[k].sx;
+        wp->hsy[k] = p->hist[k].sy;
+    }
+    wp->masked = guided_setup(p, 0.0, radius, eps, gm);
+    if (wp->masked) {
+        wp->tau = gm->tau;
+        wp->sigma = gm->sigma;
+        wp->g = gm->g;
+    }
+}
+
+/* §2–§7 with the prediction planned on the device (plan_on_device): the
+ * registration, the weights, the prediction, the guided filter, σ, the
+ * matched filter and the detection run without the host between them
+ * (one wait: the detection's), and the verdict on the registration comes
+ * after. A failed registration discards what was made from it, as if
+ * nothing had been predicted (res->status says so). *predicted: res holds
+ * a residual and detections, as the host path leaves them before
+ * forms_begin. */
+static ss_err_t planned_frame(ss_pipeline_t *p, ss_result_t *res, int n, int async,
+                              int *predicted)
+{
+    ss_wplan_t wp;
+    int slots[SS_MAX_HISTORY], ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY], radius, planned;
+    float eps;
+    ss_gmask_t gm;
+    plan_inputs(p, n, &wp, slots, &radius, &eps, &gm);
+    p->stats.device_planned++;
+    ss_err_t e = p->ops->predict_planned(p->be, &wp, slots, radius, eps, wp.masked ? &gm : NULL,
+                                         &res->coarse);
+    if (e != SS_OK)
+        return e;
+    if (res->coarse.why[0] != '\0') {        /* the coarse step could not run: nothing ran */
+        (void)reg_verdict(p, res);
+        return SS_OK;
+    }
+    if (p->out.f32 && async && (e = residual_begin(p, res)) != SS_OK)
+        return e;
+    if ((e = find(p, res)) != SS_OK ||
+        (e = p->ops->predict_take(p->be, &res->coarse, &res->shift, ix, iy, res->weights,
+                                  &planned)) != SS_OK)
+        return e;
+    if (!res->coarse.ok || !res->shift.ok) {
+        if ((e = settle(p, res, 0)) != SS_OK)
+            return e;
+        ss_detlist_clear(&res->dets);
+        res->sigma = NAN;
+        res->model_beta = 0.0f;
+        res->model_samples = 0;
+        (void)reg_verdict(p, res);
+        return SS_OK;
+    }
+    if (!planned)
+        return SS_ERR_BACKEND;
+    (void)reg_verdict(p, res);
+    res->n_weights = n;
+    res->history_len = n;
+    *predicted = 1;
+    return SS_OK;
 }
 
 ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *res)
@@ -1783,6 +1932,8 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
     TRY(p->ops->ingest(p->be, f, &cf));
 
     ss_shift_t *s = &res->shift;
+    const int n = SS_MIN(p->n_hist, p->cfg.history);
+    const int async = async_read(p, res), f32 = p->out.f32;
     if (!p->have_ref) {
         /* a reference needs valid pixels: an all-invalid frame is refused */
         float spread;
@@ -1803,34 +1954,24 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         res->rereferenced = 1;
         ss_strlcpy(res->reason, "first good frame after start or reset", sizeof res->reason);
         sky_for_frame(p, res);
+    } else if (plan_on_device(p, n)) {
+        TRY(planned_frame(p, res, n, async, &predicted));
+        if (res->status != SS_STATUS_OK)
+            goto done;
+        if (!sigma_ok(res->sigma))
+            return fail_frame(p, res, SS_ERR_BACKEND, NO_SIGMA);
     } else {
         TRY(register_frame(p, &res->coarse, s));
-        if (!res->coarse.ok || !s->ok) {
-            res->status = SS_STATUS_REG_FAILED;
-            snprintf(res->reason, sizeof res->reason, "registration failed: %s",
-                     !res->coarse.ok ? res->coarse.why : s->why);
-            p->fail_run++;
-            if (p->fail_run >= p->cfg.max_failures) {
-                char why[200];
-                snprintf(why, sizeof why, "%d registration failures in a row (slew?)", p->fail_run);
-                ss_pipeline_reset(p, why);
-                res->history_reset = 1;
-            }
+        if (!reg_verdict(p, res))
             goto done;
-        }
-        p->fail_run = 0;
-        s->sx = ss_interp_unbias(s->sx, p->kappa_x);
-        s->sy = ss_interp_unbias(s->sy, p->kappa_y);
-        sky_for_frame(p, res);
         if (p->ref_sum && !p->ref_done)
             TRY(ref_mean_add(p, s));
     }
 
     /* prediction, cleanup and detection once the history is deep enough */
-    int n = SS_MIN(p->n_hist, p->cfg.history);
     if (res->status == SS_STATUS_OK && n < ss_cfg_min_history(&p->cfg))
         res->status = SS_STATUS_WARMUP;
-    if (res->status == SS_STATUS_OK) {
+    if (res->status == SS_STATUS_OK && !predicted) {
         int slots[SS_MAX_HISTORY], ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY];
         const ss_reweight_t *rw;
         TRY(compute_weights(p, s, n, slots, ix, iy, res->weights, &rw));
@@ -1844,23 +1985,24 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         /* r' is final (with slow movers, only after them): its download
          * runs alongside the matched filter and the detection, or after
          * them, and, pending, alongside the next frame's first stages */
-        const int async = async_read(p, res), f32 = p->out.f32;
         if (f32 && async && !slow)
             TRY(residual_begin(p, res));
         TRY(find(p, res));
         if (!sigma_ok(res->sigma))
-            return fail_frame(p, res, SS_ERR_BACKEND, "no valid residual pixels (noise undefined)");
+            return fail_frame(p, res, SS_ERR_BACKEND, NO_SIGMA);
         if (slow) {
             TRY(slow_movers(p, res, &sh, n));
             if (f32 && async)
                 TRY(residual_begin(p, res));
         }
+        predicted = 1;
+    }
+    if (predicted) {
         TRY(forms_begin(p, res, async));
         to_input_frame(&res->dets, roi, &res->meta);
         if (f32 && !async)
             TRY(p->ops->read_plane(p->be, SS_PLANE_CLEAN, 0, res->residual));
         res->has_residual = f32;
-        predicted = 1;
         p->sigma_prev = res->sigma;
     }
 

@@ -105,6 +105,8 @@ typedef struct ss_pipeline_stats {
     uint64_t slack_frames;          /* frames processed at the current geometry although their
                                      * own region's size differed, or they held only part of
                                      * the roi (pipeline.geometry_slack) */
+    uint64_t device_planned;        /* frames whose prediction was planned on the device
+                                     * (ss_pipeline_set_device_plan) */
 } ss_pipeline_stats_t;
 
 /* Create a pipeline for one feed. cfg is copied. The backend is chosen
@@ -179,6 +181,12 @@ void ss_pipeline_prefetch(ss_pipeline_t *p, const ss_frame_t *next);
  * frames. Frames without a prediction get all-NaN forms, and no stamps.
  * o is copied. */
 void ss_pipeline_set_outputs(ss_pipeline_t *p, const ss_outputs_t *o);
+
+/* Whether frames may have their prediction planned on the device, where
+ * the backend offers it (backend.h, predict_planned; on by default): the
+ * same results as the host's plan, one host wait fewer per frame. Off is
+ * for the tests and the bench that compare the two. */
+void ss_pipeline_set_device_plan(ss_pipeline_t *p, int on);
 
 /* Forget the history and reference; the next good frame becomes the
  * reference. */

@@ -11,6 +11,7 @@
  */
 #include "stages.h"
 #include "fine_core.h"
+#include "plan_core.h"
 
 #include <float.h>
 #include <math.h>
@@ -290,6 +291,5 @@ void ss_interp_bias(const float *ref, int w, int h, double *kx, double *ky)
 
 double ss_interp_unbias(double s, double kappa)
 {
-    const double t = -s - floor(-s);
-    return s + kappa * t * (1.0 - t) * (1.0 - 2.0 * t);
+    return ss_pc_unbias(s, kappa);
 }

@@ -493,7 +493,7 @@ typedef struct ss_reweight {
     int m;                      /* terms: 1, 3, 6 */
     int min_valid;              /* fewest valid frames that still predict, 1..n */
     double gamma;               /* as ss_weights_poly */
-    double tiny;                /* pivot floor: SS_REWEIGHT_REL_TOL·m·max_i G_ii */
+    double tiny;                /* pivot floor: SS_SOLVE_REL_TOL·m·max_i G_ii */
     double G[SS_POLY_MAX_TERMS * SS_POLY_MAX_TERMS];   /* VᵀDV + γE', row-major m×m */
     double fx[SS_MAX_HISTORY], fy[SS_MAX_HISTORY];     /* f_k */
     double d[SS_MAX_HISTORY];                          /* λ^k */
@@ -652,6 +652,8 @@ typedef struct ss_gmask {
     float t;                                /* response threshold */
     float tl;                               /* busy guide: |Σ (k⊗k)·∇²I| ≥ tl */
     int d2;                                 /* dilation: dx² + dy² ≤ d2 */
+    double tau, sigma, g;                   /* tl = ss_pc_gmask_tl(tau, sigma, g, a2)
+                                             * (plan_core.h), g = ‖∇²(k⊗k)‖₂ */
 } ss_gmask_t;
 
 /* Fill m for PSF sigma psf_sigma, z-threshold tau, residual noise sigma,

@@ -1,7 +1,8 @@
 /*
  * weights.c — the prediction weights of ALGORITHM.md §3, solved on the
- * host for both backends (they depend on the shifts, or on N(N+1)/2
- * moments, never on pixels): shift-polynomial weights (`poly`), Wiener
+ * host (they depend on the shifts, or on N(N+1)/2 moments, never on
+ * pixels; plan_core.h holds the part that CUDA can also run on the
+ * device): shift-polynomial weights (`poly`), Wiener
  * weights (`lsq`), and the small dense solver they share; and the
  * per-frame block of the poly re-weighting at pixels with invalid history
  * (ss_reweight_t: the full Gram matrix, formed here once per frame) with
@@ -12,53 +13,16 @@
  */
 #include "stages.h"
 #include "dense_core.h"
+#include "plan_core.h"
 #include "reweight_core.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
-/* The same floor for the per-pixel subset systems (ss_reweight_t.tiny). */
-#define SS_REWEIGHT_REL_TOL SS_SOLVE_REL_TOL
-
 int ss_solve_dense(double *M, double *b, int n)
 {
     return ss_dense_solve(M, b, n);
-}
-
-/* G = VᵀDV + γE' (m×m, row-major, full), accumulated frame by frame (k
- * ascending). The regulariser spares the constant term: (VᵀDV + γE')α = e0
- * with E' = diag(0, 1, ..., 1) gives (Vᵀa)_0 = Σ a_k = 1 exactly, whatever
- * γ. The flux-preserving constraint must hold exactly: an error of 1 % in
- * Σ a_k leaves 1 % of every star in the residual. Only the higher moments
- * (which are nearly degenerate when the fractions cluster) are relaxed by
- * γ. Returns m. */
-static int gram(const double *fx, const double *fy, const double *d, int n, int degree,
-                double gamma, double *G)
-{
-    const int m = ss_poly_terms(degree);
-    double v[SS_POLY_MAX_TERMS];
-    memset(G, 0, (size_t)m * (size_t)m * sizeof(double));
-    for (int k = 0; k < n; k++) {
-        ss_rw_monomials(fx[k], fy[k], degree, v);
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < m; j++)
-                G[i * m + j] += d[k] * v[i] * v[j];
-    }
-    for (int i = 1; i < m; i++)
-        G[i * m + i] += gamma;
-    return m;
-}
-
-/* λ^k as the running product (k ascending): the same numbers wherever they
- * are formed. */
-static void lambda_powers(double lambda, int n, double *d)
-{
-    double dk = 1.0;
-    for (int k = 0; k < n; k++) {
-        d[k] = dk;
-        dk *= lambda;
-    }
 }
 
 int ss_weights_poly_d(const double *fx, const double *fy, const double *d, int n, int degree,
@@ -70,21 +34,8 @@ int ss_weights_poly_d(const double *fx, const double *fy, const double *d, int n
         if (!(d[k] > 0.0))
             return -1;
     double G[SS_POLY_MAX_TERMS * SS_POLY_MAX_TERMS];
-    double alpha[SS_POLY_MAX_TERMS] = { 0 };
-    double v[SS_POLY_MAX_TERMS];
-    const int m = gram(fx, fy, d, n, degree, gamma, G);
-    alpha[0] = 1.0;                              /* e0 = v(0) */
-    if (ss_solve_dense(G, alpha, m) != 0)
-        return -1;
-    /* a = D V α */
-    for (int k = 0; k < n; k++) {
-        ss_rw_monomials(fx[k], fy[k], degree, v);
-        double s = 0.0;
-        for (int i = 0; i < m; i++)
-            s += v[i] * alpha[i];
-        a[k] = d[k] * s;
-    }
-    return 0;
+    const int m = ss_pc_gram(fx, fy, d, n, degree, gamma, G);
+    return ss_pc_poly_solve(G, m, fx, fy, d, n, degree, a);
 }
 
 /* q = D(ρ − Vβ), β = G⁻¹VᵀDρ: the part of Dρ that the constraints leave
@@ -94,7 +45,7 @@ static int protect_direction(const double *fx, const double *fy, const double *d
 {
     double G[SS_POLY_MAX_TERMS * SS_POLY_MAX_TERMS], beta[SS_POLY_MAX_TERMS] = { 0 };
     double v[SS_POLY_MAX_TERMS];
-    const int m = gram(fx, fy, d, n, degree, gamma, G);
+    const int m = ss_pc_gram(fx, fy, d, n, degree, gamma, G);
     for (int k = 0; k < n; k++) {
         ss_rw_monomials(fx[k], fy[k], degree, v);
         for (int i = 0; i < m; i++)
@@ -165,7 +116,7 @@ int ss_weights_poly(const double *fx, const double *fy, int n, int degree, doubl
     if (n < 1 || n > SS_MAX_HISTORY || !(lambda > 0.0 && lambda <= 1.0))
         return -1;
     double d[SS_MAX_HISTORY];
-    lambda_powers(lambda, n, d);
+    ss_pc_powers(lambda, n, d);
     return ss_weights_poly_d(fx, fy, d, n, degree, gamma, a);
 }
 
@@ -184,15 +135,9 @@ int ss_reweight_init(ss_reweight_t *rw, const double *fx, const double *fy, int 
         rw->fx[k] = fx[k];
         rw->fy[k] = fy[k];
     }
-    lambda_powers(lambda, n, rw->d);
-    rw->m = gram(fx, fy, rw->d, n, degree, gamma, rw->G);
-    /* The floor is relative to the full system, not the subset's: the
-     * downdate leaves rounding of the full G's size behind, so a subset
-     * that has lost a direction shows a pivot of that size, not zero. */
-    double scale = 0.0;
-    for (int i = 0; i < rw->m; i++)
-        scale = fmax(scale, fabs(rw->G[i * rw->m + i]));
-    rw->tiny = SS_REWEIGHT_REL_TOL * (double)rw->m * scale;
+    ss_pc_powers(lambda, n, rw->d);
+    double G[SS_POLY_MAX_TERMS * SS_POLY_MAX_TERMS];
+    ss_pc_reweight_system(rw, G, ss_pc_gram(fx, fy, rw->d, n, degree, gamma, G));
     return 0;
 }
 

@@ -1402,6 +1402,10 @@ typedef struct run {
     int ndet[64];
     ss_detection_t det[64][64];
     float *resid[64];
+    int nw[64];
+    double w[64][8];                /* the weights (history 8) */
+    long waits;                     /* host waits (CUDA) */
+    uint64_t planned;               /* frames planned on the device */
 } run_t;
 
 static void run_free(run_t *r)
@@ -1419,6 +1423,8 @@ static void record(run_t *out, int t, const ss_result_t *res)
     out->sx[t] = res->shift.sx;
     out->sy[t] = res->shift.sy;
     out->sigma[t] = res->sigma;
+    out->nw[t] = SS_MIN(res->n_weights, 8);
+    memcpy(out->w[t], res->weights, (size_t)out->nw[t] * sizeof(double));
     out->ndet[t] = SS_MIN(res->dets.count, 64);
     memcpy(out->det[t], res->dets.items, (size_t)out->ndet[t] * sizeof(ss_detection_t));
     if (res->has_residual) {
@@ -1431,8 +1437,9 @@ static void record(run_t *out, int t, const ss_result_t *res)
 /* mode: 0 graphs, 1 direct launches, 2 timed, 3 graphs with the results
  * pipelined as the daemon does under load (pinned result buffers from
  * ss_pipeline_result_init; frame t starts before frame t-1's residual
- * download is waited for); prefetch: ss_cuda_prefetch the next frame
- * before processing the current one. */
+ * download is waited for), 4 graphs with every prediction planned on the
+ * host (ss_pipeline_set_device_plan off); prefetch: ss_cuda_prefetch the
+ * next frame before processing the current one. */
 static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t seed, run_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -1455,6 +1462,7 @@ static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t s
     char err[256];
     ss_pipeline_t *pl = ss_pipeline_new(&cfg, "parity", err, sizeof err);
     ck_assert_msg(pl != NULL, "pipeline: %s", err);
+    ss_pipeline_set_device_plan(pl, mode != 4);
     ss_result_t rb[2];
     for (int k = 0; k < 2; k++)
         if (mode == 3)
@@ -1479,7 +1487,7 @@ static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t s
         const ss_backend_ops_t *ops = NULL;
         ss_backend_t *be = ss_pipeline_backend(pl, &ops);
         if (kind == SS_BACKEND_CUDA && be && ops == ss_backend_cuda_ops())
-            ss_cuda_set_mode(be, mode == 2, mode == 0 || mode == 3);
+            ss_cuda_set_mode(be, mode == 2, mode == 0 || mode == 3 || mode == 4);
 #endif
         ss_result_t *rp = &rb[mode == 3 ? t & 1 : 0];
         if (mode == 3) {
@@ -1517,7 +1525,14 @@ static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t s
         record(out, CFRAMES - 1, last);
         ck_assert_int_ge(pending, CFRAMES / 2);     /* the asynchronous path was taken */
     }
+    ss_pipeline_stats_t st;
+    ss_pipeline_get_stats(pl, &st);
+    out->planned = st.device_planned;
 #ifdef SKYSIEVE_HAVE_CUDA
+    if (kind == SS_BACKEND_CUDA) {
+        const ss_backend_ops_t *ops = NULL;
+        ss_cuda_graph_stats(ss_pipeline_backend(pl, &ops), NULL, NULL, &out->waits);
+    }
     if (kind == SS_BACKEND_CUDA && mode == 0) {
         const ss_backend_ops_t *ops = NULL;
         ss_backend_t *be = ss_pipeline_backend(pl, &ops);
@@ -1571,6 +1586,11 @@ static void cmp_runs(const run_t *a, const run_t *b, double tol_resid, const cha
                       t, nan_mis);
         ck_assert_msg(sqrt(num / den) <= tol_resid, "%s frame %d: residual rel L2 %.3g", what, t,
                       sqrt(num / den));
+        ck_assert_msg(a->nw[t] == b->nw[t], "%s frame %d: %d vs %d weights", what, t, a->nw[t],
+                      b->nw[t]);
+        for (int k = 0; k < a->nw[t] && tol_resid == 0.0; k++)
+            ck_assert_msg(a->w[t][k] == b->w[t][k], "%s frame %d: weight %d %.17g vs %.17g", what,
+                          t, k, a->w[t][k], b->w[t][k]);
         ck_assert_msg(a->ndet[t] == b->ndet[t], "%s frame %d: %d vs %d detections", what, t,
                       a->ndet[t], b->ndet[t]);
         for (int i = 0; i < a->ndet[t]; i++) {
@@ -1610,11 +1630,19 @@ START_TEST(test_modes_agree)
     run_t *a = malloc(sizeof *a), *b = malloc(sizeof *b);
     ck_assert(a && b);
     run_chain(SS_BACKEND_CUDA, 0, 1, 99, a);
-    static const char *const what[4] = { "", "graphs vs direct", "graphs vs timed",
-                                         "graphs vs pipelined results" };
-    for (int mode = 1; mode <= 3; mode++) {
+    static const char *const what[5] = { "", "graphs vs direct", "graphs vs timed",
+                                         "graphs vs pipelined results",
+                                         "the device's plan vs the host's" };
+    for (int mode = 1; mode <= 4; mode++) {
         run_chain(SS_BACKEND_CUDA, mode, mode != 2, 99, b);
         cmp_runs(a, b, 0.0, what[mode]);
+        if (mode == 4) {
+            /* the plan ran on the device for the frames after the first
+             * full screened history, each with one host wait less */
+            ck_assert_int_eq(b->planned, 0);
+            ck_assert_uint_ge(a->planned, CFRAMES / 4);
+            ck_assert_int_eq(b->waits - a->waits, (long)a->planned);
+        }
         run_free(b);
     }
     run_free(a);

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipeline/plan_core.h"
 #include "pipeline/stages.h"
 #include "ss_test.h"
 
@@ -432,6 +433,89 @@ START_TEST(test_poly_d_is_poly)
 }
 END_TEST
 
+/* The device's plan (plan_core.h's ss_pc_plan, which cu_plan runs) is the
+ * host's plan to the bit: the shift unbiased (ss_interp_unbias), the
+ * offsets rounded as ss_hist_view_t takes them, ss_weights_poly,
+ * ss_reweight_init and the guided mask's threshold from ss_gmask_init at
+ * the weights' a2; and both refuse the same singular systems. */
+START_TEST(test_plan_is_host_plan)
+{
+    rng_state = 53;
+    for (int degree = 0; degree <= 2; degree++)
+        for (int t = 0; t < 30; t++) {
+            ss_wplan_t wp;
+            memset(&wp, 0, sizeof wp);
+            wp.n = 4 + (int)(rng_u64() % 30);
+            wp.degree = degree;
+            wp.min_valid = 1 + (int)(rng_u64() % 8);
+            wp.gamma = t % 3 ? 1e-3 * wp.n : 0.0;
+            wp.lambda = t % 2 ? 1.0 : 0.8 + 0.2 * rng_unif();
+            wp.kappa_x = 0.3 * (rng_unif() - 0.5);
+            wp.kappa_y = 0.3 * (rng_unif() - 0.5);
+            const int n = wp.n, singular = t == 29 && degree > 0;
+            for (int k = 0; k < n; k++) {
+                /* singular: every frame at the same fraction, γ = 0 */
+                wp.hsx[k] = singular ? 3.25 * k : 60.0 * (rng_unif() - 0.5);
+                wp.hsy[k] = singular ? -2.0 * k : 60.0 * (rng_unif() - 0.5);
+            }
+            if (singular)
+                wp.gamma = 0.0;
+            ss_gmask_t gm;
+            const double psf = 1.0 + rng_unif(), tau = 2.5, sigma = 3.0 + rng_unif();
+            wp.masked = t % 4 != 0;
+            ck_assert_int_eq(ss_gmask_init(&gm, psf, tau, sigma, 0.0, 6), 0);
+            wp.tau = gm.tau;
+            wp.sigma = gm.sigma;
+            wp.g = gm.g;
+            const double sx = 40.0 * (rng_unif() - 0.5), sy = 40.0 * (rng_unif() - 0.5);
+
+            int ix[64], iy[64], hx[64], hy[64];
+            double a[64], ha[64], fx[64], fy[64];
+            ss_reweight_t rw, hrw;
+            float tl = -1.0f;
+            const int rc = ss_pc_plan(&wp, sx, sy, ix, iy, a, &rw, &tl);
+            /* the host's plan, step by step */
+            const double ux = ss_interp_unbias(sx, wp.kappa_x), uy = ss_interp_unbias(sy, wp.kappa_y);
+            for (int k = 0; k < n; k++) {
+                const double dx = ux - wp.hsx[k], dy = uy - wp.hsy[k];
+                hx[k] = (int)lround(dx);
+                hy[k] = (int)lround(dy);
+                fx[k] = dx - hx[k];
+                fy[k] = dy - hy[k];
+            }
+            const int hrc = ss_weights_poly(fx, fy, n, degree, wp.gamma, wp.lambda, ha);
+            ck_assert_int_eq(rc, hrc);
+            ck_assert_int_eq(rc, singular ? -1 : 0);
+            ck_assert(memcmp(ix, hx, (size_t)n * sizeof(int)) == 0);
+            ck_assert(memcmp(iy, hy, (size_t)n * sizeof(int)) == 0);
+            if (rc != 0)
+                continue;
+            ck_assert(memcmp(a, ha, (size_t)n * sizeof(double)) == 0);
+            ck_assert_int_eq(ss_reweight_init(&hrw, fx, fy, n, degree, wp.gamma, wp.lambda,
+                                              wp.min_valid), 0);
+            ck_assert_int_eq(rw.n, hrw.n);
+            ck_assert_int_eq(rw.m, hrw.m);
+            ck_assert_int_eq(rw.degree, hrw.degree);
+            ck_assert_int_eq(rw.min_valid, hrw.min_valid);
+            ck_assert(rw.gamma == hrw.gamma && rw.tiny == hrw.tiny);
+            ck_assert(memcmp(rw.G, hrw.G, (size_t)rw.m * rw.m * sizeof(double)) == 0);
+            ck_assert(memcmp(rw.fx, hrw.fx, (size_t)n * sizeof(double)) == 0);
+            ck_assert(memcmp(rw.fy, hrw.fy, (size_t)n * sizeof(double)) == 0);
+            ck_assert(memcmp(rw.d, hrw.d, (size_t)n * sizeof(double)) == 0);
+            if (wp.masked) {
+                double a2 = 0.0;
+                for (int k = 0; k < n; k++)
+                    a2 += ha[k] * ha[k];
+                ss_gmask_t hm;
+                ck_assert_int_eq(ss_gmask_init(&hm, psf, tau, sigma, a2, 6), 0);
+                ck_assert(tl == hm.tl && tl > 0.0f);
+            } else {
+                ck_assert(tl == -1.0f);     /* untouched */
+            }
+        }
+}
+END_TEST
+
 /* Subset weights: for random invalid sets I, ss_reweight_subset gives 0
  * on I and, on S, the weights of the same problem over S alone with the
  * frames' own λ^k (their original ages):
@@ -807,6 +891,7 @@ static Suite *weights_suite(void)
     tcase_add_test(tc, test_poly_degree0_closed_form);
     tcase_add_test(tc, test_poly_singular_and_invalid);
     tcase_add_test(tc, test_poly_d_is_poly);
+    tcase_add_test(tc, test_plan_is_host_plan);
     tcase_add_test(tc, test_reweight_subset);
     tcase_add_test(tc, test_reweight_limits);
     tcase_add_test(tc, test_protect);
