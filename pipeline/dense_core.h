@@ -18,6 +18,14 @@
 #define SS_DC_FN static inline
 #endif
 
+/* Where a caller's n is a constant (the device's plan), the loops unroll
+ * completely and M lives in registers instead of local memory. */
+#if defined(__CUDA_ARCH__)
+#define SS_DC_UNROLL _Pragma("unroll")
+#else
+#define SS_DC_UNROLL
+#endif
+
 /* A pivot this small relative to the largest entry of the matrix means
  * the system is singular to working precision. */
 #define SS_SOLVE_REL_TOL (64.0 * DBL_EPSILON)
@@ -31,6 +39,7 @@ SS_DC_FN int ss_dense_solve(double *M, double *b, int n)
     if (n < 1)
         return -1;
     double scale = 0.0;
+    SS_DC_UNROLL
     for (int i = 0; i < n * n; i++) {
         if (!isfinite(M[i]))
             return -1;
@@ -39,40 +48,56 @@ SS_DC_FN int ss_dense_solve(double *M, double *b, int n)
     if (scale == 0.0)
         return -1;
     const double tiny = SS_SOLVE_REL_TOL * (double)n * scale;
+    SS_DC_UNROLL
     for (int c = 0; c < n; c++) {
         int piv = c;
+        double pmax = fabs(M[c * n + c]);
+        SS_DC_UNROLL
         for (int r = c + 1; r < n; r++)
-            if (fabs(M[r * n + c]) > fabs(M[piv * n + c]))
+            if (fabs(M[r * n + c]) > pmax) {
                 piv = r;
-        if (!(fabs(M[piv * n + c]) > tiny))
+                pmax = fabs(M[r * n + c]);
+            }
+        if (!(pmax > tiny))
             return -1;
-        if (piv != c) {
+        /* the swap row by row, so that every index is fixed where n is
+         * (the device keeps M in registers then) */
+        SS_DC_UNROLL
+        for (int r = c + 1; r < n; r++) {
+            if (r != piv)
+                continue;
+            SS_DC_UNROLL
             for (int j = c; j < n; j++) {
                 double t = M[c * n + j];
-                M[c * n + j] = M[piv * n + j];
-                M[piv * n + j] = t;
+                M[c * n + j] = M[r * n + j];
+                M[r * n + j] = t;
             }
             double t = b[c];
-            b[c] = b[piv];
-            b[piv] = t;
+            b[c] = b[r];
+            b[r] = t;
         }
         const double inv = 1.0 / M[c * n + c];
+        SS_DC_UNROLL
         for (int r = c + 1; r < n; r++) {
             const double f = M[r * n + c] * inv;
             if (f == 0.0)
                 continue;
+            SS_DC_UNROLL
             for (int j = c + 1; j < n; j++)
                 M[r * n + j] -= f * M[c * n + j];
             M[r * n + c] = 0.0;
             b[r] -= f * b[c];
         }
     }
+    SS_DC_UNROLL
     for (int r = n - 1; r >= 0; r--) {
         double s = b[r];
+        SS_DC_UNROLL
         for (int j = r + 1; j < n; j++)
             s -= M[r * n + j] * b[j];
         b[r] = s / M[r * n + r];
     }
+    SS_DC_UNROLL
     for (int i = 0; i < n; i++)
         if (!isfinite(b[i]))
             return -1;

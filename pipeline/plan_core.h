@@ -69,20 +69,39 @@ SS_PC_FN void ss_pc_powers(double lambda, int n, double *d)
     }
 }
 
+/* Monomial q of (fx, fy) in the order of stages.h: 1, fx, fy, fx², fx·fy,
+ * fy² (ss_rw_monomials' values, without an array to index). */
+SS_PC_FN double ss_pc_mono(double fx, double fy, int q)
+{
+    return q == 0 ? 1.0 : q == 1 ? fx : q == 2 ? fy : q == 3 ? fx * fx : q == 4 ? fx * fy
+                                                                           : fy * fy;
+}
+
+/* Frame k's term of G's entry (i, j): d_k·v_i·v_j, formed as (d_k·v_i)·v_j. */
+SS_PC_FN double ss_pc_gram_term(double d, double fx, double fy, int i, int j)
+{
+    return d * ss_pc_mono(fx, fy, i) * ss_pc_mono(fx, fy, j);
+}
+
+/* Entry (i, j) of G from its sum over the frames: γ added on the
+ * diagonal but for the constant term. */
+SS_PC_FN double ss_pc_gram_close(double g, double gamma, int i, int j)
+{
+    return i == j && i > 0 ? g + gamma : g;
+}
+
 /* Entry (i, j) of G = VᵀDV + γE', summed over the frames k ascending.
  * The regulariser spares the constant term: (VᵀDV + γE')α = e0 with
  * E' = diag(0, 1, ..., 1) gives (Vᵀa)_0 = Σ a_k = 1 exactly, whatever γ
  * (the flux-preserving constraint must hold exactly: an error of 1 % in
  * Σ a_k leaves 1 % of every star in the residual). */
 SS_PC_FN double ss_pc_gram_entry(const double *fx, const double *fy, const double *d, int n,
-                                 int degree, double gamma, int i, int j)
+                                 double gamma, int i, int j)
 {
-    double v[SS_POLY_MAX_TERMS], g = 0.0;
-    for (int k = 0; k < n; k++) {
-        ss_rw_monomials(fx[k], fy[k], degree, v);
-        g += d[k] * v[i] * v[j];
-    }
-    return i == j && i > 0 ? g + gamma : g;
+    double g = 0.0;
+    for (int k = 0; k < n; k++)
+        g += ss_pc_gram_term(d[k], fx[k], fy[k], i, j);
+    return ss_pc_gram_close(g, gamma, i, j);
 }
 
 /* The terms of a degree: 1, 3 or 6. */
@@ -98,7 +117,7 @@ SS_PC_FN int ss_pc_gram(const double *fx, const double *fy, const double *d, int
     const int m = ss_pc_terms(degree);
     for (int i = 0; i < m; i++)
         for (int j = 0; j < m; j++)
-            G[i * m + j] = ss_pc_gram_entry(fx, fy, d, n, degree, gamma, i, j);
+            G[i * m + j] = ss_pc_gram_entry(fx, fy, d, n, gamma, i, j);
     return m;
 }
 
@@ -115,27 +134,25 @@ SS_PC_FN int ss_pc_alpha(const double *G, int m, double *alpha)
 }
 
 /* a_k = d_k · v(f_k)ᵀα (i ascending, then times d_k). */
-SS_PC_FN double ss_pc_weight(const double *alpha, int m, double fx, double fy, double d,
-                             int degree)
+SS_PC_FN double ss_pc_weight(const double *alpha, int m, double fx, double fy, double d)
 {
-    double v[SS_POLY_MAX_TERMS], s = 0.0;
-    ss_rw_monomials(fx, fy, degree, v);
+    double s = 0.0;
     for (int i = 0; i < m; i++)
-        s += v[i] * alpha[i];
+        s += ss_pc_mono(fx, fy, i) * alpha[i];
     return d * s;
 }
 
 /* The poly weights from G (m×m): a = DVα. Returns 0, or -1 when G is
  * singular or a weight is not finite. */
 SS_PC_FN int ss_pc_poly_solve(const double *G, int m, const double *fx, const double *fy,
-                              const double *d, int n, int degree, double *a)
+                              const double *d, int n, double *a)
 {
     double alpha[SS_POLY_MAX_TERMS];
     if (ss_pc_alpha(G, m, alpha) != 0)
         return -1;
     int ok = 1;
     for (int k = 0; k < n; k++) {
-        a[k] = ss_pc_weight(alpha, m, fx[k], fy[k], d[k], degree);
+        a[k] = ss_pc_weight(alpha, m, fx[k], fy[k], d[k]);
         ok &= isfinite(a[k]) != 0;
     }
     return ok ? 0 : -1;
@@ -198,7 +215,7 @@ SS_PC_FN int ss_pc_plan(const ss_wplan_t *wp, double sx, double sy, int *ix, int
     ss_pc_powers(wp->lambda, n, rw->d);
     const int m = ss_pc_gram(rw->fx, rw->fy, rw->d, n, wp->degree, wp->gamma, G);
     ss_pc_reweight_system(rw, G, m);
-    if (ss_pc_poly_solve(G, m, rw->fx, rw->fy, rw->d, n, wp->degree, a) != 0)
+    if (ss_pc_poly_solve(G, m, rw->fx, rw->fy, rw->d, n, a) != 0)
         return -1;
     double a2 = 0.0;
     for (int k = 0; k < n; k++)

@@ -35,7 +35,7 @@ int ss_weights_poly_d(const double *fx, const double *fy, const double *d, int n
             return -1;
     double G[SS_POLY_MAX_TERMS * SS_POLY_MAX_TERMS];
     const int m = ss_pc_gram(fx, fy, d, n, degree, gamma, G);
-    return ss_pc_poly_solve(G, m, fx, fy, d, n, degree, a);
+    return ss_pc_poly_solve(G, m, fx, fy, d, n, a);
 }
 
 /* q = D(ρ − Vβ), β = G⁻¹VᵀDρ: the part of Dρ that the constraints leave
