@@ -412,6 +412,93 @@ static void frame_matches(pair_t *p, const ss_coarse_t *cg, const ss_shift_t *sg
               memcmp(&sf.contrast, &sg->contrast, sizeof sf.contrast) == 0);
 }
 
+/* The GPU's predict_planned (the registration, the plan from the
+ * device's shift, whitening, guided filter and σ, one host wait with
+ * predict_take) gives what register_frame, the host's plan (ss_pc_plan
+ * from that shift) and the ops one by one give, to the bit: the shift,
+ * the offsets and weights, CLEAN and σ; where the registration failed, it
+ * says so and plans nothing. The history slots hold what fill_history
+ * left (4 frames); stride: the backend's cfg noise_stride. */
+static void fill_history(pair_t *p, ss_dtype_t ht, int slots);
+
+static void plan_matches(pair_t *p, const ss_coarse_t *cg, const ss_shift_t *sg, int stride,
+                         int t)
+{
+    enum { N = 4, RADIUS = 6 };
+    const float eps = 120.0f;
+    ss_wplan_t wp;
+    memset(&wp, 0, sizeof wp);
+    wp.n = N;
+    wp.degree = 2;
+    wp.min_valid = 2;
+    wp.gamma = 1e-3;
+    wp.lambda = 0.9;
+    wp.kappa_x = 0.02;
+    wp.kappa_y = -0.01;
+    const int slots[N] = { 2, 0, 3, 1 };
+    for (int k = 0; k < N; k++) {
+        wp.hsx[k] = 2.7 * sin(1.3 * k + t);
+        wp.hsy[k] = -1.9 * cos(0.7 * k + t);
+    }
+    ss_gmask_t gm;
+    ck_assert_int_eq(ss_gmask_init(&gm, 1.4, 2.5, 20.0, 0.0, RADIUS), 0);
+    wp.masked = 1;
+    wp.tau = gm.tau;
+    wp.sigma = gm.sigma;
+    wp.g = gm.g;
+    const size_t n = (size_t)p->w * p->h;
+    float *host = malloc(n * sizeof(float)), *dev = malloc(n * sizeof(float));
+    ck_assert(host && dev);
+    int ix[N], iy[N], dix[N], diy[N], planned = -1;
+    double a[N], da[N];
+    float sh = NAN, sd = NAN, beta;
+    int nb;
+    if (cg->ok && sg->ok) {     /* the host's plan, op by op */
+        ss_reweight_t rw;
+        float tl = 0.0f;
+        ck_assert_int_eq(ss_pc_plan(&wp, sg->sx, sg->sy, ix, iy, a, &rw, &tl), 0);
+        ss_gmask_t m = gm;
+        m.tl = tl;
+        ck_assert_int_eq(p->go->whiten(p->g, slots, ix, iy, a, N, &rw), SS_OK);
+        ck_assert_int_eq(p->go->guided(p->g, RADIUS, eps, &m), SS_OK);
+        ck_assert_int_eq(p->go->noise(p->g, SS_PLANE_CLEAN, stride, &sh), SS_OK);
+        ck_assert_int_eq(p->go->read_plane(p->g, SS_PLANE_CLEAN, 0, host), SS_OK);
+    }
+    ss_coarse_t cf;
+    ss_shift_t sf;
+#ifdef SKYSIEVE_HAVE_CUDA
+    long w0 = 0, w1 = 0;
+    ss_cuda_graph_stats(p->g, NULL, NULL, &w0);
+#endif
+    ck_assert_int_eq(p->go->predict_planned(p->g, &wp, slots, RADIUS, eps, &gm, &cf), SS_OK);
+    ck_assert_str_eq(cf.why, "");
+    ck_assert_int_eq(p->go->predict_take(p->g, &cf, &sf, dix, diy, da, &planned), SS_OK);
+#ifdef SKYSIEVE_HAVE_CUDA
+    ss_cuda_graph_stats(p->g, NULL, NULL, &w1);
+    ck_assert_msg(w1 - w0 == 1, "frame %d: predict_planned waited %ld times", t, w1 - w0);
+#endif
+    cmp_coarse(cg, &cf, t);
+    ck_assert_int_eq(planned, cg->ok && sg->ok);
+    if (planned) {
+        ck_assert(sf.sx == sg->sx && sf.sy == sg->sy && sf.ok == sg->ok);
+        ck_assert(memcmp(ix, dix, sizeof ix) == 0 && memcmp(iy, diy, sizeof iy) == 0);
+        ck_assert(memcmp(a, da, sizeof a) == 0);
+        ck_assert_int_eq(p->go->frame_stats(p->g, &sd, &beta, &nb), SS_OK);
+        ck_assert_int_eq(p->go->read_plane(p->g, SS_PLANE_CLEAN, 0, dev), SS_OK);
+        ck_assert(memcmp(&sh, &sd, sizeof sh) == 0 && isfinite(sd));
+        size_t finite = 0;
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_msg(memcmp(&host[i], &dev[i], sizeof(float)) == 0,
+                          "frame %d: CLEAN pixel %zu %.9g (host plan) vs %.9g (device plan)", t,
+                          i, (double)host[i], (double)dev[i]);
+            finite += isfinite(dev[i]);
+        }
+        ck_assert_uint_gt(finite, n / 2);
+    }
+    free(host);
+    free(dev);
+}
+
 /* A level with more star peaks than the GPU ranks directly (1024: it
  * selects the brightest by a radix selection then): no pyramid, a dense
  * field. The same top peaks must vote alike: the coarse results, counts
@@ -482,6 +569,7 @@ START_TEST(test_registration_parity)
     ss_geometry_t geo = geometry(W, H, SS_DT_U16, SS_DT_U16, 4);
     pair_t p;
     pair_new(&p, &cfg, &geo, NULL);
+    fill_history(&p, SS_DT_U16, 4);     /* what plan_matches predicts from */
     const size_t bytes = (size_t)W * H * 2;
     ss_frame_t f = { .pixels = malloc(bytes), .capacity = bytes };
     ck_assert_ptr_nonnull(f.pixels);
@@ -515,6 +603,7 @@ START_TEST(test_registration_parity)
         cmp_coarse(&cc, &cg, t);
         if (!cc.ok) {
             frame_matches(&p, &cg, NULL, t);
+            plan_matches(&p, &cg, NULL, cfg.noise_stride, t);
             continue;
         }
         ss_shift_t sc_, sg;
@@ -532,6 +621,7 @@ START_TEST(test_registration_parity)
         ck_assert(fabs(sc_.contrast - sg.contrast) <= 1e-6 * (1.0 + fabs(sc_.contrast)));
         fine_ok += sg.ok && t < 8;
         frame_matches(&p, &cg, &sg, t);
+        plan_matches(&p, &cg, &sg, cfg.noise_stride, t);
     }
     ck_assert_int_ge(fine_ok, 5);
     free(f.pixels);
