@@ -286,6 +286,13 @@ static cudaError_t st_mv_apply(ss_backend_t *b, cudaStream_t s, int v)
                          sizeof b->d_res->mv_count + sizeof b->d_res->mv_beta, s);
 }
 
+/* How many accumulators come back with the detection's segment: as many
+ * as the frame measured, up to the pinned buffer. */
+static int acc_inline(const ss_backend_t *b)
+{
+    return SS_MIN(b->max_comp, HOST_ACC);
+}
+
 /* v & 1: grow on SNR_RAW, seeds on SNR (b->grow_raw); else both on SNR.
  * v & 2: the frame's σ (device) to the host with the results. */
 static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
@@ -297,8 +304,8 @@ static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
                  b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_parent, b->d_u8,
                  b->d_chunk, b->d_acc, b->max_comp, b->d_res, s));
     SK(cu_copy_small(&b->m_res->np, &b->d_res->np, 2 * sizeof(int), s));
-    const size_t n = (size_t)SS_MIN(b->max_comp, ACC_INLINE);
-    return cu_copy_small(b->m_acc, b->d_acc, n * sizeof(cu_acc_t), s);
+    return cu_copy_counted(b->m_acc, b->d_acc, sizeof(cu_acc_t), &b->d_res->np, &b->d_res->nn,
+                           acc_inline(b), s);
 }
 
 /* More components than accumulators: measure the most significant
@@ -312,8 +319,8 @@ static cudaError_t st_detect_overflow(ss_backend_t *b, cudaStream_t s, int v)
                           b->d_parea, b->ncomp_max, b->d_topk, b->d_acc, b->max_comp,
                           b->d_res, s));
     SK(cu_copy_small(&b->m_res->n_elig, &b->d_res->n_elig, sizeof(int), s));
-    const size_t n = (size_t)SS_MIN(b->max_comp, ACC_INLINE);
-    return cu_copy_small(b->m_acc, b->d_acc, n * sizeof(cu_acc_t), s);
+    return cu_copy_counted(b->m_acc, b->d_acc, sizeof(cu_acc_t), &b->d_res->n_elig, NULL,
+                           acc_inline(b), s);
 }
 
 /* The noise of frame - median for the sharp-outlier cleaning
@@ -1287,21 +1294,18 @@ static void acc_decode(const cu_acc_t *d, ss_comp_acc_t *a)
     a->label = d->label;
 }
 
-/* The first n accumulators to the host (ACC_INLINE of them came with the
- * last detect segment, st_detect or st_detect_overflow); returns where
+/* The first n accumulators to the host (up to acc_inline of them came
+ * with the last detect segment, st_detect or st_detect_overflow; more go
+ * to pageable memory through the copy engine, one wait); returns where
  * they are. */
 static const cu_acc_t *acc_fetch(ss_backend_t *b, int n, ss_err_t *err)
 {
     *err = SS_OK;
-    if (n <= ACC_INLINE)
+    if (n <= acc_inline(b))
         return b->h_acc;
-    cu_acc_t *dst = n > HOST_ACC ? b->h_acc_big : b->h_acc;
-    cudaError_t e;
-    if (dst == b->h_acc)
-        e = cu_copy_small(b->m_acc, b->d_acc, (size_t)n * sizeof(cu_acc_t), b->cs);
-    else                            /* pageable: through the copy engine */
-        e = cudaMemcpyAsync(dst, b->d_acc, (size_t)n * sizeof(cu_acc_t), cudaMemcpyDeviceToHost,
-                            b->cs);
+    cu_acc_t *dst = b->h_acc_big;
+    cudaError_t e = cudaMemcpyAsync(dst, b->d_acc, (size_t)n * sizeof(cu_acc_t),
+                                    cudaMemcpyDeviceToHost, b->cs);
     if (e == cudaSuccess)
         e = cudaEventRecord(b->ev_done, b->cs);
     if (e == cudaSuccess)

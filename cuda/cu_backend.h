@@ -21,7 +21,6 @@
 #define MAX_GRAPHS 32           /* cached graph shapes per instance */
 #define MAX_TIMERS 256          /* event pairs per frame */
 #define HOST_ACC 4096           /* accumulators in the pinned read-back buffer */
-#define ACC_INLINE 256          /* of which the detect segment copies back at once */
 #define RD_RING 4               /* events of the asynchronous residual reads */
 /* Up to this many samples a selection runs as one block (k_sel_small):
  * one SM streams them six times in less time than six grid-wide launches

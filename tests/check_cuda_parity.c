@@ -1238,6 +1238,8 @@ START_TEST(test_detect_parity)
     float *z = malloc(n * sizeof(float));
     ss_detlist_t dc, dg;
     ck_assert(z && ss_detlist_init(&dc, 100000) == 0 && ss_detlist_init(&dg, 100000) == 0);
+    int many = 0;
+    (void)many;
     for (size_t d = 0; d < sizeof density / sizeof density[0]; d++) {
         for (size_t i = 0; i < n; i++) {
             const double u = rng_unif();
@@ -1259,7 +1261,22 @@ START_TEST(test_detect_parity)
         }
         write_both(&p, SS_PLANE_SNR, 0, z);
         ck_assert_int_eq(ss_backend_cpu.detect(p.c, 5.0f, &dc), SS_OK);
+#ifdef SKYSIEVE_HAVE_CUDA
+        long w0 = 0, w1 = 0;
+        ss_cuda_graph_stats(p.g, NULL, NULL, &w0);
+#endif
         ck_assert_int_eq(p.go->detect(p.g, 5.0f, &dg), SS_OK);
+#ifdef SKYSIEVE_HAVE_CUDA
+        /* the accumulators come back with the detection's segment, as
+         * many as were measured (up to 4096, eligible or not): one wait;
+         * before, 256 came with it and more cost a second */
+        ss_cuda_graph_stats(p.g, NULL, NULL, &w1);
+        const int elig = dc.count + dc.truncated;
+        printf("detect %dx%d density %.2f: %d eligible components, %ld waits\n", W, H,
+               density[d], elig, w1 - w0);
+        ck_assert(w1 - w0 == 1 || (w1 - w0 == 2 && elig > 256));   /* 2: beyond 4096 */
+        many += elig > 256 && w1 - w0 == 1;
+#endif
         cmp_bytes(&p, SS_PLANE_LABELS, 0, n * sizeof(int32_t), "labels");
         char what[64];
         snprintf(what, sizeof what, "%dx%d density %.2f", W, H, density[d]);
@@ -1267,6 +1284,10 @@ START_TEST(test_detect_parity)
         if (density[d] <= 0.05)
             ck_assert_int_gt(dc.count, 0);
     }
+#ifdef SKYSIEVE_HAVE_CUDA
+    if (_i == 0)    /* 333×217: frames of more than 256 components were met */
+        ck_assert_int_gt(many, 0);
+#endif
     free(z);
     ss_detlist_free(&dc);
     ss_detlist_free(&dg);
