@@ -21,14 +21,18 @@
  * after it — never on the whole device. Decisions that used to need the
  * host between stages run on the device instead: the coarse vote
  * (k_vote.cu), the fine iteration with its convergence, errors and match
- * test (fine_core.h), σ and the model-error β. The values the host still
+ * test (fine_core.h), the weights (plan_core.h, k_plan.cu), σ and the
+ * model-error β. The values the host still
  * needs (the registration's result, σ, accumulators) and the parameter
  * block travel by kernel copies through mapped pinned memory
- * (cu_copy_small), not on the copy engines, where they would queue behind
- * a frame's upload or a residual's download. So a frame through the
- * driver runs as two waits: [previous history store + ingest + the whole
- * registration (register_frame)], then [whiten + guided + noise + matched
- * + detect], with the residual download beside the last.
+ * (cu_copy_small, cu_copy_counted), not on the copy engines, where they
+ * would queue behind a frame's upload or a residual's download. With the
+ * prediction planned on the device (predict_planned: the weights from the
+ * device's shift, k_plan) a frame through the driver runs as one wait:
+ * [previous history store + ingest + the whole registration + plan +
+ * whiten + guided + noise + matched + detect], with the residual download
+ * beside the last steps; where the host plans, the registration is a
+ * wait of its own.
  *
  * Graphs. A flushed segment is looked up by its shape (the list of step
  * functions and their variants: radius, psf radius, n, ...) in a small
