@@ -4,9 +4,9 @@
  *
  * The backend-neutral driver (pipeline.c) owns policy: the reference, the
  * history bookkeeping (which slot holds which frame and its shift), the
- * weights (solved on the host, or planned on the device by the same code,
- * plan_core.h, where the backend offers predict_planned), failure
- * counting. A backend owns pixel
+ * weights (solved by the driver, or planned by the backend from its own
+ * shift with the same code, plan_core.h: predict_planned; CUDA does it on
+ * the device), failure counting. A backend owns pixel
  * storage (host memory for "cpu", device memory for "cuda") and runs the
  * per-pixel work of each stage on it. Every plane can be read back and
  * written (write_plane), so that tests can feed both backends identical
@@ -147,8 +147,9 @@ typedef struct ss_backend_ops {
      * its end). *out is zeroed when the coarse step fails. */
     ss_err_t (*register_frame)(ss_backend_t *b, ss_coarse_t *coarse, ss_shift_t *out);
     /* Optional (NULL: the driver registers, solves the weights on the
-     * host and predicts op by op): register_frame, then the prediction
-     * from the shift it finds, with no host round trip between them: the
+     * host and predicts op by op; the CPU runs these steps itself, CUDA
+     * on the device): register_frame, then the prediction from the shift
+     * it finds, with no host round trip between them: the
      * plan (ss_pc_plan of wp: offsets, poly weights, the re-weighting
      * block, the mask's guide threshold), whiten of history slots
      * slots[0..wp->n-1] with it, guided (radius, eps; the mask gm, its tl

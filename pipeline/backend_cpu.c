@@ -54,6 +54,14 @@ struct ss_backend {
     float frame_sigma;              /* the last noise op's σ (frame_stats) */
     float mv_beta;                  /* the last modelvar's β and samples (frame_stats) */
     int mv_n;
+    struct {                        /* the last predict_planned's results (predict_take) */
+        ss_coarse_t coarse;
+        ss_shift_t shift;
+        int planned, n;
+        int ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY];
+        double a[SS_MAX_HISTORY];
+        ss_reweight_t rw;
+    } plan;
 };
 
 static int is_float_plane(ss_plane_t p)
@@ -362,6 +370,56 @@ static ss_err_t cpu_noise(ss_backend_t *b, ss_plane_t which, int stride, float *
     return SS_OK;
 }
 
+/* The driver's planned path, step by step: the registration, the plan
+ * from its shift (plan_core.h, the arithmetic of the driver's own
+ * weights) and the prediction, guided filter and σ, so that the path runs,
+ * and is tested, without a GPU as with one. A failed registration or
+ * singular weights stop it; predict_take says which. */
+static ss_err_t cpu_predict_planned(ss_backend_t *b, const ss_wplan_t *wp, const int *slots,
+                                    int radius, float eps, const ss_gmask_t *gm,
+                                    ss_coarse_t *coarse)
+{
+    if (wp->n < 1 || wp->n > b->geo.history || (wp->masked != 0) != (gm != NULL))
+        return SS_ERR_INVALID;
+    memset(coarse, 0, sizeof *coarse);      /* it ran: the result comes with predict_take */
+    b->plan.planned = 0;
+    b->plan.n = wp->n;
+    memset(&b->plan.shift, 0, sizeof b->plan.shift);
+    ss_err_t e = cpu_register_coarse(b, &b->plan.coarse);
+    if (e == SS_OK && b->plan.coarse.ok)
+        e = cpu_register_fine(b, b->plan.coarse.dx, b->plan.coarse.dy, &b->plan.shift);
+    if (e != SS_OK || !b->plan.coarse.ok || !b->plan.shift.ok)
+        return e;
+    float tl = 0.0f;
+    if (ss_pc_plan(wp, b->plan.shift.sx, b->plan.shift.sy, b->plan.ix, b->plan.iy, b->plan.a,
+                   &b->plan.rw, &tl) != 0)
+        return SS_OK;
+    b->plan.planned = 1;
+    ss_gmask_t m;
+    if (gm) {
+        m = *gm;
+        m.tl = tl;
+    }
+    if ((e = cpu_whiten(b, slots, b->plan.ix, b->plan.iy, b->plan.a, wp->n, &b->plan.rw)) ||
+        (e = cpu_guided(b, radius, eps, gm ? &m : NULL)))
+        return e;
+    return cpu_noise(b, SS_PLANE_CLEAN, b->cfg->noise_stride, NULL);
+}
+
+static ss_err_t cpu_predict_take(ss_backend_t *b, ss_coarse_t *coarse, ss_shift_t *out, int *ix,
+                                 int *iy, double *a, int *planned)
+{
+    *coarse = b->plan.coarse;
+    *out = b->plan.shift;
+    *planned = b->plan.planned;
+    for (int k = 0; k < b->plan.n && b->plan.planned; k++) {
+        ix[k] = b->plan.ix[k];
+        iy[k] = b->plan.iy[k];
+        a[k] = b->plan.a[k];
+    }
+    return SS_OK;
+}
+
 /* sigma as matched, modelvar and detect are given it (SS_SIGMA_FRAME:
  * the last noise op's). */
 static float cpu_sigma(const ss_backend_t *b, float sigma)
@@ -573,6 +631,8 @@ const ss_backend_ops_t ss_backend_cpu = {
     .set_reference = cpu_set_reference,
     .register_coarse = cpu_register_coarse,
     .register_fine = cpu_register_fine,
+    .predict_planned = cpu_predict_planned,
+    .predict_take = cpu_predict_take,
     .lsq_moments = cpu_lsq_moments,
     .whiten = cpu_whiten,
     .guided = cpu_guided,

@@ -94,8 +94,8 @@ struct ss_pipeline {
     int ref_n;                      /* frames summed so far */
     int ref_done;                   /* the mean is in place (until the next reset) */
     float sigma_prev;               /* last noise estimate (guided-filter ε) */
-    int device_plan;                /* plan predictions on the device where the backend can
-                                     * (ss_pipeline_set_device_plan) */
+    int backend_plan;               /* let the backend plan predictions where it can
+                                     * (ss_pipeline_set_backend_plan) */
     /* the bilinear-resampling bias of the fine step, per axis, from the
      * current reference (ss_interp_bias), and the host copy it is
      * computed from */
@@ -410,7 +410,7 @@ ss_pipeline_t *ss_pipeline_new(const ss_pipeline_cfg_t *cfg, const char *feed, c
         return NULL;
     }
     p->sigma_prev = NAN;
-    p->device_plan = 1;
+    p->backend_plan = 1;
     reset_state(p);
     SS_LOG(SS_LOG_INFO, TAG, "feed %s: backend %s, history %d", p->feed, p->ops->name,
            cfg->history);
@@ -1745,9 +1745,9 @@ static void forms_invalid(const ss_pipeline_t *p, ss_result_t *res)
     }
 }
 
-void ss_pipeline_set_device_plan(ss_pipeline_t *p, int on)
+void ss_pipeline_set_backend_plan(ss_pipeline_t *p, int on)
 {
-    p->device_plan = on != 0;
+    p->backend_plan = on != 0;
 }
 
 void ss_pipeline_set_outputs(ss_pipeline_t *p, const ss_outputs_t *o)
@@ -1782,16 +1782,16 @@ static int reg_verdict(ss_pipeline_t *p, ss_result_t *res)
     return 1;
 }
 
-/* Whether this frame's prediction can be planned on the device (the
- * backend's predict_planned, plan_core.h): the backend can, planning is
- * not switched off, the history is deep enough, poly weights without the
+/* Whether the backend can plan this frame's prediction from its own shift
+ * (predict_planned, plan_core.h; CUDA on the device): the backend can,
+ * planning is not switched off, the history is deep enough, poly weights without the
  * slow-mover protection, a σ from an earlier frame for ε, no mean
  * reference being formed, and every history frame stored with its
  * objects removed (else the slow-mover search needs the host between the
  * stages). */
-static int plan_on_device(const ss_pipeline_t *p, int n)
+static int backend_plans(const ss_pipeline_t *p, int n)
 {
-    if (!p->ops->predict_planned || !p->device_plan || p->cfg.mode != SS_WHITEN_POLY ||
+    if (!p->ops->predict_planned || !p->backend_plan || p->cfg.mode != SS_WHITEN_POLY ||
         n < ss_cfg_min_history(&p->cfg) || !isfinite(p->sigma_prev) ||
         (p->ref_sum && !p->ref_done))
         return 0;
@@ -1804,7 +1804,7 @@ static int plan_on_device(const ss_pipeline_t *p, int n)
     return 1;
 }
 
-/* What the host knows of the device's plan before the shift: wp, the
+/* What the driver knows of the backend's plan before the shift: wp, the
  * history slots, and the guided filter's settings (the mask's threshold
  * that depends on the weights, tl, is left to the device). */
 static void plan_inputs(const ss_pipeline_t *p, int n, ss_wplan_t *wp, int *slots, int *radius,
@@ -1831,11 +1831,11 @@ static void plan_inputs(const ss_pipeline_t *p, int n, ss_wplan_t *wp, int *slot
     }
 }
 
-/* §2–§7 with the prediction planned on the device (plan_on_device): the
+/* §2–§7 with the prediction planned by the backend (backend_plans): the
  * registration, the weights, the prediction, the guided filter, σ, the
- * matched filter and the detection run without the host between them
- * (one wait: the detection's), and the verdict on the registration comes
- * after. A failed registration discards what was made from it, as if
+ * matched filter and the detection run without the driver between them
+ * (on CUDA one wait: the detection's), and the verdict on the
+ * registration comes after. A failed registration discards what was made from it, as if
  * nothing had been predicted (res->status says so). *predicted: res holds
  * a residual and detections, as the host path leaves them before
  * forms_begin. */
@@ -1847,7 +1847,7 @@ static ss_err_t planned_frame(ss_pipeline_t *p, ss_result_t *res, int n, int asy
     float eps;
     ss_gmask_t gm;
     plan_inputs(p, n, &wp, slots, &radius, &eps, &gm);
-    p->stats.device_planned++;
+    p->stats.backend_planned++;
     ss_err_t e = p->ops->predict_planned(p->be, &wp, slots, radius, eps, wp.masked ? &gm : NULL,
                                          &res->coarse);
     if (e != SS_OK)
@@ -1954,7 +1954,7 @@ ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *r
         res->rereferenced = 1;
         ss_strlcpy(res->reason, "first good frame after start or reset", sizeof res->reason);
         sky_for_frame(p, res);
-    } else if (plan_on_device(p, n)) {
+    } else if (backend_plans(p, n)) {
         TRY(planned_frame(p, res, n, async, &predicted));
         if (res->status != SS_STATUS_OK)
             goto done;

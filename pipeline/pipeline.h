@@ -105,8 +105,8 @@ typedef struct ss_pipeline_stats {
     uint64_t slack_frames;          /* frames processed at the current geometry although their
                                      * own region's size differed, or they held only part of
                                      * the roi (pipeline.geometry_slack) */
-    uint64_t device_planned;        /* frames whose prediction was planned on the device
-                                     * (ss_pipeline_set_device_plan) */
+    uint64_t backend_planned;       /* frames whose prediction the backend planned from its
+                                     * own shift (ss_pipeline_set_backend_plan) */
 } ss_pipeline_stats_t;
 
 /* Create a pipeline for one feed. cfg is copied. The backend is chosen
@@ -182,11 +182,11 @@ void ss_pipeline_prefetch(ss_pipeline_t *p, const ss_frame_t *next);
  * o is copied. */
 void ss_pipeline_set_outputs(ss_pipeline_t *p, const ss_outputs_t *o);
 
-/* Whether frames may have their prediction planned on the device, where
- * the backend offers it (backend.h, predict_planned; on by default): the
- * same results as the host's plan, one host wait fewer per frame. Off is
- * for the tests and the bench that compare the two. */
-void ss_pipeline_set_device_plan(ss_pipeline_t *p, int on);
+/* Whether the backend may plan a frame's prediction from its own shift
+ * (backend.h, predict_planned; on by default): the same results as the
+ * driver's op-by-op path; on CUDA one host wait fewer per frame (the
+ * plan runs on the device). Off is for the tests that compare the two. */
+void ss_pipeline_set_backend_plan(ss_pipeline_t *p, int on);
 
 /* Forget the history and reference; the next good frame becomes the
  * reference. */

@@ -1549,7 +1549,7 @@ static void record(run_t *out, int t, const ss_result_t *res)
  * pipelined as the daemon does under load (pinned result buffers from
  * ss_pipeline_result_init; frame t starts before frame t-1's residual
  * download is waited for), 4 graphs with every prediction planned on the
- * host (ss_pipeline_set_device_plan off); prefetch: ss_cuda_prefetch the
+ * host (ss_pipeline_set_backend_plan off); prefetch: ss_cuda_prefetch the
  * next frame before processing the current one. */
 static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t seed, run_t *out)
 {
@@ -1573,7 +1573,7 @@ static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t s
     char err[256];
     ss_pipeline_t *pl = ss_pipeline_new(&cfg, "parity", err, sizeof err);
     ck_assert_msg(pl != NULL, "pipeline: %s", err);
-    ss_pipeline_set_device_plan(pl, mode != 4);
+    ss_pipeline_set_backend_plan(pl, mode != 4);
     ss_result_t rb[2];
     for (int k = 0; k < 2; k++)
         if (mode == 3)
@@ -1638,7 +1638,7 @@ static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t s
     }
     ss_pipeline_stats_t st;
     ss_pipeline_get_stats(pl, &st);
-    out->planned = st.device_planned;
+    out->planned = st.backend_planned;
 #ifdef SKYSIEVE_HAVE_CUDA
     if (kind == SS_BACKEND_CUDA) {
         const ss_backend_ops_t *ops = NULL;

@@ -1188,6 +1188,92 @@ START_TEST(test_start_finish)
 }
 END_TEST
 
+/* The backend's plan (predict_planned: the registration, the weights from
+ * its shift, the prediction and σ without the driver between them, the
+ * verdict after the detection) gives what the driver's op-by-op path
+ * gives, to the bit: statuses, reasons, shifts, weights, σ, detections and
+ * residuals, through the asynchronous hand-over, with a dome closing
+ * (registration failures) while the backend plans: those frames are
+ * discarded as failures, all-NaN residual and no detections. */
+START_TEST(test_backend_plan_agrees)
+{
+    ss_synth_cfg_t sc, blank;
+    ss_pipeline_cfg_t pc;
+    field_cfg(&sc, 256, 224, 31);
+    sc.n_movers = 3;
+    sc.mover_snr = 10.0;
+    blank = sc;
+    blank.n_stars = 0;
+    blank.n_movers = 0;
+    blank.n_hot = 0;
+    blank.cosmic_rate = 0;
+    blank.seed = 5;
+    pipe_cfg(&pc);
+    pc.history = 6;
+    pc.max_failures = 3;
+    ss_pipeline_t *pl[2];
+    ss_synth_t *syn[2], *dome[2];
+    ss_result_t res[2];
+    ss_frame_t fr[2];
+    char err[256];
+    for (int k = 0; k < 2; k++) {
+        pl[k] = ss_pipeline_new(&pc, k ? "host" : "backend", err, sizeof err);
+        ck_assert_msg(pl[k] != NULL, "%s", err);
+        ss_pipeline_set_backend_plan(pl[k], k == 0);
+        syn[k] = ss_synth_new(&sc);
+        dome[k] = ss_synth_new(&blank);
+        ck_assert(syn[k] && dome[k]);
+        ck_assert_int_eq(ss_pipeline_result_init(pl[k], &res[k], 256 * 224, 2000), 0);
+        fr[k] = (ss_frame_t){ .capacity = 256 * 224 * 4 };
+        fr[k].pixels = malloc(fr[k].capacity);
+        ck_assert_ptr_nonnull(fr[k].pixels);
+    }
+    int ok = 0, failed_planned = 0;
+    for (int t = 0; t < 30; t++) {
+        const int closed = t == 20 || t == 21;       /* two failures: no reset */
+        uint64_t planned_before = 0;
+        for (int k = 0; k < 2; k++) {
+            ss_pipeline_stats_t st;
+            ss_pipeline_get_stats(pl[k], &st);
+            if (k == 0)
+                planned_before = st.backend_planned;
+            ck_assert_int_eq(ss_synth_next(closed ? dome[k] : syn[k], &fr[k], NULL), SS_OK);
+            ck_assert_int_eq(ss_pipeline_process(pl[k], &fr[k], &res[k]), SS_OK);
+        }
+        const ss_result_t *a = &res[0], *b = &res[1];
+        same_result(a, b);
+        ck_assert_str_eq(a->reason, b->reason);
+        ck_assert(a->shift.sx == b->shift.sx && a->shift.sy == b->shift.sy);
+        ck_assert_int_eq(a->n_weights, b->n_weights);
+        ck_assert(memcmp(a->weights, b->weights, (size_t)a->n_weights * sizeof(double)) == 0);
+        ck_assert(a->model_beta == b->model_beta && a->model_samples == b->model_samples);
+        ok += a->status == SS_STATUS_OK;
+        if (closed) {
+            ss_pipeline_stats_t st;
+            ss_pipeline_get_stats(pl[0], &st);
+            ck_assert_int_eq(a->status, SS_STATUS_REG_FAILED);
+            ck_assert_int_eq(a->dets.count, 0);
+            ck_assert(isnan(a->sigma) && isnan(a->residual[1000]));
+            failed_planned += st.backend_planned == planned_before + 1;
+        }
+    }
+    ss_pipeline_stats_t sa, sb;
+    ss_pipeline_get_stats(pl[0], &sa);
+    ss_pipeline_get_stats(pl[1], &sb);
+    ck_assert_uint_eq(sb.backend_planned, 0);
+    ck_assert_uint_ge(sa.backend_planned, 10);  /* once the history is screened */
+    ck_assert_int_eq(failed_planned, 2);        /* the dome's frames went the planned way */
+    ck_assert_int_ge(ok, 20);
+    for (int k = 0; k < 2; k++) {
+        ss_pipeline_destroy(&pl[k]);
+        ss_synth_destroy(&syn[k]);
+        ss_synth_destroy(&dome[k]);
+        ss_result_free(&res[k]);
+        free(fr[k].pixels);
+    }
+}
+END_TEST
+
 /* Issue 14 item 4: the residual's forms asked of the pipeline
  * (ss_pipeline_set_outputs). Without the float32 form the residual buffer
  * is not written (has_residual 0); the float16 form is ss_f16_bits of the
@@ -1727,6 +1813,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_fixed_roi_varying_raw_size);
     tcase_add_test(tc, test_radec);
     tcase_add_test(tc, test_start_finish);
+    tcase_add_test(tc, test_backend_plan_agrees);
     tcase_add_test(tc, test_outputs_in_chain);
     suite_add_tcase(s, tc);
     TCase *q = tcase_create("quality");
