@@ -204,10 +204,16 @@ static cudaError_t st_plan(ss_backend_t *b, cudaStream_t s, int v)
     return cu_plan(b->d_params, b->d_res, b->m_plan, s);
 }
 
-static cudaError_t st_lsq(ss_backend_t *b, cudaStream_t s, int n)
+/* v = n | LSQ_ON_DEVICE: the moments stay on the device (the plan's lsq
+ * solve reads them); else they go to the host. */
+#define LSQ_ON_DEVICE (1 << 16)
+static cudaError_t st_lsq(ss_backend_t *b, cudaStream_t s, int v)
 {
+    const int n = v & 0xffff;
     SK(cu_lsq_moments(b->d_params, b->geo.hist_dtype, n, b->d_plane[SS_PLANE_FRAME], b->w, b->h,
                       b->d_lsq, s));
+    if (v & LSQ_ON_DEVICE)
+        return cu_lsq_solve(b->d_params, b->d_res, n, b->d_lsq, b->d_lsq_m, b->m_plan, s);
     return cu_copy_small(b->m_lsq, b->d_lsq, ((size_t)n * n + n) * sizeof(double), s);
 }
 
@@ -1102,8 +1108,9 @@ static ss_err_t cuda_noise(ss_backend_t *b, ss_plane_t which, int stride, float 
     return SS_OK;
 }
 
-/* register_frame's segment, then the plan (k_plan) and the prediction
- * from it, all enqueued: the host waits first at the detection. */
+/* register_frame's segment, then the plan (k_plan; lsq: the offsets, the
+ * moments and k_lsq_solve) and the prediction from it, all enqueued: the
+ * host waits first at the detection. */
 static ss_err_t cuda_predict_planned(ss_backend_t *b, const ss_wplan_t *wp, const int *slots,
                                      int radius, float eps, const ss_gmask_t *gm, ss_coarse_t *c)
 {
@@ -1127,7 +1134,8 @@ static ss_err_t cuda_predict_planned(ss_backend_t *b, const ss_wplan_t *wp, cons
     const int stride = SS_MAX(b->cfg->noise_stride, 1);
     if ((e = fine_enqueue(b, 0.0, 0.0, 1)) ||
         (e = cx_enqueue_with(b, st_plan, 0, SS_STAGE_WHITEN, STEP_PLAN_IN)) ||
-        (e = cx_enqueue(b, st_whiten, 1, SS_STAGE_WHITEN)) ||
+        (wp->lsq && (e = cx_enqueue(b, st_lsq, n | LSQ_ON_DEVICE, SS_STAGE_WHITEN))) ||
+        (e = cx_enqueue(b, st_whiten, !wp->lsq, SS_STAGE_WHITEN)) ||
         (e = guided_enqueue(b, radius, eps, gm != NULL, 0)) ||
         (e = noise_enqueue(b, SS_PLANE_CLEAN, stride, 1)))
         return e;

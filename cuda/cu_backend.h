@@ -131,6 +131,7 @@ struct ss_backend {
     int ncomp_max;
     ss_rank_t *h_rank;              /* max_comp: the host's ranking of the accumulators */
     double *d_partials, *d_lsq;
+    double *d_lsq_m;                /* the lsq solve's scratch (k_lsq_solve) */
     unsigned int *d_counter;
     uint32_t *d_rwlist;             /* whitening: pixels to re-weight (npix) */
     unsigned int *d_rwcount;        /* and how many */

@@ -321,8 +321,15 @@ cudaError_t cu_vote(const cu_params_t *p, const ss_peak_t *ref, const int *nr, c
  * the registration's result in res and the inputs p->wp, p->gm_in, into
  * p and out (the host's mapped mirror); the safe plan (zero weights) and
  * out->ok 0 when the registration failed or the weights are singular. */
-/* gold: ss_pc_plan */
+/* gold: ss_pc_plan (p->wp.lsq: ss_pc_offsets only; cu_lsq_solve does the rest) */
 cudaError_t cu_plan(cu_params_t *p, const cu_results_t *res, cu_plan_out_t *out, cudaStream_t s);
+/* The lsq weights of the n frames from the moments Rp (cu_lsq_moments'
+ * layout) into p->a and out, with the mask's guide threshold; zero
+ * weights and out->ok 0 where the registration (res) or the solve failed.
+ * scratch: n·n + n doubles (used when they do not fit in shared memory). */
+/* gold: ss_weights_lsq */
+cudaError_t cu_lsq_solve(cu_params_t *p, const cu_results_t *res, int n, const double *Rp,
+                         double *scratch, cu_plan_out_t *out, cudaStream_t s);
 
 /* k_whiten.cu. reweight = 0: the strict rule. reweight = 1: pixels the
  * plain sum cannot predict (an invalid or outside y_k) while the current

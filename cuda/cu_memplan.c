@@ -89,6 +89,8 @@ static const dev_buf_t dev_plan[] = {
        WHEN_ALWAYS),
     DB(d_lsq, PER_ONE, ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) * sizeof(double),
        START_ZERO, WHEN_ALWAYS),
+    DB(d_lsq_m, PER_ONE, ((size_t)SS_MAX_HISTORY * SS_MAX_HISTORY + SS_MAX_HISTORY) *
+                             sizeof(double), START_ZERO, WHEN_ALWAYS),
     DB(d_counter, PER_ONE, sizeof(unsigned int), START_ZERO, WHEN_ALWAYS),
     DB(d_rwlist, PER_PIX, sizeof(uint32_t), START_ZERO, WHEN_ALWAYS),
     DB(d_rwcount, PER_ONE, sizeof(unsigned int), START_ZERO, WHEN_ALWAYS),

@@ -46,6 +46,7 @@ struct ss_backend {
     int *vote_hist;                 /* (2·SS_COARSE_MAX_R + 1)²: its vote histogram */
     uint8_t *bscratch;              /* npix */
     ss_comp_acc_t *acc;             /* CPU_MAX_COMPONENTS */
+    double *moments;                /* history² + history: the lsq plan's R and p */
 
     double ms[SS_STAGE__COUNT];
     uint64_t rd_issued;             /* read_begin tickets */
@@ -94,6 +95,7 @@ static void cpu_destroy(ss_backend_t **pb)
         for (int i = 0; i < b->geo.history; i++)
             free(b->hist[i]);
     free(b->hist);
+    free(b->moments);
     for (int l = 1; l <= SS_MAX_LEVELS; l++) {
         free(b->ref_lvl[l]);
         free(b->cur_lvl[l]);
@@ -188,8 +190,9 @@ static ss_err_t cpu_create(const ss_pipeline_cfg_t *cfg, const ss_geometry_t *ge
     b->vote_hist = malloc((size_t)(2 * SS_COARSE_MAX_R + 1) * (2 * SS_COARSE_MAX_R + 1) * sizeof(int));
     b->bscratch = malloc(b->npix);
     b->acc = malloc(CPU_MAX_COMPONENTS * sizeof(ss_comp_acc_t));
+    b->moments = malloc(((size_t)geo->history * geo->history + geo->history) * sizeof(double));
     if (fail || !b->fscratch || !b->dscratch || !b->iscratch || !b->bscratch || !b->acc ||
-        !b->peaks || !b->vote_hist) {
+        !b->peaks || !b->vote_hist || !b->moments) {
         cpu_destroy(&b);
         return SS_ERR_NOMEM;
     }
@@ -370,6 +373,29 @@ static ss_err_t cpu_noise(ss_backend_t *b, ss_plane_t which, int stride, float *
     return SS_OK;
 }
 
+/* The lsq plan of the registered shift: the offsets, the moments at them
+ * and the Wiener weights (ss_weights_lsq, as the driver solves them), and
+ * the mask's guide threshold into *tl. Returns whether the weights were
+ * solved (*e: an error of the moments). */
+static int cpu_plan_lsq(ss_backend_t *b, const ss_wplan_t *wp, const int *slots, float *tl,
+                        ss_err_t *e)
+{
+    const int n = wp->n;
+    double fx[SS_MAX_HISTORY], fy[SS_MAX_HISTORY], *R = b->moments, *p = R + (size_t)n * n;
+    ss_pc_offsets(ss_pc_unbias(b->plan.shift.sx, wp->kappa_x),
+                  ss_pc_unbias(b->plan.shift.sy, wp->kappa_y), wp->hsx, wp->hsy, n, b->plan.ix,
+                  b->plan.iy, fx, fy);
+    if ((*e = cpu_lsq_moments(b, slots, b->plan.ix, b->plan.iy, n, R, p)) != SS_OK ||
+        ss_weights_lsq(R, p, n, wp->gamma, b->plan.a) != 0)
+        return 0;
+    double a2 = 0.0;
+    for (int k = 0; k < n; k++)
+        a2 += b->plan.a[k] * b->plan.a[k];
+    if (wp->masked)
+        *tl = ss_pc_gmask_tl(wp->tau, wp->sigma, wp->g, a2);
+    return 1;
+}
+
 /* The driver's planned path, step by step: the registration, the plan
  * from its shift (plan_core.h, the arithmetic of the driver's own
  * weights) and the prediction, guided filter and σ, so that the path runs,
@@ -391,16 +417,19 @@ static ss_err_t cpu_predict_planned(ss_backend_t *b, const ss_wplan_t *wp, const
     if (e != SS_OK || !b->plan.coarse.ok || !b->plan.shift.ok)
         return e;
     float tl = 0.0f;
-    if (ss_pc_plan(wp, b->plan.shift.sx, b->plan.shift.sy, b->plan.ix, b->plan.iy, b->plan.a,
-                   &b->plan.rw, &tl) != 0)
-        return SS_OK;
+    const int solved = wp->lsq ? cpu_plan_lsq(b, wp, slots, &tl, &e)
+                               : ss_pc_plan(wp, b->plan.shift.sx, b->plan.shift.sy, b->plan.ix,
+                                            b->plan.iy, b->plan.a, &b->plan.rw, &tl) == 0;
+    if (e != SS_OK || !solved)
+        return e;
     b->plan.planned = 1;
     ss_gmask_t m;
     if (gm) {
         m = *gm;
         m.tl = tl;
     }
-    if ((e = cpu_whiten(b, slots, b->plan.ix, b->plan.iy, b->plan.a, wp->n, &b->plan.rw)) ||
+    if ((e = cpu_whiten(b, slots, b->plan.ix, b->plan.iy, b->plan.a, wp->n,
+                        wp->lsq ? NULL : &b->plan.rw)) ||
         (e = cpu_guided(b, radius, eps, gm ? &m : NULL)))
         return e;
     return cpu_noise(b, SS_PLANE_CLEAN, b->cfg->noise_stride, NULL);

@@ -1784,16 +1784,15 @@ static int reg_verdict(ss_pipeline_t *p, ss_result_t *res)
 
 /* Whether the backend can plan this frame's prediction from its own shift
  * (predict_planned, plan_core.h; CUDA on the device): the backend can,
- * planning is not switched off, the history is deep enough, poly weights without the
- * slow-mover protection, a σ from an earlier frame for ε, no mean
- * reference being formed, and every history frame stored with its
+ * planning is not switched off, the history is deep enough, no slow-mover
+ * protection of the poly weights, a σ from an earlier frame for ε, no
+ * mean reference being formed, and every history frame stored with its
  * objects removed (else the slow-mover search needs the host between the
  * stages). */
 static int backend_plans(const ss_pipeline_t *p, int n)
 {
-    if (!p->ops->predict_planned || !p->backend_plan || p->cfg.mode != SS_WHITEN_POLY ||
-        n < ss_cfg_min_history(&p->cfg) || !isfinite(p->sigma_prev) ||
-        (p->ref_sum && !p->ref_done))
+    if (!p->ops->predict_planned || !p->backend_plan || n < ss_cfg_min_history(&p->cfg) ||
+        !isfinite(p->sigma_prev) || (p->ref_sum && !p->ref_done))
         return 0;
     double d[SS_MAX_HISTORY], rho[SS_MAX_HISTORY];
     if (copy_overlap(p, n, d, rho))
@@ -1812,6 +1811,7 @@ static void plan_inputs(const ss_pipeline_t *p, int n, ss_wplan_t *wp, int *slot
 {
     memset(wp, 0, offsetof(ss_wplan_t, hsx));
     wp->n = n;
+    wp->lsq = p->cfg.mode == SS_WHITEN_LSQ;
     wp->degree = p->cfg.poly_degree;
     wp->min_valid = ss_cfg_min_valid(&p->cfg, n);
     wp->gamma = ss_cfg_gamma(&p->cfg);

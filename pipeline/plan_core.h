@@ -27,6 +27,8 @@ typedef struct ss_wplan {
     int degree;                 /* cfg poly_degree */
     int min_valid;              /* ss_cfg_min_valid */
     int masked;                 /* the guided filter's mask is on: gm's tl is planned */
+    int lsq;                    /* Wiener weights from the moments (ss_weights_lsq), not the
+                                 * poly ones: the plan is the offsets, then the moments */
     double gamma, lambda;       /* ss_cfg_gamma, cfg forget */
     double kappa_x, kappa_y;    /* the reference's resampling bias (ss_interp_bias) */
     double tau, sigma, g;       /* the guide threshold's factors (ss_pc_gmask_tl) */
@@ -186,6 +188,23 @@ SS_PC_FN float ss_pc_gmask_tl(double tau, double sigma, double g, double a2)
 {
     const double sp = sigma * sqrt(a2 / (1.0 + a2));
     return (float)(tau * sp * g);
+}
+
+/* The Wiener system of ss_weights_lsq: M = R + (γ·tr R/n)·E (R n×n full,
+ * the trace summed k ascending) and b = p, into M and b. */
+SS_PC_FN void ss_pc_lsq_system(const double *R, const double *p, int n, double gamma, double *M,
+                               double *b)
+{
+    double tr = 0.0;
+    for (int k = 0; k < n; k++)
+        tr += R[k * n + k];
+    const double reg = gamma * tr / n;
+    for (int i = 0; i < n * n; i++)
+        M[i] = R[i];
+    for (int k = 0; k < n; k++) {
+        M[k * n + k] += reg;
+        b[k] = p[k];
+    }
 }
 
 /* rw's scalars for wp (min_valid clamped to [1, n]). */

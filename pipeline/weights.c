@@ -166,17 +166,9 @@ int ss_weights_lsq(const double *R, const double *p, int n, double gamma, double
 {
     if (n < 1 || n > SS_MAX_HISTORY || !(gamma >= 0.0))
         return -1;
-    double tr = 0.0;
-    for (int k = 0; k < n; k++)
-        tr += R[k * n + k];
     /* a copy to eliminate in: n·n doubles on the stack (≤ 512 KiB at the
      * largest history, 3 KiB at the default N = 20) — no heap per frame */
     double M[n * n];
-    memcpy(M, R, (size_t)n * (size_t)n * sizeof(double));
-    const double reg = gamma * tr / n;
-    for (int k = 0; k < n; k++) {
-        M[k * n + k] += reg;
-        a[k] = p[k];
-    }
+    ss_pc_lsq_system(R, p, n, gamma, M, a);
     return ss_solve_dense(M, a, n);
 }

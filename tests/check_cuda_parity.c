@@ -418,11 +418,12 @@ static void frame_matches(pair_t *p, const ss_coarse_t *cg, const ss_shift_t *sg
  * from that shift) and the ops one by one give, to the bit: the shift,
  * the offsets and weights, CLEAN and σ; where the registration failed, it
  * says so and plans nothing. The history slots hold what fill_history
- * left (4 frames); stride: the backend's cfg noise_stride. */
+ * left (4 frames); stride: the backend's cfg noise_stride. lsq: the
+ * Wiener weights (moments, then k_lsq_solve), which agree to rounding. */
 static void fill_history(pair_t *p, ss_dtype_t ht, int slots);
 
 static void plan_matches(pair_t *p, const ss_coarse_t *cg, const ss_shift_t *sg, int stride,
-                         int t)
+                         int t, int lsq)
 {
     enum { N = 4, RADIUS = 6 };
     const float eps = 120.0f;
@@ -443,6 +444,7 @@ static void plan_matches(pair_t *p, const ss_coarse_t *cg, const ss_shift_t *sg,
     ss_gmask_t gm;
     ck_assert_int_eq(ss_gmask_init(&gm, 1.4, 2.5, 20.0, 0.0, RADIUS), 0);
     wp.masked = 1;
+    wp.lsq = lsq;
     wp.tau = gm.tau;
     wp.sigma = gm.sigma;
     wp.g = gm.g;
@@ -456,10 +458,21 @@ static void plan_matches(pair_t *p, const ss_coarse_t *cg, const ss_shift_t *sg,
     if (cg->ok && sg->ok) {     /* the host's plan, op by op */
         ss_reweight_t rw;
         float tl = 0.0f;
-        ck_assert_int_eq(ss_pc_plan(&wp, sg->sx, sg->sy, ix, iy, a, &rw, &tl), 0);
+        if (lsq) {              /* the offsets, the moments, ss_weights_lsq */
+            double fx[N], fy[N], R[N * N], pv[N], a2 = 0.0;
+            ss_pc_offsets(ss_pc_unbias(sg->sx, wp.kappa_x), ss_pc_unbias(sg->sy, wp.kappa_y),
+                          wp.hsx, wp.hsy, N, ix, iy, fx, fy);
+            ck_assert_int_eq(p->go->lsq_moments(p->g, slots, ix, iy, N, R, pv), SS_OK);
+            ck_assert_int_eq(ss_weights_lsq(R, pv, N, wp.gamma, a), 0);
+            for (int k = 0; k < N; k++)
+                a2 += a[k] * a[k];
+            tl = ss_pc_gmask_tl(wp.tau, wp.sigma, wp.g, a2);
+        } else {
+            ck_assert_int_eq(ss_pc_plan(&wp, sg->sx, sg->sy, ix, iy, a, &rw, &tl), 0);
+        }
         ss_gmask_t m = gm;
         m.tl = tl;
-        ck_assert_int_eq(p->go->whiten(p->g, slots, ix, iy, a, N, &rw), SS_OK);
+        ck_assert_int_eq(p->go->whiten(p->g, slots, ix, iy, a, N, lsq ? NULL : &rw), SS_OK);
         ck_assert_int_eq(p->go->guided(p->g, RADIUS, eps, &m), SS_OK);
         ck_assert_int_eq(p->go->noise(p->g, SS_PLANE_CLEAN, stride, &sh), SS_OK);
         ck_assert_int_eq(p->go->read_plane(p->g, SS_PLANE_CLEAN, 0, host), SS_OK);
@@ -482,15 +495,27 @@ static void plan_matches(pair_t *p, const ss_coarse_t *cg, const ss_shift_t *sg,
     if (planned) {
         ck_assert(sf.sx == sg->sx && sf.sy == sg->sy && sf.ok == sg->ok);
         ck_assert(memcmp(ix, dix, sizeof ix) == 0 && memcmp(iy, diy, sizeof iy) == 0);
-        ck_assert(memcmp(a, da, sizeof a) == 0);
         ck_assert_int_eq(p->go->frame_stats(p->g, &sd, &beta, &nb), SS_OK);
         ck_assert_int_eq(p->go->read_plane(p->g, SS_PLANE_CLEAN, 0, dev), SS_OK);
-        ck_assert(memcmp(&sh, &sd, sizeof sh) == 0 && isfinite(sd));
         size_t finite = 0;
+        if (!lsq) {             /* the same arithmetic: the same bits */
+            ck_assert(memcmp(a, da, sizeof a) == 0);
+            ck_assert(memcmp(&sh, &sd, sizeof sh) == 0 && isfinite(sd));
+        } else {
+            /* the moments are summed by double atomics in either order:
+             * the weights agree to rounding, the residual to its noise */
+            for (int k = 0; k < N; k++)
+                ck_assert_msg(fabs(a[k] - da[k]) <= 1e-9 * (1.0 + fabs(a[k])),
+                              "frame %d: lsq weight %d %.17g (host) vs %.17g (device)", t, k, a[k],
+                              da[k]);
+            ck_assert(isfinite(sd) && fabsf(sh - sd) <= 1e-5f * sh);
+        }
         for (size_t i = 0; i < n; i++) {
-            ck_assert_msg(memcmp(&host[i], &dev[i], sizeof(float)) == 0,
-                          "frame %d: CLEAN pixel %zu %.9g (host plan) vs %.9g (device plan)", t,
-                          i, (double)host[i], (double)dev[i]);
+            const int same = lsq ? (isnan(host[i]) && isnan(dev[i])) ||
+                                       fabsf(host[i] - dev[i]) <= 1e-3f * sd
+                                 : memcmp(&host[i], &dev[i], sizeof(float)) == 0;
+            ck_assert_msg(same, "frame %d: CLEAN pixel %zu %.9g (host plan) vs %.9g (device plan)",
+                          t, i, (double)host[i], (double)dev[i]);
             finite += isfinite(dev[i]);
         }
         ck_assert_uint_gt(finite, n / 2);
@@ -603,7 +628,8 @@ START_TEST(test_registration_parity)
         cmp_coarse(&cc, &cg, t);
         if (!cc.ok) {
             frame_matches(&p, &cg, NULL, t);
-            plan_matches(&p, &cg, NULL, cfg.noise_stride, t);
+            for (int lsq = 0; lsq < 2; lsq++)
+                plan_matches(&p, &cg, NULL, cfg.noise_stride, t, lsq);
             continue;
         }
         ss_shift_t sc_, sg;
@@ -621,7 +647,8 @@ START_TEST(test_registration_parity)
         ck_assert(fabs(sc_.contrast - sg.contrast) <= 1e-6 * (1.0 + fabs(sc_.contrast)));
         fine_ok += sg.ok && t < 8;
         frame_matches(&p, &cg, &sg, t);
-        plan_matches(&p, &cg, &sg, cfg.noise_stride, t);
+        for (int lsq = 0; lsq < 2; lsq++)
+            plan_matches(&p, &cg, &sg, cfg.noise_stride, t, lsq);
     }
     ck_assert_int_ge(fine_ok, 5);
     free(f.pixels);
@@ -1551,6 +1578,8 @@ static void record(run_t *out, int t, const ss_result_t *res)
  * download is waited for), 4 graphs with every prediction planned on the
  * host (ss_pipeline_set_backend_plan off); prefetch: ss_cuda_prefetch the
  * next frame before processing the current one. */
+static int chain_lsq;            /* run_chain's weights: 1 the Wiener ones (lsq) */
+
 static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t seed, run_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -1570,6 +1599,7 @@ static void run_chain(ss_backend_kind_t kind, int mode, int prefetch, uint64_t s
     base_cfg(&cfg);
     cfg.backend = kind;
     cfg.history = 8;
+    cfg.mode = chain_lsq ? SS_WHITEN_LSQ : SS_WHITEN_POLY;
     char err[256];
     ss_pipeline_t *pl = ss_pipeline_new(&cfg, "parity", err, sizeof err);
     ck_assert_msg(pl != NULL, "pipeline: %s", err);
@@ -1757,6 +1787,30 @@ START_TEST(test_modes_agree)
         run_free(b);
     }
     run_free(a);
+    free(a);
+    free(b);
+}
+END_TEST
+
+/* The lsq weights planned on the device (the moments and k_lsq_solve)
+ * against the host's solve of the same moments: the moments are summed by
+ * double atomics, so the runs agree to rounding, not to the bit; one host
+ * wait fewer per planned frame (the moments' read-back) and one more for
+ * the registration. */
+START_TEST(test_lsq_plan_agrees)
+{
+    run_t *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    ck_assert(a && b);
+    chain_lsq = 1;
+    run_chain(SS_BACKEND_CUDA, 0, 1, 99, a);
+    run_chain(SS_BACKEND_CUDA, 4, 1, 99, b);
+    chain_lsq = 0;
+    cmp_runs(a, b, 1e-5, "lsq: the device's plan vs the host's");
+    ck_assert_int_eq(b->planned, 0);
+    ck_assert_uint_ge(a->planned, CFRAMES / 4);
+    ck_assert_int_eq(b->waits - a->waits, 2 * (long)a->planned);
+    run_free(a);
+    run_free(b);
     free(a);
     free(b);
 }
@@ -2048,6 +2102,7 @@ static void add_chain(TCase *tc)
 {
     tcase_add_test(tc, test_chain_parity);
     tcase_add_test(tc, test_modes_agree);
+    tcase_add_test(tc, test_lsq_plan_agrees);
     tcase_add_test(tc, test_two_instances);
     tcase_add_test(tc, test_feeds_at_once);
 }

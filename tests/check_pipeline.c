@@ -1197,6 +1197,7 @@ END_TEST
  * discarded as failures, all-NaN residual and no detections. */
 START_TEST(test_backend_plan_agrees)
 {
+    const int lsq = _i;         /* the poly weights, then the Wiener ones */
     ss_synth_cfg_t sc, blank;
     ss_pipeline_cfg_t pc;
     field_cfg(&sc, 256, 224, 31);
@@ -1211,6 +1212,7 @@ START_TEST(test_backend_plan_agrees)
     pipe_cfg(&pc);
     pc.history = 6;
     pc.max_failures = 3;
+    pc.mode = lsq ? SS_WHITEN_LSQ : SS_WHITEN_POLY;
     ss_pipeline_t *pl[2];
     ss_synth_t *syn[2], *dome[2];
     ss_result_t res[2];
@@ -1813,7 +1815,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_fixed_roi_varying_raw_size);
     tcase_add_test(tc, test_radec);
     tcase_add_test(tc, test_start_finish);
-    tcase_add_test(tc, test_backend_plan_agrees);
+    tcase_add_loop_test(tc, test_backend_plan_agrees, 0, 2);
     tcase_add_test(tc, test_outputs_in_chain);
     suite_add_tcase(s, tc);
     TCase *q = tcase_create("quality");
