@@ -10,7 +10,8 @@
 #   the whole-chain case, RACECHECK_CHAIN_S seconds, 400 by default), bench, profile (default:
 #   build,test,sanitize,bench;
 #   build is always done first; RACECHECK_CASE_S: seconds per stage case
-#   of sanitize's racecheck, 90 by default). Each call of the device tool has 10
+#   of sanitize's racecheck, 90 by default; RACECHECK_REG_S: the
+#   registration case's, 300). Each call of the device tool has 10
 #   minutes: a first call can do build,test,bench and a later one sanitize.
 # The GPU host has no packages: run ../shared/tools/gpu-deps-bundle once in
 # the checkout (it writes .gpudeps/), carry .gpudeps along; this script
@@ -85,6 +86,8 @@ do_sanitize() {
         # the chain case runs 24-frame sequences in four modes: minutes
         local lim=${RACECHECK_CASE_S:-90}
         [ $c = chain ] && lim=${RACECHECK_CHAIN_S:-40}
+        # the registration case also plans each frame both ways (poly, lsq)
+        [ $c = registration ] && lim=${RACECHECK_REG_S:-300}
         CK_RUN_CASE=$c step "racecheck $c" "$OUT/racecheck.log" $lim \
             $cs --tool racecheck --racecheck-report hazard $B/tests/check_cuda_parity
     done
