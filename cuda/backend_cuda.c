@@ -998,22 +998,39 @@ static ss_err_t cuda_register_frame(ss_backend_t *b, ss_coarse_t *c, ss_shift_t 
     return SS_OK;
 }
 
+/* Whether slots[0..n-1] name n history slots of the instance. */
+static int slots_ok(const ss_backend_t *b, const int *slots, int n)
+{
+    if (n < 1 || n > b->geo.history)
+        return 0;
+    for (int k = 0; k < n; k++)
+        if (slots[k] < 0 || slots[k] >= b->geo.history)
+            return 0;
+    return 1;
+}
+
+/* The history frames slots[0..n-1] (slots_ok) into the parameter block,
+ * whose mirror is free (cx_params_begin). */
+static void put_slots(ss_backend_t *b, const int *slots, int n)
+{
+    cu_params_t *hp = b->h_params;
+    hp->n = n;
+    for (int k = 0; k < n; k++)
+        hp->hist[k] = b->d_hist + (size_t)slots[k] * b->hist_slot_bytes;
+}
+
 /* Slots, offsets (and weights) into the parameter block. */
 static ss_err_t set_history(ss_backend_t *b, const int *slots, const int *ix, const int *iy,
                             const double *a, int n)
 {
-    if (n < 1 || n > b->geo.history)
+    if (!slots_ok(b, slots, n))
         return SS_ERR_INVALID;
-    for (int k = 0; k < n; k++)
-        if (slots[k] < 0 || slots[k] >= b->geo.history)
-            return SS_ERR_INVALID;
     ss_err_t e = cx_params_begin(b);
     if (e)
         return e;
+    put_slots(b, slots, n);
     cu_params_t *hp = b->h_params;
-    hp->n = n;
     for (int k = 0; k < n; k++) {
-        hp->hist[k] = b->d_hist + (size_t)slots[k] * b->hist_slot_bytes;
         hp->ix[k] = ix[k];
         hp->iy[k] = iy[k];
         hp->a[k] = a ? a[k] : 0.0;
@@ -1115,11 +1132,8 @@ static ss_err_t cuda_predict_planned(ss_backend_t *b, const ss_wplan_t *wp, cons
                                      int radius, float eps, const ss_gmask_t *gm, ss_coarse_t *c)
 {
     const int n = wp->n;
-    if (n < 1 || n > b->geo.history || (wp->masked != 0) != (gm != NULL))
+    if (!slots_ok(b, slots, n) || (wp->masked != 0) != (gm != NULL))
         return SS_ERR_INVALID;
-    for (int k = 0; k < n; k++)
-        if (slots[k] < 0 || slots[k] >= b->geo.history)
-            return SS_ERR_INVALID;
     int go;
     ss_err_t e = cx_op_begin(b);
     if (e || (e = coarse_enqueue(b, c, &go)) || !go)
@@ -1128,9 +1142,7 @@ static ss_err_t cuda_predict_planned(ss_backend_t *b, const ss_wplan_t *wp, cons
     hp->wp = *wp;
     if (gm)
         hp->gm_in = *gm;
-    hp->n = n;
-    for (int k = 0; k < n; k++)
-        hp->hist[k] = b->d_hist + (size_t)slots[k] * b->hist_slot_bytes;
+    put_slots(b, slots, n);
     const int stride = SS_MAX(b->cfg->noise_stride, 1);
     if ((e = fine_enqueue(b, 0.0, 0.0, 1)) ||
         (e = cx_enqueue_with(b, st_plan, 0, SS_STAGE_WHITEN, STEP_PLAN_IN)) ||

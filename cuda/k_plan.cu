@@ -24,6 +24,17 @@ __device__ bool registered(const cu_results_t *r)
     return r->coarse.ok && r->fine_st.phase == SS_FINE_DONE && r->fine_st.why == SS_FW_NONE;
 }
 
+/* The guided filter's source mask, when wp->masked: the host's (gm_in)
+ * with the guide threshold of the weights' a2 (0 where they failed). */
+__device__ void plan_mask(cu_params_t *p, int ok, double a2)
+{
+    const ss_wplan_t *wp = &p->wp;
+    if (!wp->masked)
+        return;
+    p->gf_mask = p->gm_in;
+    p->gf_mask.tl = ok ? ss_pc_gmask_tl(wp->tau, wp->sigma, wp->g, a2) : 0.0f;
+}
+
 /* The warp's scratch: the frames' fractions, λ^k, offsets and weights,
  * one chunk of 32 frames' Gram terms, G and α. */
 typedef struct plan_smem {
@@ -116,10 +127,7 @@ __device__ void plan_warp(plan_smem_t *sm, cu_params_t *p, const cu_results_t *r
         double a2 = 0.0;
         for (int k = 0; k < n; k++)
             a2 += sm->a[k] * sm->a[k];
-        if (wp->masked) {
-            p->gf_mask = p->gm_in;
-            p->gf_mask.tl = ok ? ss_pc_gmask_tl(wp->tau, wp->sigma, wp->g, a2) : 0.0f;
-        }
+        plan_mask(p, ok, a2);
         out->ok = ok;
         out->n = n;
     }
@@ -352,10 +360,7 @@ k_lsq_solve(cu_params_t *p, const cu_results_t *r, const double *__restrict__ Rp
         double a2 = 0.0;
         for (int k = 0; k < n; k++)
             a2 += ok ? b[k] * b[k] : 0.0;
-        if (wp->masked) {
-            p->gf_mask = p->gm_in;
-            p->gf_mask.tl = ok ? ss_pc_gmask_tl(wp->tau, wp->sigma, wp->g, a2) : 0.0f;
-        }
+        plan_mask(p, ok, a2);
         out->ok = ok;
         out->n = n;
     }
