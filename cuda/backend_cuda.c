@@ -152,14 +152,6 @@ static cudaError_t st_ref_copy(ss_backend_t *b, cudaStream_t s, int v)
                            b->npix * sizeof(float), cudaMemcpyDeviceToDevice, s);
 }
 
-static cudaError_t st_ref_prep(ss_backend_t *b, cudaStream_t s, int v)
-{
-    (void)v;
-    return cu_reference_prep(b->d_plane[SS_PLANE_REFERENCE], b->w, b->h,
-                             b->d_plane[SS_PLANE_REF_S], b->d_plane[SS_PLANE_REF_GX],
-                             b->d_plane[SS_PLANE_REF_GY], s);
-}
-
 /* The star peaks of level L of the frame (v = 0) or the reference (v =
  * 1), and the brightest of them in order (d_res->top[v]). */
 static cudaError_t st_peaks(ss_backend_t *b, cudaStream_t s, int ref)
@@ -190,10 +182,9 @@ static cudaError_t st_coarse(ss_backend_t *b, cudaStream_t s, int v)
 #define FINE_FROM_COARSE (1 << 16)
 static cudaError_t st_fine(ss_backend_t *b, cudaStream_t s, int v)
 {
-    SK(cu_fine(b->d_params, b->d_plane[SS_PLANE_HIPASS], b->d_plane[SS_PLANE_REFERENCE],
-               b->d_plane[SS_PLANE_REF_S], b->d_plane[SS_PLANE_REF_GX],
-               b->d_plane[SS_PLANE_REF_GY], b->w, b->h, v & 0xffff, (v & FINE_FROM_COARSE) != 0, b->d_partials,
-               b->d_counter, b->d_res, s));
+    SK(cu_fine(b->d_params, b->d_plane[SS_PLANE_HIPASS], b->d_plane[SS_PLANE_REFERENCE], b->w,
+               b->h, v & 0xffff, (v & FINE_FROM_COARSE) != 0, b->d_partials, b->d_counter,
+               b->d_res, s));
     return cu_copy_small(&b->m_res->fine_st, &b->d_res->fine_st, sizeof(ss_fine_state_t), s);
 }
 
@@ -877,7 +868,6 @@ static ss_err_t ref_steps(ss_backend_t *b)
 {
     ss_err_t e;
     if ((e = cx_enqueue(b, st_pyramid, 1, SS_STAGE_REG_COARSE)) ||
-        (e = cx_enqueue(b, st_ref_prep, 0, SS_STAGE_REG_COARSE)) ||
         (e = cx_enqueue(b, st_level_noise, 1, SS_STAGE_REG_COARSE)))
         return e;
     return SS_OK;
@@ -1452,6 +1442,12 @@ static ss_err_t cuda_read_plane(ss_backend_t *b, ss_plane_t p, int slot, void *d
         CK(b, cu_badmask(b->d_bad, b->d_learned, b->npix, b->d_u8, b->cs));
         src = b->d_u8;
         bytes = b->npix;
+    } else if (p == SS_PLANE_REF_S || p == SS_PLANE_REF_GX || p == SS_PLANE_REF_GY) {
+        /* not kept: the fine passes compute them from the reference */
+        CK(b, cu_reference_prep(b->d_plane[SS_PLANE_REFERENCE], b->w, b->h, b->d_gs[0],
+                                b->d_gs[1], b->d_gs[2], b->cs));
+        src = b->d_gs[p - SS_PLANE_REF_S];
+        bytes = b->npix * sizeof(float);
     } else if (!(src = plane_ptr(b, p, slot, &bytes))) {
         return SS_ERR_INVALID;
     }

@@ -298,8 +298,8 @@ cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, const int *l
  * not hold. Passes the state no longer wants return at once.
  * partials: CU_RED_BLOCKS × SS_FINE_NSUMS. */
 /* gold: ss_register_fine (each pass: ss_fine_sums) */
-cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref, const float *S,
-                    const float *gx, const float *gy, int w, int h, int passes, int from_coarse,
+cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref, int w, int h,
+                    int passes, int from_coarse,
                     double *partials, unsigned int *counter, cu_results_t *res, cudaStream_t s);
 
 /* k_vote.cu */

@@ -99,13 +99,7 @@ __global__ void k_reference_prep(const float *__restrict__ ref, int w, int h,
         S[i] = gx[i] = gy[i] = qnan();
         return;
     }
-    const float c = ref[i], l = ref[i - 1], r = ref[i + 1];
-    const float u = ref[i - (size_t)w], d = ref[i + (size_t)w];
-    const float s = (c + l + r + u + d) / 5.0f;
-    const bool ok = !isnan(s);
-    S[i] = s;
-    gx[i] = ok ? (r - l) * 0.5f : qnan();
-    gy[i] = ok ? (d - u) * 0.5f : qnan();
+    ss_ref_stencil(ref, i, (size_t)w, &S[i], &gx[i], &gy[i]);
 }
 
 /* ss_is_peak over the level's interior; the peaks go to out (device
@@ -318,10 +312,11 @@ __device__ void fine_conclude(cu_results_t *res)
  * each column band's partials in a fixed order and writes them to out
  * ([rows|columns][band][sum]). The shift is the iteration's estimate in
  * st (probe: plus SS_FINE_PROBE_PX on both axes); a pass the iteration
- * does not want returns at once. */
+ * does not want returns at once. The reference's S and gradients come
+ * from its five-point cross (ss_ref_stencil, the neighbours from cache):
+ * two planes read from memory instead of five. */
 __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restrict__ ref,
-                            const float *__restrict__ S, const float *__restrict__ gxp,
-                            const float *__restrict__ gyp, int w, int h, int probe, int bpt,
+                            int w, int h, int probe, int bpt,
                             double *__restrict__ partials, unsigned int *counter,
                             const ss_fine_state_t *st, double *__restrict__ out)
 {
@@ -362,11 +357,12 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
         const size_t i = (size_t)y * (size_t)w + (size_t)x;
         const double val = (1.0 - fy) * ((1.0 - fx) * c0[0] + fx * c0[1]) +
                            fy * ((1.0 - fx) * c1[0] + fx * c1[1]);
-        const double e = val - (double)S[i];
-        const float gxi = gxp[i], gyi = gyp[i];
+        float Si, gxi, gyi;
+        ss_ref_stencil(ref, i, (size_t)w, &Si, &gxi, &gyi);
+        const double e = val - (double)Si;
         if (!(fabs(e) <= DBL_MAX) || !isfinite(gxi) || !isfinite(gyi))
             continue;
-        const double p = gxi, q = gyi, t = S[i], l = 5.0 * ((double)S[i] - (double)ref[i]);
+        const double p = gxi, q = gyi, t = Si, l = 5.0 * ((double)Si - (double)ref[i]);
         const double ddx = (1.0 - fy) * ((double)c0[1] - c0[0]) + fy * ((double)c1[1] - c1[0]);
         const double ddy = (1.0 - fx) * ((double)c1[0] - c0[0]) + fx * ((double)c1[1] - c0[1]);
         a[SS_FS_XX] += p * p;
@@ -537,8 +533,7 @@ extern "C" cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, c
 
 constexpr int FS_PER_THREAD = 4;
 
-extern "C" cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref,
-                               const float *S, const float *gx, const float *gy, int w, int h,
+extern "C" cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref, int w, int h,
                                int passes, int from_coarse, double *partials,
                                unsigned int *counter, cu_results_t *res, cudaStream_t s)
 {
@@ -555,11 +550,11 @@ extern "C" cudaError_t cu_fine(const cu_params_t *p, const float *cur, const flo
     const dim3 grid((unsigned)(bpt * SS_FINE_BANDS), SS_FINE_BANDS);
     k_fine_begin<<<1, 32, 0, s>>>(p, res, from_coarse);
     for (int it = 0; it < passes; it++) {
-        k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, S, gx, gy, w, h, 0, (int)bpt, partials,
+        k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, w, h, 0, (int)bpt, partials,
                                                  counter, &res->fine_st, res->fine);
         k_fine_iterate<<<1, 32, 0, s>>>(res);
     }
-    k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, S, gx, gy, w, h, 1, (int)bpt, partials,
+    k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, w, h, 1, (int)bpt, partials,
                                              counter, &res->fine_st, res->fine_probe);
     k_fine_conclude<<<1, 2 * SS_FINE_BANDS, 0, s>>>(res);
     return cudaGetLastError();

@@ -22,7 +22,8 @@
  *               local mean (ss_hipass): blind to sky level, stray light and
  *               gradients
  *   REFERENCE   the high-passed reference frame
- *   REF_S, REF_GX, REF_GY   the reference's smoothing and gradients (§2b)
+ *   REF_S, REF_GX, REF_GY   the reference's smoothing and gradients (§2b;
+ *               ss_ref_stencil: the CUDA backend computes them when read)
  *   PREDICTION  P, RESIDUAL r, CLEAN r' (after the guided filter; equals r
  *               when the stage is off), SNR z
  *   SNR_RAW     z before the model-error division: modelvar copies SNR

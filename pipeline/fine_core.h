@@ -57,6 +57,22 @@ typedef struct ss_fine_state {
     int why;                        /* SS_FW_*; SS_FW_NONE and DONE: ok */
 } ss_fine_state_t;
 
+/* The reference's smoothing S and central gradients gx, gy at the
+ * interior pixel i of rows of w pixels (ALGORITHM.md §2b;
+ * ss_reference_prep's planes, and what k_fine_sums computes on the fly):
+ * S the mean of the five-point cross, NaN exactly when one of the five
+ * is; the gradients NaN where S is. */
+SS_FC_FN void ss_ref_stencil(const float *ref, size_t i, size_t w, float *S, float *gx, float *gy)
+{
+    const float c = ref[i], l = ref[i - 1], r = ref[i + 1];
+    const float u = ref[i - w], d = ref[i + w];
+    const float s = (c + l + r + u + d) / 5.0f;
+    const int ok = !isnan(s);
+    *S = s;
+    *gx = ok ? (r - l) * 0.5f : NAN;
+    *gy = ok ? (d - u) * 0.5f : NAN;
+}
+
 SS_FC_FN void ss_fine_begin(ss_fine_state_t *st, double sx0, double sy0, int max_iter,
                             double tol, double min_det)
 {

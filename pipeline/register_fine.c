@@ -32,16 +32,7 @@ void ss_reference_prep(const float *ref, int w, int h, float *S, float *gx, floa
                 S[i] = gx[i] = gy[i] = NAN;     /* a neighbour is outside */
                 continue;
             }
-            const float c = ref[i], l = ref[i - 1], r = ref[i + 1];
-            const float u = ref[i - (size_t)w], d = ref[i + (size_t)w];
-            /* NaN in any of the five propagates through the sum, so S is
-             * NaN exactly when it must be; the gradients need the same
-             * five-point validity, not just their own two taps. */
-            const float s = (c + l + r + u + d) / 5.0f;
-            const int ok = !isnan(s);
-            S[i] = s;
-            gx[i] = ok ? (r - l) * 0.5f : NAN;
-            gy[i] = ok ? (d - u) * 0.5f : NAN;
+            ss_ref_stencil(ref, i, (size_t)w, &S[i], &gx[i], &gy[i]);
         }
     }
 }
