@@ -15,7 +15,10 @@
  * row passes and n² column passes over the tile, one load of it. The row pass of the apron rows is
  * recomputed by the neighbouring tiles instead of going through device
  * memory. Out-of-frame taps are loaded as NaN, i.e. as invalid taps: they
- * add +0 where the CPU skips them, which is the same float.
+ * add +0 where the CPU skips them, which is the same float. A whole tile
+ * (every input of it and its apron finite: most tiles of a frame) takes
+ * matched_whole, where hv1, hv2, den and den2 are the same at every pixel:
+ * a third of the sums, and independent ones side by side.
  */
 #include "cu_internal.h"
 
@@ -25,6 +28,67 @@ namespace {
 
 constexpr int MT = 32;              /* output tile (square) */
 constexpr int MTY = 8;              /* block is MT × MTY threads */
+
+/* x phase px of a whole tile: k_matched's general path with every tap
+ * valid, so the same floats. The row pass forms h1 alone (this thread's
+ * column, four rows at a time: independent sums, each in tap order); hv1
+ * and hv2 are then the sums of the taps, den and den2 the sums of the taps
+ * times them. The column pass forms num for this thread's four output
+ * rows together and folds each y phase into zo. tv and h1 point at this
+ * thread's column. */
+__device__ __forceinline__ void matched_whole(int R, const float *kx, const float *kx2,
+                                              const float (*k)[CU_KTAPS],
+                                              const float (*k2)[CU_KTAPS], int n, int px,
+                                              float sigma, const float *tv, int TWI, float *h1,
+                                              float *zo)
+{
+    constexpr int Q = MT / MTY;                 /* rows per thread and pass */
+    const int ty = threadIdx.y;
+    for (int ry0 = ty; ry0 < TWI; ry0 += Q * MTY) {
+        float hs[Q];
+        const float *rv[Q];
+#pragma unroll
+        for (int q = 0; q < Q; q++) {
+            hs[q] = 0.0f;
+            rv[q] = tv + min(ry0 + q * MTY, TWI - 1) * TWI;
+        }
+        for (int i = 0; i <= 2 * R; i++)
+#pragma unroll
+            for (int q = 0; q < Q; q++)
+                hs[q] += kx[i] * rv[q][i];
+#pragma unroll
+        for (int q = 0; q < Q; q++)
+            if (ry0 + q * MTY < TWI)
+                h1[(ry0 + q * MTY) * MT] = hs[q];
+    }
+    __syncthreads();
+    float hv1 = 0.0f, hv2 = 0.0f;
+    for (int i = 0; i <= 2 * R; i++) {
+        hv1 += kx[i] * 1.0f;
+        hv2 += kx2[i] * 1.0f;
+    }
+    for (int py = 0; py < n; py++) {
+        const float *ky = k[py], *ky2 = k2[py];
+        float den = 0.0f, den2 = 0.0f, num[Q];
+#pragma unroll
+        for (int q = 0; q < Q; q++)
+            num[q] = 0.0f;
+        for (int j = 0; j <= 2 * R; j++) {
+            den += ky[j] * hv1;
+            den2 += ky2[j] * hv2;
+#pragma unroll
+            for (int q = 0; q < Q; q++)
+                num[q] += ky[j] * h1[(ty + q * MTY + j) * MT];
+        }
+        const float d = sigma * sqrtf(den2);
+#pragma unroll
+        for (int q = 0; q < Q; q++) {
+            const float v = den >= 0.5f ? num[q] / d : __int_as_float(0x7fc00000);
+            if ((px == 0 && py == 0) || isnan(zo[q]) || fabsf(v) > fabsf(zo[q]))
+                zo[q] = v;
+        }
+    }
+}
 
 __global__ void k_matched(const cu_params_t *__restrict__ p, int R, int star,
                           const float *__restrict__ dev_sigma, const float *__restrict__ in, int w,
@@ -49,6 +113,7 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, int star,
     }
     /* validity resolved once per input pixel, not once per tap: k·0 and
      * k·1 are the +0 and k the reference adds for an invalid / valid tap */
+    bool mine = true;
     for (int ry = ty; ry < TWI; ry += MTY) {
         const int yy = y0 - R + ry;
         const bool row_in = yy >= 0 && yy < h;
@@ -59,18 +124,28 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, int star,
             const bool ok = isfinite(v);
             tv[ry * TWI + cx] = ok ? v : 0.0f;
             tf[ry * TWI + cx] = ok ? 1.0f : 0.0f;
+            mine = mine && ok;
         }
     }
+    /* A whole tile (every input finite, so inside the frame with its
+     * apron) has the same hv1, hv2, den and den2 at every pixel: the
+     * sums of the taps, formed once (matched_whole) in the same order. */
+    const bool whole = __syncthreads_and(mine);
     const float sigma = dev_sigma ? *dev_sigma : star ? p->mv_sigma : p->mf_sigma;
     const int x = x0 + tx;
     float zo[MT / MTY];                         /* the fold of the rows oy = ty + MTY·r */
     for (int r = 0; r < MT / MTY; r++)
         zo[r] = __int_as_float(0x7fc00000);
     for (int px = 0; px < n; px++) {
-        __syncthreads();                        /* tiles loaded / the last x phase read */
+        if (px > 0)
+            __syncthreads();                    /* the last x phase read */
         /* rows: h1 = Σ k·v·in, hv1 = Σ k·v (taps ascending), the tile's rows
          * plus the vertical apron, thread tx owns column tx */
         const float *kx = k[px], *kx2 = k2[px];
+        if (whole) {
+            matched_whole(R, kx, kx2, k, k2, n, px, sigma, tv + tx, TWI, h1 + tx, zo);
+            continue;
+        }
         for (int ry = ty; ry < TWI; ry += MTY) {
             const float *rv = tv + ry * TWI + tx, *rf = tf + ry * TWI + tx;
             float hs = 0.0f, vs = 0.0f, v2 = 0.0f;

@@ -141,17 +141,21 @@ __global__ void k_zero(unsigned int *count)
 
 /* Refinement, one level: the 9 mean products around (2·dx, 2·dy), as
  * (sum, count) pairs added into res->corr. */
-__global__ void k_corr9(const float *__restrict__ ref, const float *__restrict__ cur, int w, int h,
-                        int step, cu_results_t *res)
+__global__ void __launch_bounds__(RED_THREADS, 4)
+k_corr9(const float *__restrict__ ref, const float *__restrict__ cur, int w, int h, int step,
+        cu_results_t *res)
 {
     __shared__ double red[RED_THREADS / 32][18];
     if (!res->coarse.ok)
         return;
     const int bdx = 2 * res->coarse.rdx, bdy = 2 * res->coarse.rdy;
-    double s[9], c[9];
+    double s[9];
+    int c[9];                           /* counts: exact as ints, fewer registers */
 #pragma unroll
-    for (int k = 0; k < 9; k++)
-        s[k] = c[k] = 0.0;
+    for (int k = 0; k < 9; k++) {
+        s[k] = 0.0;
+        c[k] = 0;
+    }
     const int nx = (w + step - 1) / step, ny = (h + step - 1) / step;
     const long long total = (long long)nx * ny;
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < total;
@@ -170,7 +174,7 @@ __global__ void k_corr9(const float *__restrict__ ref, const float *__restrict__
             if (!isfinite(rv))
                 continue;
             s[k] += (double)cv * (double)rv;
-            c[k] += 1.0;
+            c[k]++;
         }
     }
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
@@ -184,7 +188,7 @@ __global__ void k_corr9(const float *__restrict__ ref, const float *__restrict__
 #pragma unroll
         for (int k = 0; k < 9; k++) {
             red[wid][2 * k] = s[k];
-            red[wid][2 * k + 1] = c[k];
+            red[wid][2 * k + 1] = (double)c[k];
         }
     __syncthreads();
     if (threadIdx.x < 18) {
