@@ -24,6 +24,7 @@
  * with the CPU's to double rounding, so the float outputs to about 1e-7.
  */
 #include "cu_internal.h"
+#include "pipeline/guided_core.h"
 #include "pipeline/seeing_core.h"
 
 #include <math.h>
@@ -783,34 +784,9 @@ __global__ void __launch_bounds__(GT, 4)
                 const double n = (double)cnt;
                 o1[k] = o2[k] = 0.0f;
                 if constexpr (MODE == M_AB2) {
-                    /* [S11+ε S12; S12 S22+ε]·[A1; A2] = [C1p; C2p] by Cramer's rule */
-                    const bool part = (vb >> k) & 1u;
-                    const double inv = 1.0 / n;
-                    const double m1 = H[0] * inv, m2 = H[1] * inv, mp = H[2] * inv;
-                    const double c1p = H[3] * inv - m1 * mp, c2p = H[4] * inv - m2 * mp;
-                    const double s11 = H[5] * inv - m1 * m1 + eps, s12 = H[6] * inv - m1 * m2;
-                    const double s22 = H[7] * inv - m2 * m2 + eps;
-                    /* one reciprocal for both (guided.c divides twice: the
-                     * doubles differ by an ulp at most, the floats not) */
-                    const double rdet = 1.0 / (s11 * s22 - s12 * s12);
-                    const float A1 = (float)((c1p * s22 - c2p * s12) * rdet);
-                    const float A2 = (float)((c2p * s11 - c1p * s12) * rdet);
-                    const float B = (float)(mp - (double)A1 * m1 - (double)A2 * m2);
-                    const bool ok = part && n > 0.5 && isfinite(A1) && isfinite(A2) && isfinite(B);
-                    o0[k] = ok ? A1 : qnan();
-                    o1[k] = ok ? A2 : qnan();
-                    o2[k] = ok ? B : qnan();
+                    ss_gc_model2(n, H, eps, (vb >> k) & 1u, &o0[k], &o1[k], &o2[k]);
                 } else if constexpr (MODE == M_AB) {
-                    const bool part = (vb >> k) & 1u;
-                    const double inv = 1.0 / n;
-                    const double mi = H[0] * inv, mp = H[1] * inv, cip = H[2] * inv,
-                                 cii = H[3] * inv;
-                    const double var = cii - mi * mi, cov = cip - mi * mp;
-                    const float A = (float)(cov / (var + eps));
-                    const float B = (float)(mp - (double)A * mi);
-                    const bool ok = part && n > 0.5 && isfinite(A) && isfinite(B);
-                    o0[k] = ok ? A : qnan();
-                    o1[k] = ok ? B : qnan();
+                    ss_gc_model1(n, H, eps, (vb >> k) & 1u, &o0[k], &o1[k]);
                 } else {
                     /* H/n as H·(1/n): guided.c divides; the doubles differ by
                      * an ulp at most, the floats not */

@@ -141,30 +141,64 @@ __device__ __forceinline__ void block_scan(long long mine, long long *part)
     __syncthreads();
 }
 
-/* One pass: histogram of the keys of pass `pass` among the samples that
- * match the prefix (which = 0: the median; 1: |x - median|), then the
- * last block to finish finds the bin holding the rank, narrows the state,
- * clears the histogram for the next pass and, after the last MAD pass,
- * writes the estimate. One kernel per pass, no host round trip. */
-__global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws, int which,
-                           int pass, int mode, float *out_f, double *out_d, float *buf)
+/* The count of this thread's PER bins [t·PER, t·PER + PER) of hist
+ * (shared memory, or the global histogram through a volatile pointer). */
+template <int PER, typename H>
+__device__ __forceinline__ long long sel_my_bins(H hist)
 {
-    constexpr int PER = CU_SEL_BINS / SEL_THREADS;     /* bins per thread in the scan */
-    __shared__ unsigned int sh[CU_SEL_BINS];
-    __shared__ long long part[SEL_THREADS];
-    __shared__ bool last;
-    for (int b = threadIdx.x; b < CU_SEL_BINS; b += blockDim.x)
-        sh[b] = 0;
-    __syncthreads();
-    cu_sel_state_t *stp = &ws->st[which];
-    const cu_sel_state_t st = *stp;
-    const int shift = pass_shift(pass);
-    const unsigned int bmask = pass_mask(pass);
-    const float centre = which ? ws->st[0].result : 0.0f;
+    long long mine = 0;
+    for (int q = 0; q < PER; q++)
+        mine += hist[threadIdx.x * PER + q];
+    return mine;
+}
+
+/* The bin that holds rank, given this thread's bins' count mine and the
+ * inclusive scan incl of the counts (block_scan): true on exactly the
+ * thread whose bins hold it, with the bin in *bin and the rank within it
+ * in *sub. */
+template <int PER, typename H>
+__device__ __forceinline__ bool sel_find_bin(H hist, long long mine, long long incl,
+                                             long long rank, int *bin, long long *sub)
+{
+    long long before = incl - mine;
+    if (!(rank >= before && rank < before + mine))
+        return false;
+    int b = threadIdx.x * PER;
+    for (int q = 0; q < PER; q++, b++) {
+        const long long hq = hist[b];
+        if (rank < before + hq)
+            break;
+        before += hq;
+    }
+    *bin = b;
+    *sub = rank - before;
+    return true;
+}
+
+/* The estimate of modes 0 and 1 from the MAD (any: there were samples). */
+__device__ __forceinline__ void sel_write_estimate(bool any, float mad, int mode, float *out_f,
+                                                   double *out_d)
+{
+    if (mode == 0 && out_f)
+        *out_f = any ? (float)(1.4826 * (double)mad) : __int_as_float(0x7fc00000);
+    if (mode == 1 && out_d)
+        *out_d = any ? 1.4826 * (double)mad / sqrt(2.0) : (double)NAN;
+}
+
+/* k_sel_pass, phase 1: this block's histogram in sh (zeroed) of the keys
+ * of the pass (bits shift.., bmask) among the samples matching st's
+ * prefix (which = 1: of |x - centre|). The samples are buf's ws->ncomp
+ * compacted ones where the first pass has made them (or without a
+ * sampler); else the sampler's, which the first pass with a buffer also
+ * appends to it (warp-aggregated). */
+__device__ __forceinline__ void sel_pass_hist(const cu_sampler_t *__restrict__ sp,
+                                              cu_sel_ws_t *ws, int which, int pass,
+                                              const cu_sel_state_t &st, int shift,
+                                              unsigned int bmask, float centre, float *buf,
+                                              unsigned int *sh)
+{
     const int lane = threadIdx.x & 31;
     if (buf && (which || pass > 0 || !sp)) {
-        /* every later pass reads the finite samples compacted by the first
-         * (without a sampler, every pass reads ws->ncomp samples of buf) */
         if (which || pass == 0 || st.n > 0) {
             const unsigned int n = ws->ncomp;
             for (unsigned int j = blockIdx.x * blockDim.x + threadIdx.x; j < n;
@@ -177,34 +211,39 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
                     atomicAdd(&sh[(k >> shift) & bmask], 1u);
             }
         }
-    } else {
-        /* the first pass reads the plane(s) through the sampler and, with a
-         * buffer, appends the finite samples to it (warp-aggregated) */
-        const cu_sampler_t s = *sp;
-        const long long n = samp_count(s);
-        const long long step = (long long)gridDim.x * blockDim.x;
-        for (long long base = (long long)blockIdx.x * blockDim.x; base < n; base += step) {
-            const long long j = base + threadIdx.x;
-            float v = 0.0f;
-            const bool ok = j < n && samp_get(s, j, &v);
-            if (buf) {
-                const unsigned int bal = __ballot_sync(0xffffffffu, ok);
-                unsigned int pos = 0;
-                if (lane == 0 && bal)
-                    pos = atomicAdd(&ws->ncomp, (unsigned int)__popc(bal));
-                pos = __shfl_sync(0xffffffffu, pos, 0);
-                if (ok)
-                    buf[pos + __popc(bal & ((1u << lane) - 1u))] = v;
-            }
-            if (!ok)
-                continue;
-            if (which)
-                v = fabsf(v - centre);
-            const unsigned int k = float_key(v);
-            if ((k & st.mask) == st.prefix)
-                atomicAdd(&sh[(k >> shift) & bmask], 1u);
-        }
+        return;
     }
+    const cu_sampler_t s = *sp;
+    const long long n = samp_count(s);
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long base = (long long)blockIdx.x * blockDim.x; base < n; base += step) {
+        const long long j = base + threadIdx.x;
+        float v = 0.0f;
+        const bool ok = j < n && samp_get(s, j, &v);
+        if (buf) {
+            const unsigned int bal = __ballot_sync(0xffffffffu, ok);
+            unsigned int pos = 0;
+            if (lane == 0 && bal)
+                pos = atomicAdd(&ws->ncomp, (unsigned int)__popc(bal));
+            pos = __shfl_sync(0xffffffffu, pos, 0);
+            if (ok)
+                buf[pos + __popc(bal & ((1u << lane) - 1u))] = v;
+        }
+        if (!ok)
+            continue;
+        if (which)
+            v = fabsf(v - centre);
+        const unsigned int k = float_key(v);
+        if ((k & st.mask) == st.prefix)
+            atomicAdd(&sh[(k >> shift) & bmask], 1u);
+    }
+}
+
+/* Phase 2: the block's histogram added into ws->hist (one atomic per
+ * non-empty bin); true, on every thread, in the block that finished last. */
+__device__ __forceinline__ bool sel_pass_publish(cu_sel_ws_t *ws, const unsigned int *sh,
+                                                 bool *last)
+{
     __syncthreads();
     for (int b = threadIdx.x; b < CU_SEL_BINS; b += blockDim.x)
         if (sh[b])
@@ -212,39 +251,36 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0)
-        last = atomicAdd(&ws->counter, 1u) == gridDim.x - 1;
+        *last = atomicAdd(&ws->counter, 1u) == gridDim.x - 1;
     __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
+    return *last;
+}
 
-    /* the last block: bins [t·PER, t·PER + PER) per thread */
+/* Phase 3, the last block: the bin holding the rank (pass 0: the lower
+ * median's, of all the samples counted) narrows the state *stp (pass 2:
+ * its result too; no sample: n 0 and NaN); the histogram and the block
+ * counter are cleared for the next pass. */
+__device__ __forceinline__ void sel_pass_narrow(cu_sel_ws_t *ws, cu_sel_state_t *stp,
+                                                const cu_sel_state_t &st, int pass, int shift,
+                                                unsigned int bmask, long long *part)
+{
+    constexpr int PER = CU_SEL_BINS / SEL_THREADS;     /* bins per thread in the scan */
     const int t = threadIdx.x;
-    (void)lane;
     volatile unsigned int *hist = ws->hist;
-    long long mine = 0;
-    for (int q = 0; q < PER; q++)
-        mine += hist[t * PER + q];
+    const long long mine = sel_my_bins<PER>(hist);
     block_scan<SEL_THREADS>(mine, part);
-    const long long total = part[SEL_THREADS - 1];
     long long n = st.n, rank = st.rank;
     if (pass == 0) {
-        n = total;
+        n = part[SEL_THREADS - 1];
         rank = n > 0 ? (n - 1) / 2 : 0;
     }
+    int bin;
+    long long sub;
     if (n > 0) {
-        long long before = part[t] - mine;
-        if (rank >= before && rank < before + mine) {      /* exactly one thread */
-            int bin = t * PER;
-            for (int q = 0; q < PER; q++, bin++) {
-                const long long hq = hist[bin];
-                if (rank < before + hq)
-                    break;
-                before += hq;
-            }
+        if (sel_find_bin<PER>(hist, mine, part[t], rank, &bin, &sub)) {
             stp->prefix = st.prefix | (unsigned int)bin << shift;
             stp->mask = st.mask | bmask << shift;
-            stp->rank = rank - before;
+            stp->rank = sub;
             stp->n = n;
             if (pass == 2)
                 stp->result = key_float(stp->prefix);
@@ -258,17 +294,37 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
         hist[t * PER + q] = 0;
     if (t == 0)
         ws->counter = 0;
+}
+
+/* One pass: histogram of the keys of pass `pass` among the samples that
+ * match the prefix (which = 0: the median; 1: |x - median|), then the
+ * last block to finish finds the bin holding the rank, narrows the state,
+ * clears the histogram for the next pass and, after the last MAD pass,
+ * writes the estimate. One kernel per pass, no host round trip. */
+__global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws, int which,
+                           int pass, int mode, float *out_f, double *out_d, float *buf)
+{
+    __shared__ unsigned int sh[CU_SEL_BINS];
+    __shared__ long long part[SEL_THREADS];
+    __shared__ bool last;
+    for (int b = threadIdx.x; b < CU_SEL_BINS; b += blockDim.x)
+        sh[b] = 0;
+    __syncthreads();
+    cu_sel_state_t *stp = &ws->st[which];
+    const cu_sel_state_t st = *stp;
+    const int shift = pass_shift(pass);
+    const unsigned int bmask = pass_mask(pass);
+    sel_pass_hist(sp, ws, which, pass, st, shift, bmask, which ? ws->st[0].result : 0.0f, buf,
+                  sh);
+    if (!sel_pass_publish(ws, sh, &last))
+        return;
+    __threadfence();
+    sel_pass_narrow(ws, stp, st, pass, shift, bmask, part);
     if (which == 1 && pass == 2) {
         __threadfence_block();
         __syncthreads();
-        if (t == 0) {
-            const bool any = stp->n > 0;
-            const float mad = stp->result;
-            if (mode == 0 && out_f)
-                *out_f = any ? (float)(1.4826 * (double)mad) : __int_as_float(0x7fc00000);
-            if (mode == 1 && out_d)
-                *out_d = any ? 1.4826 * (double)mad / sqrt(2.0) : (double)NAN;
-        }
+        if (threadIdx.x == 0)
+            sel_write_estimate(stp->n > 0, stp->result, mode, out_f, out_d);
     }
 }
 
@@ -415,9 +471,7 @@ k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double 
                     atomicAdd(&hist[(k >> shift) & bmask], 1u);
             }
             __syncthreads();
-            long long mine = 0;
-            for (int q = 0; q < PER; q++)
-                mine += hist[t * PER + q];
+            const long long mine = sel_my_bins<PER>(hist);
             block_scan<SMALL_THREADS>(mine, part);
             if (pass == 0) {
                 n = part[SMALL_THREADS - 1];
@@ -425,18 +479,12 @@ k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double 
             }
             if (n == 0)
                 break;                              /* no finite sample (every thread) */
-            long long before = part[t] - mine;
-            if (rank >= before && rank < before + mine) {      /* exactly one thread */
-                int bin = t * PER;
-                for (int q = 0; q < PER; q++, bin++) {
-                    const long long hq = hist[bin];
-                    if (rank < before + hq)
-                        break;
-                    before += hq;
-                }
+            int bin;
+            long long sub;
+            if (sel_find_bin<PER>(hist, mine, part[t], rank, &bin, &sub)) {
                 s_prefix = prefix | (unsigned int)bin << shift;
                 s_mask = mask | bmask << shift;
-                s_rank = rank - before;
+                s_rank = sub;
                 s_n = n;
             }
             __syncthreads();
@@ -453,12 +501,8 @@ k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double 
         if (which == 0)
             centre = result;                        /* the median, for the MAD */
     }
-    if (t == 0) {
-        if (mode == 0 && out_f)
-            *out_f = any ? (float)(1.4826 * (double)result) : __int_as_float(0x7fc00000);
-        if (mode == 1 && out_d)
-            *out_d = any ? 1.4826 * (double)result / sqrt(2.0) : (double)NAN;
-    }
+    if (t == 0)
+        sel_write_estimate(any, result, mode, out_f, out_d);
     if (mode == 2)
         sel_small_clip(s, gathered ? sv : NULL, n_all, any, centre, result, out_f, s_clip);
 }

@@ -26,6 +26,7 @@
  * Frames of under C+1 rows, too short for that, take a direct path.
  */
 #include "stages.h"
+#include "guided_core.h"
 #include "plan_core.h"
 #include "seeing_core.h"
 
@@ -178,37 +179,13 @@ BOX_INLINE void add_row(const box_job_t *j, int mode, int C, int ya, int ys, dou
 BOX_INLINE void finish_px(const box_job_t *j, int mode, int C, size_t i, const double *a)
 {
     if (mode == BOX_GUIDED2_AB) {
-        /* the 2×2 system [S11+ε S12; S12 S22+ε]·[A1; A2] = [C1p; C2p] of
-         * the window's (co)variances, by Cramer's rule, in double */
         const int part = isfinite(j->I[i]) && isfinite(j->L[i]) && isfinite(j->p[i]);
-        const double n = a[0], inv = 1.0 / n;
-        const double m1 = a[1] * inv, m2 = a[2] * inv, mp = a[3] * inv;
-        const double c1p = a[4] * inv - m1 * mp, c2p = a[5] * inv - m2 * mp;
-        const double s11 = a[6] * inv - m1 * m1 + j->eps, s12 = a[7] * inv - m1 * m2;
-        const double s22 = a[8] * inv - m2 * m2 + j->eps;
-        const double det = s11 * s22 - s12 * s12;
-        const float A1 = (float)((c1p * s22 - c2p * s12) / det);
-        const float A2 = (float)((c2p * s11 - c1p * s12) / det);
-        const float B = (float)(mp - (double)A1 * m1 - (double)A2 * m2);
-        const int ok = part && n > 0.5 && isfinite(A1) && isfinite(A2) && isfinite(B);
-        j->out[0][i] = ok ? A1 : NAN;
-        j->out[1][i] = ok ? A2 : NAN;
-        j->out[2][i] = ok ? B : NAN;
+        ss_gc_model2(a[0], a + 1, j->eps, part, &j->out[0][i], &j->out[1][i], &j->out[2][i]);
         return;
     }
     if (mode == BOX_GUIDED_AB) {
-        /* A and B only where the pixel itself takes part (box(A) and
-         * box(B) average over those pixels, as every mean here does);
-         * NaN together, so that they share one validity pattern */
         const int part = isfinite(j->I[i]) && isfinite(j->p[i]);
-        const double n = a[0], inv = 1.0 / n;
-        const double mi = a[1] * inv, mp = a[2] * inv, cip = a[3] * inv, cii = a[4] * inv;
-        const double var = cii - mi * mi, cov = cip - mi * mp;
-        const float A = (float)(cov / (var + j->eps));
-        const float B = (float)(mp - (double)A * mi);
-        const int ok = part && n > 0.5 && isfinite(A) && isfinite(B);
-        j->out[0][i] = ok ? A : NAN;
-        j->out[1][i] = ok ? B : NAN;
+        ss_gc_model1(a[0], a + 1, j->eps, part, &j->out[0][i], &j->out[1][i]);
         return;
     }
     BOX_UNROLL
