@@ -299,8 +299,8 @@ cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, const int *l
  * partials: CU_RED_BLOCKS × SS_FINE_NSUMS. */
 /* gold: ss_register_fine (each pass: ss_fine_sums) */
 cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref, int w, int h,
-                    int passes, int from_coarse,
-                    double *partials, unsigned int *counter, cu_results_t *res, cudaStream_t s);
+                    int passes, int from_coarse, double *partials, unsigned int *counter,
+                    cu_results_t *res, cudaStream_t s);
 
 /* k_vote.cu */
 /* The first min(*count, SS_COARSE_PEAK_CAP, SS_COARSE_STARS) of the found

@@ -319,10 +319,10 @@ __device__ void fine_conclude(cu_results_t *res)
  * does not want returns at once. The reference's S and gradients come
  * from its five-point cross (ss_ref_stencil, the neighbours from cache):
  * two planes read from memory instead of five. */
-__global__ void k_fine_sums(const float *__restrict__ cur, const float *__restrict__ ref,
-                            int w, int h, int probe, int bpt,
-                            double *__restrict__ partials, unsigned int *counter,
-                            const ss_fine_state_t *st, double *__restrict__ out)
+__global__ void k_fine_sums(const float *__restrict__ cur, const float *__restrict__ ref, int w,
+                            int h, int probe, int bpt, double *__restrict__ partials,
+                            unsigned int *counter, const ss_fine_state_t *st,
+                            double *__restrict__ out)
 {
     constexpr int B = SS_FINE_BANDS, NS = SS_FINE_NSUMS;
     /* a pass only where the iteration wants one (the same answer for
@@ -537,8 +537,8 @@ extern "C" cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, c
 
 constexpr int FS_PER_THREAD = 4;
 
-extern "C" cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref, int w, int h,
-                               int passes, int from_coarse, double *partials,
+extern "C" cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref, int w,
+                               int h, int passes, int from_coarse, double *partials,
                                unsigned int *counter, cu_results_t *res, cudaStream_t s)
 {
     constexpr int tiles = SS_FINE_BANDS * SS_FINE_BANDS;
