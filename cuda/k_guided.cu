@@ -17,7 +17,8 @@
  *  - the r' pass of k_gbox: box means of A, B (or A1, A2, B) and
  *    r' = p - (box(A)·I' + box(B))  (+ box(A2)·L).
  * k_gbox (below) keeps vertical running sums per column in registers and
- * takes the horizontal window sums from prefix sums along the strip,
+ * takes the horizontal window sums from prefix sums along the strip
+ * (per output row: gbox_prefix, then gbox_outputs),
  * S(x) = P[x+r] - P[x-r-1] — the CPU's scheme (guided.c) with the scans
  * done in parallel. Larger radii take the generic k_box (the difference
  * row scanned by the whole block) and a stored Laplacian plane. Sums agree
@@ -577,6 +578,150 @@ __device__ __forceinline__ void pf4(const float *plane, int w, int h, int yy, in
     asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
 }
 
+/* k_gbox, phases 1 and 2 of an output row: the inclusive prefix sums
+ * along the strip of the columns' vertical window sums V and counts N
+ * (the thread's GK columns from jb), into sP and sN (swizzled): each
+ * thread's total and a warp scan, then the warps' totals through sW and
+ * sWN. Every thread calls it; the prefixes are complete on return. */
+template <int CD>
+__device__ __forceinline__ void gbox_prefix(const double (&V)[GK][CD], const int (&N)[GK], int jb,
+                                            double (*sP)[GL], int *sN, double (*sW)[GNW],
+                                            int *sWN)
+{
+    /* 1. the thread's total, the lanes before it, the warp's total */
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    double ex[CD];
+#pragma unroll
+    for (int q = 0; q < CD; q++) {
+        double tot = V[0][q];
+#pragma unroll
+        for (int k = 1; k < GK; k++)
+            tot += V[k][q];
+        double v = tot;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1)
+            v = scan_step(v, o);
+        if (lane == 31)
+            sW[q][wid] = v;
+        ex[q] = v - tot;
+    }
+    int exn;
+    {
+        int tot = N[0];
+#pragma unroll
+        for (int k = 1; k < GK; k++)
+            tot += N[k];
+        int v = tot;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1)
+            v = scan_step(v, o);
+        if (lane == 31)
+            sWN[wid] = v;
+        exn = v - tot;
+    }
+    __syncthreads();
+
+    /* 2. inclusive prefix of the row at the thread's columns */
+#pragma unroll
+    for (int q = 0; q < CD; q++) {
+        double P = ex[q];
+#pragma unroll
+        for (int i = 0; i < GNW - 1; i++)
+            if (i < wid)
+                P += sW[q][i];
+#pragma unroll
+        for (int k = 0; k < GK; k++) {
+            P += V[k][q];
+            sP[q][swz64(jb + k)] = P;
+        }
+    }
+    {
+        int P = exn;
+#pragma unroll
+        for (int i = 0; i < GNW - 1; i++)
+            if (i < wid)
+                P += sWN[i];
+#pragma unroll
+        for (int k = 0; k < GK; k++) {
+            P += N[k];
+            sN[swz32(jb + k)] = P;
+        }
+    }
+    __syncthreads();
+}
+
+/* k_gbox, phase 3 of output row y: the window sums of the thread's GK
+ * columns (from jb, frame column c0) from the row prefixes sP and sN,
+ * then per pixel the local model (moments pass: guided_core.h; vb the
+ * pixels' own validity bits) or r' (r' pass: gi, gl, gp the row's guide,
+ * Laplacian and input), written to a.out. */
+template <int MODE, bool VEC>
+__device__ __forceinline__ void gbox_outputs(const gargs &a, int w, int y, int r, int jb, int c0,
+                                             float c, double eps, unsigned vb,
+                                             const double (*sP)[GL], const int *sN,
+                                             const float *gi, const float *gl, const float *gp)
+{
+    constexpr int CD = gmode<MODE>::CD;
+    float o0[GK], o1[GK], o2[GK];
+#pragma unroll
+    for (int k = 0; k < GK; k++) {
+        const int j = jb + k, ja = swz64(j + r), js = swz64(j - r - 1);
+        double H[CD];
+#pragma unroll
+        for (int q = 0; q < CD; q++)
+            H[q] = sP[q][ja] - sP[q][js];
+        const int cnt = sN[swz32(j + r)] - sN[swz32(j - r - 1)];
+        const double n = (double)cnt;
+        o1[k] = o2[k] = 0.0f;
+        if constexpr (MODE == M_AB2) {
+            ss_gc_model2(n, H, eps, (vb >> k) & 1u, &o0[k], &o1[k], &o2[k]);
+        } else if constexpr (MODE == M_AB) {
+            ss_gc_model1(n, H, eps, (vb >> k) & 1u, &o0[k], &o1[k]);
+        } else {
+            /* H/n as H·(1/n): guided.c divides; the doubles differ by
+             * an ulp at most, the floats not */
+            const double inv = 1.0 / n;
+            float m[CD];
+#pragma unroll
+            for (int q = 0; q < CD; q++)
+                m[q] = n > 0.5 ? (float)(H[q] * inv) : qnan();
+            const float ic = gi[k] - c;
+            if constexpr (MODE == M_R1) {
+                const double qv = (double)m[0] * (double)ic + (double)m[1];
+                o0[k] = isfinite(gi[k]) && isfinite(gp[k]) ? (float)((double)gp[k] - qv)
+                                                           : qnan();
+            } else {
+                const double qv = (double)m[0] * (double)ic + (double)m[1] * (double)gl[k] +
+                                  (double)m[2];
+                o0[k] = isfinite(gi[k]) && isfinite(gl[k]) && isfinite(gp[k])
+                            ? (float)((double)gp[k] - qv) : qnan();
+            }
+        }
+    }
+    constexpr int NO = MODE == M_AB2 ? 3 : MODE == M_AB ? 2 : 1;
+    const size_t i0 = (size_t)y * (size_t)w + (size_t)c0;
+    if constexpr (VEC) {
+        *reinterpret_cast<float4 *>(a.out[0] + i0) = make_float4(o0[0], o0[1], o0[2], o0[3]);
+        if constexpr (NO > 1)
+            *reinterpret_cast<float4 *>(a.out[1] + i0) =
+                make_float4(o1[0], o1[1], o1[2], o1[3]);
+        if constexpr (NO > 2)
+            *reinterpret_cast<float4 *>(a.out[2] + i0) =
+                make_float4(o2[0], o2[1], o2[2], o2[3]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < GK; k++) {
+            if (c0 + k >= w)
+                break;
+            a.out[0][i0 + k] = o0[k];
+            if constexpr (NO > 1)
+                a.out[1][i0 + k] = o1[k];
+            if constexpr (NO > 2)
+                a.out[2][i0 + k] = o2[k];
+        }
+    }
+}
+
 /* 4 blocks of 128 threads per SM: at most 128 registers (the two-channel
  * moments pass then spills nothing: measured faster than 3 blocks at 168). */
 template <int MODE, bool VEC>
@@ -592,7 +737,7 @@ __global__ void __launch_bounds__(GT, 4)
     /* P1: validity of the thread's 4 columns (4 bits) in the last 128 rows
      * added, 8 rows per word; only the owning thread touches its column */
     __shared__ unsigned sV[P1 ? 16 : 1][GT];
-    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    const int t = threadIdx.x;
     const int x0 = blockIdx.x * TW, xs = x0 - R4, jb = GK * t, c0 = xs + jb;
     const int y0 = blockIdx.y * bh, y1 = min(h, y0 + bh);
     const float c = *a.c;
@@ -707,129 +852,12 @@ __global__ void __launch_bounds__(GT, 4)
             ld4<VEC>(a.p + (size_t)y * (size_t)w, c0, w, gp);
         }
 
-        /* 1. the thread's total, the lanes before it, the warp's total */
-        double ex[CD];
-#pragma unroll
-        for (int q = 0; q < CD; q++) {
-            double tot = V[0][q];
-#pragma unroll
-            for (int k = 1; k < GK; k++)
-                tot += V[k][q];
-            double v = tot;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1)
-                v = scan_step(v, o);
-            if (lane == 31)
-                sW[q][wid] = v;
-            ex[q] = v - tot;
-        }
-        int exn;
-        {
-            int tot = N[0];
-#pragma unroll
-            for (int k = 1; k < GK; k++)
-                tot += N[k];
-            int v = tot;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1)
-                v = scan_step(v, o);
-            if (lane == 31)
-                sWN[wid] = v;
-            exn = v - tot;
-        }
-        __syncthreads();
-
-        /* 2. inclusive prefix of the row at the thread's columns */
-#pragma unroll
-        for (int q = 0; q < CD; q++) {
-            double P = ex[q];
-#pragma unroll
-            for (int i = 0; i < GNW - 1; i++)
-                if (i < wid)
-                    P += sW[q][i];
-#pragma unroll
-            for (int k = 0; k < GK; k++) {
-                P += V[k][q];
-                sP[q][swz64(jb + k)] = P;
-            }
-        }
-        {
-            int P = exn;
-#pragma unroll
-            for (int i = 0; i < GNW - 1; i++)
-                if (i < wid)
-                    P += sWN[i];
-#pragma unroll
-            for (int k = 0; k < GK; k++) {
-                P += N[k];
-                sN[swz32(jb + k)] = P;
-            }
-        }
-        __syncthreads();
-
-        /* 3. window sums and outputs of the thread's columns */
+        gbox_prefix<CD>(V, N, jb, sP, sN, sW, sWN);
         if (mine) {
-            float o0[GK], o1[GK], o2[GK];
             unsigned vb = 0;
             if constexpr (P1)
                 vb = sV[(y >> 3) & 15][t] >> ((y & 7) * 4);
-#pragma unroll
-            for (int k = 0; k < GK; k++) {
-                const int j = jb + k, ja = swz64(j + r), js = swz64(j - r - 1);
-                double H[CD];
-#pragma unroll
-                for (int q = 0; q < CD; q++)
-                    H[q] = sP[q][ja] - sP[q][js];
-                const int cnt = sN[swz32(j + r)] - sN[swz32(j - r - 1)];
-                const double n = (double)cnt;
-                o1[k] = o2[k] = 0.0f;
-                if constexpr (MODE == M_AB2) {
-                    ss_gc_model2(n, H, eps, (vb >> k) & 1u, &o0[k], &o1[k], &o2[k]);
-                } else if constexpr (MODE == M_AB) {
-                    ss_gc_model1(n, H, eps, (vb >> k) & 1u, &o0[k], &o1[k]);
-                } else {
-                    /* H/n as H·(1/n): guided.c divides; the doubles differ by
-                     * an ulp at most, the floats not */
-                    const double inv = 1.0 / n;
-                    float m[CD];
-#pragma unroll
-                    for (int q = 0; q < CD; q++)
-                        m[q] = n > 0.5 ? (float)(H[q] * inv) : qnan();
-                    const float ic = gi[k] - c;
-                    if constexpr (MODE == M_R1) {
-                        const double qv = (double)m[0] * (double)ic + (double)m[1];
-                        o0[k] = isfinite(gi[k]) && isfinite(gp[k]) ? (float)((double)gp[k] - qv)
-                                                                   : qnan();
-                    } else {
-                        const double qv = (double)m[0] * (double)ic + (double)m[1] * (double)gl[k] +
-                                          (double)m[2];
-                        o0[k] = isfinite(gi[k]) && isfinite(gl[k]) && isfinite(gp[k])
-                                    ? (float)((double)gp[k] - qv) : qnan();
-                    }
-                }
-            }
-            constexpr int NO = MODE == M_AB2 ? 3 : MODE == M_AB ? 2 : 1;
-            const size_t i0 = (size_t)y * (size_t)w + (size_t)c0;
-            if constexpr (VEC) {
-                *reinterpret_cast<float4 *>(a.out[0] + i0) = make_float4(o0[0], o0[1], o0[2], o0[3]);
-                if constexpr (NO > 1)
-                    *reinterpret_cast<float4 *>(a.out[1] + i0) =
-                        make_float4(o1[0], o1[1], o1[2], o1[3]);
-                if constexpr (NO > 2)
-                    *reinterpret_cast<float4 *>(a.out[2] + i0) =
-                        make_float4(o2[0], o2[1], o2[2], o2[3]);
-            } else {
-#pragma unroll
-                for (int k = 0; k < GK; k++) {
-                    if (c0 + k >= w)
-                        break;
-                    a.out[0][i0 + k] = o0[k];
-                    if constexpr (NO > 1)
-                        a.out[1][i0 + k] = o1[k];
-                    if constexpr (NO > 2)
-                        a.out[2][i0 + k] = o2[k];
-                }
-            }
+            gbox_outputs<MODE, VEC>(a, w, y, r, jb, c0, c, eps, vb, sP, sN, gi, gl, gp);
         }
     }
 }
