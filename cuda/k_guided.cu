@@ -25,6 +25,7 @@
  * with the CPU's to double rounding, so the float outputs to about 1e-7.
  */
 #include "cu_internal.h"
+#include "cu_grid.cuh"
 #include "pipeline/guided_core.h"
 #include "pipeline/seeing_core.h"
 
@@ -924,7 +925,6 @@ __global__ void k_seeing_moments(const float *__restrict__ I, const float *__res
 {
     constexpr int NS = SS_SEEING_NSUMS;
     __shared__ double ws[RED_THREADS / 32][NS];
-    __shared__ bool last;
     double m[NS];
 #pragma unroll
     for (int k = 0; k < NS; k++)
@@ -955,14 +955,8 @@ __global__ void k_seeing_moments(const float *__restrict__ I, const float *__res
             t += ws[q][threadIdx.x];
         partials[(size_t)blockIdx.x * NS + threadIdx.x] = t;
     }
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0)
-        last = atomicAdd(counter, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!last)
+    if (!cu_last_block(counter))
         return;
-    __threadfence();
     __shared__ double tot[NS];
     if (threadIdx.x < NS) {
         double t = 0.0;

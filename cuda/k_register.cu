@@ -16,6 +16,7 @@
  * sums round differently (parallel sums, in double).
  */
 #include "cu_clean.cuh"
+#include "cu_grid.cuh"
 #include "cu_internal.h"
 #include "pipeline/fine_core.h"
 #include "pipeline/hipass_core.h"
@@ -332,7 +333,6 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
     const double off = probe ? SS_FINE_PROBE_PX : 0.0;
     const double sx = st->sx + off, sy = st->sy + off;
     __shared__ double red[RED_THREADS / 32][NS];
-    __shared__ bool last;
     double a[NS];
 #pragma unroll
     for (int k = 0; k < NS; k++)
@@ -413,14 +413,8 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
             v += red[qq][threadIdx.x];
         partials[blk * NS + threadIdx.x] = v;
     }
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0)
-        last = atomicAdd(counter, 1u) == gridDim.x * gridDim.y - 1;
-    __syncthreads();
-    if (!last)
+    if (!cu_last_block(counter))
         return;
-    __threadfence();
     /* the last block: [rows|columns][band][sum], tiles and their blocks in
      * a fixed order (o-major, qq-minor), loaded eight at a time so that
      * the loads are in flight together (one at a time, the block's tail

@@ -20,6 +20,7 @@
  * of a strided walk over the plane(s).
  */
 #include "cu_internal.h"
+#include "cu_grid.cuh"
 #include "pipeline/noise_core.h"
 
 #include <math.h>
@@ -241,19 +242,13 @@ __device__ __forceinline__ void sel_pass_hist(const cu_sampler_t *__restrict__ s
 
 /* Phase 2: the block's histogram added into ws->hist (one atomic per
  * non-empty bin); true, on every thread, in the block that finished last. */
-__device__ __forceinline__ bool sel_pass_publish(cu_sel_ws_t *ws, const unsigned int *sh,
-                                                 bool *last)
+__device__ __forceinline__ bool sel_pass_publish(cu_sel_ws_t *ws, const unsigned int *sh)
 {
     __syncthreads();
     for (int b = threadIdx.x; b < CU_SEL_BINS; b += blockDim.x)
         if (sh[b])
             atomicAdd(&ws->hist[b], sh[b]);
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0)
-        *last = atomicAdd(&ws->counter, 1u) == gridDim.x - 1;
-    __syncthreads();
-    return *last;
+    return cu_last_block(&ws->counter);
 }
 
 /* Phase 3, the last block: the bin holding the rank (pass 0: the lower
@@ -306,7 +301,6 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
 {
     __shared__ unsigned int sh[CU_SEL_BINS];
     __shared__ long long part[SEL_THREADS];
-    __shared__ bool last;
     for (int b = threadIdx.x; b < CU_SEL_BINS; b += blockDim.x)
         sh[b] = 0;
     __syncthreads();
@@ -316,9 +310,8 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
     const unsigned int bmask = pass_mask(pass);
     sel_pass_hist(sp, ws, which, pass, st, shift, bmask, which ? ws->st[0].result : 0.0f, buf,
                   sh);
-    if (!sel_pass_publish(ws, sh, &last))
+    if (!sel_pass_publish(ws, sh))
         return;
-    __threadfence();
     sel_pass_narrow(ws, stp, st, pass, shift, bmask, part);
     if (which == 1 && pass == 2) {
         __threadfence_block();
@@ -334,7 +327,6 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
 __global__ void k_sel_clip(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws, float *out_f,
                            const float *buf)
 {
-    __shared__ bool last;
     const float m = ws->st[0].result;
     const float s = (float)(1.4826 * (double)ws->st[1].result);
     const bool any = ws->st[0].n > 0;
@@ -356,14 +348,8 @@ __global__ void k_sel_clip(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
         }
     }
     clip_add(s1, s2, n, ws->clip);
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0)
-        last = atomicAdd(&ws->counter, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!last || threadIdx.x != 0)
+    if (!cu_last_block(&ws->counter) || threadIdx.x != 0)
         return;
-    __threadfence();
     volatile unsigned long long *acc = ws->clip;
     const unsigned long long a[3] = { acc[0], acc[1], acc[2] };
     *out_f = !any ? __int_as_float(0x7fc00000) : !(s > 0.0f) ? s : clip_sigma(s, a);
