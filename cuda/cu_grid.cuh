@@ -1,8 +1,8 @@
 /*
  * cu_grid.cuh — the grid-wide hand-over of the deterministic reductions:
  * each block writes its partials, and the block that finishes last adds
- * them in a fixed order (k_fine_sums, k_sel_pass, k_sel_clip, the guided
- * filter's sums).
+ * them in a fixed order (k_fine_sums, k_sel_pass, k_sel_clip, the guide's
+ * mean and the seeing sums of k_guided.cu).
  */
 #ifndef SS_CU_GRID_CUH
 #define SS_CU_GRID_CUH

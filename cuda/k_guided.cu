@@ -171,7 +171,6 @@ __global__ void k_gf_mean(const float *__restrict__ I, const float *__restrict__
                           unsigned int *counter, float *__restrict__ c)
 {
     __shared__ double rs[RED_THREADS / 32], rn[RED_THREADS / 32];
-    __shared__ bool last;
     double s = 0.0, n = 0.0;
     for (int y = blockIdx.x; y < h; y += gridDim.x) {
         for (int x = threadIdx.x; x < w; x += blockDim.x) {
@@ -208,13 +207,9 @@ __global__ void k_gf_mean(const float *__restrict__ I, const float *__restrict__
         }
         partials[2 * blockIdx.x] = ts;
         partials[2 * blockIdx.x + 1] = tn;
-        __threadfence();
-        last = atomicAdd(counter, 1u) == gridDim.x - 1;
     }
-    __syncthreads();
-    if (!last)
+    if (!cu_last_block(counter))
         return;
-    __threadfence();
     if (wid == 0) {
         double ts = 0.0, tn = 0.0;
         for (unsigned q = lane; q < gridDim.x; q += 32) {

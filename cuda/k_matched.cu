@@ -29,6 +29,14 @@ namespace {
 constexpr int MT = 32;              /* output tile (square) */
 constexpr int MTY = 8;              /* block is MT × MTY threads */
 
+/* The bank's fold of one phase value v into zo (matched.c's order): the
+ * first phase, then a larger |z| or a NaN replaced. */
+__device__ __forceinline__ void mf_fold(float &zo, float v, bool first)
+{
+    if (first || isnan(zo) || fabsf(v) > fabsf(zo))
+        zo = v;
+}
+
 /* x phase px of a whole tile: k_matched's general path with every tap
  * valid, so the same floats. The row pass forms h1 alone (this thread's
  * column, four rows at a time: independent sums, each in tap order); hv1
@@ -83,9 +91,8 @@ __device__ __forceinline__ void matched_whole(int R, const float *kx, const floa
         const float d = sigma * sqrtf(den2);
 #pragma unroll
         for (int q = 0; q < Q; q++) {
-            const float v = den >= 0.5f ? num[q] / d : __int_as_float(0x7fc00000);
-            if ((px == 0 && py == 0) || isnan(zo[q]) || fabsf(v) > fabsf(zo[q]))
-                zo[q] = v;
+            mf_fold(zo[q], den >= 0.5f ? num[q] / d : __int_as_float(0x7fc00000),
+                    px == 0 && py == 0);
         }
     }
 }
@@ -180,8 +187,7 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, int star,
                 }
                 const float v =
                     c_ok && den >= 0.5f ? num / (sigma * sqrtf(den2)) : __int_as_float(0x7fc00000);
-                if ((px == 0 && py == 0) || isnan(zo[r]) || fabsf(v) > fabsf(zo[r]))
-                    zo[r] = v;
+                mf_fold(zo[r], v, px == 0 && py == 0);
             }
         }
     }
