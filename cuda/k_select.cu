@@ -85,6 +85,57 @@ __device__ __forceinline__ bool samp_get(const cu_sampler_t &s, long long j, flo
     return true;
 }
 
+/* A grid-stride walk over samples 0..n-1 (thread t of block b takes
+ * b·blockDim + t + k·step) with U loads in flight per thread while U
+ * steps remain (the rest one at a time: a small sample walks as before):
+ * get(j, &v) loads sample j (false: none there), then use(ok, v) takes
+ * each in turn. Every lane of a warp calls use() equally often (the warp-
+ * aggregated appends rely on it); the order of use() across threads is
+ * any, so what use() builds must not depend on it. The grid's passes take
+ * U = GRID_U: one load at a time they waited out a load's latency per
+ * sample (PERFORMANCE.md has the timings); the one-block selection's
+ * gather was not faster with it and takes U = 1. */
+constexpr int GRID_U = 8;
+template <int U, class Get, class Use>
+__device__ __forceinline__ void walk_samples(long long n, Get get, Use use)
+{
+    const long long step = (long long)gridDim.x * blockDim.x;
+    long long base = (long long)blockIdx.x * blockDim.x;
+    for (; base + (U - 1) * step < n; base += U * step) {
+        float v[U];
+        bool ok[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const long long j = base + u * step + threadIdx.x;
+            v[u] = 0.0f;
+            ok[u] = j < n && get(j, &v[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            use(ok[u], v[u]);
+    }
+    for (; base < n; base += step) {                /* the rest, one at a time */
+        const long long j = base + threadIdx.x;
+        float v = 0.0f;
+        const bool ok = j < n && get(j, &v);
+        use(ok, v);
+    }
+}
+
+/* Appends v (where ok) to buf at a warp-aggregated position from *cnt;
+ * every lane of the warp calls it. */
+__device__ __forceinline__ void warp_append(bool ok, float v, float *buf, unsigned int *cnt)
+{
+    const int lane = threadIdx.x & 31;
+    const unsigned int bal = __ballot_sync(0xffffffffu, ok);
+    unsigned int pos = 0;
+    if (lane == 0 && bal)
+        pos = atomicAdd(cnt, (unsigned int)__popc(bal));
+    pos = __shfl_sync(0xffffffffu, pos, 0);
+    if (ok)
+        buf[pos + __popc(bal & ((1u << lane) - 1u))] = v;
+}
+
 /* The window sums of mode 2 (noise_core.h) of this thread's samples,
  * added warp by warp into acc[0..2] (shared or global memory). */
 __device__ __forceinline__ void clip_add(long long s1, long long s2, long long n,
@@ -198,46 +249,30 @@ __device__ __forceinline__ void sel_pass_hist(const cu_sampler_t *__restrict__ s
                                               unsigned int bmask, float centre, float *buf,
                                               unsigned int *sh)
 {
-    const int lane = threadIdx.x & 31;
-    if (buf && (which || pass > 0 || !sp)) {
-        if (which || pass == 0 || st.n > 0) {
-            const unsigned int n = ws->ncomp;
-            for (unsigned int j = blockIdx.x * blockDim.x + threadIdx.x; j < n;
-                 j += gridDim.x * blockDim.x) {
-                float v = buf[j];
-                if (which)
-                    v = fabsf(v - centre);
-                const unsigned int k = float_key(v);
-                if ((k & st.mask) == st.prefix)
-                    atomicAdd(&sh[(k >> shift) & bmask], 1u);
-            }
-        }
-        return;
-    }
-    const cu_sampler_t s = *sp;
-    const long long n = samp_count(s);
-    const long long step = (long long)gridDim.x * blockDim.x;
-    for (long long base = (long long)blockIdx.x * blockDim.x; base < n; base += step) {
-        const long long j = base + threadIdx.x;
-        float v = 0.0f;
-        const bool ok = j < n && samp_get(s, j, &v);
-        if (buf) {
-            const unsigned int bal = __ballot_sync(0xffffffffu, ok);
-            unsigned int pos = 0;
-            if (lane == 0 && bal)
-                pos = atomicAdd(&ws->ncomp, (unsigned int)__popc(bal));
-            pos = __shfl_sync(0xffffffffu, pos, 0);
-            if (ok)
-                buf[pos + __popc(bal & ((1u << lane) - 1u))] = v;
-        }
+    auto count = [&](bool ok, float v) {
         if (!ok)
-            continue;
+            return;
         if (which)
             v = fabsf(v - centre);
         const unsigned int k = float_key(v);
         if ((k & st.mask) == st.prefix)
             atomicAdd(&sh[(k >> shift) & bmask], 1u);
+    };
+    if (buf && (which || pass > 0 || !sp)) {
+        if (which || pass == 0 || st.n > 0)
+            walk_samples<GRID_U>((long long)ws->ncomp, [&](long long j, float *v) {
+                *v = buf[j];
+                return true;
+            }, count);
+        return;
     }
+    const cu_sampler_t s = *sp;
+    walk_samples<GRID_U>(samp_count(s), [&](long long j, float *v) { return samp_get(s, j, v); },
+                 [&](bool ok, float v) {
+                     if (buf)
+                         warp_append(ok, v, buf, &ws->ncomp);
+                     count(ok, v);
+                 });
 }
 
 /* Phase 2: the block's histogram added into ws->hist (one atomic per
@@ -331,22 +366,21 @@ __global__ void k_sel_clip(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
     const float s = (float)(1.4826 * (double)ws->st[1].result);
     const bool any = ws->st[0].n > 0;
     long long s1 = 0, s2 = 0, n = 0;
-    const long long step = (long long)gridDim.x * blockDim.x;
     const cu_sampler_t smp = *sp;
     const long long total = !(s > 0.0f) ? 0 : buf ? (long long)ws->ncomp : samp_count(smp);
-    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += step) {
-        float v;
+    walk_samples<GRID_U>(total, [&](long long j, float *v) {
+        if (!buf)
+            return samp_get(smp, j, v);
+        *v = buf[j];
+        return true;
+    }, [&](bool ok, float v) {
         int64_t q;
-        if (buf)
-            v = buf[j];
-        else if (!samp_get(smp, j, &v))
-            continue;
-        if (ss_noise_clip_q(v, m, s, &q)) {
+        if (ok && ss_noise_clip_q(v, m, s, &q)) {
             s1 += q;
             s2 += q * q;
             n++;
         }
-    }
+    });
     clip_add(s1, s2, n, ws->clip);
     if (!cu_last_block(&ws->counter) || threadIdx.x != 0)
         return;
@@ -408,7 +442,7 @@ k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double 
     __shared__ long long s_rank, s_n;
     __shared__ unsigned long long s_clip[3];
     const cu_sampler_t s = *sp;
-    const int t = threadIdx.x, lane = t & 31;
+    const int t = threadIdx.x;
     /* the finite samples, gathered once into shared memory (warp-
      * aggregated appends): the six passes then read them there instead of
      * six strided walks through L2, which were latency-bound */
@@ -417,20 +451,9 @@ k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double 
     __syncthreads();
     const long long n_s = samp_count(s);
     const bool gathered = n_s <= cap;
-    if (gathered) {
-        for (long long base = 0; base < n_s; base += SMALL_THREADS) {
-            const long long j = base + t;
-            float v = 0.0f;
-            const bool ok = j < n_s && samp_get(s, j, &v);
-            const unsigned int bal = __ballot_sync(0xffffffffu, ok);
-            unsigned int pos = 0;
-            if (lane == 0 && bal)
-                pos = atomicAdd(&s_cnt, (unsigned int)__popc(bal));
-            pos = __shfl_sync(0xffffffffu, pos, 0);
-            if (ok)
-                sv[pos + __popc(bal & ((1u << lane) - 1u))] = v;
-        }
-    }
+    if (gathered)
+        walk_samples<1>(n_s, [&](long long j, float *v) { return samp_get(s, j, v); },
+                        [&](bool ok, float v) { warp_append(ok, v, sv, &s_cnt); });
     __syncthreads();
     const long long n_all = gathered ? (long long)s_cnt : n_s;
     float centre = 0.0f, result = __int_as_float(0x7fc00000);
