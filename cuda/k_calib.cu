@@ -6,6 +6,7 @@
  * reference: same double arithmetic, same NaN rules, same tie rules).
  */
 #include "cu_internal.h"
+#include "pipeline/calib_core.h"
 
 #include <math.h>
 
@@ -19,8 +20,8 @@ __device__ __forceinline__ double widen(const void *raw, size_t i)
     return (double)static_cast<const T *>(raw)[i];
 }
 
-/* ss_calibrate_frame: x = (((v - rb) - bias) - dark·s) / flat in double,
- * NaN beyond the part of the roi the frame holds (not read there). */
+/* ss_calibrate_frame (calib_core.h's ss_calib_px), NaN beyond the part
+ * of the roi the frame holds (not read there). */
 template <typename T>
 __global__ void k_calibrate(const cu_params_t *__restrict__ p, ss_roi_t roi,
                             const float *__restrict__ bias, const float *__restrict__ dark,
@@ -36,22 +37,10 @@ __global__ void k_calibrate(const cu_params_t *__restrict__ p, ss_roi_t roi,
         return;
     }
     const size_t ir = (size_t)(roi.y + y) * (size_t)p->raw_w + (size_t)(roi.x + x);
-    const double v = widen<T>(p->raw, ir);
-    const double rb = p->row_bias ? p->row_bias[y] : 0.0;
-    const double b = bias ? (double)bias[j] : 0.0;
-    const double d = dark ? (double)dark[j] : 0.0;
-    const double f = flat ? (double)flat[j] : 1.0;
-    bool ok = isfinite(v) && v < p->sat && isfinite(f) && f > 0.0;
-    if (p->raw_valid && !p->raw_valid[ir])
-        ok = false;
-    if (bad && bad[j])
-        ok = false;
-    /* --fmad=false: d·s is rounded before the subtraction, as on the CPU */
-    const double c = ((v - rb) - b) - d * p->dark_scale;
-    /* without a flat the division is by 1.0, which is exact: skipped (a
-     * double division is most of this kernel's instructions) */
-    const float o = (float)(flat ? c / f : c);
-    out[j] = ok && isfinite(o) ? o : __int_as_float(0x7fc00000);
+    const int ok = !(p->raw_valid && !p->raw_valid[ir]) && !(bad && bad[j]);
+    out[j] = ss_calib_px(widen<T>(p->raw, ir), p->row_bias ? p->row_bias[y] : 0.0,
+                         bias ? (double)bias[j] : 0.0, dark ? (double)dark[j] : 0.0,
+                         p->dark_scale, flat ? (double)flat[j] : 1.0, flat != NULL, ok, p->sat);
 }
 
 /* Compare-exchange on values that are finite or ±inf padding. */

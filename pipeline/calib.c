@@ -10,6 +10,7 @@
  * over rows with OpenMP and the results never depend on the thread count.
  */
 #include "stages.h"
+#include "calib_core.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -62,19 +63,10 @@ void ss_calibrate_frame(const void *raw, ss_dtype_t dt, int raw_w, const uint8_t
             widen(raw, dt, row_raw + (size_t)x0, n, v);
             for (int i = 0; i < n; i++) {
                 const size_t j = row_out + (size_t)(x0 + i);
-                const double b = bias ? bias[j] : 0.0;
-                const double d = dark ? dark[j] : 0.0;
-                const double f = flat ? flat[j] : 1.0;
-                int ok = isfinite(v[i]) && v[i] < sat && isfinite(f) && f > 0.0;
-                if (raw_valid && !raw_valid[row_raw + (size_t)(x0 + i)])
-                    ok = 0;
-                if (bad && bad[j])
-                    ok = 0;
-                /* A result too large for float (or a non-finite dark) would
-                 * be an Inf or NaN that is not an honest "invalid" flag;
-                 * NaN is the only invalid marker, so map it there. */
-                const float o = (float)((((v[i] - rb) - b) - d * s) / f);
-                out[j] = ok && isfinite(o) ? o : NAN;
+                const int ok = (!raw_valid || raw_valid[row_raw + (size_t)(x0 + i)]) &&
+                               !(bad && bad[j]);
+                out[j] = ss_calib_px(v[i], rb, bias ? bias[j] : 0.0, dark ? dark[j] : 0.0, s,
+                                     flat ? flat[j] : 1.0, flat != NULL, ok, sat);
             }
         }
     }
