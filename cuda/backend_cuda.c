@@ -513,7 +513,7 @@ static void destroy_locked(ss_backend_t **pb)
     }
     cudaEvent_t evs[] = { b->ev_done, b->ev_param, b->ev_up[0], b->ev_up[1], b->ev_free[0],
                           b->ev_free[1], b->ev_ready, b->ev_rd[0], b->ev_rd[1], b->ev_rd[2],
-                          b->ev_rd[3], b->ev_boxes };
+                          b->ev_rd[3], b->ev_boxes, b->ev_mark };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
             cudaEventDestroy(evs[i]);
@@ -594,6 +594,7 @@ static ss_err_t create_locked(const ss_pipeline_cfg_t *cfg, const ss_geometry_t 
     CC(cudaStreamCreateWithFlags(&b->ds, cudaStreamNonBlocking));
     CC(cudaEventCreateWithFlags(&b->ev_done, cudaEventDisableTiming));
     CC(cudaEventCreateWithFlags(&b->ev_ready, cudaEventDisableTiming));
+    CC(cudaEventCreateWithFlags(&b->ev_mark, cudaEventDisableTiming));
     for (int i = 0; i < RD_RING; i++)
         CC(cudaEventCreateWithFlags(&b->ev_rd[i], cudaEventDisableTiming));
     CC(cudaEventCreateWithFlags(&b->ev_param, cudaEventDisableTiming));
@@ -719,8 +720,10 @@ ss_err_t ss_cuda_prefetch(ss_backend_t *b, const ss_frame_t *next)
         if (b->pref[k].pending && b->pref[k].pixels == next->pixels &&
             b->pref[k].valid == next->valid && b->pref[k].seq == next->meta.seq)
             return SS_OK;                       /* already on its way */
-    /* pending steps hold the "raw buffer consumed" events: record them */
-    if ((e = cx_flush(b)) != SS_OK)
+    /* a pending segment that calibrates a raw buffer holds its "consumed"
+     * event: record it (other pending work, such as the last frame's
+     * history store, joins the next frame's segment) */
+    if (b->seg_raw_buf >= 0 && (e = cx_flush(b)) != SS_OK)
         return e;
     const int buf = free_raw_buffer(b);
     b->pref[buf].pending = 0;
@@ -744,13 +747,17 @@ static ss_err_t cuda_ingest(ss_backend_t *b, const ss_frame_t *raw, const ss_cal
     /* a new frame: its timers start here, with the previous frame's
      * deferred work (its history store) counted in */
     b->ntimers = 0;
-    if ((e = cx_flush(b)) != SS_OK)
-        return e;
     int buf = -1;
     for (int k = 0; k < 2; k++)
         if (b->pref[k].pending && b->pref[k].pixels == raw->pixels &&
             b->pref[k].valid == raw->valid && b->pref[k].seq == raw->meta.seq)
             buf = k;
+    /* the pending work (the last frame's history store) joins this
+     * frame's segment, unless the frame is uploaded only now: then it runs
+     * while the upload does; and a pending segment that calibrates a raw
+     * buffer goes first (its "consumed" event) */
+    if ((buf < 0 || b->seg_raw_buf >= 0) && (e = cx_flush(b)) != SS_OK)
+        return e;
     if (buf < 0) {
         buf = free_raw_buffer(b);
         b->pref[buf].pending = 0;
@@ -1493,21 +1500,17 @@ static ss_err_t cuda_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const 
 static ss_err_t cuda_read_begin(ss_backend_t *b, ss_plane_t p, void *dst, uint64_t *ticket)
 {
     ss_err_t e = cx_op_begin(b);
-    if (e || (e = cx_flush(b)))
+    if (e)
         return e;
     if (p != SS_PLANE_CLEAN || !dst || !ticket)
         return SS_ERR_INVALID;
-    CK(b, cudaEventRecord(b->ev_ready, b->cs));
-    CK(b, cudaStreamWaitEvent(b->ds, b->ev_ready, 0));
-    timer_t_ *t = b->timed ? cx_timer_start(b, b->ds, SS_STAGE_DOWNLOAD, 1) : NULL;
-    CK(b, cudaMemcpyAsync(dst, b->d_plane[SS_PLANE_CLEAN], b->npix * sizeof(float),
-                          cudaMemcpyDeviceToHost, b->ds));
-    cx_timer_stop(b, t, b->ds);
-    const uint64_t k = ++b->rd_issued;
-    CK(b, cudaEventRecord(b->ev_rd[k % RD_RING], b->ds));
-    b->rd_guard = 1;
+    /* no flush: the copy leaves from a mark inside the frame's segment */
+    const uint64_t k = b->rd_issued + 1;
+    if ((e = cx_defer_download(b, dst, b->d_plane[SS_PLANE_CLEAN], b->npix * sizeof(float), k)))
+        return e;
+    b->rd_issued = k;
     *ticket = k;
-    return SS_OK;
+    return cx_op_end(b);
 }
 
 /* The forms of CLEAN made on cs (its order keeps the next frame's guided
@@ -1566,7 +1569,14 @@ static ss_err_t cuda_read_wait(ss_backend_t *b, uint64_t ticket)
         return SS_ERR_BROKEN;
     if (ticket == 0 || ticket > b->rd_issued)
         return SS_ERR_INVALID;
+    if (ticket == b->dl_dropped)
+        return SS_ERR_BACKEND;                  /* its segment failed: the bytes never come */
     CK(b, cudaSetDevice(b->device));
+    if (b->dl.pending && b->dl.ticket == ticket) {
+        const ss_err_t e = cx_flush(b);         /* its segment is still being built */
+        if (e)
+            return e;
+    }
     CK(b, cudaEventSynchronize(b->ev_rd[ticket % RD_RING]));
     return SS_OK;
 }

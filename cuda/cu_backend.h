@@ -17,7 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
-#define MAX_STEPS 16            /* steps in one segment */
+#define MAX_STEPS 64            /* steps in one segment (a frame is one segment) */
 #define MAX_GRAPHS 32           /* cached graph shapes per instance */
 #define MAX_TIMERS 256          /* event pairs per frame */
 #define HOST_ACC 4096           /* accumulators in the pinned read-back buffer */
@@ -85,6 +85,19 @@ struct ss_backend {
                                      * read d_half / d_stamps */
     int rd_guard;                   /* a download of CLEAN may still be running: work
                                      * that writes CLEAN waits for the last one first */
+    /* a download that waits on a point inside the pending segment: the
+     * segment records ev_mark there (cx_mark_step, an external event node
+     * when captured), cx_flush issues the copy on ds after the launch */
+    cudaEvent_t ev_mark;
+    struct {
+        int pending;
+        void *dst;
+        const void *src;
+        size_t bytes;
+        uint64_t ticket;
+    } dl;
+    uint64_t dl_dropped;            /* a deferred download's ticket whose segment was
+                                     * dropped (its bytes never come) */
     /* the history cleaning's noise (a selection over frame - median) is
      * selected at ingest, for the registration input; the store reuses it
      * unless a written plane made it stale */
@@ -241,6 +254,13 @@ ss_err_t cx_enqueue(ss_backend_t *b, step_fn fn, int variant, int stage);
 /* Run the pending segment: parameters up, then the steps (timed one by
  * one, replayed from a cached graph, or launched directly), then ev_done. */
 ss_err_t cx_flush(ss_backend_t *b);
+/* The download of bytes from src to the pinned dst, after what the
+ * pending segment has enqueued so far, under ticket (its event ev_rd):
+ * a mark step joins the segment, and cx_flush issues the copy on ds once
+ * the segment is launched. One at a time (an earlier one is flushed out
+ * first). A step that writes CLEAN flushes a pending one out first. */
+ss_err_t cx_defer_download(ss_backend_t *b, void *dst, const void *src, size_t bytes,
+                           uint64_t ticket);
 /* Flush and wait for this segment only (its last copy to the host). */
 ss_err_t cx_flush_wait(ss_backend_t *b);
 ss_err_t cx_wait_done(ss_backend_t *b);

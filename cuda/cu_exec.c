@@ -73,6 +73,10 @@ void cx_drop_pending(ss_backend_t *b)
     b->npending = 0;
     b->seg_needs = 0;
     b->seg_raw_buf = -1;
+    if (b->dl.pending) {
+        b->dl.pending = 0;
+        b->dl_dropped = b->dl.ticket;
+    }
     if (b->capturing) {
         cudaGraph_t g = NULL;
         cudaStreamEndCapture(b->cs, &g);
@@ -159,7 +163,7 @@ ss_err_t cx_params_begin(ss_backend_t *b)
  * segment (STEP_*); a full segment is flushed first. */
 ss_err_t cx_enqueue_with(ss_backend_t *b, step_fn fn, int variant, int stage, unsigned needs)
 {
-    if (b->npending == MAX_STEPS) {
+    if (b->npending == MAX_STEPS || (b->dl.pending && (needs & STEP_WRITES_CLEAN))) {
         ss_err_t e = cx_flush(b);
         if (e)
             return e;
@@ -172,6 +176,49 @@ ss_err_t cx_enqueue_with(ss_backend_t *b, step_fn fn, int variant, int stage, un
 ss_err_t cx_enqueue(ss_backend_t *b, step_fn fn, int variant, int stage)
 {
     return cx_enqueue_with(b, fn, variant, stage, 0);
+}
+
+/* The mark of a deferred download: ev_mark, as an external event node
+ * when captured (the host's wait on ds, issued after the launch, then
+ * waits for this point of the graph). */
+static cudaError_t st_mark(ss_backend_t *b, cudaStream_t s, int v)
+{
+    (void)v;
+    return cudaEventRecordWithFlags(b->ev_mark, s,
+                                    b->capturing ? cudaEventRecordExternal : cudaEventRecordDefault);
+}
+
+ss_err_t cx_defer_download(ss_backend_t *b, void *dst, const void *src, size_t bytes,
+                           uint64_t ticket)
+{
+    if (b->dl.pending) {
+        const ss_err_t e = cx_flush(b);
+        if (e)
+            return e;
+    }
+    const ss_err_t e = cx_enqueue(b, st_mark, 0, -1);
+    if (e)
+        return e;
+    b->dl.pending = 1;
+    b->dl.dst = dst;
+    b->dl.src = src;
+    b->dl.bytes = bytes;
+    b->dl.ticket = ticket;
+    return SS_OK;
+}
+
+/* The deferred download, once its segment is launched: on ds after the
+ * mark, then its ticket's event; work that writes CLEAN waits for it. */
+static ss_err_t issue_download(ss_backend_t *b)
+{
+    b->dl.pending = 0;
+    CK(b, cudaStreamWaitEvent(b->ds, b->ev_mark, 0));
+    timer_t_ *t = b->timed ? cx_timer_start(b, b->ds, SS_STAGE_DOWNLOAD, 1) : NULL;
+    CK(b, cudaMemcpyAsync(b->dl.dst, b->dl.src, b->dl.bytes, cudaMemcpyDeviceToHost, b->ds));
+    cx_timer_stop(b, t, b->ds);
+    CK(b, cudaEventRecord(b->ev_rd[b->dl.ticket % RD_RING], b->ds));
+    b->rd_guard = 1;
+    return SS_OK;
 }
 
 static graph_entry_t *graph_find(ss_backend_t *b)
@@ -294,7 +341,7 @@ ss_err_t cx_flush(ss_backend_t *b)
         b->seg_raw_buf = -1;
     }
     CK(b, cudaEventRecord(b->ev_done, b->cs));
-    return SS_OK;
+    return b->dl.pending ? issue_download(b) : SS_OK;
 }
 
 /* Block the host until the compute stream's work so far is through: one
