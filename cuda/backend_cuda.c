@@ -12,8 +12,11 @@
  *       one computes); cs waits on the upload's event;
  *   ds  downloads (read_begin): r' goes down as soon as it is final, into
  *       the caller's pinned result buffer, while cs runs the matched filter,
- *       detection and the next frame's first stages; the next segment that
- *       writes CLEAN (the guided filter) waits on the download's event.
+ *       detection and the next frame's first stages; read_begin does not
+ *       end the segment: it adds a mark step (an external event node in
+ *       the graph) and the copy, issued after the launch, waits on it
+ *       (cx_defer_download); the next segment that writes CLEAN (the
+ *       guided filter) waits on the download's event.
  * Ops that need no host value (ingest, set_reference, whiten, guided,
  * matched, history_store) only append "steps" to a pending segment; an op
  * that needs a value from the device (registration, noise, detect,
@@ -28,11 +31,13 @@
  * (cu_copy_small, cu_copy_counted), not on the copy engines, where they
  * would queue behind a frame's upload or a residual's download. With the
  * prediction planned on the device (predict_planned: the weights from the
- * device's shift, k_plan) a frame through the driver runs as one wait:
- * [previous history store + ingest + the whole registration + plan +
- * whiten + guided + noise + matched + detect], with the residual download
- * beside the last steps; where the host plans, the registration is a
- * wait of its own.
+ * device's shift, k_plan) a frame through the driver runs as one wait and,
+ * when the frame was prefetched, one graph launch: [previous history
+ * store + ingest + the whole registration + plan + whiten + guided + noise
+ * + matched + detect], with the residual download beside the last steps
+ * (a frame uploaded only at its ingest flushes the pending store first, so
+ * that the store runs during the upload); where the host plans, the
+ * registration is a wait of its own.
  *
  * Graphs. A flushed segment is looked up by its shape (the list of step
  * functions and their variants: radius, psf radius, n, ...) in a small
