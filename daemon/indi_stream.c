@@ -7,7 +7,13 @@
  * oneBLOB is decoded in the character-data handler, four symbols at a
  * time, into the caller's buffer; nothing of it is kept.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE                 /* RTLD_DEFAULT */
+#endif
 #include "indi_stream.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
 
 #include <expat.h>
 #include <stdarg.h>
@@ -241,8 +247,30 @@ static void XMLCALL on_text(void *user, const XML_Char *t, int n)
                 FAIL(s, "text outside a message");
 }
 
+/* expat 2.6 (and Debian 12's later security updates of 2.5.0, whose
+ * header still says 2.5.0) defers re-parsing a token that a buffer cut
+ * until more input has come: a message's closing tags, and so its BLOB,
+ * would wait for the next message, and a malformed tail would not be
+ * refused until then. The switch is looked up at run time, because the
+ * header the daemon was built against may predate the library it runs
+ * with. */
+typedef XML_Bool (*reparse_fn)(XML_Parser, XML_Bool);
+static reparse_fn reparse_switch;
+static pthread_once_t reparse_once = PTHREAD_ONCE_INIT;
+
+static void reparse_lookup(void)
+{
+    void *f = dlsym(RTLD_DEFAULT, "XML_SetReparseDeferralEnabled");
+    memcpy(&reparse_switch, &f, sizeof reparse_switch);
+}
+
+/* The parser as callbacks need it: handlers, user data, and every
+ * complete token reported as soon as it has been fed. */
 static void set_handlers(ss_indi_stream_t *s)
 {
+    pthread_once(&reparse_once, reparse_lookup);
+    if (reparse_switch)
+        (void)reparse_switch(s->xp, XML_FALSE);
     XML_SetUserData(s->xp, s);
     XML_SetElementHandler(s->xp, on_start, on_end);
     XML_SetCharacterDataHandler(s->xp, on_text);
