@@ -208,15 +208,16 @@ ss_err_t cx_defer_download(ss_backend_t *b, void *dst, const void *src, size_t b
 }
 
 /* The deferred download, once its segment is launched: on ds after the
- * mark, then its ticket's event; work that writes CLEAN waits for it. */
+ * mark, then its ticket's event; work that writes CLEAN waits for it. A
+ * failure drops it while still pending (cx_fail: its ticket is refused). */
 static ss_err_t issue_download(ss_backend_t *b)
 {
-    b->dl.pending = 0;
     CK(b, cudaStreamWaitEvent(b->ds, b->ev_mark, 0));
     timer_t_ *t = b->timed ? cx_timer_start(b, b->ds, SS_STAGE_DOWNLOAD, 1) : NULL;
     CK(b, cudaMemcpyAsync(b->dl.dst, b->dl.src, b->dl.bytes, cudaMemcpyDeviceToHost, b->ds));
     cx_timer_stop(b, t, b->ds);
     CK(b, cudaEventRecord(b->ev_rd[b->dl.ticket % RD_RING], b->ds));
+    b->dl.pending = 0;
     b->rd_guard = 1;
     return SS_OK;
 }
