@@ -12,7 +12,9 @@
 #endif
 #include "indi_stream.h"
 
+#ifndef SS_EXPAT_REPARSE_SWITCH
 #include <dlfcn.h>
+#endif
 #include <pthread.h>
 
 #include <expat.h>
@@ -251,25 +253,35 @@ static void XMLCALL on_text(void *user, const XML_Char *t, int n)
  * header still says 2.5.0) defers re-parsing a token that a buffer cut
  * until more input has come: a message's closing tags, and so its BLOB,
  * would wait for the next message, and a malformed tail would not be
- * refused until then. The switch is looked up at run time, because the
- * header the daemon was built against may predate the library it runs
- * with. */
+ * refused until then. Where the header declares the switch (CMake's
+ * check) it is called directly, which also holds for a static libexpat;
+ * otherwise it is looked up at run time, because the library the daemon
+ * runs with may be newer than the header it was built against. */
 typedef XML_Bool (*reparse_fn)(XML_Parser, XML_Bool);
 static reparse_fn reparse_switch;
 static pthread_once_t reparse_once = PTHREAD_ONCE_INIT;
 
 static void reparse_lookup(void)
 {
+#ifdef SS_EXPAT_REPARSE_SWITCH
+    reparse_switch = XML_SetReparseDeferralEnabled;
+#else
     void *f = dlsym(RTLD_DEFAULT, "XML_SetReparseDeferralEnabled");
     memcpy(&reparse_switch, &f, sizeof reparse_switch);
+#endif
+}
+
+int ss_indi_stream_reparse_switch(void)
+{
+    pthread_once(&reparse_once, reparse_lookup);
+    return reparse_switch != NULL;
 }
 
 /* The parser as callbacks need it: handlers, user data, and every
  * complete token reported as soon as it has been fed. */
 static void set_handlers(ss_indi_stream_t *s)
 {
-    pthread_once(&reparse_once, reparse_lookup);
-    if (reparse_switch)
+    if (ss_indi_stream_reparse_switch())
         (void)reparse_switch(s->xp, XML_FALSE);
     XML_SetUserData(s->xp, s);
     XML_SetElementHandler(s->xp, on_start, on_end);

@@ -86,6 +86,9 @@ int ss_indi_stream_mid_message(const ss_indi_stream_t *s);
  * malformed stream. 1 with *b its attributes and *got the bytes decoded
  * so far; 0 otherwise (also after a reset). b and got may be NULL. */
 int ss_indi_stream_blob_pending(const ss_indi_stream_t *s, ss_indi_blob_t *b, size_t *got);
+/* Whether expat's reparse deferral (2.6 and some 2.5.0 updates) is there
+ * and so switched off in every stream: 1 yes, 0 the library has none. */
+int ss_indi_stream_reparse_switch(void);
 
 #ifdef __cplusplus
 }

@@ -11,7 +11,6 @@
 #define _GNU_SOURCE                 /* RTLD_DEFAULT */
 #endif
 #include <check.h>
-#include <dlfcn.h>
 #include <expat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,8 +345,7 @@ int main(void)
      * unless indi_stream.c switches it off: they are its regression tests
      * where the library has it. */
     printf("expat %s at run time: reparse deferral %s\n", XML_ExpatVersion(),
-           dlsym(RTLD_DEFAULT, "XML_SetReparseDeferralEnabled") ? "present (switched off)"
-                                                                : "absent");
+           ss_indi_stream_reparse_switch() ? "present (switched off)" : "absent");
     Suite *s = suite_create("indi_stream");
     TCase *tc = tcase_create("stream");
     tcase_add_test(tc, test_blob_any_chunking);
