@@ -574,6 +574,34 @@ __device__ __forceinline__ void pf4(const float *plane, int w, int h, int yy, in
     asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
 }
 
+/* gbox_prefix's scan of one series (T: the double sums or the int
+ * counts): the thread's total tot of its GK columns, scanned over the
+ * warp; lane 31 leaves the warp's total in w[warp]; returns the sum of
+ * the lanes before this one. */
+template <typename T>
+__device__ __forceinline__ T warp_exclusive(T tot, T *w, int lane, int wid)
+{
+    T v = tot;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1)
+        v = scan_step(v, o);
+    if (lane == 31)
+        w[wid] = v;
+    return v - tot;
+}
+
+/* x plus the totals w[] of the warps before this thread's (after the
+ * barrier that follows warp_exclusive). */
+template <typename T>
+__device__ __forceinline__ T plus_warps_before(T x, const T *w, int wid)
+{
+#pragma unroll
+    for (int i = 0; i < GNW - 1; i++)
+        if (i < wid)
+            x += w[i];
+    return x;
+}
+
 /* k_gbox, phases 1 and 2 of an output row: the inclusive prefix sums
  * along the strip of the columns' vertical window sums V and counts N
  * (the thread's GK columns from jb), into sP and sN (swizzled): each
@@ -584,8 +612,8 @@ __device__ __forceinline__ void gbox_prefix(const double (&V)[GK][CD], const int
                                             double (*sP)[GL], int *sN, double (*sW)[GNW],
                                             int *sWN)
 {
-    /* 1. the thread's total, the lanes before it, the warp's total */
-    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    /* 1. the thread's totals, the lanes before it, the warps' totals */
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     double ex[CD];
 #pragma unroll
     for (int q = 0; q < CD; q++) {
@@ -593,55 +621,30 @@ __device__ __forceinline__ void gbox_prefix(const double (&V)[GK][CD], const int
 #pragma unroll
         for (int k = 1; k < GK; k++)
             tot += V[k][q];
-        double v = tot;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1)
-            v = scan_step(v, o);
-        if (lane == 31)
-            sW[q][wid] = v;
-        ex[q] = v - tot;
+        ex[q] = warp_exclusive(tot, sW[q], lane, wid);
     }
-    int exn;
-    {
-        int tot = N[0];
+    int totn = N[0];
 #pragma unroll
-        for (int k = 1; k < GK; k++)
-            tot += N[k];
-        int v = tot;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1)
-            v = scan_step(v, o);
-        if (lane == 31)
-            sWN[wid] = v;
-        exn = v - tot;
-    }
+    for (int k = 1; k < GK; k++)
+        totn += N[k];
+    const int exn = warp_exclusive(totn, sWN, lane, wid);
     __syncthreads();
 
     /* 2. inclusive prefix of the row at the thread's columns */
 #pragma unroll
     for (int q = 0; q < CD; q++) {
-        double P = ex[q];
-#pragma unroll
-        for (int i = 0; i < GNW - 1; i++)
-            if (i < wid)
-                P += sW[q][i];
+        double P = plus_warps_before(ex[q], sW[q], wid);
 #pragma unroll
         for (int k = 0; k < GK; k++) {
             P += V[k][q];
             sP[q][swz64(jb + k)] = P;
         }
     }
-    {
-        int P = exn;
+    int P = plus_warps_before(exn, sWN, wid);
 #pragma unroll
-        for (int i = 0; i < GNW - 1; i++)
-            if (i < wid)
-                P += sWN[i];
-#pragma unroll
-        for (int k = 0; k < GK; k++) {
-            P += N[k];
-            sN[swz32(jb + k)] = P;
-        }
+    for (int k = 0; k < GK; k++) {
+        P += N[k];
+        sN[swz32(jb + k)] = P;
     }
     __syncthreads();
 }
