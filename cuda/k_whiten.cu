@@ -90,31 +90,50 @@ __device__ __forceinline__ double y_at(const void *hist, int ix, int iy, int w, 
  * the subset system of the invalid frames (downdated k ascending, LDLᵀ),
  * a_k = d_k·v(f_k)ᵀα on the valid ones, P = Σ a_k·y_k in double over k
  * ascending, the invalid terms adding exact zeros as whiten.c's do; NaN
- * when fewer than min_valid frames are valid or the system is singular. */
-template <typename T>
-__device__ float reweighted(const ss_reweight_t *__restrict__ rw, const void *const *hs,
-                            const int *ixs, const int *iys, int n, int w, int h, int x, int y)
+ * when fewer than min_valid frames are valid or the system is singular.
+ * DEG = rw->degree, a constant: the m×m system then lives in registers
+ * (with m at run time it sat in local memory, and every step of the
+ * solve waited on it: PERFORMANCE.md). */
+template <typename T, int DEG>
+__device__ __forceinline__ float reweighted_deg(const ss_reweight_t *__restrict__ rw,
+                                                const void *const *hs, const int *ixs,
+                                                const int *iys, int n, int w, int h, int x, int y)
 {
-    const int m = rw->m;
-    double G[SS_POLY_MAX_TERMS * SS_POLY_MAX_TERMS], alpha[SS_POLY_MAX_TERMS];
-    for (int q = 0; q < m * m; q++)
+    constexpr int M = DEG < 1 ? 1 : DEG < 2 ? 3 : 6;
+    double G[M * M], alpha[M];
+#pragma unroll
+    for (int q = 0; q < M * M; q++)
         G[q] = rw->G[q];
     int nbad = 0;
     for (int k = 0; k < n; k++)
         if (isnan(y_at<T>(hs[k], ixs[k], iys[k], w, h, x, y))) {
-            ss_rw_downdate(rw, k, G);
+            ss_rw_downdate_deg(rw, k, G, DEG);
             nbad++;
         }
-    if (n - nbad < rw->min_valid || ss_rw_solve(rw, G, alpha) != 0)
+    if (n - nbad < rw->min_valid || ss_rw_solve_m(rw, G, alpha, M) != 0)
         return qnan();
     double acc = 0.0;
     for (int k = 0; k < n; k++) {
         const double v = y_at<T>(hs[k], ixs[k], iys[k], w, h, x, y);
         const bool ok = !isnan(v);
-        const double ak = ok ? ss_rw_weight(rw, alpha, k) : 0.0;
+        const double ak = ok ? ss_rw_weight_deg(rw, alpha, k, DEG) : 0.0;
         acc += ak * (ok ? v : 0.0);
     }
     return (float)acc;
+}
+
+template <typename T>
+__device__ float reweighted(const ss_reweight_t *__restrict__ rw, const void *const *hs,
+                            const int *ixs, const int *iys, int n, int w, int h, int x, int y)
+{
+    switch (rw->degree) {
+    case 0:
+        return reweighted_deg<T, 0>(rw, hs, ixs, iys, n, w, h, x, y);
+    case 1:
+        return reweighted_deg<T, 1>(rw, hs, ixs, iys, n, w, h, x, y);
+    default:
+        return reweighted_deg<T, 2>(rw, hs, ixs, iys, n, w, h, x, y);
+    }
 }
 
 /* The plain sums of the WX pixels of thread (x0, y): in[j] when every

@@ -40,24 +40,30 @@ SS_RW_FN int ss_rw_monomials(double fx, double fy, int degree, double *v)
     return 6;
 }
 
-/* G -= d_k v(f_k) v(f_k)ᵀ (lower triangle): frame k leaves the system.
- * The product is formed as (d·v_i)·v_j, as the accumulation formed it. */
-SS_RW_FN void ss_rw_downdate(const ss_reweight_t *rw, int k, double *G)
+/* G -= d_k v(f_k) v(f_k)ᵀ (lower triangle): frame k leaves the system of
+ * the given degree (rw->degree; a constant lets a kernel keep G in
+ * registers). The product is formed as (d·v_i)·v_j, as the accumulation
+ * formed it. */
+SS_RW_FN void ss_rw_downdate_deg(const ss_reweight_t *rw, int k, double *G, int degree)
 {
     double v[SS_POLY_MAX_TERMS];
-    const int m = ss_rw_monomials(rw->fx[k], rw->fy[k], rw->degree, v);
+    const int m = ss_rw_monomials(rw->fx[k], rw->fy[k], degree, v);
     const double dk = rw->d[k];
     for (int i = 0; i < m; i++)
         for (int j = 0; j <= i; j++)
             G[i * m + j] -= dk * v[i] * v[j];
 }
 
-/* Solve G α = e0 by LDLᵀ in place (lower triangle of G, m×m row-major).
- * Returns 0, or -1 when a pivot is not above rw->tiny (singular, or a
- * NaN) or α is not finite. */
-SS_RW_FN int ss_rw_solve(const ss_reweight_t *rw, double *G, double *alpha)
+SS_RW_FN void ss_rw_downdate(const ss_reweight_t *rw, int k, double *G)
 {
-    const int m = rw->m;
+    ss_rw_downdate_deg(rw, k, G, rw->degree);
+}
+
+/* Solve G α = e0 by LDLᵀ in place (lower triangle of G, m×m row-major,
+ * m = rw->m). Returns 0, or -1 when a pivot is not above rw->tiny
+ * (singular, or a NaN) or α is not finite. */
+SS_RW_FN int ss_rw_solve_m(const ss_reweight_t *rw, double *G, double *alpha, int m)
+{
     double D[SS_POLY_MAX_TERMS];
     /* factor: L (unit lower, below the diagonal of G) and D */
     for (int j = 0; j < m; j++) {
@@ -95,16 +101,26 @@ SS_RW_FN int ss_rw_solve(const ss_reweight_t *rw, double *G, double *alpha)
     return 0;
 }
 
+SS_RW_FN int ss_rw_solve(const ss_reweight_t *rw, double *G, double *alpha)
+{
+    return ss_rw_solve_m(rw, G, alpha, rw->m);
+}
+
 /* a_k = d_k · v(f_k)ᵀα (i ascending, then times d_k: ss_weights_poly's
- * order). */
-SS_RW_FN double ss_rw_weight(const ss_reweight_t *rw, const double *alpha, int k)
+ * order), degree as ss_rw_downdate_deg. */
+SS_RW_FN double ss_rw_weight_deg(const ss_reweight_t *rw, const double *alpha, int k, int degree)
 {
     double v[SS_POLY_MAX_TERMS];
-    const int m = ss_rw_monomials(rw->fx[k], rw->fy[k], rw->degree, v);
+    const int m = ss_rw_monomials(rw->fx[k], rw->fy[k], degree, v);
     double s = 0.0;
     for (int i = 0; i < m; i++)
         s += v[i] * alpha[i];
     return rw->d[k] * s;
+}
+
+SS_RW_FN double ss_rw_weight(const ss_reweight_t *rw, const double *alpha, int k)
+{
+    return ss_rw_weight_deg(rw, alpha, k, rw->degree);
 }
 
 #endif
