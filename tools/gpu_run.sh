@@ -7,7 +7,8 @@
 #
 # Usage: tools/gpu_run.sh [STEPS] [-- bench args...]
 #   STEPS: a comma list of build, test, alltest, sanitize, racechain (racecheck on
-#   the whole-chain case, RACECHECK_CHAIN_S seconds, 400 by default), bench, profile (default:
+#   the whole-chain case, RACECHECK_CHAIN_S seconds, 400 by default), bench, profile,
+#   smshare (each kernel's share of the GPU per 512² frame, SMSHARE_SIZE) (default:
 #   build,test,sanitize,bench;
 #   build is always done first; RACECHECK_CASE_S: seconds per stage case
 #   of sanitize's racecheck, 90 by default; RACECHECK_REG_S: the
@@ -118,6 +119,20 @@ do_profile() {
         "$OUT/profile.log" | head -150 > "$OUT/profile_short.txt"
 }
 
+# What a 512² frame costs the GPU when many feeds share it: every
+# kernel's time and SM-cycles (summed over the SMs) over a window of
+# steady-state frames, Nsight Compute with caches and clocks as in a run;
+# tools/ncu_share.py turns smshare.csv into the per-frame table
+do_smshare() {
+    step smshare "$OUT/smshare.log" 300 ncu --csv --print-units base --cache-control none \
+        --clock-control none --launch-skip "${SMSHARE_SKIP:-5000}" --launch-count "${SMSHARE_COUNT:-1200}" \
+        --metrics gpu__time_duration.sum,sm__cycles_active.sum,sm__warps_active.sum,sm__cycles_elapsed.avg.per_second,launch__registers_per_thread \
+        $B/tools/skysieve-bench --backend cuda --size "${SMSHARE_SIZE:-512}" --history 20 \
+        --frames 60 --warmup 44
+    grep '^"' "$OUT/smshare.log" > "$OUT/smshare.csv"
+    python3 tools/ncu_share.py "$OUT/smshare.csv" | tee -a "$S"
+}
+
 do_bench() {
     step bench "$OUT/bench.log" 400 $B/tools/skysieve-bench --csv "$OUT/bench.csv" "$@"
     sed -n '/^# device/,/^# measured/p;/^back/,$p' "$OUT/bench.log" | tee -a "$S"
@@ -135,6 +150,7 @@ for st in "${steps[@]}"; do
     sanitize) do_sanitize ;;
     bench) do_bench "$@" ;;
     profile) do_profile ;;
+    smshare) do_smshare ;;
     racechain)
         CK_FORK=no CK_RUN_CASE=chain step "racecheck chain" "$OUT/racecheck_chain.log" \
             ${RACECHECK_CHAIN_S:-400} compute-sanitizer --error-exitcode 99 --tool racecheck \
