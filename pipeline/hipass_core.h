@@ -13,8 +13,15 @@
 
 #if defined(__CUDACC__)
 #define SS_HP_FN static __host__ __device__ __forceinline__
+#define SS_HP_UNROLL _Pragma("unroll")
 #else
 #define SS_HP_FN static inline
+#define SS_HP_UNROLL
+#endif
+#if defined(__CUDA_ARCH__)
+#define SS_HP_LD(p) __ldg(p)        /* read-only path; loads the compiler keeps in place */
+#else
+#define SS_HP_LD(p) (*(p))
 #endif
 
 /* The row pass at x of a row of n values: *hs = (float) the double sum of
@@ -43,8 +50,13 @@ SS_HP_FN float ss_hp_out(float v, double s, long long c)
 }
 
 /* The column pass of column x over outputs y in [y0, y1) of a w × h
- * frame: the running sums of hs (double) and hc (integer) within ±r rows,
- * and out = ss_hp_out(in, ·, ·). */
+ * frame (y1 - y0 ≤ SS_HP_SEG): the running sums of hs (double) and hc
+ * (integer) within ±r rows, and out = ss_hp_out(in, ·, ·). The steps
+ * after the first load first, all of them (each from a row inside the
+ * frame), then add, with a zero where a row is out of the window: a GPU
+ * thread then waits for its loads once instead of once per row (the sums
+ * start from +0, so they never hold -0 and adding a zero leaves them as
+ * they are; PERFORMANCE.md has the timings). */
 SS_HP_FN void ss_hp_col_seg(const float *in, const float *hs, const float *hc, int w, int h,
                             int r, int x, int y0, int y1, float *out)
 {
@@ -55,21 +67,31 @@ SS_HP_FN void ss_hp_col_seg(const float *in, const float *hs, const float *hc, i
         s += hs[i];
         c += (long long)hc[i];
     }
-    size_t i0 = (size_t)y0 * (size_t)w + (size_t)x;
+    const size_t i0 = (size_t)y0 * (size_t)w + (size_t)x;
     out[i0] = ss_hp_out(in[i0], s, c);
-    for (int y = y0 + 1; y < y1; y++) {
-        if (y + r < h) {
-            const size_t i = (size_t)(y + r) * (size_t)w + (size_t)x;
-            s += hs[i];
-            c += (long long)hc[i];
-        }
-        if (y - r - 1 >= 0) {
-            const size_t i = (size_t)(y - r - 1) * (size_t)w + (size_t)x;
-            s -= hs[i];
-            c -= (long long)hc[i];
-        }
-        i0 = (size_t)y * (size_t)w + (size_t)x;
-        out[i0] = ss_hp_out(in[i0], s, c);
+    float as[SS_HP_SEG], ac[SS_HP_SEG], ss[SS_HP_SEG], sc[SS_HP_SEG], v[SS_HP_SEG];
+    SS_HP_UNROLL
+    for (int k = 1; k < SS_HP_SEG; k++) {
+        const int y = y0 + k, live = y < y1;
+        const size_t ia = (size_t)(live && y + r < h ? y + r : y0) * (size_t)w + (size_t)x;
+        const size_t is = (size_t)(live && y - r - 1 >= 0 ? y - r - 1 : y0) * (size_t)w + (size_t)x;
+        const size_t io = (size_t)(live ? y : y0) * (size_t)w + (size_t)x;
+        as[k] = SS_HP_LD(hs + ia);
+        ac[k] = SS_HP_LD(hc + ia);
+        ss[k] = SS_HP_LD(hs + is);
+        sc[k] = SS_HP_LD(hc + is);
+        v[k] = SS_HP_LD(in + io);
+    }
+    SS_HP_UNROLL
+    for (int k = 1; k < SS_HP_SEG; k++) {
+        const int y = y0 + k, live = y < y1;
+        const int add = live && y + r < h, sub = live && y - r - 1 >= 0;
+        s += add ? (double)as[k] : 0.0;
+        c += add ? (long long)ac[k] : 0;
+        s -= sub ? (double)ss[k] : 0.0;
+        c -= sub ? (long long)sc[k] : 0;
+        if (live)
+            out[(size_t)y * (size_t)w + (size_t)x] = ss_hp_out(v[k], s, c);
     }
 }
 
