@@ -11,6 +11,8 @@
 
 #include <math.h>
 
+#include "pipeline/stages.h"     /* SS_HP_SEG */
+
 #if defined(__CUDACC__)
 #define SS_HP_FN static __host__ __device__ __forceinline__
 #define SS_HP_UNROLL _Pragma("unroll")
