@@ -225,6 +225,30 @@ START_TEST(test_hipass_definition)
 }
 END_TEST
 
+/* The definition at radii from 0 to wider than a column segment
+ * (SS_HP_SEG) and than the frame, and at frames shorter than a segment:
+ * every step of the column pass's window, entering and leaving rows
+ * clipped at both edges, is checked bit for bit. */
+START_TEST(test_hipass_radii)
+{
+    static const struct { int w, h, r; } cases[] = {
+        { 61, 137, 0 }, { 23, 40, 17 }, { 17, 5, 2 }, { 30, 70, 40 }, { 9, 33, 16 },
+    };
+    static float in[61 * 137], out[61 * 137], scratch[2 * 61 * 137];
+    rng_state = 37;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int w = cases[c].w, h = cases[c].h, r = cases[c].r;
+        for (int i = 0; i < w * h; i++)
+            in[i] = rng_unif() < 0.05 ? NAN : (float)(100.0 + 20.0 * rng_gauss());
+        ss_hipass(in, w, h, r, out, scratch);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                ck_assert_msg(same(out[y * w + x], hipass_at(in, w, h, r, x, y)),
+                              "%dx%d r %d: (%d,%d)", w, h, r, x, y);
+    }
+}
+END_TEST
+
 /* ======================================================================
  * star peaks and the vote
  * ==================================================================== */
@@ -1103,6 +1127,7 @@ static Suite *registration_suite(void)
     tcase_add_test(tc, test_bin2_definition);
     tcase_add_test(tc, test_reference_prep_definition);
     tcase_add_test(tc, test_hipass_definition);
+    tcase_add_test(tc, test_hipass_radii);
     tcase_add_test(tc, test_peak_definition);
     tcase_add_test(tc, test_vote);
     tcase_add_test(tc, test_fine_sums_bruteforce);
