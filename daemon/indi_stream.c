@@ -7,9 +7,6 @@
  * oneBLOB is decoded in the character-data handler, four symbols at a
  * time, into the caller's buffer; nothing of it is kept.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE                 /* RTLD_DEFAULT */
-#endif
 #include "indi_stream.h"
 
 #ifndef SS_EXPAT_REPARSE_SWITCH

@@ -15,15 +15,15 @@
 
 #if defined(__CUDACC__)
 #define SS_HP_FN static __host__ __device__ __forceinline__
-#define SS_HP_UNROLL _Pragma("unroll")
 #else
 #define SS_HP_FN static inline
-#define SS_HP_UNROLL
 #endif
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__)          /* the device pass only: the host compiler has no such pragma */
 #define SS_HP_LD(p) __ldg(p)        /* read-only path; loads the compiler keeps in place */
+#define SS_HP_UNROLL _Pragma("unroll")
 #else
 #define SS_HP_LD(p) (*(p))
+#define SS_HP_UNROLL
 #endif
 
 /* The row pass at x of a row of n values: *hs = (float) the double sum of

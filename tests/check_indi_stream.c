@@ -7,9 +7,6 @@
  * usable again after a reset; a BLOB cut short reported pending (lost),
  * never handed over.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE                 /* RTLD_DEFAULT */
-#endif
 #include <check.h>
 #include <expat.h>
 #include <stdio.h>
