@@ -68,6 +68,7 @@
 
 #include <cuda_runtime_api.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,16 +96,34 @@ static int sel_grid(const ss_backend_t *b, long long samples)
     return g < 1 ? 1 : (int)g;
 }
 
-/* An exact median + MAD selection of ns samples: one launch of one block
+/* Whether a selection of up to ns samples runs as one cluster
+ * (cu_select_cluster) rather than as the grid-wide passes, below limit. */
+static int sel_cluster(const ss_backend_t *b, long long ns, long long limit)
+{
+    return ns <= limit && ns <= b->sel_cluster_max;
+}
+
+/* An exact median + MAD selection of ns samples: one launch of one cluster
  * for small samples, else the grid-wide passes (buf: their compaction
  * buffer, room for ns floats). */
 static cudaError_t select_mad(ss_backend_t *b, const cu_sampler_t *samp, cu_sel_ws_t *ws, int mode,
                               float *out_f, double *out_d, long long ns, float *buf,
                               cudaStream_t s)
 {
-    if (ns <= b->sel_small_max)
-        return cu_select_small(samp, mode, out_f, out_d, ns, s);
+    if (sel_cluster(b, ns, b->sel_small_max))
+        return cu_select_cluster(samp, NULL, NULL, 0, ws, mode, out_f, out_d, ns, s);
     return cu_select_mad(samp, ws, mode, out_f, out_d, sel_grid(b, ns), buf, s);
+}
+
+/* The lower median of the cap-bounded buffer buf (*count samples on the
+ * device) into ws, as cu_select_median_buf defines it. */
+static cudaError_t select_median_buf(ss_backend_t *b, const float *buf, const unsigned int *count,
+                                     long long cap, cudaStream_t s)
+{
+    if (sel_cluster(b, cap, b->sel_buf_max))
+        return cu_select_cluster(NULL, buf, count, (unsigned int)cap, b->d_sel, -1, NULL, NULL,
+                                 cap, s);
+    return cu_select_median_buf(buf, count, (unsigned int)cap, b->d_sel, sel_grid(b, cap), s);
 }
 
 static cudaError_t st_calibrate(ss_backend_t *b, cudaStream_t s, int v)
@@ -277,8 +296,7 @@ static cudaError_t st_mv_template(ss_backend_t *b, cudaStream_t s, int v)
     SK(cu_mv_template(S, b->w, b->h, b->d_plane[SS_PLANE_STAR], s));
     SK(cu_mv_gather(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR], b->w, b->h,
                     b->d_selbuf, (unsigned int)b->npix, &b->d_res->mv_count, s));
-    SK(cu_select_median_buf(b->d_selbuf, &b->d_res->mv_count, (unsigned int)b->npix, b->d_sel,
-                            sel_grid(b, b->npix), s));
+    SK(select_median_buf(b, b->d_selbuf, &b->d_res->mv_count, (long long)b->npix, s));
     return cu_mv_beta(b->d_sel, b->d_res, s);
 }
 
@@ -588,12 +606,14 @@ static ss_err_t create_locked(const ss_pipeline_cfg_t *cfg, const ss_geometry_t 
     b->use_graphs = 1;
     b->seg_raw_buf = -1;
     b->sel_small_max = SEL_SMALL_MAX;
+    b->sel_buf_max = LLONG_MAX;
     const size_t npix = b->npix;
 
     CC(cudaSetDevice(b->device));
     struct cudaDeviceProp prop;
     CC(cudaGetDeviceProperties(&prop, b->device));
     b->sms = prop.multiProcessorCount;
+    b->sel_cluster_max = cu_select_cluster_max();  /* its set-up, outside any capture */
     CC(cudaStreamCreateWithFlags(&b->cs, cudaStreamNonBlocking));
     CC(cudaStreamCreateWithFlags(&b->xs, cudaStreamNonBlocking));
     CC(cudaStreamCreateWithFlags(&b->ds, cudaStreamNonBlocking));
@@ -1631,6 +1651,12 @@ double ss_cuda_frame_ms(ss_backend_t *b)
 void ss_cuda_set_select_small(ss_backend_t *b, long long max_samples)
 {
     b->sel_small_max = max_samples;
+    b->sel_buf_max = max_samples;
+}
+
+long long ss_cuda_select_cluster_max(const ss_backend_t *b)
+{
+    return b->sel_cluster_max;
 }
 
 void ss_cuda_set_mode(ss_backend_t *b, int timed, int graphs)

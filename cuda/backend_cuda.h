@@ -33,11 +33,15 @@ ss_err_t ss_cuda_prefetch(ss_backend_t *b, const ss_frame_t *next);
  * default): post-registration work is deferred to the next op that needs
  * a result and replayed from cached CUDA graphs when graphs = 1. */
 void ss_cuda_set_mode(ss_backend_t *b, int timed, int graphs);
-/* Selections (median + MAD) of up to max_samples samples run as one block;
- * larger ones as grid-wide passes (tests set 0 or a huge value to run one
- * path everywhere; set it before the first frame: graphs keep the path
- * they were captured with). */
+/* Selections (median + MAD) of up to max_samples samples, and β's median
+ * from a buffer of up to max_samples, run as one cluster of blocks (as
+ * far as its shared memory holds them); larger ones as grid-wide passes
+ * (tests set 0 or a huge value to run one path everywhere; set it before
+ * the first frame: graphs keep the path they were captured with). */
 void ss_cuda_set_select_small(ss_backend_t *b, long long max_samples);
+/* The most samples one cluster's selection takes on b's device (0: its
+ * cluster does not fit there, and every selection runs grid-wide). */
+long long ss_cuda_select_cluster_max(const ss_backend_t *b);
 
 /* GPU compute time (ms, CUDA events) of the work enqueued since the last
  * ingest began, including the previous frame's deferred history store;

@@ -22,10 +22,14 @@
 #define MAX_TIMERS 256          /* event pairs per frame */
 #define HOST_ACC 4096           /* accumulators in the pinned read-back buffer */
 #define RD_RING 4               /* events of the asynchronous residual reads */
-/* Up to this many samples a selection runs as one block (k_sel_small):
- * one SM streams them six times in less time than six grid-wide launches
- * take; beyond, the grid-wide passes win. */
-#define SEL_SMALL_MAX 49152
+/* Up to this many samples (and what fits in the cluster's shared memory)
+ * a selection runs as one cluster (k_sel_cluster): eight SMs stream their
+ * share six times in less time than the grid-wide launches take up to
+ * about this many; at 262,144 the grid-wide passes win (PERFORMANCE.md,
+ * 2026-11-25 17:53Z). β's median (cu_select_median_buf) counts samples on
+ * the device, mostly far fewer than its buffer holds: it takes the
+ * cluster whenever the buffer fits. */
+#define SEL_SMALL_MAX 131072
 
 typedef cudaError_t (*step_fn)(ss_backend_t *b, cudaStream_t s, int variant);
 
@@ -170,7 +174,9 @@ struct ss_backend {
     int *d_vote_hist;                       /* (2·SS_COARSE_MAX_R + 1)², zero between votes */
     int ref_peaks_valid;                    /* the reference's top peaks are in d_res */
     long plan_waits;                        /* waits when predict_planned was enqueued */
-    long long sel_small_max;        /* selections of up to this many samples: one block */
+    long long sel_small_max;        /* selections of up to this many samples: one cluster */
+    long long sel_buf_max;          /* β's median, with a buffer of up to this many */
+    long long sel_cluster_max;      /* either, as far as the cluster's shared memory holds them */
 
     /* host state */
     int hp_frames;

@@ -251,13 +251,21 @@ cudaError_t cu_badmask(const uint8_t *bad, const uint8_t *learned, size_t n, uin
  * mode 2: *out_f = the clipped σ of ss_noise_clipped (gold), its window
  * sums in integers (noise_core.h). buf (or NULL): room for every sample,
  * where the first pass compacts the finite ones for the later passes. */
-/* The same in one launch of one block, for small samples (no workspace). */
-/* gold: ss_noise_mad, ss_noise_clipped */
-cudaError_t cu_select_small(const cu_sampler_t *samp, int mode, float *out_f, double *out_d,
-                            long long nsamples, cudaStream_t s);
 /* gold: ss_noise_mad, ss_noise_clipped */
 cudaError_t cu_select_mad(const cu_sampler_t *samp, cu_sel_ws_t *ws, int mode, float *out_f,
                           double *out_d, int grid, float *buf, cudaStream_t s);
+/* The same in one launch of one cluster (k_sel_cluster), for up to
+ * nmax ≤ cu_select_cluster_max() samples: the sampler's (buf NULL), or
+ * buf's as cu_select_median_buf takes them (mode -1: the median alone,
+ * into ws as that writes it; ws is not read otherwise). */
+/* gold: ss_noise_mad, ss_noise_clipped, ss_mv_beta's selection */
+cudaError_t cu_select_cluster(const cu_sampler_t *samp, const float *buf,
+                              const unsigned int *count, unsigned int bufcap, cu_sel_ws_t *ws,
+                              int mode, float *out_f, double *out_d, long long nmax,
+                              cudaStream_t s);
+/* The most samples cu_select_cluster takes on the current device (0: none:
+ * its cluster does not fit). */
+long long cu_select_cluster_max(void);
 /* The lower median of buf[0 .. min(*count, cap)) (all finite; *count on
  * the device): ws->st[0].result (NaN when there are none), the number in
  * ws->ncomp. No host round trip. */

@@ -17,13 +17,17 @@
  * round trip): a whole noise estimate is six launches of one graph. With a
  * scratch buffer, the first pass also compacts the finite samples into
  * it, and the five later passes read 4 contiguous bytes per sample instead
- * of a strided walk over the plane(s).
+ * of a strided walk over the plane(s). Samples of up to a 512² frame take
+ * one launch of one cluster instead (k_sel_cluster, below).
  */
 #include "cu_internal.h"
 #include "cu_grid.cuh"
 #include "pipeline/noise_core.h"
 
+#include <cooperative_groups.h>
 #include <math.h>
+
+namespace cg = cooperative_groups;
 
 namespace {
 
@@ -391,106 +395,151 @@ __global__ void k_sel_clip(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
     ws->counter = 0;
 }
 
-/* The same selection for a small sample (a few hundred thousand samples at
- * most: the frame sizes of 512² or so) in one launch: one block of
- * SMALL_THREADS runs the six passes back to back with its histogram in
- * shared memory, reading the samples through the sampler each pass (they
- * sit in L2). Where the multi-kernel version pays six launches and six
- * grid-wide hand-overs, this pays one. Same passes, same ranks, same
- * rounding: the same float. */
-constexpr int SMALL_THREADS = 1024;
+/* The same selection for a sample of up to a few hundred thousand (the
+ * frame sizes of 512² or so) in one launch: one cluster of SEL_CL blocks
+ * of CL_THREADS. Each block gathers its share of the finite samples into
+ * its shared memory once; every pass, each block counts its own into its
+ * histogram, the cluster adds the histograms through distributed shared
+ * memory (cl_sum_hist), and every block narrows the same prefix itself
+ * (no hand-over through global memory). Where the grid-wide
+ * passes pay seven launches and seven hand-overs, and one block pays one
+ * SM's issue rate for every sample, this pays one launch and spreads the
+ * samples over SEL_CL SMs. Same passes, same counts (integers, in any
+ * order), same ranks: the same float. */
+constexpr int SEL_CL = 8;
+constexpr int CL_THREADS = 512;
 
-/* Mode 2 of k_sel_small, once the median m and the MAD are known: the
- * window sums over the n samples (sv, or through the sampler), σ by
- * thread 0. Every thread of the block calls it. */
-__device__ void sel_small_clip(const cu_sampler_t &smp, const float *sv, long long n, bool any,
-                               float m, float mad, float *out_f, unsigned long long *acc)
+/* The cluster's summed histogram of the pass into tot (every bin), from
+ * the blocks' histograms hb; slice (this block's share of the bins)
+ * holds the sums of this block's share for the others to read. Every
+ * thread of every block calls it after the barrier that completes the
+ * pass's counts. Two steps of 16-byte remote loads, so that each bin
+ * crosses the SM-to-SM network twice in all instead of once per block:
+ * each block adds its slice over the ranks, and after a second barrier
+ * reads the others' slices. */
+__device__ __forceinline__ void cl_sum_hist(const cg::cluster_group &cl, const unsigned int *hb,
+                                            unsigned int *slice, unsigned int *tot)
 {
+    constexpr int Q = CU_SEL_BINS / SEL_CL / 4;     /* 16-byte words per slice */
+    static_assert(SEL_CL * Q <= CL_THREADS, "a thread per 16-byte word of the histogram");
     const int t = threadIdx.x;
-    const float s = (float)(1.4826 * (double)mad);
-    if (t < 3)
-        acc[t] = 0;
+    const unsigned int me = cl.block_rank();
+    if (t < Q) {
+        uint4 s = make_uint4(0u, 0u, 0u, 0u);
+        for (int r = 0; r < SEL_CL; r++) {
+            const uint4 v = reinterpret_cast<const uint4 *>(cl.map_shared_rank(hb, r))[me * Q + t];
+            s.x += v.x;
+            s.y += v.y;
+            s.z += v.z;
+            s.w += v.w;
+        }
+        reinterpret_cast<uint4 *>(slice)[t] = s;
+    }
+    cl.sync();                                      /* every slice summed */
+    if (t < SEL_CL * Q) {
+        const int r = t / Q, q = t % Q;
+        reinterpret_cast<uint4 *>(tot)[t] =
+            reinterpret_cast<const uint4 *>(cl.map_shared_rank(slice, r))[q];
+    }
     __syncthreads();
+}
+
+/* Mode 2, once the median m and the MAD are known: the window sums over
+ * this block's n samples sv, added into acc (rank 0's shared memory);
+ * every thread of the cluster calls it, and the caller's cluster barrier
+ * completes the sums. */
+__device__ void cl_clip(const float *sv, int n, bool any, float m, float mad,
+                        unsigned long long *acc)
+{
+    const float s = (float)(1.4826 * (double)mad);
     long long s1 = 0, s2 = 0, k = 0;
-    for (long long j = t; any && s > 0.0f && j < n; j += SMALL_THREADS) {
-        float v;
+    for (int j = threadIdx.x; any && s > 0.0f && j < n; j += CL_THREADS) {
         int64_t q;
-        if (sv)
-            v = sv[j];
-        else if (!samp_get(smp, j, &v))
-            continue;
-        if (ss_noise_clip_q(v, m, s, &q)) {
+        if (ss_noise_clip_q(sv[j], m, s, &q)) {
             s1 += q;
             s2 += q * q;
             k++;
         }
     }
     clip_add(s1, s2, k, acc);
-    __syncthreads();
-    if (t == 0 && out_f)
-        *out_f = !any ? __int_as_float(0x7fc00000) : !(s > 0.0f) ? s : clip_sigma(s, acc);
 }
 
-__global__ void __launch_bounds__(SMALL_THREADS)
-k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double *out_d, int cap)
+/* Source: the sampler's finite samples, or (buf) buf[0 .. min(*count,
+ * bufcap)) as they are (all finite). mode 0-2 as cu_select_mad; -1: the
+ * median alone into ws (st[0].result, st[0].n, ncomp: the number of
+ * samples), as cu_select_median_buf. cap: floats of dynamic shared memory
+ * per block, at least this block's share (cu_select_cluster sizes it). */
+__global__ void __cluster_dims__(SEL_CL, 1, 1) __launch_bounds__(CL_THREADS)
+k_sel_cluster(const cu_sampler_t *__restrict__ sp, const float *__restrict__ buf,
+              const unsigned int *__restrict__ count, unsigned int bufcap, cu_sel_ws_t *ws,
+              int mode, float *out_f, double *out_d)
 {
-    constexpr int PER = CU_SEL_BINS / SMALL_THREADS;
-    extern __shared__ float sv[];                   /* cap floats: the finite samples */
-    __shared__ unsigned int hist[CU_SEL_BINS];
-    __shared__ long long part[SMALL_THREADS];
+    constexpr int PER = CU_SEL_BINS / CL_THREADS;
+    extern __shared__ float sv[];                   /* this block's finite samples */
+    __shared__ __align__(16) unsigned int hist[CU_SEL_BINS], tot[CU_SEL_BINS];
+    __shared__ __align__(16) unsigned int slice[CU_SEL_BINS / SEL_CL];
+    __shared__ long long part[CL_THREADS];
     __shared__ unsigned int s_prefix, s_mask, s_cnt;
     __shared__ long long s_rank, s_n;
-    __shared__ unsigned long long s_clip[3];
-    const cu_sampler_t s = *sp;
+    __shared__ unsigned long long s_clip[3];        /* rank 0's: the cluster's window sums */
+    const cg::cluster_group cl = cg::this_cluster();
+    const bool lead = cl.block_rank() == 0;
     const int t = threadIdx.x;
-    /* the finite samples, gathered once into shared memory (warp-
-     * aggregated appends): the six passes then read them there instead of
-     * six strided walks through L2, which were latency-bound */
     if (t == 0)
         s_cnt = 0;
+    if (t < 3)
+        s_clip[t] = 0;                              /* before the first cluster barrier */
     __syncthreads();
-    const long long n_s = samp_count(s);
-    const bool gathered = n_s <= cap;
-    if (gathered)
-        walk_samples<1>(n_s, [&](long long j, float *v) { return samp_get(s, j, v); },
-                        [&](bool ok, float v) { warp_append(ok, v, sv, &s_cnt); });
+    long long n_src;
+    if (buf) {
+        n_src = (long long)min(*count, bufcap);
+        walk_samples<GRID_U>(n_src, [&](long long j, float *v) {
+            *v = buf[j];
+            return true;
+        }, [&](bool ok, float v) { warp_append(ok, v, sv, &s_cnt); });
+    } else {
+        const cu_sampler_t s = *sp;
+        n_src = samp_count(s);
+        walk_samples<GRID_U>(n_src, [&](long long j, float *v) { return samp_get(s, j, v); },
+                             [&](bool ok, float v) { warp_append(ok, v, sv, &s_cnt); });
+    }
     __syncthreads();
-    const long long n_all = gathered ? (long long)s_cnt : n_s;
+    const int n_loc = (int)s_cnt;
     float centre = 0.0f, result = __int_as_float(0x7fc00000);
     bool any = false;
-    for (int which = 0; which < 2; which++) {
+    long long n_all = 0;                            /* the cluster's finite samples */
+    for (int which = 0; which < (mode < 0 ? 1 : 2); which++) {
         unsigned int prefix = 0, mask = 0;
         long long rank = 0, n = 0;
         for (int pass = 0; pass < 3; pass++) {
             const int shift = pass_shift(pass);
             const unsigned int bmask = pass_mask(pass);
-            for (int b = t; b < CU_SEL_BINS; b += SMALL_THREADS)
+            for (int b = t; b < CU_SEL_BINS; b += CL_THREADS)
                 hist[b] = 0;
             __syncthreads();
-            for (long long j = t; j < n_all; j += SMALL_THREADS) {
-                float v;
-                if (gathered)
-                    v = sv[j];
-                else if (!samp_get(s, j, &v))
-                    continue;
+            for (int j = t; j < n_loc; j += CL_THREADS) {
+                float v = sv[j];
                 if (which)
                     v = fabsf(v - centre);
                 const unsigned int k = float_key(v);
                 if ((k & mask) == prefix)
                     atomicAdd(&hist[(k >> shift) & bmask], 1u);
             }
-            __syncthreads();
-            const long long mine = sel_my_bins<PER>(hist);
-            block_scan<SMALL_THREADS>(mine, part);
+            cl.sync();                              /* every block's counts, visible */
+            cl_sum_hist(cl, hist, slice, tot);
+            const long long mine = sel_my_bins<PER>(tot);
+            block_scan<CL_THREADS>(mine, part);
             if (pass == 0) {
-                n = part[SMALL_THREADS - 1];
+                n = part[CL_THREADS - 1];
                 rank = n > 0 ? (n - 1) / 2 : 0;
+                if (which == 0)
+                    n_all = n;
             }
             if (n == 0)
-                break;                              /* no finite sample (every thread) */
+                break;                              /* no finite sample (every block) */
             int bin;
             long long sub;
-            if (sel_find_bin<PER>(hist, mine, part[t], rank, &bin, &sub)) {
+            if (sel_find_bin<PER>(tot, mine, part[t], rank, &bin, &sub)) {
                 s_prefix = prefix | (unsigned int)bin << shift;
                 s_mask = mask | bmask << shift;
                 s_rank = sub;
@@ -510,44 +559,79 @@ k_sel_small(const cu_sampler_t *__restrict__ sp, int mode, float *out_f, double 
         if (which == 0)
             centre = result;                        /* the median, for the MAD */
     }
-    if (t == 0)
-        sel_write_estimate(any, result, mode, out_f, out_d);
     if (mode == 2)
-        sel_small_clip(s, gathered ? sv : NULL, n_all, any, centre, result, out_f, s_clip);
+        cl_clip(sv, n_loc, any, centre, result, cl.map_shared_rank(s_clip, 0));
+    cl.sync();      /* the sums complete; no block leaves while others read its histograms */
+    if (!lead || t != 0)
+        return;
+    if (mode < 0) {
+        ws->st[0].result = any ? result : __int_as_float(0x7fc00000);
+        ws->st[0].n = n_all;
+        ws->ncomp = (unsigned int)n_src;
+        return;
+    }
+    sel_write_estimate(any, result, mode, out_f, out_d);
+    if (mode == 2) {
+        const float s = (float)(1.4826 * (double)result);
+        *out_f = !any ? __int_as_float(0x7fc00000) : !(s > 0.0f) ? s : clip_sigma(s, s_clip);
+    }
 }
 
 } // namespace
 
-extern "C" cudaError_t cu_select_small(const cu_sampler_t *samp, int mode, float *out_f,
-                                       double *out_d, long long nsamples, cudaStream_t s)
+/* Dynamic shared memory a cluster block may take on this device (0: no
+ * cluster of SEL_CL such blocks fits), set up once per device. */
+static int cluster_room(void)
 {
-    /* room to gather every sample, as far as the device's opt-in shared
-     * memory goes (else the kernel reads them through the sampler) */
-    static int max_dyn_of[64];              /* per device, 0 = not set yet (benign race) */
+    static int room_of[64];                 /* per device; 0 not set, -1 none (benign race) */
     int dev = 0;
-    cudaError_t e0 = cudaGetDevice(&dev);
-    if (e0 != cudaSuccess)
-        return e0;
-    int &max_dyn = max_dyn_of[dev & 63];
-    if (max_dyn <= 0) {
-        int optin = 0;
-        cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-        if (e != cudaSuccess)
-            return e;
-        cudaFuncAttributes fa;
-        if ((e = cudaFuncGetAttributes(&fa, k_sel_small)) != cudaSuccess)
-            return e;
-        const int room = optin - (int)fa.sharedSizeBytes;
-        if ((e = cudaFuncSetAttribute(k_sel_small, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      room)) != cudaSuccess)
-            return e;
-        max_dyn = room;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return 0;
+    int &room = room_of[dev & 63];
+    if (room != 0)
+        return room < 0 ? 0 : room;
+    room = -1;
+    int optin = 0, nclusters = 0;
+    cudaFuncAttributes fa;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+            cudaSuccess ||
+        cudaFuncGetAttributes(&fa, k_sel_cluster) != cudaSuccess)
+        return 0;
+    const int r = (optin - (int)fa.sharedSizeBytes) / 4 / CL_THREADS * CL_THREADS * 4;
+    if (r <= 0 || cudaFuncSetAttribute(k_sel_cluster, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       r) != cudaSuccess)
+        return 0;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(SEL_CL);
+    cfg.blockDim = dim3(CL_THREADS);
+    cfg.dynamicSmemBytes = (size_t)r;
+    if (cudaOccupancyMaxActiveClusters(&nclusters, k_sel_cluster, &cfg) != cudaSuccess ||
+        nclusters < 1) {
+        (void)cudaGetLastError();
+        return 0;
     }
-    long long cap = nsamples;
-    if (cap * (long long)sizeof(float) > max_dyn)
-        cap = 0;
-    k_sel_small<<<1, SMALL_THREADS, (size_t)cap * sizeof(float), s>>>(samp, mode, out_f, out_d,
-                                                                     (int)cap);
+    room = r;
+    return room;
+}
+
+extern "C" long long cu_select_cluster_max(void)
+{
+    return (long long)cluster_room() / 4 * SEL_CL;
+}
+
+extern "C" cudaError_t cu_select_cluster(const cu_sampler_t *samp, const float *buf,
+                                         const unsigned int *count, unsigned int bufcap,
+                                         cu_sel_ws_t *ws, int mode, float *out_f, double *out_d,
+                                         long long nmax, cudaStream_t s)
+{
+    /* each block's share of nmax samples, in whole rounds of the cluster */
+    const long long per_round = (long long)SEL_CL * CL_THREADS;
+    const long long cap = (nmax + per_round - 1) / per_round * CL_THREADS;
+    if (nmax > cu_select_cluster_max())
+        return cudaErrorInvalidValue;
+    k_sel_cluster<<<SEL_CL, CL_THREADS, (size_t)cap * sizeof(float), s>>>(samp, buf, count,
+                                                                           bufcap, ws, mode,
+                                                                           out_f, out_d);
     return cudaGetLastError();
 }
 

@@ -970,9 +970,10 @@ END_TEST
 
 /* ---- §5 noise -------------------------------------------------------------- */
 
-/* _i = 0: the GPU's default choice of selection kernel (one block for up
- * to SEL_SMALL_MAX samples: here strides 2 and up); 1: the grid-wide
- * passes for every stride; 2: the one-block kernel for every stride. */
+/* _i = 0: the GPU's default choice of selection kernel (one cluster for
+ * up to SEL_SMALL_MAX samples: here every stride); 1: the grid-wide
+ * passes for every stride; 2: the cluster for every stride, asked for
+ * with no limit. */
 START_TEST(test_noise_parity)
 {
     static const int strides[] = { 1, 2, 3, 4, 7 };
@@ -986,6 +987,9 @@ START_TEST(test_noise_parity)
 #ifdef SKYSIEVE_HAVE_CUDA
     if (_i > 0)
         ss_cuda_set_select_small(p.g, _i == 1 ? 0 : (long long)W * H);
+    ck_assert_msg(ss_cuda_select_cluster_max(p.g) >= (long long)W * H,
+                  "the cluster selection takes %lld samples on this GPU",
+                  ss_cuda_select_cluster_max(p.g));
 #endif
     const size_t n = (size_t)W * H;
     float *v = malloc(n * sizeof(float));
@@ -1146,7 +1150,8 @@ END_TEST
  * the divided map (labels, lists). _i: 0 the residual's single kernel
  * configured; 1 the 2×2 bank configured (the template always takes one
  * kernel); 2 no star bright enough (β = 0, SNR unchanged, detection on
- * SNR alone). */
+ * SNR alone). _i = 1 also takes the grid-wide selection passes for β's
+ * median (the others: one cluster). */
 START_TEST(test_modelvar_parity)
 {
     static const double psf[] = { 1.4, 0.68, 2.7 };
@@ -1159,6 +1164,10 @@ START_TEST(test_modelvar_parity)
     ss_geometry_t geo = geometry(W, H, SS_DT_F32, SS_DT_F32, 2);
     pair_t p;
     pair_new(&p, &cfg, &geo, NULL);
+#ifdef SKYSIEVE_HAVE_CUDA
+    if (_i == 1)
+        ss_cuda_set_select_small(p.g, 0);
+#endif
     const size_t n = (size_t)W * H;
     float *P = malloc(n * sizeof(float)), *z = malloc(n * sizeof(float));
     float *zd = malloc(n * sizeof(float));
