@@ -268,14 +268,14 @@ __device__ void fine_decide(cu_results_t *res)
 }
 
 /* The conclusion (every thread of the warp calls it): the 32 jackknife
- * deletions a lane each, then lanes 0 and 1 each compact and reduce one
- * direction's while lanes 2-4 take the formal error, var_fit and the
+ * deletions a lane each, then lanes 0 and 1 each reduce one direction's
+ * while lanes 2-5 take the formal error's two parts, var_fit and the
  * probe's variance; lane 0 concludes. */
 __device__ void fine_conclude(cu_results_t *res)
 {
     constexpr int B = SS_FINE_BANDS, NS = SS_FINE_NSUMS;
     static_assert(2 * B == 32, "a thread per band of either direction");
-    __shared__ double s[NS], pr[NS], dx[2 * B], dy[2 * B], v[2][3], num[3];
+    __shared__ double s[NS], pr[NS], dx[2 * B], dy[2 * B], v[2][3], num[4];
     __shared__ int ok[2 * B], okd[2];
     fine_total_par(res->fine, s);
     fine_total_par(res->fine_probe, pr);
@@ -285,29 +285,22 @@ __device__ void fine_conclude(cu_results_t *res)
     if (t < 2 * B) {
         double M[4];
         ss_fine_response(s, M);
+        dx[t] = dy[t] = 0.0;
         ok[t] = ss_fine_jk_one(res->fine + dir * B * NS, t % B, s, M, &dx[t], &dy[t]);
     }
     __syncthreads();
-    if (t < 2) {
-        double cx[B], cy[B];
-        int nb = 0;
-        for (int b = t * B; b < (t + 1) * B; b++)
-            if (ok[b]) {
-                cx[nb] = dx[b];
-                cy[nb] = dy[b];
-                nb++;
-            }
-        okd[t] = ss_fine_jk_var(cx, cy, nb, v[t]) == 0;
-    } else if (t == 2) {
-        num[0] = ss_fine_formal(s, st->th);
-    } else if (t == 3) {
-        num[1] = ss_fine_var_fit(s, st->th);
-    } else if (t == 4) {
-        num[2] = ss_fine_gain_offset_var(pr);
-    }
+    if (t < 2)
+        okd[t] = ss_fine_jk_var(dx + t * B, dy + t * B, ok + t * B, B, v[t]) == 0;
+    else if (t < 4)
+        num[t - 2] = ss_fine_formal_part(s, st->th, t - 2);
+    else if (t == 4)
+        num[2] = ss_fine_var_fit(s, st->th);
+    else if (t == 5)
+        num[3] = ss_fine_gain_offset_var(pr);
     __syncthreads();
     if (t == 0)
-        ss_fine_conclude_with(st, num[0], num[1], num[2], okd[0], v[0], okd[1], v[1]);
+        ss_fine_conclude_with(st, ss_fine_formal_of(num[0], num[1]), num[2], num[3], okd[0], v[0],
+                              okd[1], v[1]);
 }
 
 /* The fine-registration pass (ss_fine_sums): the frame cut into 16×16

@@ -240,26 +240,31 @@ SS_FC_FN int ss_fine_jk_one(const double *bands, int b, const double *total, con
     return 1;
 }
 
-/* The jackknife's variance of each axis and the covariance from the nb
- * deletions that took part, in band order. Returns 0, or -1 with fewer
- * than 2. */
-SS_FC_FN int ss_fine_jk_var(const double *dx, const double *dy, int nb, double var[3])
+/* The jackknife's variance of each axis and the covariance from the
+ * deletions that took part (ok[b] set) among bands 0..n-1, in band order.
+ * Returns 0, or -1 with fewer than 2. */
+SS_FC_FN int ss_fine_jk_var(const double *dx, const double *dy, const int *ok, int n,
+                            double var[3])
 {
+    int nb = 0;
+    double mx = 0.0, my = 0.0;
+    for (int b = 0; b < n; b++)
+        if (ok[b]) {
+            mx += dx[b];
+            my += dy[b];
+            nb++;
+        }
     if (nb < 2)
         return -1;
-    double mx = 0.0, my = 0.0;
-    for (int b = 0; b < nb; b++) {
-        mx += dx[b];
-        my += dy[b];
-    }
     mx /= nb;
     my /= nb;
     var[0] = var[1] = var[2] = 0.0;
-    for (int b = 0; b < nb; b++) {
-        var[0] += (dx[b] - mx) * (dx[b] - mx);
-        var[1] += (dy[b] - my) * (dy[b] - my);
-        var[2] += (dx[b] - mx) * (dy[b] - my);
-    }
+    for (int b = 0; b < n; b++)
+        if (ok[b]) {
+            var[0] += (dx[b] - mx) * (dx[b] - mx);
+            var[1] += (dy[b] - my) * (dy[b] - my);
+            var[2] += (dx[b] - mx) * (dy[b] - my);
+        }
     for (int k = 0; k < 3; k++)
         var[k] *= (double)(nb - 1) / nb;
     return 0;
@@ -269,29 +274,40 @@ SS_FC_FN int ss_fine_jk_var(const double *dx, const double *dy, int nb, double v
 SS_FC_FN int ss_fine_jackknife(const double *bands, const double *total, const double M[4],
                                double var[3])
 {
-    double dx[SS_FINE_BANDS], dy[SS_FINE_BANDS];
-    int nb = 0;
+    double dx[SS_FINE_BANDS] = { 0 }, dy[SS_FINE_BANDS] = { 0 };
+    int ok[SS_FINE_BANDS];
     for (int b = 0; b < SS_FINE_BANDS; b++)
-        nb += ss_fine_jk_one(bands, b, total, M, &dx[nb], &dy[nb]);
-    return ss_fine_jk_var(dx, dy, nb, var);
+        ok[b] = ss_fine_jk_one(bands, b, total, M, &dx[b], &dy[b]);
+    return ss_fine_jk_var(dx, dy, ok, SS_FINE_BANDS, var);
 }
 
-/* The formal error: σe²·(N⁻¹) of the shift parameters, over 2. */
-SS_FC_FN double ss_fine_formal(const double *s, const double *theta)
+/* One shift parameter's share of the formal error (k = 0: x, else y):
+ * σe²·(N⁻¹)kk, NaN when the normal equations are singular. */
+SS_FC_FN double ss_fine_formal_part(const double *s, const double *theta, int k)
 {
     const double n = s[SS_FS_N];
     const double rss = ss_fine_rss(s, theta);
     const double var_e = n > SS_FC_NPAR ? fmax(rss, 0.0) / (n - SS_FC_NPAR) : 0.0;
-    double var = 0.0;
-    for (int k = 0; k < 2; k++) {
-        double M[SS_FC_NPAR * SS_FC_NPAR], col[SS_FC_NPAR] = { 0 }, unused[SS_FC_NPAR];
-        ss_fine_normal_eq(s, M, unused);
-        col[k] = 1.0;
-        if (ss_dense_solve(M, col, SS_FC_NPAR) != 0)
-            return NAN;
-        var += var_e * col[k];
-    }
-    return sqrt(var / 2.0);
+    double M[SS_FC_NPAR * SS_FC_NPAR], col[SS_FC_NPAR] = { 0 }, unused[SS_FC_NPAR];
+    ss_fine_normal_eq(s, M, unused);
+    col[0] = k == 0 ? 1.0 : 0.0;                    /* selects, not col[k]: a GPU lane */
+    col[1] = k == 0 ? 0.0 : 1.0;                    /* keeps col in registers */
+    if (ss_dense_solve(M, col, SS_FC_NPAR) != 0)
+        return NAN;
+    return var_e * (k == 0 ? col[0] : col[1]);
+}
+
+/* The formal error: σe²·(N⁻¹) of the shift parameters, over 2, from the
+ * two parts (each independent of the other: the GPU takes them on two
+ * lanes). */
+SS_FC_FN double ss_fine_formal_of(double part_x, double part_y)
+{
+    return sqrt((part_x + part_y) / 2.0);
+}
+
+SS_FC_FN double ss_fine_formal(const double *s, const double *theta)
+{
+    return ss_fine_formal_of(ss_fine_formal_part(s, theta, 0), ss_fine_formal_part(s, theta, 1));
 }
 
 /* The residual variance of a pass after fitting only a gain, an offset
