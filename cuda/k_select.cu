@@ -579,28 +579,22 @@ k_sel_cluster(const cu_sampler_t *__restrict__ sp, const float *__restrict__ buf
 
 } // namespace
 
-/* Dynamic shared memory a cluster block may take on this device (0: no
- * cluster of SEL_CL such blocks fits), set up once per device. */
-static int cluster_room(void)
+/* Dynamic shared memory a cluster block may take on the current device
+ * (0: no cluster of SEL_CL such blocks fits there): -1 or the bytes; the
+ * kernel's limit is raised to it. */
+static int cluster_room_query(void)
 {
-    static int room_of[64];                 /* per device; 0 not set, -1 none (benign race) */
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess)
-        return 0;
-    int &room = room_of[dev & 63];
-    if (room != 0)
-        return room < 0 ? 0 : room;
-    room = -1;
-    int optin = 0, nclusters = 0;
+    int dev = 0, optin = 0, nclusters = 0;
     cudaFuncAttributes fa;
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
             cudaSuccess ||
         cudaFuncGetAttributes(&fa, k_sel_cluster) != cudaSuccess)
-        return 0;
+        return -1;
     const int r = (optin - (int)fa.sharedSizeBytes) / 4 / CL_THREADS * CL_THREADS * 4;
     if (r <= 0 || cudaFuncSetAttribute(k_sel_cluster, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        r) != cudaSuccess)
-        return 0;
+        return -1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(SEL_CL);
     cfg.blockDim = dim3(CL_THREADS);
@@ -608,10 +602,22 @@ static int cluster_room(void)
     if (cudaOccupancyMaxActiveClusters(&nclusters, k_sel_cluster, &cfg) != cudaSuccess ||
         nclusters < 1) {
         (void)cudaGetLastError();
-        return 0;
+        return -1;
     }
-    room = r;
-    return room;
+    return r;
+}
+
+/* The same, asked once per device (two threads may both ask: the answer
+ * and the limit they set are the same). */
+static int cluster_room(void)
+{
+    static volatile int room_of[64];        /* per device; 0 not asked yet */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return 0;
+    if (room_of[dev & 63] == 0)
+        room_of[dev & 63] = cluster_room_query();
+    return room_of[dev & 63] < 0 ? 0 : room_of[dev & 63];
 }
 
 extern "C" long long cu_select_cluster_max(void)
