@@ -25,6 +25,7 @@
 
 #include "config/config.h"
 #include "pipeline/stages.h"
+#include "pipeline/fine_core.h"
 #include "tools/synth.h"
 #include "ss_test.h"
 
@@ -603,6 +604,45 @@ START_TEST(test_register_fine_linear_model)
 }
 END_TEST
 
+/* The jackknife's variance over the deletions that took part: bands
+ * whose deletion failed (ok 0: no pixels, or a singular rest) are
+ * skipped, whatever their slots hold, and the rest weigh as a jackknife
+ * of that many; fewer than two is no estimate. */
+START_TEST(test_fine_jk_var_flags)
+{
+    const double g = NAN, big = 1e300;
+    const double dx[6] = { 1.0, g, 3.0, big, 5.0, g }, dy[6] = { 2.0, big, 2.0, g, 5.0, 1.0 };
+    const int ok[6] = { 1, 0, 1, 0, 1, 0 };
+    double v[3];
+    ck_assert_int_eq(ss_fine_jk_var(dx, dy, ok, 6, v), 0);
+    /* x: 1, 3, 5 around 3; y: 2, 2, 5 around 3; times (3 - 1)/3 */
+    ck_assert_double_eq_tol(v[0], 8.0 * 2.0 / 3.0, 1e-12);
+    ck_assert_double_eq_tol(v[1], 6.0 * 2.0 / 3.0, 1e-12);
+    ck_assert_double_eq_tol(v[2], 6.0 * 2.0 / 3.0, 1e-12);
+    const int one[6] = { 0, 0, 1, 0, 0, 0 };
+    ck_assert_int_eq(ss_fine_jk_var(dx, dy, one, 6, v), -1);
+    /* the formal error's two parts add to what ss_fine_formal gives */
+    ss_fine_bands_t b;
+    memset(b, 0, sizeof b);
+    for (int k = 0; k < SS_FINE_BANDS; k++) {
+        double *t = b[0][k];
+        t[SS_FS_XX] = 400.0 + k;
+        t[SS_FS_XY] = 30.0;
+        t[SS_FS_YY] = 250.0 + 2 * k;
+        t[SS_FS_SS] = 5e4;
+        t[SS_FS_LL] = 2e3;
+        t[SS_FS_N] = 1000.0;
+        t[SS_FS_EE] = 4000.0 + k;
+    }
+    double s[SS_FINE_NSUMS], th[5] = { 0 };
+    ss_fine_total(b[0][0], s);
+    const double px = ss_fine_formal_part(s, th, 0), py = ss_fine_formal_part(s, th, 1);
+    ck_assert(px > 0.0 && py > 0.0 && px != py);
+    ck_assert(ss_fine_formal(s, th) == ss_fine_formal_of(px, py));
+    ck_assert(ss_fine_formal_of(px, py) == sqrt((px + py) / 2.0));
+}
+END_TEST
+
 /* ======================================================================
  * the interpolation bias
  * ==================================================================== */
@@ -1132,6 +1172,7 @@ static Suite *registration_suite(void)
     tcase_add_test(tc, test_vote);
     tcase_add_test(tc, test_fine_sums_bruteforce);
     tcase_add_test(tc, test_register_fine_linear_model);
+    tcase_add_test(tc, test_fine_jk_var_flags);
     tcase_add_test(tc, test_interp_bias);
     suite_add_tcase(s, tc);
     tc = tcase_create("synthetic_fields");
