@@ -57,8 +57,10 @@ SNRS=4,5,6,7,8,10,15,20
 SPEEDS=0.2,0.5,1,3,10,30,100,300
 # The generator's settings before each scenario's own, spelled out: the
 # scenarios were defined on them, and skysieve-synth's defaults (those of
-# the daemon's synthetic feed) differ.
-BASE="--interval 1 --exposure 1 --flux-min 300 --moffat-beta 2.5 --seeing-wobble 0 --sky-grad 0,0 --bias 0 --hot 0 --hot-level 2000 --cosmic-rate 0 --jump-px 20 --transparency 0 --mover-speed 2 --streak-prob 0 --streak-len 50,300"
+# the daemon's synthetic feed) differ. A fixed start time: with the
+# clock's, the frames' MJD stamps round differently from run to run and the
+# JSON's velocity figures with them.
+BASE="--start-mjd 61000 --interval 1 --exposure 1 --flux-min 300 --moffat-beta 2.5 --seeing-wobble 0 --sky-grad 0,0 --bias 0 --hot 0 --hot-level 2000 --cosmic-rate 0 --jump-px 20 --transparency 0 --mover-speed 2 --streak-prob 0 --streak-len 50,300"
 COMMON="--quiet --size 1024x1024 --frames $frames $BASE --movers 40 --mover-snr-list $SNRS"
 USUAL="--stars 2000 --sky 1000 --sky-grad 0.05,0 --bias 100 --seeing-wobble 0.03 --transparency 0.02 --hot 50 --cosmic-rate 5"
 STREAKS="--streak-prob 0.1 --streak-len 40,200"
