@@ -90,32 +90,31 @@ __device__ __forceinline__ bool samp_get(const cu_sampler_t &s, long long j, flo
 }
 
 /* A grid-stride walk over samples 0..n-1 (thread t of block b takes
- * b·blockDim + t + k·step) with U loads in flight per thread while U
- * steps remain (the rest one at a time: a small sample walks as before):
- * get(j, &v) loads sample j (false: none there), then use(ok, v) takes
- * each in turn. Every lane of a warp calls use() equally often (the warp-
- * aggregated appends rely on it); the order of use() across threads is
- * any, so what use() builds must not depend on it. The grid's passes take
- * U = GRID_U: one load at a time they waited out a load's latency per
- * sample (PERFORMANCE.md has the timings); the one-block selection's
- * gather was not faster with it and takes U = 1. */
-constexpr int GRID_U = 8;
-template <int U, class Get, class Use>
+ * b·blockDim + t + k·step) with WALK_U loads in flight per thread while
+ * WALK_U steps remain (the rest one at a time: a small sample walks as
+ * before): get(j, &v) loads sample j (false: none there), then use(ok, v)
+ * takes each in turn. Every lane of a warp calls use() equally often (the
+ * warp-aggregated appends rely on it); the order of use() across threads
+ * is any, so what use() builds must not depend on it. One load at a time,
+ * the passes waited out a load's latency per sample (PERFORMANCE.md has
+ * the timings). */
+constexpr int WALK_U = 8;
+template <class Get, class Use>
 __device__ __forceinline__ void walk_samples(long long n, Get get, Use use)
 {
     const long long step = (long long)gridDim.x * blockDim.x;
     long long base = (long long)blockIdx.x * blockDim.x;
-    for (; base + (U - 1) * step < n; base += U * step) {
-        float v[U];
-        bool ok[U];
+    for (; base + (WALK_U - 1) * step < n; base += WALK_U * step) {
+        float v[WALK_U];
+        bool ok[WALK_U];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
+        for (int u = 0; u < WALK_U; u++) {
             const long long j = base + u * step + threadIdx.x;
             v[u] = 0.0f;
             ok[u] = j < n && get(j, &v[u]);
         }
 #pragma unroll
-        for (int u = 0; u < U; u++)
+        for (int u = 0; u < WALK_U; u++)
             use(ok[u], v[u]);
     }
     for (; base < n; base += step) {                /* the rest, one at a time */
@@ -264,14 +263,14 @@ __device__ __forceinline__ void sel_pass_hist(const cu_sampler_t *__restrict__ s
     };
     if (buf && (which || pass > 0 || !sp)) {
         if (which || pass == 0 || st.n > 0)
-            walk_samples<GRID_U>((long long)ws->ncomp, [&](long long j, float *v) {
+            walk_samples((long long)ws->ncomp, [&](long long j, float *v) {
                 *v = buf[j];
                 return true;
             }, count);
         return;
     }
     const cu_sampler_t s = *sp;
-    walk_samples<GRID_U>(samp_count(s), [&](long long j, float *v) { return samp_get(s, j, v); },
+    walk_samples(samp_count(s), [&](long long j, float *v) { return samp_get(s, j, v); },
                  [&](bool ok, float v) {
                      if (buf)
                          warp_append(ok, v, buf, &ws->ncomp);
@@ -372,7 +371,7 @@ __global__ void k_sel_clip(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
     long long s1 = 0, s2 = 0, n = 0;
     const cu_sampler_t smp = *sp;
     const long long total = !(s > 0.0f) ? 0 : buf ? (long long)ws->ncomp : samp_count(smp);
-    walk_samples<GRID_U>(total, [&](long long j, float *v) {
+    walk_samples(total, [&](long long j, float *v) {
         if (!buf)
             return samp_get(smp, j, v);
         *v = buf[j];
@@ -402,9 +401,9 @@ __global__ void k_sel_clip(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
  * histogram, the cluster adds the histograms through distributed shared
  * memory (cl_sum_hist), and every block narrows the same prefix itself
  * (no hand-over through global memory). Where the grid-wide
- * passes pay seven launches and seven hand-overs, and one block pays one
- * SM's issue rate for every sample, this pays one launch and spreads the
- * samples over SEL_CL SMs. Same passes, same counts (integers, in any
+ * passes pay seven launches and seven hand-overs (and the one-block
+ * kernel this replaced paid one SM's issue rate for every sample), this
+ * pays one launch and spreads the samples over SEL_CL SMs. Same passes, same counts (integers, in any
  * order), same ranks: the same float. */
 constexpr int SEL_CL = 8;
 constexpr int CL_THREADS = 512;
@@ -493,14 +492,14 @@ k_sel_cluster(const cu_sampler_t *__restrict__ sp, const float *__restrict__ buf
     long long n_src;
     if (buf) {
         n_src = (long long)min(*count, bufcap);
-        walk_samples<GRID_U>(n_src, [&](long long j, float *v) {
+        walk_samples(n_src, [&](long long j, float *v) {
             *v = buf[j];
             return true;
         }, [&](bool ok, float v) { warp_append(ok, v, sv, &s_cnt); });
     } else {
         const cu_sampler_t s = *sp;
         n_src = samp_count(s);
-        walk_samples<GRID_U>(n_src, [&](long long j, float *v) { return samp_get(s, j, v); },
+        walk_samples(n_src, [&](long long j, float *v) { return samp_get(s, j, v); },
                              [&](bool ok, float v) { warp_append(ok, v, sv, &s_cnt); });
     }
     __syncthreads();

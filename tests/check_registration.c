@@ -634,7 +634,7 @@ START_TEST(test_fine_jk_var_flags)
         t[SS_FS_N] = 1000.0;
         t[SS_FS_EE] = 4000.0 + k;
     }
-    double s[SS_FINE_NSUMS], th[5] = { 0 };
+    double s[SS_FINE_NSUMS], th[SS_FC_NPAR] = { 0 };
     ss_fine_total(b[0][0], s);
     const double px = ss_fine_formal_part(s, th, 0), py = ss_fine_formal_part(s, th, 1);
     ck_assert(px > 0.0 && py > 0.0 && px != py);
