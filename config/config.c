@@ -1280,6 +1280,18 @@ char *ss_config_doc_markdown(void)
  * derived values
  * ==================================================================== */
 
+ss_pipeline_cfg_t ss_feed_pipeline_cfg(const ss_config_t *c, int i)
+{
+    ss_pipeline_cfg_t p = c->feeds[i].pipeline;
+    int k = 0;
+    for (int j = 0; j < SS_CLAMP(c->n_feeds, 0, SS_MAX_FEEDS); j++) {
+        const ss_pipeline_cfg_t *q = &c->feeds[j].pipeline;
+        k += q->backend != SS_BACKEND_CPU && q->device == p.device;
+    }
+    p.device_feeds = k > 0 ? k : 1;
+    return p;
+}
+
 size_t ss_feed_max_pixel_bytes(const ss_feed_cfg_t *f)
 {
     return (size_t)f->max_width * (size_t)f->max_height * sizeof(float);

@@ -247,7 +247,7 @@ static cudaError_t st_guided(ss_backend_t *b, cudaStream_t s, int v)
     if (radius <= 0)
         return cu_copy_plane(b->d_plane[SS_PLANE_RESIDUAL], b->d_plane[SS_PLANE_CLEAN], b->npix, s);
     return cu_guided(b->d_params, b->d_plane[SS_PLANE_PREDICTION], b->d_plane[SS_PLANE_RESIDUAL],
-                     b->w, b->h, radius, v & 7, b->d_gs,
+                     b->w, b->h, radius, v & 7, b->gshare, b->d_gs,
                      b->d_plane[SS_PLANE_CLEAN], b->d_partials, b->d_counter, b->d_misc, s);
 }
 
@@ -613,6 +613,7 @@ static ss_err_t create_locked(const ss_pipeline_cfg_t *cfg, const ss_geometry_t 
     struct cudaDeviceProp prop;
     CC(cudaGetDeviceProperties(&prop, b->device));
     b->sms = prop.multiProcessorCount;
+    b->gshare = cfg->device_feeds > 1 ? cfg->device_feeds : 1;
     b->sel_cluster_max = cu_select_cluster_max();  /* its set-up, outside any capture */
     CC(cudaStreamCreateWithFlags(&b->cs, cudaStreamNonBlocking));
     CC(cudaStreamCreateWithFlags(&b->xs, cudaStreamNonBlocking));

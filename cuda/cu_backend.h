@@ -68,6 +68,8 @@ struct ss_backend {
     int w, h;
     size_t npix;
     int device, sms;
+    int gshare;                     /* the feeds on the device (cfg->device_feeds at create):
+                                     * the guided filter's grid fills 1/gshare of it */
     int broken;
     long errors;
     int capturing;

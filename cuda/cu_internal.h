@@ -365,10 +365,13 @@ cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, const float *
  * p->gf_mask (ss_gmask_apply: its pm in out until the r' pass, its
  * temporaries in sc[0..2] and sc[5]). sc: 6 scratch planes (A/A1, B/A2,
  * B, L, which only radii above 62 use: smaller ones compute the Laplacian
- * on the fly, pin − c2·Q, and the mask's box rows). c[0] = the guide's mean, c[1] = c2. */
+ * on the fly, pin − c2·Q, and the mask's box rows). c[0] = the guide's mean, c[1] = c2.
+ * share (≥ 1): the feeds on this GPU; the band kernel's grid fills
+ * 1/share of it (taller bands, less SM-time; the sums in another order,
+ * within the same tolerance of the CPU's). */
 /* gold: ss_guided_filter, ss_guided_filter2, ss_seeing_term, ss_gmask_apply */
 cudaError_t cu_guided(const cu_params_t *p, const float *I, const float *pin, int w, int h,
-                      int radius, int mode, float *const *sc, float *out,
+                      int radius, int mode, int share, float *const *sc, float *out,
                       double *partials, unsigned int *counter, float *c, cudaStream_t s);
 cudaError_t cu_copy_plane(const float *in, float *out, size_t n, cudaStream_t s);
 

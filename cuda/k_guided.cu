@@ -359,8 +359,9 @@ cudaError_t kbox(const box_args &a, int w, int h, int r, cudaStream_t s)
 /* ---- the band kernel (radius up to GMAXR) --------------------------------
  *
  * One block: a strip of TW output columns and the band of rows [y0, y1).
- * Its GT threads own GK = 4 adjacent columns each, GL = GT·GK columns in
- * all: the strip and r (rounded up to 4) columns on either side. A thread
+ * Its threads (up to GT) own GK = 4 adjacent columns each, up to GL =
+ * GT·GK columns in all: the strip and r (rounded up to 4) columns on
+ * either side. A thread
  * keeps, in registers, the vertical running window sums of its columns
  * for every channel (the count as an integer): one row down adds the
  * channels of row y+r and removes those of row y-r-1 (coalesced loads, 16
@@ -862,16 +863,21 @@ __global__ void __launch_bounds__(GT, 4)
 }
 
 /* One band-kernel pass. Strips: as few as GL columns allow, of equal
- * width (a multiple of 4); bands: as many as fill the GPU's resident
- * blocks once (each band first sums its 2r+1 start rows, so more,
- * shorter bands would cost more). */
+ * width (a multiple of 4), each block only the warps whose columns a
+ * window reads. Bands: as many as fill 1/share of the GPU's resident
+ * blocks once. Each band first sums its 2r+1 start rows, so shorter
+ * bands cost more SM-time: a frame that has the GPU to itself takes the
+ * shortest (its latency), one of `share` feeds on the GPU taller ones
+ * (docs/PERFORMANCE.md, 2026-11-25 20:1x). */
 template <int MODE, bool VEC>
-cudaError_t gbox(const gargs &a, int w, int h, int r, cudaStream_t s)
+cudaError_t gbox(const gargs &a, int w, int h, int r, int share, cudaStream_t s)
 {
     const int R4 = GK * ((r + GK) / GK);            /* ≥ r+1, a multiple of 4 */
     const int twmax = (GL - R4 - r) / GK * GK;
     const int strips = (w + twmax - 1) / twmax;
     const int TW = ((w + strips - 1) / strips + GK - 1) / GK * GK;
+    /* columns 0 .. R4+TW+r-1 of the strip: the outputs' windows */
+    const int nt = min(GT, ((R4 + TW + r + GK - 1) / GK + 31) / 32 * 32);
     int dev = 0, sms = 0, per = 0;
     cudaError_t e;
     if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
@@ -879,21 +885,22 @@ cudaError_t gbox(const gargs &a, int w, int h, int r, cudaStream_t s)
         (e = cudaFuncSetAttribute(k_gbox<MODE, VEC>,
                                   cudaFuncAttributePreferredSharedMemoryCarveout,
                                   cudaSharedmemCarveoutMaxShared)) != cudaSuccess ||
-        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_gbox<MODE, VEC>, GT, 0)) !=
+        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_gbox<MODE, VEC>, nt, 0)) !=
             cudaSuccess)
         return e;
-    const long long slots = (long long)(sms > 0 ? sms : 1) * (per > 0 ? per : 1);
+    const long long slots = (long long)(sms > 0 ? sms : 1) * (per > 0 ? per : 1) /
+                            (share > 1 ? share : 1);
     const int nb0 = (int)(slots / strips > 0 ? slots / strips : 1);
     const int bh = (h + nb0 - 1) / nb0;
     const int nb = (h + bh - 1) / bh;
-    k_gbox<MODE, VEC><<<dim3((unsigned)strips, (unsigned)nb), GT, 0, s>>>(a, w, h, r, R4, TW, bh);
+    k_gbox<MODE, VEC><<<dim3((unsigned)strips, (unsigned)nb), nt, 0, s>>>(a, w, h, r, R4, TW, bh);
     return cudaGetLastError();
 }
 
 template <int MODE>
-cudaError_t gbox_any(const gargs &a, bool vec, int w, int h, int r, cudaStream_t s)
+cudaError_t gbox_any(const gargs &a, bool vec, int w, int h, int r, int share, cudaStream_t s)
 {
-    return vec ? gbox<MODE, true>(a, w, h, r, s) : gbox<MODE, false>(a, w, h, r, s);
+    return vec ? gbox<MODE, true>(a, w, h, r, share, s) : gbox<MODE, false>(a, w, h, r, share, s);
 }
 
 /* ss_laplacian5 of the Laplacian at (x, y): Q = L(x−1) + L(x+1) +
@@ -1128,7 +1135,7 @@ __global__ void k_copy(const float *__restrict__ in, float *__restrict__ out, si
 } // namespace
 
 extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const float *pin, int w,
-                                 int h, int radius, int mode, float *const *sc,
+                                 int h, int radius, int mode, int share, float *const *sc,
                                  float *out, double *partials, unsigned int *counter, float *c,
                                  cudaStream_t s)
 {
@@ -1193,7 +1200,7 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
     a.out[0] = sc[0];
     a.out[1] = sc[1];
     a.out[2] = laplacian ? sc[2] : NULL;
-    if ((e = laplacian ? gbox_any<M_AB2>(a, vec, w, h, r, s) : gbox_any<M_AB>(a, vec, w, h, r, s)) !=
+    if ((e = laplacian ? gbox_any<M_AB2>(a, vec, w, h, r, share, s) : gbox_any<M_AB>(a, vec, w, h, r, share, s)) !=
         cudaSuccess)
         return e;
     a.p = pin;
@@ -1202,7 +1209,7 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
     a.in[2] = laplacian ? sc[2] : NULL;
     a.out[0] = out;
     a.out[1] = a.out[2] = NULL;
-    return laplacian ? gbox_any<M_R2>(a, vec, w, h, r, s) : gbox_any<M_R1>(a, vec, w, h, r, s);
+    return laplacian ? gbox_any<M_R2>(a, vec, w, h, r, share, s) : gbox_any<M_R1>(a, vec, w, h, r, share, s);
 }
 
 extern "C" cudaError_t cu_copy_plane(const float *in, float *out, size_t n, cudaStream_t s)

@@ -110,7 +110,8 @@ ss_feed_t *ss_feed_new(const ss_feed_env_t *env, char *err, size_t n)
     int masks = 0;
     ss_source_frame_needs(f->cfg, &f->max_pixels, &f->frame_bytes, &masks);
 
-    if (!(f->pipe = ss_pipeline_new(&f->cfg->pipeline, f->name, err, n)))
+    const ss_pipeline_cfg_t pc = ss_feed_pipeline_cfg(ss_cfg_snap_config(f->start), f->index);
+    if (!(f->pipe = ss_pipeline_new(&pc, f->name, err, n)))
         goto fail;
     if (alloc_buffers(f, masks, err, n) != 0)
         goto fail;

@@ -92,14 +92,17 @@ static void take_config(worker_t *w)
     ss_cfg_snap_t *neu = ss_cfg_board_newer(w->d->board, w->wsnap);
     if (!neu)
         return;
-    const ss_pipeline_cfg_t *cfg = &ss_cfg_snap_config(neu)->feeds[w->index].pipeline;
-    const int changed = memcmp(cfg, &wcfg(w)->pipeline, sizeof *cfg) != 0;
+    const ss_pipeline_cfg_t cfg = ss_feed_pipeline_cfg(ss_cfg_snap_config(neu), w->index);
+    const int changed =
+        memcmp(&ss_cfg_snap_config(neu)->feeds[w->index].pipeline, &wcfg(w)->pipeline,
+               sizeof cfg) != 0 ||
+        cfg.device_feeds != ss_feed_pipeline_cfg(ss_cfg_snap_config(w->wsnap), w->index).device_feeds;
     ss_cfg_snap_release(&w->wsnap);
     w->wsnap = neu;
     if (!changed)
         return;
     char err[400];
-    if (ss_pipeline_reconfigure(w->pipe, cfg, err, sizeof err) != 0)
+    if (ss_pipeline_reconfigure(w->pipe, &cfg, err, sizeof err) != 0)
         SS_LOG(SS_LOG_ERR, TAG, "feed %s: new pipeline config not applied: %s", w->name, err);
     else
         SS_LOG(SS_LOG_INFO, TAG, "feed %s: pipeline config applied", w->name);

@@ -40,6 +40,10 @@ typedef struct ss_pipeline_cfg {
     ss_backend_kind_t backend;  /* "backend": auto|cpu|cuda */
     int device;                 /* "device": CUDA device ordinal */
     int threads;                /* "threads": CPU worker threads, 0 = all cores */
+    int device_feeds;           /* not a key: the feeds of the config on this device
+                                 * (ss_config_load_string; the bench's --feeds); the
+                                 * CUDA guided filter sizes its grid to 1/device_feeds
+                                 * of the GPU. 0 = 1 */
 
     /* §1 calibration, region of interest, bad pixels */
     char dark[SS_PATH_MAX];     /* "dark": FITS dark frame ("" = none) */

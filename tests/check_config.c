@@ -197,7 +197,8 @@ START_TEST(test_table_covers_pipeline)
     static const ss_pipeline_cfg_t zero;
     for (size_t b = 0; b < sizeof zero; b++)
         ck_assert_msg(((const unsigned char *)p)[b] == 0, "byte %zu of ss_pipeline_cfg_t has no key", b);
-    ck_assert_int_eq(keys, 69);     /* 72 members, roi's 4 as one key */
+    ck_assert_int_eq(keys, 69);     /* 73 members, roi's 4 as one key, device_feeds
+                                     * derived (ss_feed_pipeline_cfg) */
 }
 END_TEST
 
@@ -881,6 +882,32 @@ START_TEST(test_derived)
 }
 END_TEST
 
+/* ss_feed_pipeline_cfg: a feed's pipeline keys, and the feeds that may
+ * run on its CUDA device (cuda or auto, the same device). */
+START_TEST(test_feed_pipeline_cfg)
+{
+    const char *json =
+        "{\"feeds\": [\n"
+        "  {\"name\": \"a\", \"pipeline\": {\"backend\": \"cuda\", \"history\": 7}},\n"
+        "  {\"name\": \"b\", \"pipeline\": {\"backend\": \"auto\"}},\n"
+        "  {\"name\": \"c\", \"pipeline\": {\"backend\": \"cpu\"}},\n"
+        "  {\"name\": \"d\", \"pipeline\": {\"backend\": \"cuda\", \"device\": 1}},\n"
+        "  {\"name\": \"e\", \"pipeline\": {\"backend\": \"cpu\", \"device\": 2}}]}";
+    ck_assert_msg(load(json) == SS_OK, "%s", err);
+    static const int want[] = { 2, 2, 2, 1, 1 };
+    for (int i = 0; i < 5; i++) {
+        const ss_pipeline_cfg_t p = ss_feed_pipeline_cfg(&cfg, i);
+        ck_assert_msg(p.device_feeds == want[i], "feed %d: device_feeds %d, want %d", i,
+                      p.device_feeds, want[i]);
+        ck_assert_int_eq(p.history, cfg.feeds[i].pipeline.history);
+        ck_assert_int_eq(p.backend, cfg.feeds[i].pipeline.backend);
+        /* the config itself is left as loaded */
+        ck_assert_int_eq(cfg.feeds[i].pipeline.device_feeds, 0);
+    }
+    ck_assert_int_eq(ss_feed_pipeline_cfg(&cfg, 0).history, 7);
+}
+END_TEST
+
 /* ss_config_check_paths: every path key, missing, of the wrong kind and
  * usable; the error names the key and the reason. */
 START_TEST(test_check_paths)
@@ -977,6 +1004,7 @@ static Suite *config_suite(void)
     tcase_add_test(t, test_reload_diff);
     tcase_add_test(t, test_markdown);
     tcase_add_test(t, test_derived);
+    tcase_add_test(t, test_feed_pipeline_cfg);
     suite_add_tcase(s, t);
     return s;
 }

@@ -915,6 +915,10 @@ END_TEST
 START_TEST(test_guided_parity)
 {
     static const int radii[] = { 0, 1, 4, 11, 40, 300 };
+    /* pipeline.device_feeds: the band kernel's grid from one row a band
+     * (the GPU to itself; this frame fills it with bands of one row) to
+     * one band of the whole frame (more feeds than it has blocks) */
+    static const int shares[] = { 1, 8, 100000 };
     enum { W = 257, H = 199 };
     /* _i % 3 = 0: one channel; 1: two, with the biharmonic term; 2:
      * without; _i >= 3: the same with the source mask (guided.mask) */
@@ -928,8 +932,6 @@ START_TEST(test_guided_parity)
     ck_assert_int_eq(ss_gmask_init(&gm, 1.3, 2.5, 5.0, 0.05, 11), 0);
     const ss_gmask_t *mask = _i >= 3 ? &gm : NULL;
     ss_geometry_t geo = geometry(W, H, SS_DT_F32, SS_DT_F32, 2);
-    pair_t p;
-    pair_new(&p, &cfg, &geo, NULL);
     const size_t n = (size_t)W * H;
     float *I = malloc(n * sizeof(float)), *r = malloc(n * sizeof(float));
     ck_assert(I && r);
@@ -953,18 +955,24 @@ START_TEST(test_guided_parity)
             if (rng_unif() < 0.02)
                 (rng_unif() < 0.5 ? I : r)[i] = NAN;
         }
-    write_both(&p, SS_PLANE_PREDICTION, 0, I);
-    write_both(&p, SS_PLANE_RESIDUAL, 0, r);
-    for (size_t k = 0; k < sizeof radii / sizeof radii[0]; k++) {
-        ck_assert_int_eq(ss_backend_cpu.guided(p.c, radii[k], 25.0f, mask), SS_OK);
-        ck_assert_int_eq(p.go->guided(p.g, radii[k], 25.0f, mask), SS_OK);
-        const double rel = cmp_float(&p, SS_PLANE_CLEAN, radii[k] == 0, "guided");
-        ck_assert_msg(rel <= 1e-5, "guided (laplacian %d, mask %d) radius %d: rel L2 %.3g",
-                      laplacian, mask != NULL, radii[k], rel);
+    for (size_t q = 0; q < sizeof shares / sizeof shares[0]; q++) {
+        cfg.device_feeds = shares[q];
+        pair_t p;
+        pair_new(&p, &cfg, &geo, NULL);
+        write_both(&p, SS_PLANE_PREDICTION, 0, I);
+        write_both(&p, SS_PLANE_RESIDUAL, 0, r);
+        for (size_t k = 0; k < sizeof radii / sizeof radii[0]; k++) {
+            ck_assert_int_eq(ss_backend_cpu.guided(p.c, radii[k], 25.0f, mask), SS_OK);
+            ck_assert_int_eq(p.go->guided(p.g, radii[k], 25.0f, mask), SS_OK);
+            const double rel = cmp_float(&p, SS_PLANE_CLEAN, radii[k] == 0, "guided");
+            ck_assert_msg(rel <= 1e-5,
+                          "guided (laplacian %d, mask %d, device_feeds %d) radius %d: rel L2 %.3g",
+                          laplacian, mask != NULL, shares[q], radii[k], rel);
+        }
+        pair_free(&p);
     }
     free(I);
     free(r);
-    pair_free(&p);
 }
 END_TEST
 

@@ -6,7 +6,7 @@
  *   skysieve-bench [--backend cpu|cuda|both] [--size 512,2048] [--history 20,64]
  *                  [--frames N] [--warmup N] [--phases N] [--model-error 0|1]
  *                  [--guided-mask 0|1] [--output f32|f16|stamps] [--device D] [--csv FILE]
- *                  [--feeds K]
+ *                  [--feeds K [--share S]]
  *
  * Input: synthetic u16 star fields (tools/synth.h: stars, jitter, hot
  * pixels, cosmic rays, movers, a streak now and then), a few frames
@@ -42,6 +42,8 @@
  * loop at once, as K feeds of one daemon do (each feed its own backend
  * instance and streams; nothing is batched across feeds): frames/s in
  * all, from the moment every feed has warmed up to the last one's end.
+ * Each feed's pipeline.device_feeds is K (as the daemon sets it for K
+ * feeds on one device), or S with --share S.
  */
 #include <math.h>
 #include <pthread.h>
@@ -91,7 +93,7 @@ static void usage(void)
             "                      [--frames N] [--warmup N] [--phases N]\n"
             "                      [--model-error 0|1] [--guided-mask 0|1]\n"
             "                      [--output f32|f16|stamps] [--device D] [--csv FILE]\n"
-            "                      [--feeds K]\n"
+            "                      [--feeds K [--share S]]\n"
             "LIST is comma-separated, e.g. --size 512,2048. Without --size/--history: the\n"
             "issue's matrix (cpu 1024² and 2048² at N=20; cuda 512², 2048², 4096² at N=20 and\n"
             "2048² at N=64). --warmup: untimed frames first, default 2N+4 (the history\n"
@@ -104,7 +106,10 @@ static void usage(void)
             "§5a/§5b): the float32 residual (default), its float16 alone, or stamps alone;\n"
             "e2e_fps then reads back that form (pcie%% stays against the float32 copy).\n"
             "--feeds K (2-64): after each CUDA case, K feeds of it on the GPU at once, each its\n"
-            "own pipeline and thread (nothing batched across feeds): frames/s in all.\n");
+            "own pipeline and thread (nothing batched across feeds): frames/s in all.\n"
+            "--share S (1-64): the feeds each size the guided filter's grid to 1/S of the GPU\n"
+            "(pipeline.device_feeds, which the daemon sets to its feeds on the device);\n"
+            "default K, as the daemon would; 1: as if each feed had the GPU to itself.\n");
 }
 
 static int parse_list(const char *s, int *v, int max)
@@ -197,6 +202,7 @@ static int warmup_override = -1;
 static int phases_override = -1;    /* --phases: pipeline.matched.phases */
 static int model_error_override = -1; /* --model-error: pipeline.noise.model_error */
 static int guided_mask_override = -1; /* --guided-mask: pipeline.guided.mask */
+static int share_override = 0;      /* --share: each feed's pipeline.device_feeds (0: K) */
 static const char *output_form = "f32"; /* --output: f32, f16 or stamps */
 
 /* The outputs --output names (ss_pipeline_set_outputs). */
@@ -445,7 +451,7 @@ static int measure_bw(int device, bw_t *bw, char *dev_name, size_t n_name, int *
  * `frames` frames of the end-to-end loop between two barriers. */
 typedef struct feed_run {
     const bench_case_t *bc;
-    int frames, device, id;
+    int frames, device, id, share;
     pthread_barrier_t *start, *end;
     int rc, ok_frames;
 } feed_run_t;
@@ -480,7 +486,8 @@ static void *feed_thread(void *arg)
     ss_pipeline_t *pl = NULL;
     fr_->rc = -1;
     const int rendered = prerender(ops, S, 12345 + (uint64_t)fr_->id, fr) == 0;
-    const ss_pipeline_cfg_t cfg = bench_cfg(1, fr_->bc->history, fr_->device);
+    ss_pipeline_cfg_t cfg = bench_cfg(1, fr_->bc->history, fr_->device);
+    cfg.device_feeds = fr_->share;
     char err[256];
     if (rendered && ss_result_init_with(&rbuf[0], npix, 4096, &ops->host_alloc) == 0 &&
         ss_result_init_with(&rbuf[1], npix, 4096, &ops->host_alloc) == 0)
@@ -518,7 +525,8 @@ static double run_feeds(const bench_case_t *bc, int frames, int device, int K, i
     pthread_barrier_init(&end, NULL, (unsigned)K + 1);
     int started = 0;
     for (int k = 0; k < K; k++) {
-        fr[k] = (feed_run_t){ bc, frames, device, k, &start, &end, -1, 0 };
+        fr[k] = (feed_run_t){ bc, frames, device, k, share_override > 0 ? share_override : K,
+                              &start, &end, -1, 0 };
         if (pthread_create(&th[k], NULL, feed_thread, &fr[k]) != 0)
             break;
         started++;
@@ -598,6 +606,9 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--feeds") && v && atoi(v) >= 1 && atoi(v) <= 64) {
             feeds = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--share") && v && atoi(v) >= 1 && atoi(v) <= 64) {
+            share_override = atoi(v);
             i++;
         } else {
             usage();
@@ -703,10 +714,10 @@ int main(int argc, char **argv)
             const double fps = run_feeds(bc, nf, device, feeds, &ok);
             if (fps <= 0.0)
                 return 1;
-            printf("# feeds: %d x cuda %d² N=%d at once: %.1f frames/s in all (%.1f per feed; one "
-                   "feed alone %.1f), %d of %d timed results ok\n",
-                   feeds, bc->size, bc->history, fps, fps / feeds, o->e2e_fps, ok,
-                   feeds * (nf - 1));
+            printf("# feeds: %d x cuda %d² N=%d at once (device_feeds %d): %.1f frames/s in all "
+                   "(%.1f per feed; one feed alone %.1f), %d of %d timed results ok\n",
+                   feeds, bc->size, bc->history, share_override > 0 ? share_override : feeds, fps,
+                   fps / feeds, o->e2e_fps, ok, feeds * (nf - 1));
         }
 #endif
     }
