@@ -868,7 +868,7 @@ __global__ void __launch_bounds__(GT, 4)
  * blocks once. Each band first sums its 2r+1 start rows, so shorter
  * bands cost more SM-time: a frame that has the GPU to itself takes the
  * shortest (its latency), one of `share` feeds on the GPU taller ones
- * (docs/PERFORMANCE.md, 2026-11-25 20:1x). */
+ * (docs/PERFORMANCE.md, 2026-11-25, 20:10–20:28Z). */
 template <int MODE, bool VEC>
 cudaError_t gbox(const gargs &a, int w, int h, int r, int share, cudaStream_t s)
 {

@@ -304,17 +304,20 @@ __device__ void fine_conclude(cu_results_t *res)
 }
 
 /* The fine-registration pass (ss_fine_sums): the frame cut into 16×16
- * tiles (row band r = blockIdx.y, column band c = blockIdx.x / bpt, bpt
- * blocks per tile); per-thread double sums, a block reduction, block
- * partials, and the last block of the whole grid adds each row band's and
- * each column band's partials in a fixed order and writes them to out
- * ([rows|columns][band][sum]). The shift is the iteration's estimate in
+ * tiles, one block a tile (row band r = blockIdx.y, column band c =
+ * blockIdx.x); per-thread double sums, a block reduction, the tile's
+ * partials, and the last block of the grid adds each row band's and each
+ * column band's partials in a fixed order and writes them to out
+ * ([rows|columns][band][sum]). One block a tile: more blocks a tile, each
+ * with fewer pixels, were slower at every size (each block's reduction of
+ * its 25 sums, and the last block's longer chain; docs/PERFORMANCE.md,
+ * 2026-11-25, 20:32–20:41Z). The shift is the iteration's estimate in
  * st (probe: plus SS_FINE_PROBE_PX on both axes); a pass the iteration
  * does not want returns at once. The reference's S and gradients come
  * from its five-point cross (ss_ref_stencil, the neighbours from cache):
  * two planes read from memory instead of five. */
 __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restrict__ ref, int w,
-                            int h, int probe, int bpt, double *__restrict__ partials,
+                            int h, int probe, double *__restrict__ partials,
                             unsigned int *counter, const ss_fine_state_t *st,
                             double *__restrict__ out)
 {
@@ -338,7 +341,7 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
     const int ix = (int)ixf, iy = (int)iyf;
     const int xa = max(1, -ix), xb = min(w - 1, w - 1 - ix);
     const int ya = max(1, -iy), yb = min(h - 1, h - 1 - iy);
-    const int r = blockIdx.y, c = blockIdx.x / bpt, sub = blockIdx.x % bpt;
+    const int r = blockIdx.y, c = blockIdx.x;
     const long long rows = yb - ya, cols = xb - xa;
     const int y0 = ya + (int)(((long long)r * rows + B - 1) / B);
     const int y1 = ya + (int)(((long long)(r + 1) * rows + B - 1) / B);
@@ -346,8 +349,7 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
     const int x1 = xa + (int)(((long long)(c + 1) * cols + B - 1) / B);
     const int iw = x1 - x0, ih = y1 - y0;
     const long long total = sane && rows > 0 && cols > 0 && iw > 0 && ih > 0 ? (long long)iw * ih : 0;
-    for (long long j = sub * (long long)blockDim.x + threadIdx.x; j < total;
-         j += (long long)bpt * blockDim.x) {
+    for (long long j = threadIdx.x; j < total; j += blockDim.x) {
         const unsigned int jj = (unsigned int)j;       /* < 2^31: 32-bit division */
         const int y = y0 + (int)(jj / (unsigned int)iw), x = x0 + (int)(jj % (unsigned int)iw);
         const float *c0 = cur + (size_t)(y + iy) * (size_t)w + (size_t)(x + ix), *c1 = c0 + w;
@@ -398,8 +400,8 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
         for (int k = 0; k < NS; k++)
             red[wid][k] = a[k];
     __syncthreads();
-    /* partials in tile order: ((r·B + c)·bpt + sub) */
-    const size_t blk = ((size_t)r * B + c) * bpt + sub;
+    /* partials in tile order: r·B + c */
+    const size_t blk = (size_t)r * B + c;
     if (threadIdx.x < NS) {
         double v = 0.0;
         for (int qq = 0; qq < (int)(blockDim.x >> 5); qq++)
@@ -408,32 +410,20 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
     }
     if (!cu_last_block(counter))
         return;
-    /* the last block: [rows|columns][band][sum], tiles and their blocks in
-     * a fixed order (o-major, qq-minor), loaded eight at a time so that
-     * the loads are in flight together (one at a time, the block's tail
-     * was a chain of L2 round trips) */
+    /* the last block: [rows|columns][band][sum], each the B tiles of its
+     * band in order; the B loads are issued before the adds (one at a
+     * time, the block's tail was a chain of L2 round trips) */
     const volatile double *pv = partials;
-    const int nq = B * bpt;
     for (int k = threadIdx.x; k < 2 * B * NS; k += blockDim.x) {
         const int dir = k / (B * NS), band = (k / NS) % B, m = k % NS;
+        double t[B];
+#pragma unroll
+        for (int o = 0; o < B; o++)
+            t[o] = pv[((size_t)(dir ? o : band) * B + (dir ? band : o)) * NS + m];
         double v = 0.0;
-        int o = 0, qq = 0;
-        for (int q0 = 0; q0 < nq; q0 += 8) {
-            double t[8];
 #pragma unroll
-            for (int u = 0; u < 8; u++) {
-                const int tr = dir ? o : band, tc = dir ? band : o;
-                t[u] = q0 + u < nq ? pv[(((size_t)tr * B + tc) * bpt + qq) * NS + m] : 0.0;
-                if (++qq == bpt) {
-                    qq = 0;
-                    o++;
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < 8; u++)
-                if (q0 + u < nq)
-                    v += t[u];
-        }
+        for (int o = 0; o < B; o++)
+            v += t[o];
         out[k] = v;
     }
     if (threadIdx.x == 0)
@@ -522,31 +512,20 @@ extern "C" cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, c
     return cudaGetLastError();
 }
 
-constexpr int FS_PER_THREAD = 4;
-
 extern "C" cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref, int w,
                                int h, int passes, int from_coarse, double *partials,
                                unsigned int *counter, cu_results_t *res, cudaStream_t s)
 {
-    constexpr int tiles = SS_FINE_BANDS * SS_FINE_BANDS;
-    const long long n = (long long)(w > 2 ? w - 2 : 0) * (h > 2 ? h - 2 : 0) / tiles;
-    /* blocks per tile: at least FS_PER_THREAD pixels per thread (on a
-     * small frame a block per 256 pixels left a long tail for the last
-     * block), at most what the partials hold */
-    long long bpt = (n + (long long)RED_THREADS * FS_PER_THREAD - 1) / ((long long)RED_THREADS * FS_PER_THREAD);
-    if (bpt > CU_RED_BLOCKS / tiles)
-        bpt = CU_RED_BLOCKS / tiles;
-    if (bpt < 1)
-        bpt = 1;
-    const dim3 grid((unsigned)(bpt * SS_FINE_BANDS), SS_FINE_BANDS);
+    static_assert(SS_FINE_BANDS * SS_FINE_BANDS <= CU_RED_BLOCKS, "partials hold the tiles");
+    const dim3 grid(SS_FINE_BANDS, SS_FINE_BANDS);
     k_fine_begin<<<1, 32, 0, s>>>(p, res, from_coarse);
     for (int it = 0; it < passes; it++) {
-        k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, w, h, 0, (int)bpt, partials,
-                                                 counter, &res->fine_st, res->fine);
+        k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, w, h, 0, partials, counter,
+                                                 &res->fine_st, res->fine);
         k_fine_iterate<<<1, 32, 0, s>>>(res);
     }
-    k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, w, h, 1, (int)bpt, partials,
-                                             counter, &res->fine_st, res->fine_probe);
+    k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, w, h, 1, partials, counter,
+                                             &res->fine_st, res->fine_probe);
     k_fine_conclude<<<1, 2 * SS_FINE_BANDS, 0, s>>>(res);
     return cudaGetLastError();
 }
