@@ -493,6 +493,11 @@ extern "C" cudaError_t cu_peaks(const float *level, int w, int h, const double *
         k_peaks<<<grid2(w, h), dim3(TX, TY), 0, s>>>(level, w, h, noise, dev, dev_count, cap);
     return cudaGetLastError();
 }
+/* Pixels a thread of k_corr9 sums at least, before the block's reduction
+ * of its 18 sums and its atomics into res->corr: 4 held eight feeds' SM
+ * time down and one frame's latency level, 8 made one 512² frame slower
+ * (docs/PERFORMANCE.md, 2026-11-25, 20:46–20:50Z). */
+constexpr int CORR_PER_THREAD = 4;
 extern "C" cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, const int *lw,
                                  const int *lh, int L, cu_results_t *res, cudaStream_t s)
 {
@@ -500,7 +505,8 @@ extern "C" cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, c
     for (int l = L - 1; l >= 0; l--) {
         const int step = 1;         /* every pixel (register_coarse.c says why) */
         const long long n = (long long)((lw[l] + step - 1) / step) * ((lh[l] + step - 1) / step);
-        long long gb = (n + RED_THREADS - 1) / RED_THREADS;
+        long long gb = (n + (long long)RED_THREADS * CORR_PER_THREAD - 1) /
+                       ((long long)RED_THREADS * CORR_PER_THREAD);
         if (gb > CU_RED_BLOCKS)
             gb = CU_RED_BLOCKS;
         if (gb < 1)
