@@ -318,13 +318,13 @@ char *ss_config_doc_markdown(void);
  * (the widest dtype). ZMQ_MAXMSGSIZE (a per-part limit) is the larger of
  * this and max_header_bytes. */
 size_t ss_feed_max_pixel_bytes(const ss_feed_cfg_t *f);
+/* Cap on the total bytes of one frame message: header + pixels + a one
+ * byte per pixel valid mask (the parts besides these are small). */
+size_t ss_feed_max_message_bytes(const ss_feed_cfg_t *f);
 /* The pipeline config feed i of c runs with: its keys, and device_feeds,
  * the feeds of c that may run on its CUDA device (backend cuda or auto,
  * the same device), itself included. */
 ss_pipeline_cfg_t ss_feed_pipeline_cfg(const ss_config_t *c, int i);
-/* Cap on the total bytes of one frame message: header + pixels + a one
- * byte per pixel valid mask (the parts besides these are small). */
-size_t ss_feed_max_message_bytes(const ss_feed_cfg_t *f);
 /* The synthetic generator settings with derived values resolved:
  * frame_interval 0 becomes 1/rate (1 s when rate is 0). */
 void ss_feed_synth_cfg(const ss_feed_cfg_t *f, ss_synth_cfg_t *out);

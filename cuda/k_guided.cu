@@ -361,8 +361,7 @@ cudaError_t kbox(const box_args &a, int w, int h, int r, cudaStream_t s)
  * One block: a strip of TW output columns and the band of rows [y0, y1).
  * Its threads (up to GT) own GK = 4 adjacent columns each, up to GL =
  * GT·GK columns in all: the strip and r (rounded up to 4) columns on
- * either side. A thread
- * keeps, in registers, the vertical running window sums of its columns
+ * either side. A thread keeps, in registers, the vertical running window sums of its columns
  * for every channel (the count as an integer): one row down adds the
  * channels of row y+r and removes those of row y-r-1 (coalesced loads, 16
  * bytes per thread where the frame allows; the channels are made on the
@@ -1200,8 +1199,9 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
     a.out[0] = sc[0];
     a.out[1] = sc[1];
     a.out[2] = laplacian ? sc[2] : NULL;
-    if ((e = laplacian ? gbox_any<M_AB2>(a, vec, w, h, r, share, s) : gbox_any<M_AB>(a, vec, w, h, r, share, s)) !=
-        cudaSuccess)
+    e = laplacian ? gbox_any<M_AB2>(a, vec, w, h, r, share, s)
+                  : gbox_any<M_AB>(a, vec, w, h, r, share, s);
+    if (e != cudaSuccess)
         return e;
     a.p = pin;
     a.in[0] = sc[0];
@@ -1209,7 +1209,8 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
     a.in[2] = laplacian ? sc[2] : NULL;
     a.out[0] = out;
     a.out[1] = a.out[2] = NULL;
-    return laplacian ? gbox_any<M_R2>(a, vec, w, h, r, share, s) : gbox_any<M_R1>(a, vec, w, h, r, share, s);
+    return laplacian ? gbox_any<M_R2>(a, vec, w, h, r, share, s)
+                     : gbox_any<M_R1>(a, vec, w, h, r, share, s);
 }
 
 extern "C" cudaError_t cu_copy_plane(const float *in, float *out, size_t n, cudaStream_t s)

@@ -92,11 +92,11 @@ static void take_config(worker_t *w)
     ss_cfg_snap_t *neu = ss_cfg_board_newer(w->d->board, w->wsnap);
     if (!neu)
         return;
-    const ss_pipeline_cfg_t cfg = ss_feed_pipeline_cfg(ss_cfg_snap_config(neu), w->index);
-    const int changed =
-        memcmp(&ss_cfg_snap_config(neu)->feeds[w->index].pipeline, &wcfg(w)->pipeline,
-               sizeof cfg) != 0 ||
-        cfg.device_feeds != ss_feed_pipeline_cfg(ss_cfg_snap_config(w->wsnap), w->index).device_feeds;
+    const ss_config_t *now = ss_cfg_snap_config(neu), *was = ss_cfg_snap_config(w->wsnap);
+    const ss_pipeline_cfg_t cfg = ss_feed_pipeline_cfg(now, w->index);
+    const int changed = memcmp(&now->feeds[w->index].pipeline, &was->feeds[w->index].pipeline,
+                               sizeof cfg) != 0 ||
+                        cfg.device_feeds != ss_feed_pipeline_cfg(was, w->index).device_feeds;
     ss_cfg_snap_release(&w->wsnap);
     w->wsnap = neu;
     if (!changed)
