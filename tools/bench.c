@@ -6,7 +6,7 @@
  *   skysieve-bench [--backend cpu|cuda|both] [--size 512,2048] [--history 20,64]
  *                  [--frames N] [--warmup N] [--phases N] [--model-error 0|1]
  *                  [--guided-mask 0|1] [--output f32|f16|stamps] [--device D] [--csv FILE]
- *                  [--feeds K [--share S]]
+ *                  [--feeds K] [--share S]
  *
  * Input: synthetic u16 star fields (tools/synth.h: stars, jitter, hot
  * pixels, cosmic rays, movers, a streak now and then), a few frames
@@ -43,7 +43,9 @@
  * instance and streams; nothing is batched across feeds): frames/s in
  * all, from the moment every feed has warmed up to the last one's end.
  * Each feed's pipeline.device_feeds is K (as the daemon sets it for K
- * feeds on one device), or S with --share S.
+ * feeds on one device), or S with --share S; --share S also sets it for
+ * the single-pipeline cases (default 1), so that a profile of one
+ * pipeline shows the kernels as S feeds run them.
  */
 #include <math.h>
 #include <pthread.h>
@@ -93,7 +95,7 @@ static void usage(void)
             "                      [--frames N] [--warmup N] [--phases N]\n"
             "                      [--model-error 0|1] [--guided-mask 0|1]\n"
             "                      [--output f32|f16|stamps] [--device D] [--csv FILE]\n"
-            "                      [--feeds K [--share S]]\n"
+            "                      [--feeds K] [--share S]\n"
             "LIST is comma-separated, e.g. --size 512,2048. Without --size/--history: the\n"
             "issue's matrix (cpu 1024² and 2048² at N=20; cuda 512², 2048², 4096² at N=20 and\n"
             "2048² at N=64). --warmup: untimed frames first, default 2N+4 (the history\n"
@@ -107,9 +109,9 @@ static void usage(void)
             "e2e_fps then reads back that form (pcie%% stays against the float32 copy).\n"
             "--feeds K (2-64): after each CUDA case, K feeds of it on the GPU at once, each its\n"
             "own pipeline and thread (nothing batched across feeds): frames/s in all.\n"
-            "--share S (1-64): the feeds each size the guided filter's grid to 1/S of the GPU\n"
+            "--share S (1-64): every pipeline sizes the guided filter's grid to 1/S of the GPU\n"
             "(pipeline.device_feeds, which the daemon sets to its feeds on the device);\n"
-            "default K, as the daemon would; 1: as if each feed had the GPU to itself.\n");
+            "default 1, and K for the K feeds, as the daemon would.\n");
 }
 
 static int parse_list(const char *s, int *v, int max)
@@ -142,6 +144,8 @@ static double bytes_model(int size, int history, int hist_bytes)
     return per_px * px;
 }
 
+static int share_override = 0;      /* --share: pipeline.device_feeds (0: 1, K with --feeds K) */
+
 static ss_pipeline_cfg_t bench_cfg(int cuda, int history, int device)
 {
     ss_pipeline_cfg_t c;
@@ -149,6 +153,7 @@ static ss_pipeline_cfg_t bench_cfg(int cuda, int history, int device)
     c.backend = cuda ? SS_BACKEND_CUDA : SS_BACKEND_CPU;
     c.device = device;
     c.history = history;
+    c.device_feeds = share_override;    /* --share S; the feeds' runs set their own */
     return c;
 }
 
@@ -202,7 +207,6 @@ static int warmup_override = -1;
 static int phases_override = -1;    /* --phases: pipeline.matched.phases */
 static int model_error_override = -1; /* --model-error: pipeline.noise.model_error */
 static int guided_mask_override = -1; /* --guided-mask: pipeline.guided.mask */
-static int share_override = 0;      /* --share: each feed's pipeline.device_feeds (0: K) */
 static const char *output_form = "f32"; /* --output: f32, f16 or stamps */
 
 /* The outputs --output names (ss_pipeline_set_outputs). */

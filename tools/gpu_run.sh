@@ -8,7 +8,11 @@
 # Usage: tools/gpu_run.sh [STEPS] [-- bench args...]
 #   STEPS: a comma list of build, test, alltest, sanitize, racechain (racecheck on
 #   the whole-chain case, RACECHECK_CHAIN_S seconds, 400 by default), bench, profile,
-#   smshare (each kernel's share of the GPU per 512² frame, SMSHARE_SIZE) (default:
+#   smshare (each kernel's share of the GPU per 512² frame, SMSHARE_SIZE; SMSHARE_ARGS:
+#   more bench arguments, e.g. "--share 8"), ab (this tree's bench against AB_OLD's,
+#   alternated AB_RUNS times, 2 by default; AB_OLD: a tree exported before the call,
+#   e.g. `git archive REV | tar -x -C ab-old`, carried as untracked; each run also runs
+#   AB_FEEDS feeds of 512², 8 by default, 0 for none) (default:
 #   build,test,sanitize,bench;
 #   build is always done first; RACECHECK_CASE_S: seconds per stage case
 #   of sanitize's racecheck, 90 by default; RACECHECK_REG_S: the
@@ -124,13 +128,54 @@ do_profile() {
 # steady-state frames, Nsight Compute with caches and clocks as in a run;
 # tools/ncu_share.py turns smshare.csv into the per-frame table
 do_smshare() {
+    local smargs
+    read -ra smargs <<< "${SMSHARE_ARGS:-}"
     step smshare "$OUT/smshare.log" 300 ncu --csv --print-units base --cache-control none \
         --clock-control none --launch-skip "${SMSHARE_SKIP:-5000}" --launch-count "${SMSHARE_COUNT:-1200}" \
         --metrics gpu__time_duration.sum,sm__cycles_active.sum,sm__warps_active.sum,sm__cycles_elapsed.avg.per_second,launch__registers_per_thread \
         $B/tools/skysieve-bench --backend cuda --size "${SMSHARE_SIZE:-512}" --history 20 \
-        --frames 60 --warmup 44
+        --frames 60 --warmup 44 "${smargs[@]}"
     grep '^"' "$OUT/smshare.log" > "$OUT/smshare.csv"
     python3 tools/ncu_share.py "$OUT/smshare.csv" | tee -a "$S"
+}
+
+# The old tree's bench, built beside this one's (started before the build
+# step, so that the two compile at once).
+ab_build_start() {
+    if [ -z "${AB_OLD:-}" ] || [ ! -f "$AB_OLD/CMakeLists.txt" ]; then
+        note "ab: AB_OLD is not a tree"
+        return 1
+    fi
+    ( cmake -S "$AB_OLD" -B "$AB_OLD/build-ab" -DSKYSIEVE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSKYSIEVE_TESTS=OFF &&
+      cmake --build "$AB_OLD/build-ab" -j"$(( JOBS / 2 > 0 ? JOBS / 2 : 1 ))" --target skysieve-bench
+    ) > "$OUT/ab_build.log" 2>&1 &
+    AB_PID=$!
+}
+
+# This tree against AB_OLD, alternated: the bench with the given
+# arguments, then (AB_FEEDS > 0) that many feeds of 512²; one line per
+# case and run.
+do_ab() {
+    if [ -z "${AB_PID:-}" ] || ! wait "$AB_PID"; then
+        note "ab: the old tree did not build"
+        tail -20 "$OUT/ab_build.log" 2>/dev/null
+        return 1
+    fi
+    local feeds=${AB_FEEDS:-8} r t bin
+    for r in $(seq 1 "${AB_RUNS:-2}"); do
+        for t in new old; do
+            bin=$B/tools/skysieve-bench
+            [ $t = old ] && bin=$AB_OLD/build-ab/tools/skysieve-bench
+            timeout 200 "$bin" "$@" > "$OUT/ab_${t}_$r.log" 2>&1
+            note "ab $t run $r $(date -u +%H:%M:%SZ)"
+            sed -n '/^back/,/^#/p' "$OUT/ab_${t}_$r.log" | grep -E "^(cuda|cpu) " | cut -c1-200 | tee -a "$S"
+            if [ "$feeds" -gt 0 ]; then
+                timeout 120 "$bin" --backend cuda --size 512 --history 20 --frames 400 \
+                    --feeds "$feeds" 2>&1 | grep "^# feeds" | cut -c1-120 | tee -a "$S"
+            fi
+        done
+    done
 }
 
 do_bench() {
@@ -140,6 +185,7 @@ do_bench() {
 
 device_info
 [ "$mode" = all ] && mode=build,test,sanitize,bench
+case ",$mode," in *,ab,*) ab_build_start ;; esac
 do_build || { echo "build failed"; cat "$S"; exit 1; }
 IFS=, read -ra steps <<< "$mode"
 for st in "${steps[@]}"; do
@@ -149,6 +195,7 @@ for st in "${steps[@]}"; do
     alltest) do_alltest ;;
     sanitize) do_sanitize ;;
     bench) do_bench "$@" ;;
+    ab) do_ab "$@" ;;
     profile) do_profile ;;
     smshare) do_smshare ;;
     racechain)
