@@ -137,6 +137,8 @@ struct ss_tracker {
     double rho_streak;          /* of them streaks, per px² */
     double *free_snr;           /* their peak SNRs, ascending */
     int n_free;
+    int seed_fewest;            /* start_tracks: the fewest free SNRs any alike seed's
+                                 * window holds (seed_window_fewest) */
     double births;              /* tentative tracks started per frame (running mean) */
     int births_now;
     double births_streak;       /* of them from two streaks (running mean) */
@@ -905,14 +907,66 @@ static double pair_metric(const ss_tracker_t *T, const obs_t *s, const obs_t *o)
     return (du * du + dv * dv) * (alike ? fmax(f, least_alike(T)) : 1.0);
 }
 
-/* Seed s into best / d2 (n of them, best first by pair_metric, at most
- * PAIRS_PER_DET) when it is pairable with o and better than the last. */
-static void offer_seed(const ss_tracker_t *T, const obs_t *o, int s, int *best, double *d2,
-                       int *n)
+/* The fewest of the ascending v[0..n) in [a, a + L] for any a in [lo,
+ * hi]. The count only falls where a passes a value, so the fewest are at
+ * a = lo or just past a value below hi (counted without those at exactly
+ * a + L there, which can only lower the result). */
+static int fewest_in(const double *v, int n, double L, double lo, double hi)
 {
-    if (!pairable(T, &T->seeds[s], o))
+    int k = count_below(v, n, lo, 0), top = count_below(v, n, lo + L, 1), first = k;
+    int fewest = top - k;
+    for (; k < n && v[k] < hi; k++) {
+        while (top < n && v[top] <= v[k] + L)
+            top++;
+        while (first < n && v[first] <= v[k])
+            first++;
+        fewest = SS_MIN(fewest, top - first);
+    }
+    return fewest;
+}
+
+/* The narrowest SNR window of alike_share for a seed (n = 1): 2·w1, w1 =
+ * SNR_WINDOW·√2 (a hair less, against rounding). */
+#define ALIKE_MIN_WIDTH (2.0 * SNR_WINDOW * M_SQRT2 * (1.0 - 1e-9))
+
+/* The fewest free SNRs the window of any seed that looks alike holds: it
+ * is centred on the seed's SNR c, in [cmin, cmax] (the seeds'), and
+ * holds [c − w1, c + w1]. */
+static int seed_window_fewest(const ss_tracker_t *T, double cmin, double cmax)
+{
+    const double L = ALIKE_MIN_WIDTH;
+    return fewest_in(T->free_snr, T->n_free, L, cmin - 0.5 * L, cmax - 0.5 * L);
+}
+
+/* The least factor pair_metric can apply for observation o of SNR x (≥
+ * least_alike): a seed that does not look alike gets 1; one that does
+ * gets the share of the free SNRs in its window, which holds at least
+ * T->seed_fewest of them, and, since it holds x and is at least 2·w1
+ * wide, at least the fewest in any [a, a + 2·w1] with x − 2·w1 ≤ a ≤ x.
+ * A lower bound: nearest_seeds stops its search by it. */
+static double alike_floor(const ss_tracker_t *T, double x)
+{
+    const double L = ALIKE_MIN_WIDTH;
+    const int fewest = SS_MAX(fewest_in(T->free_snr, T->n_free, L, x - L, x), T->seed_fewest);
+    return fmax((double)fewest / SS_MAX(T->n_free, 1), least_alike(T));
+}
+
+/* Seed s into best / d2 (n of them, best first by pair_metric, at most
+ * PAIRS_PER_DET) when it is pairable with o and better than the last;
+ * floor: alike_floor of o (a seed whose squared distance times it cannot
+ * beat the last is skipped before its metric). */
+static void offer_seed(const ss_tracker_t *T, const obs_t *o, int s, double floor, int *best,
+                       double *d2, int *n)
+{
+    const obs_t *sd = &T->seeds[s];
+    if (*n == PAIRS_PER_DET) {
+        const double du = o->u - sd->u, dv = o->v - sd->v;
+        if ((du * du + dv * dv) * floor > d2[*n - 1])
+            return;
+    }
+    if (!pairable(T, sd, o))
         return;
-    const double e = pair_metric(T, &T->seeds[s], o);
+    const double e = pair_metric(T, sd, o);
     if (*n == PAIRS_PER_DET && e >= d2[*n - 1])
         return;
     int i = *n < PAIRS_PER_DET ? (*n)++ : *n - 1;
@@ -936,7 +990,7 @@ static int nearest_seeds(const ss_tracker_t *T, const obs_t *o, int best[PAIRS_P
     int n = 0;
     const int cx = (int)floor((o->u - g->u0) / g->cell), cy = (int)floor((o->v - g->v0) / g->cell);
     const int last = SS_MAX(SS_MAX(abs(cx), abs(cx - g->w + 1)), SS_MAX(abs(cy), abs(cy - g->h + 1)));
-    const double reach = T->cfg.max_speed * (T->cfg.max_missed + 1), least = least_alike(T);
+    const double reach = T->cfg.max_speed * (T->cfg.max_missed + 1), least = alike_floor(T, o->snr);
     for (int r = 0; r <= last; r++) {
         const double near = (r - 1) * g->cell;     /* no point of ring r is nearer */
         if (near > reach || (n == PAIRS_PER_DET && near * near * least > d2[n - 1]))
@@ -951,7 +1005,7 @@ static int nearest_seeds(const ss_tracker_t *T, const obs_t *o, int best[PAIRS_P
                 }
                 const int c = y * g->w + x;
                 for (int e = g->start[c]; e < g->start[c + 1]; e++)
-                    offer_seed(T, o, g->items[e], best, d2, &n);
+                    offer_seed(T, o, g->items[e], least, best, d2, &n);
             }
         }
     }
@@ -974,6 +1028,12 @@ static int start_tracks(ss_tracker_t *T, int nobs)
 {
     if (grid_build(&T->sg, T->seeds, T->n_seeds, SEED_CELL) != 0)
         return -1;
+    double cmin = INFINITY, cmax = -INFINITY;
+    for (int s = 0; s < T->n_seeds; s++) {
+        cmin = fmin(cmin, T->seeds[s].snr);
+        cmax = fmax(cmax, T->seeds[s].snr);
+    }
+    T->seed_fewest = T->n_seeds > 0 ? seed_window_fewest(T, cmin, cmax) : 0;
     T->n_tent_free = 0;
     for (int i = T->n_tent - 1; i >= 0; i--)
         if (!T->tent[i].alive)
