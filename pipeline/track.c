@@ -953,15 +953,15 @@ static double alike_floor(const ss_tracker_t *T, double x)
 
 /* Seed s into best / d2 (n of them, best first by pair_metric, at most
  * PAIRS_PER_DET) when it is pairable with o and better than the last;
- * floor: alike_floor of o (a seed whose squared distance times it cannot
+ * least: alike_floor of o (a seed whose squared distance times it cannot
  * beat the last is skipped before its metric). */
-static void offer_seed(const ss_tracker_t *T, const obs_t *o, int s, double floor, int *best,
+static void offer_seed(const ss_tracker_t *T, const obs_t *o, int s, double least, int *best,
                        double *d2, int *n)
 {
     const obs_t *sd = &T->seeds[s];
     if (*n == PAIRS_PER_DET) {
         const double du = o->u - sd->u, dv = o->v - sd->v;
-        if ((du * du + dv * dv) * floor > d2[*n - 1])
+        if ((du * du + dv * dv) * least > d2[*n - 1])
             return;
     }
     if (!pairable(T, sd, o))
