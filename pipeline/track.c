@@ -908,14 +908,15 @@ static double pair_metric(const ss_tracker_t *T, const obs_t *s, const obs_t *o)
 }
 
 /* The fewest of the ascending v[0..n) in [a, a + L] for any a in [lo,
- * hi]. The count only falls where a passes a value, so the fewest are at
- * a = lo or just past a value below hi (counted without those at exactly
- * a + L there, which can only lower the result). */
-static int fewest_in(const double *v, int n, double L, double lo, double hi)
+ * hi], or, once that falls to `enough` or below, a count that does. The
+ * count only falls where a passes a value, so the fewest are at a = lo or
+ * just past a value below hi (counted without those at exactly a + L
+ * there, which can only lower the result). */
+static int fewest_in(const double *v, int n, double L, double lo, double hi, int enough)
 {
     int k = count_below(v, n, lo, 0), top = count_below(v, n, lo + L, 1), first = k;
     int fewest = top - k;
-    for (; k < n && v[k] < hi; k++) {
+    for (; fewest > enough && k < n && v[k] < hi; k++) {
         while (top < n && v[top] <= v[k] + L)
             top++;
         while (first < n && v[first] <= v[k])
@@ -935,7 +936,7 @@ static int fewest_in(const double *v, int n, double L, double lo, double hi)
 static int seed_window_fewest(const ss_tracker_t *T, double cmin, double cmax)
 {
     const double L = ALIKE_MIN_WIDTH;
-    return fewest_in(T->free_snr, T->n_free, L, cmin - 0.5 * L, cmax - 0.5 * L);
+    return fewest_in(T->free_snr, T->n_free, L, cmin - 0.5 * L, cmax - 0.5 * L, -1);
 }
 
 /* The least factor pair_metric can apply for observation o of SNR x (≥
@@ -947,7 +948,8 @@ static int seed_window_fewest(const ss_tracker_t *T, double cmin, double cmax)
 static double alike_floor(const ss_tracker_t *T, double x)
 {
     const double L = ALIKE_MIN_WIDTH;
-    const int fewest = SS_MAX(fewest_in(T->free_snr, T->n_free, L, x - L, x), T->seed_fewest);
+    const int fewest =
+        SS_MAX(fewest_in(T->free_snr, T->n_free, L, x - L, x, T->seed_fewest), T->seed_fewest);
     return fmax((double)fewest / SS_MAX(T->n_free, 1), least_alike(T));
 }
 
