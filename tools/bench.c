@@ -519,6 +519,12 @@ static void *feed_thread(void *arg)
     return NULL;
 }
 
+/* The pipeline.device_feeds each of K feeds is told: --share S, else K. */
+static int feeds_share(int K)
+{
+    return share_override > 0 ? share_override : K;
+}
+
 /* K feeds of case bc on one GPU at once: frames/s in all (0 on failure). */
 static double run_feeds(const bench_case_t *bc, int frames, int device, int K, int *ok_frames)
 {
@@ -529,8 +535,7 @@ static double run_feeds(const bench_case_t *bc, int frames, int device, int K, i
     pthread_barrier_init(&end, NULL, (unsigned)K + 1);
     int started = 0;
     for (int k = 0; k < K; k++) {
-        fr[k] = (feed_run_t){ bc, frames, device, k, share_override > 0 ? share_override : K,
-                              &start, &end, -1, 0 };
+        fr[k] = (feed_run_t){ bc, frames, device, k, feeds_share(K), &start, &end, -1, 0 };
         if (pthread_create(&th[k], NULL, feed_thread, &fr[k]) != 0)
             break;
         started++;
@@ -720,7 +725,7 @@ int main(int argc, char **argv)
                 return 1;
             printf("# feeds: %d x cuda %d² N=%d at once (device_feeds %d): %.1f frames/s in all "
                    "(%.1f per feed; one feed alone %.1f), %d of %d timed results ok\n",
-                   feeds, bc->size, bc->history, share_override > 0 ? share_override : feeds, fps,
+                   feeds, bc->size, bc->history, feeds_share(feeds), fps,
                    fps / feeds, o->e2e_fps, ok, feeds * (nf - 1));
         }
 #endif
