@@ -34,6 +34,11 @@ __device__ __forceinline__ float qnan()
     return __int_as_float(0x7fc00000);
 }
 
+bool aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
+}
+
 /* ss_clean_sharp's replacement, with its σ from the device. */
 __global__ void k_clean(const cu_params_t *__restrict__ p, const float *__restrict__ frame,
                         const float *__restrict__ med, const float *__restrict__ sigma, int w,
@@ -46,7 +51,8 @@ __global__ void k_clean(const cu_params_t *__restrict__ p, const float *__restri
     out[i] = cu_clean_value(frame, med[i], *sigma, p->clean_k, p->clean_ratio, w, h, x, y);
 }
 
-/* ss_hipass, row pass (hipass_core.h): a thread per output. */
+/* ss_hipass, row pass (hipass_core.h): a thread per output. The radii
+ * that k_hp_rows4 has no instance for. */
 __global__ void k_hp_rows(const float *__restrict__ in, int w, int h, int r,
                           float *__restrict__ hs, float *__restrict__ hc)
 {
@@ -56,6 +62,81 @@ __global__ void k_hp_rows(const float *__restrict__ in, int w, int h, int r,
     const size_t o = (size_t)y * (size_t)w;
     ss_hp_row_at(in + o, w, r, x, hs + o + x, hc + o + x);
 }
+
+/* The row pass at radius R: a thread per 4 neighbouring outputs of a row.
+ * It loads the values they read once (as float4 where vec: rows of a
+ * width that 4 divides, 16-byte aligned planes), turns each into its term
+ * (ss_hp_term) and adds each output's 2R + 1 terms in ascending order, so
+ * each sum is ss_hp_row_at's; the counts from the terms' bit mask. */
+template <int R>
+__global__ void __launch_bounds__(TX * TY)
+k_hp_rows4(const float *__restrict__ in, int w, int h, int vec, float *__restrict__ hs,
+           float *__restrict__ hc)
+{
+    constexpr int Q = (R + 3) / 4, NF = 8 * Q + 4;   /* loaded: x0 - 4Q .. x0 + 4Q + 3 */
+    constexpr int NT = 2 * R + 1, OFF = 4 * Q - R;   /* the taps: f[OFF .. OFF + NT + 2] */
+    const int x0 = 4 * (int)(blockIdx.x * TX + threadIdx.x), y = blockIdx.y * TY + threadIdx.y;
+    if (x0 >= w || y >= h)
+        return;
+    const float *row = in + (size_t)y * (size_t)w;
+    float f[NF];
+    if (vec) {
+#pragma unroll
+        for (int q = 0; q < 2 * Q + 1; q++) {
+            const int x = x0 + 4 * (q - Q);
+            const float4 t = x >= 0 && x < w ? __ldg(reinterpret_cast<const float4 *>(row + x))
+                                             : make_float4(qnan(), qnan(), qnan(), qnan());
+            f[4 * q] = t.x;
+            f[4 * q + 1] = t.y;
+            f[4 * q + 2] = t.z;
+            f[4 * q + 3] = t.w;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < NF; j++) {
+            const int x = x0 - 4 * Q + j;
+            f[j] = x >= 0 && x < w ? __ldg(row + x) : qnan();
+        }
+    }
+    double d[NT + 3];
+    unsigned long long m = 0;
+#pragma unroll
+    for (int j = 0; j < NT + 3; j++)
+        m |= (unsigned long long)ss_hp_term(f[OFF + j], &d[j]) << j;
+    float os[4], oc[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        double s = 0.0;
+#pragma unroll
+        for (int i = 0; i < NT; i++)
+            s += d[k + i];
+        os[k] = (float)s;
+        oc[k] = (float)__popcll((m >> k) & ((1ull << NT) - 1));
+    }
+    const size_t o = (size_t)y * (size_t)w + (size_t)x0;
+    if (vec) {
+        *reinterpret_cast<float4 *>(hs + o) = make_float4(os[0], os[1], os[2], os[3]);
+        *reinterpret_cast<float4 *>(hc + o) = make_float4(oc[0], oc[1], oc[2], oc[3]);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (x0 + k < w) {
+            hs[o + k] = os[k];
+            hc[o + k] = oc[k];
+        }
+}
+
+using hp_rows_fn = void (*)(const float *, int, int, int, float *, float *);
+/* k_hp_rows4's instances, radii 0 to 16: the registration input's
+ * (ceil(3·psf_sigma)) up to psf_sigma 5.33 px, the star map's
+ * (ss_mv_radius) up to 2 px */
+constexpr hp_rows_fn HP_ROWS4[] = {
+    k_hp_rows4<0>,  k_hp_rows4<1>,  k_hp_rows4<2>,  k_hp_rows4<3>,  k_hp_rows4<4>,
+    k_hp_rows4<5>,  k_hp_rows4<6>,  k_hp_rows4<7>,  k_hp_rows4<8>,  k_hp_rows4<9>,
+    k_hp_rows4<10>, k_hp_rows4<11>, k_hp_rows4<12>, k_hp_rows4<13>, k_hp_rows4<14>,
+    k_hp_rows4<15>, k_hp_rows4<16>,
+};
 
 /* Column pass: a thread per column and segment of SS_HP_SEG rows
  * (ss_hp_col_seg), neighbouring threads on neighbouring columns. */
@@ -465,7 +546,13 @@ extern "C" cudaError_t cu_hipass(const float *in, int w, int h, int r, float *co
 {
     if (r < 0)
         r = 0;
-    k_hp_rows<<<grid2(w, h), dim3(TX, TY), 0, s>>>(in, w, h, r, sc[0], sc[1]);
+    if (r < (int)(sizeof HP_ROWS4 / sizeof HP_ROWS4[0])) {
+        const int vec = w % 4 == 0 && aligned16(in) && aligned16(sc[0]) && aligned16(sc[1]);
+        const dim3 g((unsigned)((w + 4 * TX - 1) / (4 * TX)), (unsigned)((h + TY - 1) / TY));
+        HP_ROWS4[r]<<<g, dim3(TX, TY), 0, s>>>(in, w, h, vec, sc[0], sc[1]);
+    } else {
+        k_hp_rows<<<grid2(w, h), dim3(TX, TY), 0, s>>>(in, w, h, r, sc[0], sc[1]);
+    }
     const dim3 gc((unsigned)((w + 127) / 128), (unsigned)((h + SS_HP_SEG - 1) / SS_HP_SEG));
     k_hp_cols<<<gc, 128, 0, s>>>(in, sc[0], sc[1], w, h, r, out);
     return cudaGetLastError();

@@ -2,9 +2,10 @@
  * hipass_core.h — the sums of ss_hipass's box mean (stages.h),
  * header-only so that the CPU reference (register_coarse.c) and the CUDA
  * kernels (cuda/k_register.cu) run the very same additions: a row sum per
- * output (2r + 1 taps), and a running sum down each column over segments
- * of SS_HP_SEG rows, one loop here and one GPU thread there: two additions
- * per output instead of 2r + 1 (docs/PERFORMANCE.md has the timings).
+ * output (2r + 1 taps; on the GPU in ss_hp_term's form), and a running
+ * sum down each column over segments of SS_HP_SEG rows, one loop here
+ * and one GPU thread there: two additions per output instead of 2r + 1
+ * (docs/PERFORMANCE.md has the timings).
  */
 #ifndef SS_HIPASS_CORE_H
 #define SS_HIPASS_CORE_H
@@ -42,6 +43,19 @@ SS_HP_FN void ss_hp_row_at(const float *row, int n, int r, int x, float *hs, flo
     }
     *hs = (float)s;
     *hc = (float)c;
+}
+
+/* One tap of the row sum as a term that is always added: the value in
+ * double where it is finite, else +0.0; returns whether it counts. The sum
+ * starts at +0.0 and so never holds -0.0, and adding +0.0 leaves it as it
+ * is: adding every term of a window in ascending order gives
+ * ss_hp_row_at's sum, which skips the term (the GPU's row pass loads a
+ * thread's values once and sums the terms; cuda/k_register.cu). */
+SS_HP_FN int ss_hp_term(float v, double *d)
+{
+    const int ok = isfinite(v);
+    *d = ok ? (double)v : 0.0;
+    return ok;
 }
 
 /* in minus its window's mean (sum s over count c), NaN where in is not
