@@ -221,9 +221,16 @@ __global__ void k_zero(unsigned int *count)
         *count = 0;
 }
 
+/* Pixels a thread of k_corr9 loads before it adds their products. */
+constexpr int CORR_UNROLL = 2;
+
 /* Refinement, one level: the 9 mean products around (2·dx, 2·dy), as
- * (sum, count) pairs added into res->corr. */
-__global__ void __launch_bounds__(RED_THREADS, 4)
+ * (sum, count) pairs added into res->corr. A thread takes the pixels j,
+ * j + G, j + 2G, ... (G: the grid's threads), CORR_UNROLL at a time:
+ * every load of them first (a reference pixel outside the level read at
+ * the pixel itself and not counted), then their products in that order,
+ * so that its sums are those of one pixel at a time. */
+__global__ void __launch_bounds__(RED_THREADS, 2)
 k_corr9(const float *__restrict__ ref, const float *__restrict__ cur, int w, int h, int step,
         cu_results_t *res)
 {
@@ -239,24 +246,36 @@ k_corr9(const float *__restrict__ ref, const float *__restrict__ cur, int w, int
         c[k] = 0;
     }
     const int nx = (w + step - 1) / step, ny = (h + step - 1) / step;
-    const long long total = (long long)nx * ny;
-    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < total;
-         j += (long long)gridDim.x * blockDim.x) {
-        const unsigned int jj = (unsigned int)j;       /* < 2^31: 32-bit division */
-        const int y = (int)(jj / (unsigned int)nx) * step, x = (int)(jj % (unsigned int)nx) * step;
-        const float cv = cur[(size_t)y * (size_t)w + (size_t)x];
-        if (!isfinite(cv))
-            continue;
+    const long long total = (long long)nx * ny, G = (long long)gridDim.x * blockDim.x;
+    for (long long j0 = blockIdx.x * (long long)blockDim.x + threadIdx.x; j0 < total;
+         j0 += CORR_UNROLL * G) {
+        float cv[CORR_UNROLL], rv[CORR_UNROLL][9];
+        unsigned int in[CORR_UNROLL];   /* bit k: the reference pixel k is inside the level */
 #pragma unroll
-        for (int k = 0; k < 9; k++) {
-            const int ry = y + bdy + k / 3 - 1, rx = x + bdx + k % 3 - 1;
-            if (ry < 0 || ry >= h || rx < 0 || rx >= w)
+        for (int u = 0; u < CORR_UNROLL; u++) {
+            const long long j = j0 + u * G;
+            const unsigned int jj = j < total ? (unsigned int)j : 0u;   /* < 2^31: 32-bit division */
+            const int y = (int)(jj / (unsigned int)nx) * step, x = (int)(jj % (unsigned int)nx) * step;
+            cv[u] = j < total ? cur[(size_t)y * (size_t)w + (size_t)x] : qnan();
+            in[u] = 0;
+#pragma unroll
+            for (int k = 0; k < 9; k++) {
+                const int ry = y + bdy + k / 3 - 1, rx = x + bdx + k % 3 - 1;
+                const bool inside = ry >= 0 && ry < h && rx >= 0 && rx < w;
+                rv[u][k] = ref[(size_t)(inside ? ry : y) * (size_t)w + (size_t)(inside ? rx : x)];
+                in[u] |= (unsigned int)inside << k;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < CORR_UNROLL; u++) {
+            if (!isfinite(cv[u]))
                 continue;
-            const float rv = ref[(size_t)ry * (size_t)w + (size_t)rx];
-            if (!isfinite(rv))
-                continue;
-            s[k] += (double)cv * (double)rv;
-            c[k]++;
+#pragma unroll
+            for (int k = 0; k < 9; k++)
+                if ((in[u] >> k & 1u) && isfinite(rv[u][k])) {
+                    s[k] += (double)cv[u] * (double)rv[u][k];
+                    c[k]++;
+                }
         }
     }
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
