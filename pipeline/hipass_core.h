@@ -72,7 +72,10 @@ SS_HP_FN float ss_hp_out(float v, double s, long long c)
  * frame), then add, with a zero where a row is out of the window: a GPU
  * thread then waits for its loads once instead of once per row (the sums
  * start from +0, so they never hold -0 and adding a zero leaves them as
- * they are; PERFORMANCE.md has the timings). */
+ * they are; PERFORMANCE.md has the timings). The steps go SS_HP_CHUNK at a
+ * time, which bounds a GPU thread's registers; the additions are the
+ * same. */
+#define SS_HP_CHUNK 5
 SS_HP_FN void ss_hp_col_seg(const float *in, const float *hs, const float *hc, int w, int h,
                             int r, int x, int y0, int y1, float *out)
 {
@@ -85,29 +88,32 @@ SS_HP_FN void ss_hp_col_seg(const float *in, const float *hs, const float *hc, i
     }
     const size_t i0 = (size_t)y0 * (size_t)w + (size_t)x;
     out[i0] = ss_hp_out(in[i0], s, c);
-    float as[SS_HP_SEG], ac[SS_HP_SEG], ss[SS_HP_SEG], sc[SS_HP_SEG], v[SS_HP_SEG];
     SS_HP_UNROLL
-    for (int k = 1; k < SS_HP_SEG; k++) {
-        const int y = y0 + k, live = y < y1;
-        const size_t ia = (size_t)(live && y + r < h ? y + r : y0) * (size_t)w + (size_t)x;
-        const size_t is = (size_t)(live && y - r - 1 >= 0 ? y - r - 1 : y0) * (size_t)w + (size_t)x;
-        const size_t io = (size_t)(live ? y : y0) * (size_t)w + (size_t)x;
-        as[k] = SS_HP_LD(hs + ia);
-        ac[k] = SS_HP_LD(hc + ia);
-        ss[k] = SS_HP_LD(hs + is);
-        sc[k] = SS_HP_LD(hc + is);
-        v[k] = SS_HP_LD(in + io);
-    }
-    SS_HP_UNROLL
-    for (int k = 1; k < SS_HP_SEG; k++) {
-        const int y = y0 + k, live = y < y1;
-        const int add = live && y + r < h, sub = live && y - r - 1 >= 0;
-        s += add ? (double)as[k] : 0.0;
-        c += add ? (long long)ac[k] : 0;
-        s -= sub ? (double)ss[k] : 0.0;
-        c -= sub ? (long long)sc[k] : 0;
-        if (live)
-            out[(size_t)y * (size_t)w + (size_t)x] = ss_hp_out(v[k], s, c);
+    for (int k0 = 1; k0 < SS_HP_SEG; k0 += SS_HP_CHUNK) {
+        float as[SS_HP_CHUNK], ac[SS_HP_CHUNK], ss[SS_HP_CHUNK], sc[SS_HP_CHUNK], v[SS_HP_CHUNK];
+        SS_HP_UNROLL
+        for (int q = 0; q < SS_HP_CHUNK; q++) {
+            const int y = y0 + k0 + q, live = k0 + q < SS_HP_SEG && y < y1;
+            const size_t ia = (size_t)(live && y + r < h ? y + r : y0) * (size_t)w + (size_t)x;
+            const size_t is = (size_t)(live && y - r - 1 >= 0 ? y - r - 1 : y0) * (size_t)w + (size_t)x;
+            const size_t io = (size_t)(live ? y : y0) * (size_t)w + (size_t)x;
+            as[q] = SS_HP_LD(hs + ia);
+            ac[q] = SS_HP_LD(hc + ia);
+            ss[q] = SS_HP_LD(hs + is);
+            sc[q] = SS_HP_LD(hc + is);
+            v[q] = SS_HP_LD(in + io);
+        }
+        SS_HP_UNROLL
+        for (int q = 0; q < SS_HP_CHUNK; q++) {
+            const int y = y0 + k0 + q, live = k0 + q < SS_HP_SEG && y < y1;
+            const int add = live && y + r < h, sub = live && y - r - 1 >= 0;
+            s += add ? (double)as[q] : 0.0;
+            c += add ? (long long)ac[q] : 0;
+            s -= sub ? (double)ss[q] : 0.0;
+            c -= sub ? (long long)sc[q] : 0;
+            if (live)
+                out[(size_t)y * (size_t)w + (size_t)x] = ss_hp_out(v[q], s, c);
+        }
     }
 }
 
