@@ -33,6 +33,10 @@ ss_err_t ss_cuda_prefetch(ss_backend_t *b, const ss_frame_t *next);
  * default): post-registration work is deferred to the next op that needs
  * a result and replayed from cached CUDA graphs when graphs = 1. */
 void ss_cuda_set_mode(ss_backend_t *b, int timed, int graphs);
+/* Tests: how many of the 2^32 floats the device's ss_div5 (fine_core.h)
+ * rounds otherwise than IEEE division by 5; -1 on a CUDA error. */
+long long ss_cuda_div5_mismatches(void);
+
 /* Selections (median + MAD) of up to max_samples samples, and β's median
  * from a buffer of up to max_samples, run as one cluster of blocks (as
  * far as its shared memory holds them); larger ones as grid-wide passes

@@ -550,6 +550,21 @@ inline dim3 grid2(int w, int h)
     return dim3((unsigned)((w + TX - 1) / TX), (unsigned)((h + TY - 1) / TY));
 }
 
+/* Every float's ss_div5 against the device's IEEE division: the count of
+ * those that differ (NaN matches NaN) into *bad. */
+__global__ void k_div5_check(unsigned long long *bad)
+{
+    unsigned long long n = 0;
+    const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long u = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+         u <= 0xffffffffull; u += step) {
+        const float a = __uint_as_float((unsigned int)u), x = ss_div5(a), y = __fdiv_rn(a, 5.0f);
+        n += __float_as_uint(x) != __float_as_uint(y) && !(isnan(x) && isnan(y));
+    }
+    if (n)
+        atomicAdd(bad, n);
+}
+
 } // namespace
 
 extern "C" cudaError_t cu_regin(const cu_params_t *p, const float *frame, const float *med,
@@ -640,4 +655,19 @@ extern "C" cudaError_t cu_fine(const cu_params_t *p, const float *cur, const flo
                                              &res->fine_st, res->fine_probe);
     k_fine_conclude<<<1, 2 * SS_FINE_BANDS, 0, s>>>(res);
     return cudaGetLastError();
+}
+
+extern "C" long long ss_cuda_div5_mismatches(void)
+{
+    unsigned long long *d = NULL, h = 0;
+    if (cudaMalloc(&d, sizeof *d) != cudaSuccess)
+        return -1;
+    bool ok = cudaMemset(d, 0, sizeof *d) == cudaSuccess;
+    if (ok) {
+        k_div5_check<<<1024, 256>>>(d);
+        ok = cudaGetLastError() == cudaSuccess &&
+             cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess;
+    }
+    cudaFree(d);
+    return ok ? (long long)h : -1;
 }

@@ -589,6 +589,19 @@ START_TEST(test_vote_many_peaks)
 }
 END_TEST
 
+/* The reference's five-point mean divides by 5 on the host and multiplies
+ * with a fused correction on the GPU (fine_core.h, ss_div5): the same
+ * float for every input. */
+START_TEST(test_div5)
+{
+#ifdef SKYSIEVE_HAVE_CUDA
+    ck_assert_int_eq(ss_cuda_div5_mismatches(), 0);
+#else
+    ck_abort_msg("built without CUDA");
+#endif
+}
+END_TEST
+
 /* _i = 0: the derived high-pass radius (5 px); 1: registration.highpass
  * 60 (a box wider than the search, the frames' edges inside every
  * window). */
@@ -2136,6 +2149,7 @@ static void add_calib(TCase *tc)
 }
 static void add_registration(TCase *tc)
 {
+    tcase_add_test(tc, test_div5);
     tcase_add_loop_test(tc, test_registration_parity, 0, 2);
     tcase_add_test(tc, test_vote_many_peaks);
 }
