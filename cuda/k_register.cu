@@ -416,6 +416,9 @@ __device__ void fine_conclude(cu_results_t *res)
  * does not want returns at once. The reference's S and gradients come
  * from its five-point cross (ss_ref_stencil, the neighbours from cache):
  * two planes read from memory instead of five. */
+/* Pixels a thread of k_fine_sums loads before it adds their terms. */
+constexpr int FINE_UNROLL = 4;
+
 __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restrict__ ref, int w,
                             int h, int probe, double *__restrict__ partials,
                             unsigned int *counter, const ss_fine_state_t *st,
@@ -449,46 +452,68 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
     const int x1 = xa + (int)(((long long)(c + 1) * cols + B - 1) / B);
     const int iw = x1 - x0, ih = y1 - y0;
     const long long total = sane && rows > 0 && cols > 0 && iw > 0 && ih > 0 ? (long long)iw * ih : 0;
-    for (long long j = threadIdx.x; j < total; j += blockDim.x) {
-        const unsigned int jj = (unsigned int)j;       /* < 2^31: 32-bit division */
-        const int y = y0 + (int)(jj / (unsigned int)iw), x = x0 + (int)(jj % (unsigned int)iw);
-        const float *c0 = cur + (size_t)(y + iy) * (size_t)w + (size_t)(x + ix), *c1 = c0 + w;
-        const size_t i = (size_t)y * (size_t)w + (size_t)x;
-        const double val = (1.0 - fy) * ((1.0 - fx) * c0[0] + fx * c0[1]) +
-                           fy * ((1.0 - fx) * c1[0] + fx * c1[1]);
-        float Si, gxi, gyi;
-        ss_ref_stencil(ref, i, (size_t)w, &Si, &gxi, &gyi);
-        const double e = val - (double)Si;
-        if (!(fabs(e) <= DBL_MAX) || !isfinite(gxi) || !isfinite(gyi))
-            continue;
-        const double p = gxi, q = gyi, t = Si, l = 5.0 * ((double)Si - (double)ref[i]);
-        const double ddx = (1.0 - fy) * ((double)c0[1] - c0[0]) + fy * ((double)c1[1] - c1[0]);
-        const double ddy = (1.0 - fx) * ((double)c1[0] - c0[0]) + fx * ((double)c1[1] - c0[1]);
-        a[SS_FS_XX] += p * p;
-        a[SS_FS_XY] += p * q;
-        a[SS_FS_XS] += p * t;
-        a[SS_FS_X] += p;
-        a[SS_FS_XL] += p * l;
-        a[SS_FS_YY] += q * q;
-        a[SS_FS_YS] += q * t;
-        a[SS_FS_Y] += q;
-        a[SS_FS_YL] += q * l;
-        a[SS_FS_SS] += t * t;
-        a[SS_FS_S] += t;
-        a[SS_FS_SL] += t * l;
-        a[SS_FS_N] += 1.0;
-        a[SS_FS_L] += l;
-        a[SS_FS_LL] += l * l;
-        a[SS_FS_XE] += p * e;
-        a[SS_FS_YE] += q * e;
-        a[SS_FS_SE] += t * e;
-        a[SS_FS_E] += e;
-        a[SS_FS_LE] += l * e;
-        a[SS_FS_EE] += e * e;
-        a[SS_FS_XDX] += p * ddx;
-        a[SS_FS_XDY] += p * ddy;
-        a[SS_FS_YDX] += q * ddx;
-        a[SS_FS_YDY] += q * ddy;
+    for (long long j0 = threadIdx.x; j0 < total; j0 += FINE_UNROLL * (long long)blockDim.x) {
+        /* the pixels' loads first: the frame's 2×2 (c0[0], c0[1], c1[0],
+         * c1[1]), then the reference's cross (centre, left, right, up, down) */
+        float v[FINE_UNROLL][9];
+#pragma unroll
+        for (int u = 0; u < FINE_UNROLL; u++) {
+            const long long j = j0 + u * (long long)blockDim.x;
+            const unsigned int jj = (unsigned int)(j < total ? j : j0);  /* < 2^31 */
+            const int y = y0 + (int)(jj / (unsigned int)iw), x = x0 + (int)(jj % (unsigned int)iw);
+            const float *c0 = cur + (size_t)(y + iy) * (size_t)w + (size_t)(x + ix), *c1 = c0 + w;
+            const float *rc = ref + (size_t)y * (size_t)w + (size_t)x;
+            v[u][0] = c0[0];
+            v[u][1] = c0[1];
+            v[u][2] = c1[0];
+            v[u][3] = c1[1];
+            v[u][4] = rc[0];
+            v[u][5] = rc[-1];
+            v[u][6] = rc[1];
+            v[u][7] = rc[-(long long)w];
+            v[u][8] = rc[w];
+        }
+#pragma unroll
+        for (int u = 0; u < FINE_UNROLL; u++) {
+            if (j0 + u * (long long)blockDim.x >= total)
+                break;
+            const float *q4 = v[u];
+            const double val = (1.0 - fy) * ((1.0 - fx) * q4[0] + fx * q4[1]) +
+                               fy * ((1.0 - fx) * q4[2] + fx * q4[3]);
+            float Si, gxi, gyi;
+            ss_ref_cross(q4[4], q4[5], q4[6], q4[7], q4[8], &Si, &gxi, &gyi);
+            const double e = val - (double)Si;
+            if (!(fabs(e) <= DBL_MAX) || !isfinite(gxi) || !isfinite(gyi))
+                continue;
+            const double p = gxi, q = gyi, t = Si, l = 5.0 * ((double)Si - (double)q4[4]);
+            const double ddx = (1.0 - fy) * ((double)q4[1] - q4[0]) + fy * ((double)q4[3] - q4[2]);
+            const double ddy = (1.0 - fx) * ((double)q4[2] - q4[0]) + fx * ((double)q4[3] - q4[1]);
+            a[SS_FS_XX] += p * p;
+            a[SS_FS_XY] += p * q;
+            a[SS_FS_XS] += p * t;
+            a[SS_FS_X] += p;
+            a[SS_FS_XL] += p * l;
+            a[SS_FS_YY] += q * q;
+            a[SS_FS_YS] += q * t;
+            a[SS_FS_Y] += q;
+            a[SS_FS_YL] += q * l;
+            a[SS_FS_SS] += t * t;
+            a[SS_FS_S] += t;
+            a[SS_FS_SL] += t * l;
+            a[SS_FS_N] += 1.0;
+            a[SS_FS_L] += l;
+            a[SS_FS_LL] += l * l;
+            a[SS_FS_XE] += p * e;
+            a[SS_FS_YE] += q * e;
+            a[SS_FS_SE] += t * e;
+            a[SS_FS_E] += e;
+            a[SS_FS_LE] += l * e;
+            a[SS_FS_EE] += e * e;
+            a[SS_FS_XDX] += p * ddx;
+            a[SS_FS_XDY] += p * ddy;
+            a[SS_FS_YDX] += q * ddx;
+            a[SS_FS_YDY] += q * ddy;
+        }
     }
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
 #pragma unroll

@@ -78,16 +78,21 @@ SS_FC_FN float ss_div5(float v)
  * interior pixel i of rows of w pixels (ALGORITHM.md §2b;
  * ss_reference_prep's planes, and what k_fine_sums computes on the fly):
  * S the mean of the five-point cross, NaN exactly when one of the five
- * is; the gradients NaN where S is. */
-SS_FC_FN void ss_ref_stencil(const float *ref, size_t i, size_t w, float *S, float *gx, float *gy)
+ * is; the gradients NaN where S is. ss_ref_cross: the same from the
+ * cross's values (centre, left, right, up, down). */
+SS_FC_FN void ss_ref_cross(float c, float l, float r, float u, float d, float *S, float *gx,
+                          float *gy)
 {
-    const float c = ref[i], l = ref[i - 1], r = ref[i + 1];
-    const float u = ref[i - w], d = ref[i + w];
     const float s = ss_div5(c + l + r + u + d);
     const int ok = !isnan(s);
     *S = s;
     *gx = ok ? (r - l) * 0.5f : NAN;
     *gy = ok ? (d - u) * 0.5f : NAN;
+}
+
+SS_FC_FN void ss_ref_stencil(const float *ref, size_t i, size_t w, float *S, float *gx, float *gy)
+{
+    ss_ref_cross(ref[i], ref[i - 1], ref[i + 1], ref[i - w], ref[i + w], S, gx, gy);
 }
 
 SS_FC_FN void ss_fine_begin(ss_fine_state_t *st, double sx0, double sy0, int max_iter,
