@@ -29,13 +29,12 @@ __device__ __forceinline__ float cu_ring_min(const float *f, int w, int h, int x
     return m;
 }
 
-/* The frame's pixel (x, y) after ss_clean_sharp: replaced by the median md
- * where v - md > (float)k·σ and v - md >= ratio·(v - ring min). */
-__device__ __forceinline__ float cu_clean_value(const float *frame, float md, float sigma,
-                                                double k, double ratio, int w, int h, int x,
-                                                int y)
+/* The frame's pixel (x, y), of value v, after ss_clean_sharp: replaced by
+ * the median md where v - md > (float)k·σ and v - md >= ratio·(v - ring
+ * min). The caller loads v and md (with its other loads, not after them). */
+__device__ __forceinline__ float cu_clean_v(const float *frame, float v, float md, float sigma,
+                                            double k, double ratio, int w, int h, int x, int y)
 {
-    const float v = frame[(size_t)y * (size_t)w + (size_t)x];
     if (!isfinite(v) || !isfinite(md) || !(sigma > 0.0f))
         return v;
     const float dv = v - md;
@@ -45,6 +44,15 @@ __device__ __forceinline__ float cu_clean_value(const float *frame, float md, fl
     if (!isfinite(lo))
         lo = md;
     return dv >= (float)ratio * (v - lo) ? md : v;
+}
+
+/* The same, v read here. */
+__device__ __forceinline__ float cu_clean_value(const float *frame, float md, float sigma,
+                                                double k, double ratio, int w, int h, int x,
+                                                int y)
+{
+    return cu_clean_v(frame, frame[(size_t)y * (size_t)w + (size_t)x], md, sigma, k, ratio, w, h,
+                      x, y);
 }
 
 #endif

@@ -401,12 +401,12 @@ __global__ void k_dilate_rows(const cu_params_t *__restrict__ p, const int32_t *
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x >= w || y >= h)
         return;
-    uint8_t v = 0;
-    if (p->store_remove) {
+    bool v = false;
+    if (p->store_remove) {     /* no early exit: the loads go out together */
         const int r = max(p->store_radius, 0);
         const int32_t *row = labels + (size_t)y * (size_t)w;
-        for (int xx = max(x - r, 0); xx <= min(x + r, w - 1) && !v; xx++)
-            v = row[xx] > 0;
+        for (int xx = max(x - r, 0); xx <= min(x + r, w - 1); xx++)
+            v |= row[xx] > 0;
     }
     m[(size_t)y * (size_t)w + (size_t)x] = v;
 }
@@ -449,18 +449,20 @@ __global__ void k_store(const cu_params_t *__restrict__ p, const float *__restri
     if (x >= w || y >= h)
         return;
     const size_t i = (size_t)y * (size_t)w + (size_t)x;
-    bool fp = false;
+    /* every load first: the pixel, its median, the mask's column (no
+     * early exit: the loads go out together) */
+    const float fv = frame[i], md = csig ? med[i] : 0.0f;
+    unsigned int fp = 0;
     if (p->store_remove) {
         const int r = max(p->store_radius, 0);
-        for (int yy = max(y - r, 0); yy <= min(y + r, h - 1) && !fp; yy++)
-            fp = m[(size_t)yy * (size_t)w + (size_t)x] != 0;
+        for (int yy = max(y - r, 0); yy <= min(y + r, h - 1); yy++)
+            fp |= m[(size_t)yy * (size_t)w + (size_t)x];
     }
     float v;
     if (fp) {
         v = P[i];
     } else {
-        v = csig ? cu_clean_value(frame, med[i], *csig, p->clean_k, p->clean_ratio, w, h, x, y)
-                 : frame[i];
+        v = csig ? cu_clean_v(frame, fv, md, *csig, p->clean_k, p->clean_ratio, w, h, x, y) : fv;
     }
     static_cast<T *>(p->store_dst)[i] = store_conv<T>(v);
 }
