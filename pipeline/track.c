@@ -4,6 +4,7 @@
 #include "track.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,8 +112,10 @@ typedef struct trk {
     double Sw, Swm, Swmm;
     obs_t first, last;
     int np, head;               /* ring of the latest points */
-    pt_t pts[SS_TRACK_POINTS];
+    pt_t pts[SS_TRACK_POINTS];  /* last: trk_reset leaves it as it is */
 } trk_t;
+_Static_assert(offsetof(trk_t, pts) + sizeof(((trk_t *)0)->pts) == sizeof(trk_t),
+               "the ring of points is trk_t's last member");
 
 /* Points (observations or seeds) by grid cell, a counting sort: the
  * points of cell c are items[start[c] .. start[c + 1]). */
@@ -1014,6 +1017,14 @@ static int nearest_seeds(const ss_tracker_t *T, const obs_t *o, int best[PAIRS_P
     return n;
 }
 
+/* k as a new track with no detection: every field zero but the ring of
+ * points, which is read only below np (zero here). A birth costs the
+ * header, not the 1.3 kB ring (docs/PERFORMANCE.md, 2026-11-26). */
+static void trk_reset(trk_t *k)
+{
+    memset(k, 0, offsetof(trk_t, pts));
+}
+
 /* A free slot for a tentative track: one that died (listed once per frame
  * by start_tracks), else the next unused; NULL when all are in use. */
 static trk_t *new_tentative(ss_tracker_t *T)
@@ -1050,7 +1061,7 @@ static int start_tracks(ss_tracker_t *T, int nobs)
             trk_t *k = new_tentative(T);
             if (!k)
                 break;
-            memset(k, 0, sizeof *k);
+            trk_reset(k);
             k->alive = 1;
             add_obs(k, &T->seeds[best[c]]);
             add_obs(k, o);
