@@ -641,9 +641,10 @@ static int cmp_cand(const void *a, const void *b)
     return (x->d > y->d) - (x->d < y->d);
 }
 
-/* Sort the n points into g's cells of at least min_cell px (doubled
- * until there are at most GRID_CELLS). Returns 0, or -1 out of memory. */
-static int grid_build(grid_t *g, const obs_t *pts, int n, double min_cell)
+/* Sort the n points into g's cells of at least min_cell px, doubled
+ * until there are at most max_cells (and GRID_CELLS). Returns 0, or -1
+ * out of memory. */
+static int grid_build(grid_t *g, const obs_t *pts, int n, double min_cell, double max_cells)
 {
     double u0 = INFINITY, v0 = INFINITY, u1 = -INFINITY, v1 = -INFINITY;
     for (int j = 0; j < n; j++) {
@@ -653,7 +654,8 @@ static int grid_build(grid_t *g, const obs_t *pts, int n, double min_cell)
     if (n == 0)
         u0 = v0 = u1 = v1 = 0.0;
     double cell = min_cell;
-    while ((floor((u1 - u0) / cell) + 1) * (floor((v1 - v0) / cell) + 1) > GRID_CELLS)
+    max_cells = fmin(max_cells, GRID_CELLS);
+    while ((floor((u1 - u0) / cell) + 1) * (floor((v1 - v0) / cell) + 1) > max_cells)
         cell *= 2.0;
     g->u0 = u0, g->v0 = v0, g->cell = cell;
     g->w = (int)floor((u1 - u0) / cell) + 1;
@@ -692,7 +694,7 @@ static int build_grid(ss_tracker_t *T, int nobs)
     for (int j = 0; j < nobs; j++)
         if (T->obs[j].streak)
             T->max_half = fmax(T->max_half, 0.5 * T->obs[j].half_len);
-    return grid_build(&T->og, T->obs, nobs, GRID_CELL);
+    return grid_build(&T->og, T->obs, nobs, GRID_CELL, GRID_CELLS);
 }
 
 static int clampi(int v, int lo, int hi)
@@ -1039,7 +1041,9 @@ static trk_t *new_tentative(ss_tracker_t *T)
  * observation; then the free observations become seeds. */
 static int start_tracks(ss_tracker_t *T, int nobs)
 {
-    if (grid_build(&T->sg, T->seeds, T->n_seeds, SEED_CELL) != 0)
+    /* about a seed a cell or more: a sparse field's ring walk would
+     * otherwise cross mostly empty cells (docs/PERFORMANCE.md, 2026-11-26) */
+    if (grid_build(&T->sg, T->seeds, T->n_seeds, SEED_CELL, SS_MAX(T->n_seeds, 1)) != 0)
         return -1;
     double cmin = INFINITY, cmax = -INFINITY;
     for (int s = 0; s < T->n_seeds; s++) {
