@@ -254,8 +254,9 @@ k_corr9(const float *__restrict__ ref, const float *__restrict__ cur, int w, int
 #pragma unroll
         for (int u = 0; u < CORR_UNROLL; u++) {
             const long long j = j0 + u * G;
-            const unsigned int jj = j < total ? (unsigned int)j : 0u;   /* < 2^31: 32-bit division */
-            const int y = (int)(jj / (unsigned int)nx) * step, x = (int)(jj % (unsigned int)nx) * step;
+            const unsigned int jj = j < total ? (unsigned int)j : 0u;  /* < 2^31 */
+            const int y = (int)(jj / (unsigned int)nx) * step;
+            const int x = (int)(jj % (unsigned int)nx) * step;
             cv[u] = j < total ? cur[(size_t)y * (size_t)w + (size_t)x] : qnan();
             in[u] = 0;
 #pragma unroll
@@ -403,6 +404,9 @@ __device__ void fine_conclude(cu_results_t *res)
                               okd[1], v[1]);
 }
 
+/* Pixels a thread of k_fine_sums loads before it adds their terms. */
+constexpr int FINE_UNROLL = 4;
+
 /* The fine-registration pass (ss_fine_sums): the frame cut into 16×16
  * tiles, one block a tile (row band r = blockIdx.y, column band c =
  * blockIdx.x); per-thread double sums, a block reduction, the tile's
@@ -414,11 +418,10 @@ __device__ void fine_conclude(cu_results_t *res)
  * 2026-11-25, 20:32–20:41Z). The shift is the iteration's estimate in
  * st (probe: plus SS_FINE_PROBE_PX on both axes); a pass the iteration
  * does not want returns at once. The reference's S and gradients come
- * from its five-point cross (ss_ref_stencil, the neighbours from cache):
- * two planes read from memory instead of five. */
-/* Pixels a thread of k_fine_sums loads before it adds their terms. */
-constexpr int FINE_UNROLL = 4;
-
+ * from its five-point cross (ss_ref_cross, the neighbours from cache):
+ * two planes read from memory instead of five. A thread takes its pixels
+ * FINE_UNROLL at a time, their loads first, then their terms in the
+ * order of one pixel at a time (the same sums). */
 __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restrict__ ref, int w,
                             int h, int probe, double *__restrict__ partials,
                             unsigned int *counter, const ss_fine_state_t *st,
@@ -460,7 +463,8 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
         for (int u = 0; u < FINE_UNROLL; u++) {
             const long long j = j0 + u * (long long)blockDim.x;
             const unsigned int jj = (unsigned int)(j < total ? j : j0);  /* < 2^31 */
-            const int y = y0 + (int)(jj / (unsigned int)iw), x = x0 + (int)(jj % (unsigned int)iw);
+            const int y = y0 + (int)(jj / (unsigned int)iw);
+            const int x = x0 + (int)(jj % (unsigned int)iw);
             const float *c0 = cur + (size_t)(y + iy) * (size_t)w + (size_t)(x + ix), *c1 = c0 + w;
             const float *rc = ref + (size_t)y * (size_t)w + (size_t)x;
             v[u][0] = c0[0];

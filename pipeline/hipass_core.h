@@ -95,7 +95,8 @@ SS_HP_FN void ss_hp_col_seg(const float *in, const float *hs, const float *hc, i
         for (int q = 0; q < SS_HP_CHUNK; q++) {
             const int y = y0 + k0 + q, live = k0 + q < SS_HP_SEG && y < y1;
             const size_t ia = (size_t)(live && y + r < h ? y + r : y0) * (size_t)w + (size_t)x;
-            const size_t is = (size_t)(live && y - r - 1 >= 0 ? y - r - 1 : y0) * (size_t)w + (size_t)x;
+            const size_t is =
+                (size_t)(live && y - r - 1 >= 0 ? y - r - 1 : y0) * (size_t)w + (size_t)x;
             const size_t io = (size_t)(live ? y : y0) * (size_t)w + (size_t)x;
             as[q] = SS_HP_LD(hs + ia);
             ac[q] = SS_HP_LD(hc + ia);
