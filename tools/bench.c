@@ -6,7 +6,7 @@
  *   skysieve-bench [--backend cpu|cuda|both] [--size 512,2048] [--history 20,64]
  *                  [--frames N] [--warmup N] [--phases N] [--model-error 0|1]
  *                  [--guided-mask 0|1] [--output f32|f16|stamps] [--device D] [--csv FILE]
- *                  [--feeds K] [--share S]
+ *                  [--feeds K] [--share S] [--verbose] [--help]
  *
  * Input: synthetic u16 star fields (tools/synth.h: stars, jitter, hot
  * pixels, cosmic rays, movers, a streak now and then), a few frames
@@ -47,6 +47,7 @@
  * the single-pipeline cases (default 1), so that a profile of one
  * pipeline shows the kernels as S feeds run them.
  */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -88,14 +89,14 @@ typedef struct bw {
     double d2d, h2d, d2h, d2h_pageable;     /* GB/s (d2d counts read + write) */
 } bw_t;
 
-static void usage(void)
+static void usage(FILE *out)
 {
-    fprintf(stderr,
+    fprintf(out,
             "usage: skysieve-bench [--backend cpu|cuda|both] [--size LIST] [--history LIST]\n"
             "                      [--frames N] [--warmup N] [--phases N]\n"
             "                      [--model-error 0|1] [--guided-mask 0|1]\n"
             "                      [--output f32|f16|stamps] [--device D] [--csv FILE]\n"
-            "                      [--feeds K] [--share S]\n"
+            "                      [--feeds K] [--share S] [--verbose] [--help]\n"
             "LIST is comma-separated, e.g. --size 512,2048. Without --size/--history: the\n"
             "issue's matrix (cpu 1024² and 2048² at N=20; cuda 512², 2048², 4096² at N=20 and\n"
             "2048² at N=64). --warmup: untimed frames first, default 2N+4 (the history\n"
@@ -107,11 +108,14 @@ static void usage(void)
             "--output: what each result carries, as a subscriber asks for it (PROTOCOL.md\n"
             "§5a/§5b): the float32 residual (default), its float16 alone, or stamps alone;\n"
             "e2e_fps then reads back that form (pcie%% stays against the float32 copy).\n"
-            "--feeds K (2-64): after each CUDA case, K feeds of it on the GPU at once, each its\n"
+            "--frames N: timed frames per case (default 3 on the CPU, 60 on CUDA).\n"
+            "--feeds K (2-64; 1: none): after each CUDA case, K feeds of it on the GPU at once, each its\n"
             "own pipeline and thread (nothing batched across feeds): frames/s in all.\n"
             "--share S (1-64): every pipeline sizes the guided filter's grid to 1/S of the GPU\n"
             "(pipeline.device_feeds, which the daemon sets to its feeds on the device);\n"
-            "default 1, and K for the K feeds, as the daemon would.\n");
+            "default 1, and K for the K feeds, as the daemon would.\n"
+            "--verbose: each frame's status and reason on stderr.\n"
+            "Exit status: 0 done, 1 a case or the GPU failed, 2 a bad command line.\n");
 }
 
 static int parse_list(const char *s, int *v, int max)
@@ -202,12 +206,18 @@ static int prerender(const ss_backend_ops_t *ops, int size, uint64_t seed, ss_fr
     return ok ? 0 : -1;
 }
 
-/* Run one configuration. */
-static int warmup_override = -1;
+static int warmup_override = -1;    /* --warmup: untimed frames first (-1: 2N + 4) */
 static int phases_override = -1;    /* --phases: pipeline.matched.phases */
 static int model_error_override = -1; /* --model-error: pipeline.noise.model_error */
 static int guided_mask_override = -1; /* --guided-mask: pipeline.guided.mask */
 static const char *output_form = "f32"; /* --output: f32, f16 or stamps */
+static int verbose = 0;             /* --verbose: each frame's status on stderr */
+
+/* The untimed frames before case bc's timed ones: --warmup, else 2N + 4. */
+static int case_warmup(const bench_case_t *bc)
+{
+    return warmup_override >= 0 ? warmup_override : 2 * bc->history + 4;
+}
 
 /* The outputs --output names (ss_pipeline_set_outputs). */
 static ss_outputs_t bench_outputs(void)
@@ -221,6 +231,9 @@ static ss_outputs_t bench_outputs(void)
     return o;
 }
 
+/* Run one configuration: its passes (timed, graph mode, end to end on
+ * CUDA; one on the CPU) over `frames` frames after the warm-up, into o.
+ * 0, or -1 after a message. */
 static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t *o)
 {
     memset(o, 0, sizeof *o);
@@ -256,7 +269,7 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
         ss_result_init_with(&rbuf[1], (size_t)S * S, 4096, &ops->host_alloc) != 0 ||
         ss_detlist_init(&scratch, 4096) != 0)
         return -1;
-    const int warm = warmup_override >= 0 ? warmup_override : 2 * bc->history + 4;
+    const int warm = case_warmup(bc);
     const int passes = bc->cuda ? 3 : 1;
     uint64_t seq = 0;
     for (int pass = 0; pass < passes; pass++) {
@@ -305,7 +318,7 @@ static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t 
                 fprintf(stderr, "bench: frame %d: %s (%s)\n", t, ss_strerror(e), res.reason);
                 return -1;
             }
-            if (getenv("SKYSIEVE_BENCH_DEBUG"))
+            if (verbose)
                 fprintf(stderr, "frame %d: %s %s\n", t, ss_status_name(res.status), res.reason);
 #ifdef SKYSIEVE_HAVE_CUDA
             if (bc->cuda && pass >= 1 && (t == warm - 1 || t == warm + frames - 1)) {
@@ -561,79 +574,120 @@ static double run_feeds(const bench_case_t *bc, int frames, int device, int K, i
 }
 #endif
 
-int main(int argc, char **argv)
-{
-    int want_cpu = 1, want_cuda = 1, frames = -1, device = 0, feeds = 1;
-    int sizes[8], nsizes = 0, hists[8], nhists = 0;
-    const char *csv = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--backend") && v) {
-            want_cpu = !strcmp(v, "cpu") || !strcmp(v, "both");
-            want_cuda = !strcmp(v, "cuda") || !strcmp(v, "both");
-            if (!want_cpu && !want_cuda) {
-                usage();
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--size") && v) {
-            if ((nsizes = parse_list(v, sizes, 8)) <= 0) {
-                usage();
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--history") && v) {
-            if ((nhists = parse_list(v, hists, 8)) <= 0) {
-                usage();
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--frames") && v) {
-            frames = atoi(v);
-            i++;
-        } else if (!strcmp(a, "--warmup") && v) {
-            warmup_override = atoi(v);
-            i++;
-        } else if (!strcmp(a, "--phases") && v) {
-            phases_override = atoi(v);
-            i++;
-        } else if (!strcmp(a, "--model-error") && v) {
-            model_error_override = atoi(v);
-            i++;
-        } else if (!strcmp(a, "--guided-mask") && v) {
-            guided_mask_override = atoi(v);
-            i++;
-        } else if (!strcmp(a, "--output") && v &&
-                   (!strcmp(v, "f32") || !strcmp(v, "f16") || !strcmp(v, "stamps"))) {
-            output_form = v;
-            i++;
-        } else if (!strcmp(a, "--device") && v) {
-            device = atoi(v);
-            i++;
-        } else if (!strcmp(a, "--csv") && v) {
-            csv = v;
-            i++;
-        } else if (!strcmp(a, "--feeds") && v && atoi(v) >= 1 && atoi(v) <= 64) {
-            feeds = atoi(v);
-            i++;
-        } else if (!strcmp(a, "--share") && v && atoi(v) >= 1 && atoi(v) <= 64) {
-            share_override = atoi(v);
-            i++;
-        } else {
-            usage();
-            return 2;
-        }
-    }
-    ss_log_setup(SS_LOG_WARNING, 0);
+/* What the command line asks for (parse_args). */
+typedef struct bench_opts {
+    int want_cpu, want_cuda;
+    int frames;                     /* timed frames per case; 0: 3 on the CPU, 60 on CUDA */
+    int device, feeds;
+    int sizes[8], nsizes, hists[8], nhists;
+    const char *csv;                /* or NULL */
+} bench_opts_t;
 
-    bench_case_t cases[MAX_CASES];
-    int nc = 0;
-    const int cpu_default[] = { 1024, 2048 }, gpu_default[][2] = { { 512, 20 }, { 2048, 20 },
-                                                                  { 4096, 20 }, { 2048, 64 } };
-    for (int b = 0; b < 2; b++) {
-        if ((b == 0 && !want_cpu) || (b == 1 && !want_cuda))
+/* Option opt's value v as an integer in [lo, hi] into *out: 0, or -1 after
+ * a message naming the option and what it got. */
+static int int_arg(const char *opt, const char *v, int lo, int hi, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    const long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "skysieve-bench: %s: expected an integer from %d to %d, got '%s'\n", opt,
+                lo, hi, v ? v : "(nothing)");
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+/* Option a's value v (NULL: none; a comma list for --size and --history)
+ * into o or the overrides: 0; 1 when a is no option of the bench; -1
+ * after a message. */
+static int set_option(bench_opts_t *o, const char *a, const char *v)
+{
+    const struct { const char *name; int lo, hi; int *dst; } ints[] = {
+        { "--frames", 1, 1000000, &o->frames },
+        { "--device", 0, 1023, &o->device },
+        { "--feeds", 1, 64, &o->feeds },
+        { "--warmup", 0, 1000000, &warmup_override },
+        { "--phases", 0, SS_MF_MAX_PHASES, &phases_override },
+        { "--model-error", 0, 1, &model_error_override },
+        { "--guided-mask", 0, 1, &guided_mask_override },
+        { "--share", 1, 64, &share_override },
+    };
+    static const char *const strs[] = { "--backend", "--output", "--size", "--history", "--csv" };
+    int k = 0, known = 0;
+    while (k < (int)(sizeof ints / sizeof ints[0]) && strcmp(a, ints[k].name))
+        k++;
+    for (size_t j = 0; j < sizeof strs / sizeof strs[0]; j++)
+        known |= !strcmp(a, strs[j]);
+    if (k == (int)(sizeof ints / sizeof ints[0]) && !known)
+        return 1;
+    if (!v) {
+        fprintf(stderr, "skysieve-bench: %s needs a value\n", a);
+        return -1;
+    }
+    if (!known)
+        return int_arg(a, v, ints[k].lo, ints[k].hi, ints[k].dst);
+    if (!strcmp(a, "--csv")) {
+        o->csv = v;
+        return 0;
+    }
+    if (!strcmp(a, "--backend") && (!strcmp(v, "cpu") || !strcmp(v, "cuda") || !strcmp(v, "both"))) {
+        o->want_cpu = strcmp(v, "cuda") != 0;
+        o->want_cuda = strcmp(v, "cpu") != 0;
+        return 0;
+    }
+    if (!strcmp(a, "--output") && (!strcmp(v, "f32") || !strcmp(v, "f16") || !strcmp(v, "stamps"))) {
+        output_form = v;
+        return 0;
+    }
+    if (!strcmp(a, "--size") && (o->nsizes = parse_list(v, o->sizes, 8)) > 0)
+        return 0;
+    if (!strcmp(a, "--history") && (o->nhists = parse_list(v, o->hists, 8)) > 0)
+        return 0;
+    fprintf(stderr, "skysieve-bench: %s: '%s' is not a value it takes (--help)\n", a, v);
+    return -1;
+}
+
+/* The command line into o: 0 to run, 1 after --help (printed), 2 after a
+ * message on stderr. */
+static int parse_args(int argc, char **argv, bench_opts_t *o)
+{
+    *o = (bench_opts_t){ .want_cpu = 1, .want_cuda = 1, .feeds = 1 };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--verbose")) {
+            verbose = 1;
             continue;
-        if (nsizes == 0 && nhists == 0) {
+        }
+        const int r = set_option(o, a, i + 1 < argc ? argv[i + 1] : NULL);
+        if (r == 1) {
+            fprintf(stderr, "skysieve-bench: unknown option '%s'\n", a);
+            usage(stderr);
+        }
+        if (r != 0)
+            return 2;
+        i++;
+    }
+    return 0;
+}
+
+/* The cases o asks for into cases (at most MAX_CASES): given sizes and
+ * histories crossed, each backend's defaults for what is not given, or
+ * without either the issue's matrix. Returns their count. */
+static int build_cases(const bench_opts_t *o, bench_case_t *cases)
+{
+    static const int cpu_default[] = { 1024, 2048 }, gsz[] = { 512, 2048, 4096 };
+    static const int gpu_default[][2] = { { 512, 20 }, { 2048, 20 }, { 4096, 20 }, { 2048, 64 } };
+    int nc = 0;
+    for (int b = 0; b < 2; b++) {
+        if ((b == 0 && !o->want_cpu) || (b == 1 && !o->want_cuda))
+            continue;
+        if (o->nsizes == 0 && o->nhists == 0) {
             if (b == 0)
                 for (int k = 0; k < 2; k++)
                     cases[nc++] = (bench_case_t){ 0, cpu_default[k], 20 };
@@ -642,150 +696,215 @@ int main(int argc, char **argv)
                     cases[nc++] = (bench_case_t){ 1, gpu_default[k][0], gpu_default[k][1] };
             continue;
         }
-        const int *sz = nsizes ? sizes : (b == 0 ? cpu_default : NULL);
-        const int nsz = nsizes ? nsizes : (b == 0 ? 2 : 3);
-        static const int gsz[] = { 512, 2048, 4096 };
-        const int nh = nhists ? nhists : 1;
+        const int *sz = o->nsizes ? o->sizes : b == 0 ? cpu_default : gsz;
+        const int nsz = o->nsizes ? o->nsizes : b == 0 ? 2 : 3;
+        const int nh = o->nhists ? o->nhists : 1;
         for (int s = 0; s < nsz; s++)
             for (int h = 0; h < nh && nc < MAX_CASES; h++)
-                cases[nc++] = (bench_case_t){ b, sz ? sz[s] : gsz[s], nhists ? hists[h] : 20 };
+                cases[nc++] = (bench_case_t){ b, sz[s], o->nhists ? o->hists[h] : 20 };
     }
+    return nc;
+}
 
-    bw_t bw = { 0 };
+/* The GPU of a CUDA run: probed, its copy rates into bw and a line of it
+ * printed; without CUDA, o->want_cuda cleared (an error when only CUDA is
+ * asked for). 0, or -1 after a message. */
+static int device_setup(bench_opts_t *o, bw_t *bw)
+{
+    memset(bw, 0, sizeof *bw);
 #ifdef SKYSIEVE_HAVE_CUDA
-    char dev_name[256] = "-";
+    if (!o->want_cuda)
+        return 0;
+    char why[256], dev_name[256] = "-";
     int driver = 0;
-    if (want_cuda) {
-        char why[256];
-        const ss_backend_ops_t *g = ss_backend_cuda_ops();
-        if (!g->probe(device, why, sizeof why)) {
-            fprintf(stderr, "bench: no usable GPU: %s\n", why);
-            return 1;
-        }
-        if (measure_bw(device, &bw, dev_name, sizeof dev_name, &driver) != 0) {
-            fprintf(stderr, "bench: bandwidth measurement failed\n");
-            return 1;
-        }
-        printf("# device %s, CUDA driver %d.%d\n", dev_name, driver / 1000, (driver % 1000) / 10);
-        printf("# measured: device copy %.0f GB/s (read+write), H2D pinned %.1f GB/s, "
-               "D2H pinned %.1f GB/s, D2H pageable %.1f GB/s\n",
-               bw.d2d, bw.h2d, bw.d2h, bw.d2h_pageable);
+    if (!ss_backend_cuda_ops()->probe(o->device, why, sizeof why)) {
+        fprintf(stderr, "bench: no usable GPU: %s\n", why);
+        return -1;
     }
+    if (measure_bw(o->device, bw, dev_name, sizeof dev_name, &driver) != 0) {
+        fprintf(stderr, "bench: bandwidth measurement failed\n");
+        return -1;
+    }
+    printf("# device %s, CUDA driver %d.%d\n", dev_name, driver / 1000, (driver % 1000) / 10);
+    printf("# measured: device copy %.0f GB/s (read+write), H2D pinned %.1f GB/s, "
+           "D2H pinned %.1f GB/s, D2H pageable %.1f GB/s\n",
+           bw->d2d, bw->h2d, bw->d2h, bw->d2h_pageable);
+    return 0;
 #else
-    if (want_cuda && !want_cpu) {
+    if (o->want_cuda && !o->want_cpu) {
         fprintf(stderr, "bench: built without CUDA\n");
-        return 1;
+        return -1;
     }
-    want_cuda = 0;
-    (void)feeds;                    /* CUDA feeds only */
+    o->want_cuda = 0;
+    return 0;
 #endif
+}
 
-    FILE *cf = csv ? fopen(csv, "w") : NULL;
-    if (cf) {
-        fprintf(cf, "backend,size,history,frames");
-        for (int s = 0; s < SS_STAGE__COUNT; s++)
-            fprintf(cf, ",%s_ms", ss_stage_name((ss_stage_id_t)s));
-        fprintf(cf, ",stage_sum_ms,total_ms,wall_ms,e2e_fps,bytes_model,floor_ms,pcie_fps,"
-                    "ok_frames,detections\n");
+/* Case bc's floor (ms: its bytes model over the device copy rate) and its
+ * PCIe-bound frames/s (u16 in, float32 out, overlapped); 0 without a
+ * GPU's rates. */
+static void case_bounds(const bench_case_t *bc, const bench_out_t *o, const bw_t *bw,
+                        double *floor_ms, double *pcie_fps)
+{
+    const double in_b = (double)bc->size * bc->size * 2, out_b = (double)bc->size * bc->size * 4;
+    *floor_ms = bw->d2d > 0 ? o->bytes_model / (bw->d2d * 1e9) * 1e3 : 0.0;
+    *pcie_fps = bw->h2d > 0 ? 1.0 / fmax(in_b / (bw->h2d * 1e9), out_b / (bw->d2h * 1e9)) : 0.0;
+}
+
+/* The CSV file's header line. */
+static void csv_header(FILE *cf)
+{
+    fprintf(cf, "backend,size,history,frames");
+    for (int s = 0; s < SS_STAGE__COUNT; s++)
+        fprintf(cf, ",%s_ms", ss_stage_name((ss_stage_id_t)s));
+    fprintf(cf, ",stage_sum_ms,total_ms,wall_ms,e2e_fps,bytes_model,floor_ms,pcie_fps,"
+                "ok_frames,detections\n");
+}
+
+/* Case bc's CSV line (nf timed frames). */
+static void csv_row(FILE *cf, const bench_case_t *bc, int nf, const bench_out_t *o, const bw_t *bw)
+{
+    double floor_ms, pcie_fps;
+    case_bounds(bc, o, bw, &floor_ms, &pcie_fps);
+    fprintf(cf, "%s,%d,%d,%d", bc->cuda ? "cuda" : "cpu", bc->size, bc->history, nf);
+    for (int s = 0; s < SS_STAGE__COUNT; s++)
+        fprintf(cf, ",%.4f", o->stage_ms[s]);
+    fprintf(cf, ",%.4f,%.4f,%.4f,%.2f,%.0f,%.4f,%.2f,%d,%d\n", o->timed_sum_ms, o->total_ms,
+            o->wall_ms, o->e2e_fps, o->bytes_model, floor_ms, pcie_fps, o->ok_frames, o->dets);
+    fflush(cf);
+}
+
+/* Case bc run (run_case), its CSV line written when cf, and with --feeds K
+ * its K feeds at once. 0, or -1 after a message. */
+static int bench_one(const bench_opts_t *opt, const bench_case_t *bc, const bw_t *bw, FILE *cf,
+                     bench_out_t *o)
+{
+    const int nf = opt->frames > 0 ? opt->frames : bc->cuda ? 60 : 3;
+    fprintf(stderr, "bench: %s %d² N=%d, %d frames after %d of warm-up ...\n",
+            bc->cuda ? "cuda" : "cpu", bc->size, bc->history, nf, case_warmup(bc));
+    if (run_case(bc, nf, opt->device, o) != 0) {
+        fprintf(stderr, "bench: %s %d² failed\n", bc->cuda ? "cuda" : "cpu", bc->size);
+        return -1;
     }
-    bench_out_t outs[MAX_CASES];
-    double cpu_total_at[8193];
-    memset(cpu_total_at, 0, sizeof cpu_total_at);
-    for (int k = 0; k < nc; k++) {
-        const bench_case_t *bc = &cases[k];
-        if (bc->cuda && !want_cuda)
-            continue;
-        const int nf = frames > 0 ? frames : bc->cuda ? 60 : 3;
-        fprintf(stderr, "bench: %s %d² N=%d, %d frames after %d of warm-up ...\n",
-                bc->cuda ? "cuda" : "cpu", bc->size, bc->history, nf, bc->history + 4);
-        if (run_case(bc, nf, device, &outs[k]) != 0) {
-            fprintf(stderr, "bench: %s %d² failed\n", bc->cuda ? "cuda" : "cpu", bc->size);
-            return 1;
-        }
-        const bench_out_t *o = &outs[k];
-        if (!bc->cuda && bc->size <= 8192 && bc->history == 20)
-            cpu_total_at[bc->size] = o->total_ms;
-        const double floor_ms = bw.d2d > 0 ? o->bytes_model / (bw.d2d * 1e9) * 1e3 : 0.0;
-        const double in_b = (double)bc->size * bc->size * 2, out_b = (double)bc->size * bc->size * 4;
-        const double pcie_fps = bw.h2d > 0 ? 1.0 / fmax(in_b / (bw.h2d * 1e9), out_b / (bw.d2h * 1e9)) : 0.0;
-        if (cf) {
-            fprintf(cf, "%s,%d,%d,%d", bc->cuda ? "cuda" : "cpu", bc->size, bc->history, nf);
-            for (int s = 0; s < SS_STAGE__COUNT; s++)
-                fprintf(cf, ",%.4f", o->stage_ms[s]);
-            fprintf(cf, ",%.4f,%.4f,%.4f,%.2f,%.0f,%.4f,%.2f,%d,%d\n", o->timed_sum_ms, o->total_ms,
-                    o->wall_ms, o->e2e_fps, o->bytes_model, floor_ms, pcie_fps, o->ok_frames,
-                    o->dets);
-            fflush(cf);
-        }
+    if (cf)
+        csv_row(cf, bc, nf, o, bw);
 #ifdef SKYSIEVE_HAVE_CUDA
-        if (bc->cuda && feeds > 1) {
-            int ok = 0;
-            const double fps = run_feeds(bc, nf, device, feeds, &ok);
-            if (fps <= 0.0)
-                return 1;
-            printf("# feeds: %d x cuda %d² N=%d at once (device_feeds %d): %.1f frames/s in all "
-                   "(%.1f per feed; one feed alone %.1f), %d of %d timed results ok\n",
-                   feeds, bc->size, bc->history, feeds_share(feeds), fps,
-                   fps / feeds, o->e2e_fps, ok, feeds * (nf - 1));
-        }
-#endif
+    if (bc->cuda && opt->feeds > 1) {
+        int ok = 0;
+        const double fps = run_feeds(bc, nf, opt->device, opt->feeds, &ok);
+        if (fps <= 0.0)
+            return -1;
+        printf("# feeds: %d x cuda %d² N=%d at once (device_feeds %d): %.1f frames/s in all "
+               "(%.1f per feed; one feed alone %.1f), %d of %d timed results ok\n",
+               opt->feeds, bc->size, bc->history, feeds_share(opt->feeds), fps,
+               fps / opt->feeds, o->e2e_fps, ok, opt->feeds * (nf - 1));
     }
+#endif
+    return 0;
+}
 
-    /* the short table */
+static const ss_stage_id_t shown[] = { SS_STAGE_CALIBRATE, SS_STAGE_REG_COARSE, SS_STAGE_REG_FINE,
+                                       SS_STAGE_WHITEN,    SS_STAGE_GUIDED,     SS_STAGE_NOISE,
+                                       SS_STAGE_MATCHED,   SS_STAGE_DETECT,     SS_STAGE_HISTORY };
+#define N_SHOWN ((int)(sizeof shown / sizeof shown[0]))
+
+/* The short table: a line per case, its shown stages and totals. */
+static void print_table(const bench_case_t *cases, const bench_out_t *outs, int nc,
+                        const bw_t *bw)
+{
     printf("\n%-5s %5s %3s |", "back", "size", "N");
-    static const ss_stage_id_t show[] = { SS_STAGE_CALIBRATE, SS_STAGE_REG_COARSE,
-                                          SS_STAGE_REG_FINE, SS_STAGE_WHITEN, SS_STAGE_GUIDED,
-                                          SS_STAGE_NOISE, SS_STAGE_MATCHED, SS_STAGE_DETECT,
-                                          SS_STAGE_HISTORY };
-    for (size_t s = 0; s < sizeof show / sizeof show[0]; s++)
-        printf(" %8.8s", ss_stage_name(show[s]));
+    for (int s = 0; s < N_SHOWN; s++)
+        printf(" %8.8s", ss_stage_name(shown[s]));
     printf(" | %9s %9s %8s %8s %7s %8s %7s\n", "total_ms", "wall_ms", "e2e_fps", "MB/frame",
            "floor", "floor/t", "pcie%");
     for (int k = 0; k < nc; k++) {
         const bench_case_t *bc = &cases[k];
-        if (bc->cuda && !want_cuda)
-            continue;
         const bench_out_t *o = &outs[k];
+        double floor_ms, pcie_fps;
+        case_bounds(bc, o, bw, &floor_ms, &pcie_fps);
         printf("%-5s %5d %3d |", bc->cuda ? "cuda" : "cpu", bc->size, bc->history);
-        for (size_t s = 0; s < sizeof show / sizeof show[0]; s++)
-            printf(" %8.3f", o->stage_ms[show[s]]);
-        const double floor_ms = bw.d2d > 0 ? o->bytes_model / (bw.d2d * 1e9) * 1e3 : 0.0;
-        const double in_b = (double)bc->size * bc->size * 2, out_b = (double)bc->size * bc->size * 4;
-        const double pcie_fps = bw.h2d > 0 ? 1.0 / fmax(in_b / (bw.h2d * 1e9), out_b / (bw.d2h * 1e9)) : 0.0;
+        for (int s = 0; s < N_SHOWN; s++)
+            printf(" %8.3f", o->stage_ms[shown[s]]);
         printf(" | %9.3f %9.3f %8.1f %8.1f %7.3f %8.2f %7.1f\n", o->total_ms,
                bc->cuda ? o->wall_ms : o->total_ms, bc->cuda ? o->e2e_fps : 1e3 / o->total_ms,
                o->bytes_model / 1e6, bc->cuda ? floor_ms : 0.0,
                bc->cuda && o->total_ms > 0 ? floor_ms / o->total_ms : 0.0,
                bc->cuda && pcie_fps > 0 ? 100.0 * o->e2e_fps / pcie_fps : 0.0);
     }
+}
+
+/* The CUDA cases' host side: the wall time inside each op, outside them,
+ * the host waits and the graph launches per frame. */
+static void print_host(const bench_case_t *cases, const bench_out_t *outs, int nc)
+{
     for (int k = 0; k < nc; k++) {
         const bench_case_t *bc = &cases[k];
-        if (!bc->cuda || !want_cuda)
+        const bench_out_t *o = &outs[k];
+        if (!bc->cuda)
             continue;
         printf("%-5s %5d %3d | host ms in ops:", "cuda", bc->size, bc->history);
-        for (size_t s = 0; s < sizeof show / sizeof show[0]; s++)
-            printf(" %8.3f", outs[k].host_ms[show[s]]);
+        for (int s = 0; s < N_SHOWN; s++)
+            printf(" %8.3f", o->host_ms[shown[s]]);
         double in_ops = 0.0;
         for (int s = 0; s < SS_STAGE__COUNT; s++)
-            in_ops += outs[k].host_ms[s];
+            in_ops += o->host_ms[s];
         printf(" | download %.3f, outside the ops %.3f (of which merge_streaks %.3f) | per frame: "
                "%.2f host waits, %.2f graph launches (%.2f pipelined)\n",
-               outs[k].host_ms[SS_STAGE_DOWNLOAD], outs[k].wall_ms - in_ops, outs[k].merge_ms,
-               outs[k].waits, outs[k].launches, outs[k].launches_e2e);
+               o->host_ms[SS_STAGE_DOWNLOAD], o->wall_ms - in_ops, o->merge_ms, o->waits,
+               o->launches, o->launches_e2e);
     }
-    for (int k = 0; k < nc; k++) {
-        const bench_case_t *bc = &cases[k];
-        if (bc->cuda && want_cuda && bc->history == 20 && bc->size <= 8192 &&
-            cpu_total_at[bc->size] > 0 && outs[k].total_ms > 0)
+}
+
+/* CUDA against the CPU where both ran a size at N = 20. */
+static void print_speedups(const bench_case_t *cases, const bench_out_t *outs, int nc)
+{
+    for (int k = 0; k < nc; k++)
+        for (int c = 0; c < nc; c++) {
+            const bench_case_t *g = &cases[k], *h = &cases[c];
+            if (!g->cuda || h->cuda || g->size != h->size || g->history != 20 ||
+                h->history != 20 || outs[k].total_ms <= 0 || outs[c].total_ms <= 0)
+                continue;
             printf("# speed-up cuda/cpu at %d², N=20: %.0fx (GPU compute) / %.0fx (wall per frame)\n",
-                   bc->size, cpu_total_at[bc->size] / outs[k].total_ms,
-                   cpu_total_at[bc->size] / outs[k].wall_ms);
+                   g->size, outs[c].total_ms / outs[k].total_ms, outs[c].total_ms / outs[k].wall_ms);
+            break;
+        }
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts_t opt;
+    const int pr = parse_args(argc, argv, &opt);
+    if (pr != 0)
+        return pr == 1 ? 0 : 2;
+    ss_log_setup(SS_LOG_WARNING, 0);
+    bw_t bw;
+    if (device_setup(&opt, &bw) != 0)
+        return 1;
+    bench_case_t cases[MAX_CASES];
+    bench_out_t outs[MAX_CASES];
+    const int nc = build_cases(&opt, cases);
+    FILE *cf = NULL;
+    if (opt.csv && !(cf = fopen(opt.csv, "w"))) {
+        fprintf(stderr, "skysieve-bench: --csv %s: %s\n", opt.csv, strerror(errno));
+        return 1;
     }
+    if (cf)
+        csv_header(cf);
+    int rc = 0;
+    for (int k = 0; k < nc && rc == 0; k++)
+        rc = bench_one(&opt, &cases[k], &bw, cf, &outs[k]);
+    if (cf && fclose(cf) != 0 && rc == 0) {
+        fprintf(stderr, "skysieve-bench: --csv %s: %s\n", opt.csv, strerror(errno));
+        rc = -1;
+    }
+    if (rc != 0)
+        return 1;
+    print_table(cases, outs, nc, &bw);
+    print_host(cases, outs, nc);
+    print_speedups(cases, outs, nc);
     printf("# total_ms: CPU wall per frame; CUDA GPU compute per frame (CUDA events, graph mode).\n"
            "# stage columns: CPU wall clock / CUDA events in the timed mode (ms per frame).\n"
            "# floor = bytes moved (model) / measured device copy bandwidth; floor/t = fraction of it achieved.\n"
            "# pcie%%: end-to-end frames/s over the PCIe-bound rate (u16 in, f32 residual out, overlapped).\n");
-    if (cf)
-        fclose(cf);
     return 0;
 }

@@ -6,16 +6,18 @@
  * report's id, state and length), so that two builds can be compared for
  * the same output as well as for speed (docs/PERFORMANCE.md).
  *
- *   skysieve-track-bench [FIELD [FALSE_PER_FRAME [FRAMES]]]
+ *   skysieve-track-bench [FIELD [FALSE_PER_FRAME [FRAMES]]] | --help
  *
  * FIELD: the square field's side in px (4096); FALSE_PER_FRAME: random
  * point detections a frame, SNR 5 to 10 (336: the bench's 4096² frames,
  * 20 cosmic-ray hits per Mpix); FRAMES (200): the first 20 are not timed.
  * The tracker runs with the keys' defaults; frames are 10 s apart.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "pipeline/detection.h"
@@ -52,14 +54,37 @@ static double now_us(void)
     return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
 }
 
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: skysieve-track-bench [FIELD >= 64 [FALSE_PER_FRAME 0-100000 [FRAMES > 20]]]\n"
+                 "defaults 4096, 336, 200; prints µs a frame and the output's hash\n");
+}
+
+/* Argument i of argv as a number (the whole of it), or dflt when absent;
+ * NAN when it is not one. */
+static double num_arg(int argc, char **argv, int i, double dflt)
+{
+    if (argc <= i)
+        return dflt;
+    char *end;
+    const double v = strtod(argv[i], &end);
+    return end != argv[i] && *end == '\0' ? v : NAN;
+}
+
 int main(int argc, char **argv)
 {
-    const double field = argc > 1 ? atof(argv[1]) : 4096.0;
-    const int nfa = argc > 2 ? atoi(argv[2]) : 336, frames = argc > 3 ? atoi(argv[3]) : 200;
-    if (!(field >= 64.0) || nfa < 0 || nfa > 100000 || frames <= 20) {
-        fprintf(stderr, "usage: skysieve-track-bench [FIELD >= 64 [FALSE_PER_FRAME [FRAMES > 20]]]\n");
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        usage(stdout);
+        return 0;
+    }
+    const double field = num_arg(argc, argv, 1, 4096.0), nf = num_arg(argc, argv, 2, 336.0);
+    const double nt = num_arg(argc, argv, 3, 200.0);
+    if (argc > 4 || !(field >= 64.0) || !(nf >= 0.0 && nf <= 100000.0 && nf == floor(nf)) ||
+        !(nt > 20.0 && nt <= 1e7 && nt == floor(nt))) {
+        usage(stderr);
         return 2;
     }
+    const int nfa = (int)nf, frames = (int)nt;
     const ss_track_cfg_t cfg = { .enabled = 1, .max_speed = 500.0, .gate = 3.0, .max_missed = 3,
                                  .min_points = 3 };
     ss_tracker_t *t = ss_tracker_new(&cfg);
