@@ -64,6 +64,7 @@
  * the roi it holds are per-frame parameters.
  */
 #include "cuda/cu_backend.h"
+#include "pipeline/hipass_core.h"    /* SS_HPE_* */
 #include "pipeline/vote_core.h"
 
 #include <cuda_runtime_api.h>
@@ -277,33 +278,35 @@ static cudaError_t st_matched(ss_backend_t *b, cudaStream_t s, int v)
 }
 
 /* §6b, v = r·64 + R: the star map as ss_star_template (radius r; d_gs[0],
- * d_gs[1] the high-pass's scratch, A in d_gs[2], B in d_gs[3], S in
- * d_gs[4], its matched filter of radius R into d_gs[4]), the template D
- * into STAR, the fit's samples compacted into d_selbuf (free once the
- * noise is selected) and their median, β, into d_res (cu_mv_beta).
- * v | DEV_SIGMA: the star map's σ from the device. */
+ * d_gs[1] the high-pass's scratch; A in d_gs[2] and the clip B in d_gs[3]
+ * from the first high-pass's column pass, the restore S from the second's
+ * into d_gs[4]: hipass_core.h's ss_hp_store), its matched filter of
+ * radius R into d_gs[3], the template D into STAR, the fit's samples
+ * compacted into d_selbuf (free once the noise is selected) and their
+ * median into d_sel (st_mv_apply, next, takes β from it). v | DEV_SIGMA:
+ * the star map's σ from the device. */
 static cudaError_t st_mv_template(ss_backend_t *b, cudaStream_t s, int v)
 {
     const float *sg = dev_sigma(b, v);
     v &= DEV_SIGMA - 1;
     const int r = v >> 6;
     float *A = b->d_gs[2], *B = b->d_gs[3], *S = b->d_gs[4];
-    SK(cu_hipass(b->d_plane[SS_PLANE_PREDICTION], b->w, b->h, r, b->d_gs, A, s));
-    SK(cu_mv_clip(b->d_plane[SS_PLANE_PREDICTION], A, B, b->npix, 0, s));
-    SK(cu_hipass(B, b->w, b->h, r, b->d_gs, S, s));
-    SK(cu_mv_clip(S, A, B, b->npix, 1, s));
-    SK(cu_matched(b->d_params, v & 63, 1, sg, B, b->w, b->h, S, s));
-    SK(cu_mv_template(S, b->w, b->h, b->d_plane[SS_PLANE_STAR], s));
+    SK(cu_hipass_to(b->d_plane[SS_PLANE_PREDICTION], b->w, b->h, r, b->d_gs, A, SS_HPE_CLIP,
+                    NULL, B, s));
+    SK(cu_hipass_to(B, b->w, b->h, r, b->d_gs, NULL, SS_HPE_RESTORE, A, S, s));
+    SK(cu_matched(b->d_params, v & 63, 1, sg, S, b->w, b->h, B, s));
+    SK(cu_mv_template(B, b->w, b->h, b->d_plane[SS_PLANE_STAR], s));
     SK(cu_mv_gather(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR], b->w, b->h,
                     b->d_selbuf, (unsigned int)b->npix, &b->d_res->mv_count, s));
-    SK(select_median_buf(b, b->d_selbuf, &b->d_res->mv_count, (long long)b->npix, s));
-    return cu_mv_beta(b->d_sel, b->d_res, s);
+    return select_median_buf(b, b->d_selbuf, &b->d_res->mv_count, (long long)b->npix, s);
 }
 
+/* β from the median st_mv_template left in d_sel, and SNR divided by the
+ * model error (SNR_RAW: SNR before), in one launch. */
 static cudaError_t st_mv_apply(ss_backend_t *b, cudaStream_t s, int v)
 {
     (void)v;
-    SK(cu_mv_apply(b->d_res, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR],
+    SK(cu_mv_apply(b->d_sel, b->d_res, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR],
                    b->d_plane[SS_PLANE_SNR_RAW], b->npix, s));
     /* count and β reach the host with the detection's wait (cuda_frame_stats) */
     return cu_copy_small(&b->m_res->mv_count, &b->d_res->mv_count,
@@ -1778,6 +1781,13 @@ void ss_cuda_host_ms(ss_backend_t *b, double ms[SS_STAGE__COUNT])
     memcpy(ms, b->host_ms, sizeof b->host_ms);
 }
 
+/* The pending segment, launched (a graph) without a wait. */
+static ss_err_t cuda_launch(ss_backend_t *b)
+{
+    const ss_err_t e = cx_op_begin(b);
+    return e ? e : cx_flush(b);
+}
+
 static const ss_backend_ops_t cuda_ops = {
     .name = "cuda",
     .probe = cuda_probe,
@@ -1806,6 +1816,7 @@ static const ss_backend_ops_t cuda_ops = {
     .stage_times = cuda_stage_times,
     .memory = cuda_memory,
     .prefetch = ss_cuda_prefetch,
+    .launch = cuda_launch,
     .read_begin = cuda_read_begin_timed,
     .read_wait = cuda_read_wait_timed,
     .read_forms = cuda_read_forms_timed,

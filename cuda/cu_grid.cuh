@@ -2,7 +2,8 @@
  * cu_grid.cuh — the grid-wide hand-over of the deterministic reductions:
  * each block writes its partials, and the block that finishes last adds
  * them in a fixed order (k_fine_sums, k_sel_pass, k_sel_clip, the guide's
- * mean and the seeing sums of k_guided.cu).
+ * mean and the seeing sums of k_guided.cu); a warp's appends to a
+ * compacted array.
  */
 #ifndef SS_CU_GRID_CUH
 #define SS_CU_GRID_CUH
@@ -25,6 +26,26 @@ __device__ __forceinline__ bool cu_last_block(unsigned int *counter)
     if (last)
         __threadfence();
     return last;
+}
+
+/* This thread's lane in its warp. */
+__device__ __forceinline__ unsigned int cu_lane(void)
+{
+    unsigned int l;
+    asm("mov.u32 %0, %%laneid;" : "=r"(l));
+    return l;
+}
+
+/* The first of tot slots (tot the same on every lane: the warp's appends)
+ * of an array whose fill *cnt counts: one atomic for the warp. Every lane
+ * of the warp calls it. (A thread's own atomic per append serialised a
+ * whole frame's samples on one address: PERFORMANCE.md, 2026-11-26.) */
+__device__ __forceinline__ unsigned int cu_warp_reserve(unsigned int tot, unsigned int *cnt)
+{
+    unsigned int pos = 0;
+    if (cu_lane() == 0 && tot)
+        pos = atomicAdd(cnt, tot);
+    return __shfl_sync(0xffffffffu, pos, 0);
 }
 
 #endif

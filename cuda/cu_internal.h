@@ -208,7 +208,7 @@ typedef struct cu_results {
     int np, nn;                     /* components, both signs, before truncation */
     int n_elig;                     /* eligible components (cu_detect_overflow) */
     unsigned int mv_count;          /* model-error fit samples (cu_mv_gather) */
-    float mv_beta;                  /* their β (cu_mv_beta; ss_mv_beta) */
+    float mv_beta;                  /* their β (cu_mv_apply; ss_mv_beta) */
     double fine[2 * SS_FINE_BANDS * SS_FINE_NSUMS]; /* a pass's sums: [rows|columns][band][sum] */
     double fine_probe[2 * SS_FINE_BANDS * SS_FINE_NSUMS];   /* the match test's pass */
     ss_fine_state_t fine_st;        /* the fine registration's state (fine_core.h) */
@@ -288,12 +288,14 @@ cudaError_t cu_reference_prep(const float *ref, int w, int h, float *S, float *g
                               cudaStream_t s);
 /* The star peaks of a level (ss_is_peak above SS_COARSE_PEAK·*noise), in
  * no particular order, into dev (room for cap; device memory) with their
- * number in *dev_count (may exceed cap). */
+ * number added to *dev_count (may exceed cap; zero before: cu_top_peaks
+ * clears it after use, and it starts zeroed). */
 /* gold: ss_find_peaks (ss_is_peak; cu_top_peaks orders them) */
 cudaError_t cu_peaks(const float *level, int w, int h, const double *noise, ss_peak_t *dev,
                      unsigned int *dev_count, int cap, cudaStream_t s);
 /* From the vote's shift (res->coarse.rdx/rdy, level L) down the pyramid,
- * into the same; with no vote that holds (res->coarse.ok 0) nothing runs. */
+ * into the same; with no vote that holds (res->coarse.ok 0) nothing runs.
+ * res->corr is zero before (cu_vote clears it) and after. */
 /* gold: ss_coarse_refine */
 cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, const int *lw, const int *lh,
                       int L, cu_results_t *res, cudaStream_t s);
@@ -313,13 +315,14 @@ cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref, in
 /* k_vote.cu */
 /* The first min(*count, SS_COARSE_PEAK_CAP, SS_COARSE_STARS) of the found
  * peaks (any order, level width w) in ss_peaks_order's order into top,
- * their number into *ntop. */
+ * their number into *ntop; *count is cleared for the next cu_peaks. */
 /* gold: ss_peaks_order */
-cudaError_t cu_top_peaks(const ss_peak_t *peaks, const unsigned int *count, int w, ss_peak_t *top,
+cudaError_t cu_top_peaks(const ss_peak_t *peaks, unsigned int *count, int w, ss_peak_t *top,
                          int *ntop, cudaStream_t s);
 /* The vote of the frame's top peaks against the reference's into
- * res->coarse (its shift also into rdx/rdy, the refinement's start). hist: (2·SS_COARSE_MAX_R + 1)² ints, zero before
- * and after. */
+ * res->coarse (its shift also into rdx/rdy, the refinement's start);
+ * res->corr cleared for the refinement. hist: (2·SS_COARSE_MAX_R + 1)²
+ * ints, zero before and after. */
 /* gold: ss_coarse_vote */
 cudaError_t cu_vote(const cu_params_t *p, const ss_peak_t *ref, const int *nr, const ss_peak_t *cur,
                     const int *nc, int *hist, cu_results_t *res, cudaStream_t s);
@@ -403,25 +406,26 @@ cudaError_t cu_copy_counted(void *dst, const void *src, size_t elem_bytes, const
 /* k_modelvar.cu (§6b, modelvar.c): D = ss_mv_template(t); the fit's samples
  * ss_mv_gather(z, D) compacted into q (room for cap) in no particular order,
  * their number in *count (may exceed cap; zeroed first); res->mv_beta =
- * ss_mv_beta of them from their median (cu_mv_beta, after
- * cu_select_median_buf); z = ss_mv_apply(z, D, res->mv_beta, raw). */
-/* gold: ss_mv_clip, ss_mv_restore */
-cudaError_t cu_mv_clip(const float *a, const float *A, float *out, size_t n, int restore,
-                       cudaStream_t s);     /* ss_mv_clip (0) / ss_mv_restore (1) */
+ * ss_mv_beta of them from their median (ws, after cu_select_median_buf)
+ * and z = ss_mv_apply(z, D, res->mv_beta, raw), one launch. */
 /* gold: ss_mv_template */
 cudaError_t cu_mv_template(const float *t, int w, int h, float *D, cudaStream_t s);
 /* gold: ss_mv_gather */
 cudaError_t cu_mv_gather(const cu_params_t *p, const float *z, const float *D, int w, int h,
                          float *q, unsigned int cap, unsigned int *count, cudaStream_t s);
-/* gold: ss_mv_beta */
-cudaError_t cu_mv_beta(const cu_sel_ws_t *ws, cu_results_t *res, cudaStream_t s);
-/* gold: ss_mv_apply */
-cudaError_t cu_mv_apply(const cu_results_t *res, float *z, const float *D, float *raw, size_t n,
-                        cudaStream_t s);
+/* gold: ss_mv_beta, then ss_mv_apply */
+cudaError_t cu_mv_apply(const cu_sel_ws_t *ws, cu_results_t *res, float *z, const float *D,
+                        float *raw, size_t n, cudaStream_t s);
 /* k_register.cu: ss_hipass of in (radius r) into out; sc: 2 planes */
 /* gold: ss_hipass (hipass_core.h) */
 cudaError_t cu_hipass(const float *in, int w, int h, int r, float *const *sc, float *out,
                       cudaStream_t s);
+/* The same with ss_hp_store's mode (SS_HPE_*, hipass_core.h): CLIP also
+ * writes ss_mv_clip(in, out) into out2; RESTORE writes ss_mv_restore(the
+ * high-pass, aux) into out2 alone (out unused). */
+/* gold: ss_hipass then ss_mv_clip / ss_mv_restore (ss_star_template) */
+cudaError_t cu_hipass_to(const float *in, int w, int h, int r, float *const *sc, float *out,
+                         int mode, const float *aux, float *out2, cudaStream_t s);
 
 /* k_matched.cu; star = 1: the model-error star map's single kernel
  * (p->mv_k, p->mv_sigma) instead of the residual's bank; σ from

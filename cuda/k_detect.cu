@@ -260,38 +260,81 @@ __global__ void k_ccl_count(const cu_params_t *__restrict__ p, const float *__re
     }
 }
 
-/* Exclusive scan of the chunk counts, in place; totals to res. */
-__global__ void k_ccl_scan(int nchunks, int *cnt, cu_results_t *res)
+/* The pair (p, n) of kept roots as one 64-bit word, n in the high half
+ * (both below 2^31: sums of them stay exact). */
+__device__ __forceinline__ unsigned long long pair_pack(int2 q)
 {
-    __shared__ long long part[SCAN_THREADS];
-    const int t = threadIdx.x;
-    const int per = (nchunks + SCAN_THREADS - 1) / SCAN_THREADS;
-    const int c0 = t * per, c1 = min(nchunks, c0 + per);
-    int tp = 0, tn = 0;
-    for (int c = c0; c < c1; c++) {
-        tp += cnt[2 * c];
-        tn += cnt[2 * c + 1];
+    return ((unsigned long long)(unsigned int)q.y << 32) | (unsigned int)q.x;
+}
+__device__ __forceinline__ int2 pair_unpack(unsigned long long v)
+{
+    return make_int2((int)(v & 0xffffffffull), (int)(v >> 32));
+}
+
+/* Inclusive scan of v over the lanes of a warp (every lane calls it). */
+__device__ __forceinline__ unsigned long long warp_incl(unsigned long long v)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned long long u = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o)
+            v += u;
     }
-    part[t] = ((long long)tn << 32) | (unsigned int)tp;
-    __syncthreads();
-    for (int off = 1; off < SCAN_THREADS; off <<= 1) {
-        const long long v = t >= off ? part[t - off] : 0;
+    return v;
+}
+
+/* Exclusive scan of the chunk counts cnt[c] = (kept positive roots,
+ * negative ones), c < nchunks, in place; the totals into res->np, nn.
+ * One block of SCAN_THREADS over tiles of SCAN_THREADS·SCAN_K chunks:
+ * each warp loads its SCAN_K runs of 32 consecutive chunks together
+ * (coalesced), scans them by shuffles, and the warps' totals are scanned
+ * through shared memory; a tile's total carries into the next. Integer
+ * sums: the same counts in any order. (The loop of dependent loads per
+ * thread and the 20-barrier scan this replaced took 67 µs at 4096².) */
+constexpr int SCAN_K = 4;
+__global__ void __launch_bounds__(SCAN_THREADS) k_ccl_scan(int nchunks, int2 *cnt,
+                                                           cu_results_t *res)
+{
+    constexpr int NW = SCAN_THREADS / 32;
+    static_assert(NW == 32, "a lane of warp 0 per warp");
+    __shared__ unsigned long long wsum[NW];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    unsigned long long carry = 0;
+    for (int t0 = 0; t0 < nchunks; t0 += SCAN_THREADS * SCAN_K) {
+        const int c0 = t0 + wid * 32 * SCAN_K + lane;
+        unsigned long long own[SCAN_K], inc[SCAN_K], run = 0;
+#pragma unroll
+        for (int k = 0; k < SCAN_K; k++) {
+            const int c = c0 + 32 * k;
+            own[k] = c < nchunks ? pair_pack(cnt[c]) : 0ull;
+        }
+#pragma unroll
+        for (int k = 0; k < SCAN_K; k++) {
+            const unsigned long long x = warp_incl(own[k]);
+            inc[k] = run + x;
+            run += __shfl_sync(0xffffffffu, x, 31);
+        }
+        if (lane == 31)
+            wsum[wid] = run;
         __syncthreads();
-        part[t] += v;
+        if (wid == 0)
+            wsum[lane] = warp_incl(wsum[lane]);
         __syncthreads();
+        const unsigned long long before = carry + (wid > 0 ? wsum[wid - 1] : 0ull);
+#pragma unroll
+        for (int k = 0; k < SCAN_K; k++) {
+            const int c = c0 + 32 * k;
+            if (c < nchunks)
+                cnt[c] = pair_unpack(before + inc[k] - own[k]);
+        }
+        carry += wsum[NW - 1];
+        __syncthreads();                /* wsum is reused by the next tile */
     }
-    const long long ex = part[t] - (((long long)tn << 32) | (unsigned int)tp);
-    int op = (int)(ex & 0xffffffffLL), on = (int)(ex >> 32);
-    for (int c = c0; c < c1; c++) {
-        const int a = cnt[2 * c], b = cnt[2 * c + 1];
-        cnt[2 * c] = op;
-        cnt[2 * c + 1] = on;
-        op += a;
-        on += b;
-    }
-    if (t == SCAN_THREADS - 1) {
-        res->np = (int)(part[t] & 0xffffffffLL);
-        res->nn = (int)(part[t] >> 32);
+    if (threadIdx.x == 0) {
+        const int2 tot = pair_unpack(carry);
+        res->np = tot.x;
+        res->nn = tot.y;
     }
 }
 
@@ -664,7 +707,8 @@ extern "C" cudaError_t cu_detect(const cu_params_t *p, const float *zg, const fl
     k_ccl_merge<<<tiles, 2 * T, 0, s>>>(p, zg, w, h, parent);
     k_ccl_flatten<<<grid1(npix, 256), 256, 0, s>>>(p, zg, z, npix, parent, seed);
     k_ccl_count<<<nchunks, CH_THREADS, 0, s>>>(p, zg, npix, parent, seed, chunk_cnt);
-    k_ccl_scan<<<1, SCAN_THREADS, 0, s>>>(nchunks, chunk_cnt, res);
+    int2 *pairs = reinterpret_cast<int2 *>(chunk_cnt);     /* cudaMalloc'd: 8-byte aligned */
+    k_ccl_scan<<<1, SCAN_THREADS, 0, s>>>(nchunks, pairs, res);
     k_ccl_number<<<nchunks, CH_THREADS, 0, s>>>(p, zg, w, h, parent, seed, chunk_cnt, res, labels,
                                                 acc);
     k_ccl_relabel<<<grid1(npix, 256), 256, 0, s>>>(z, rc, r, w, h, parent, p, res, labels, acc);

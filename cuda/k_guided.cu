@@ -861,6 +861,38 @@ __global__ void __launch_bounds__(GT, 4)
     }
 }
 
+/* The current device's SM count and the resident blocks of nt threads
+ * of k_gbox<MODE, VEC> an SM holds (its shared-memory carveout set to the
+ * most), asked once per device and block size: per launch they were
+ * three driver calls (two threads may both ask: the answers are the
+ * same). */
+template <int MODE, bool VEC>
+cudaError_t gbox_slots(int nt, int *sms, int *per)
+{
+    static volatile int sms_of[64], per_of[64][GT / 32 + 1];     /* 0: not asked yet */
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess)
+        return e;
+    volatile int *sp = &sms_of[dev & 63], *pp = &per_of[dev & 63][nt / 32];
+    if (*sp == 0 || *pp == 0) {
+        int s = 0, p = 0;
+        if ((e = cudaDeviceGetAttribute(&s, cudaDevAttrMultiProcessorCount, dev)) !=
+                cudaSuccess ||
+            (e = cudaFuncSetAttribute(k_gbox<MODE, VEC>,
+                                      cudaFuncAttributePreferredSharedMemoryCarveout,
+                                      cudaSharedmemCarveoutMaxShared)) != cudaSuccess ||
+            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&p, k_gbox<MODE, VEC>, nt, 0)) !=
+                cudaSuccess)
+            return e;
+        *sp = s > 0 ? s : 1;
+        *pp = p > 0 ? p : 1;
+    }
+    *sms = *sp;
+    *per = *pp;
+    return cudaSuccess;
+}
+
 /* One band-kernel pass. Strips: as few as GL columns allow, of equal
  * width (a multiple of 4), each block only the warps whose columns a
  * window reads. Bands: as many as fill 1/share of the GPU's resident
@@ -877,18 +909,11 @@ cudaError_t gbox(const gargs &a, int w, int h, int r, int share, cudaStream_t s)
     const int TW = ((w + strips - 1) / strips + GK - 1) / GK * GK;
     /* columns 0 .. R4+TW+r-1 of the strip: the outputs' windows */
     const int nt = min(GT, ((R4 + TW + r + GK - 1) / GK + 31) / 32 * 32);
-    int dev = 0, sms = 0, per = 0;
-    cudaError_t e;
-    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (e = cudaFuncSetAttribute(k_gbox<MODE, VEC>,
-                                  cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  cudaSharedmemCarveoutMaxShared)) != cudaSuccess ||
-        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_gbox<MODE, VEC>, nt, 0)) !=
-            cudaSuccess)
+    int sms = 0, per = 0;
+    const cudaError_t e = gbox_slots<MODE, VEC>(nt, &sms, &per);
+    if (e != cudaSuccess)
         return e;
-    const long long slots = (long long)(sms > 0 ? sms : 1) * (per > 0 ? per : 1) /
-                            (share > 1 ? share : 1);
+    const long long slots = (long long)sms * per / (share > 1 ? share : 1);   /* both >= 1 */
     const int nb0 = (int)(slots / strips > 0 ? slots / strips : 1);
     const int bh = (h + nb0 - 1) / nb0;
     const int nb = (h + bh - 1) / bh;

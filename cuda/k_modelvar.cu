@@ -1,13 +1,14 @@
 /*
  * k_modelvar.cu — the model-error term of the noise model (stages.h §6b)
  * on the GPU; modelvar.c is the reference. The star map itself is the
- * high-pass (cu_hipass) and the matched filter (cu_matched, star = 1);
- * here: the star cut of its background, the template D, the fit's
- * samples, and the division of
- * the SNR map. Every expression is modelvar.c's, in the same float order
- * (built with --fmad=false), so the planes agree to the bit.
+ * high-pass with the star cut of its background (cu_hipass_to) and the
+ * matched filter (cu_matched, star = 1); here: the template D, the fit's
+ * samples, and the division of the SNR map. Every expression is
+ * modelvar.c's, in the same float order (built with --fmad=false), so the
+ * planes agree to the bit.
  */
 #include "cu_internal.h"
+#include "cu_grid.cuh"
 
 #include <math.h>
 
@@ -18,18 +19,6 @@ constexpr int TX = 32, TY = 8;
 inline dim3 grid2(int w, int h)
 {
     return dim3((unsigned)((w + TX - 1) / TX), (unsigned)((h + TY - 1) / TY));
-}
-
-/* ss_mv_clip (restore = 0): out = a − fmaxf(A, 0); ss_mv_restore
- * (restore = 1): out = a + fmaxf(A, 0) */
-__global__ void k_mv_clip(const float *__restrict__ a, const float *__restrict__ A,
-                          float *__restrict__ out, size_t n, int restore)
-{
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    const float c = fmaxf(A[i], 0.0f);
-    out[i] = restore ? a[i] + c : a[i] - c;
 }
 
 /* ss_mv_template */
@@ -50,8 +39,9 @@ __global__ void k_mv_template(const float *__restrict__ t, int w, int h, float *
     D[i] = isnan(t[i]) ? __int_as_float(0x7fc00000) : v;
 }
 
-/* ss_mv_gather, compacted with an atomic counter (the median that uses
- * the samples does not depend on their order) */
+/* ss_mv_gather, compacted through a warp-aggregated counter (the median
+ * that uses the samples does not depend on their order); samples past
+ * cap are counted, not stored. */
 __global__ void k_mv_gather(const cu_params_t *__restrict__ p, const float *__restrict__ z,
                             const float *__restrict__ D, int w, int h, float *__restrict__ q,
                             unsigned int cap, unsigned int *count)
@@ -59,32 +49,35 @@ __global__ void k_mv_gather(const cu_params_t *__restrict__ p, const float *__re
     const int st = p->mv_stride;
     const int gx = blockIdx.x * TX + threadIdx.x, gy = blockIdx.y * TY + threadIdx.y;
     const long long x = (long long)gx * st, y = (long long)gy * st;
-    if (x >= w || y >= h)
-        return;
-    const size_t i = (size_t)y * (size_t)w + (size_t)x;
-    const float zv = z[i], tv = D[i];
-    if (!isfinite(zv) || !isfinite(tv) || !(tv >= p->mv_tmin))
-        return;
-    const unsigned int k = atomicAdd(count, 1u);
-    if (k < cap)
+    bool ok = x < w && y < h;
+    float zv = 0.0f, tv = 0.0f;
+    if (ok) {
+        const size_t i = (size_t)y * (size_t)w + (size_t)x;
+        zv = z[i];
+        tv = D[i];
+        ok = isfinite(zv) && isfinite(tv) && tv >= p->mv_tmin;
+    }
+    const unsigned int bal = __ballot_sync(0xffffffffu, ok);
+    const unsigned int k = cu_warp_reserve((unsigned int)__popc(bal), count) +
+                           (unsigned int)__popc(bal & ((1u << cu_lane()) - 1u));
+    if (ok && k < cap)
         q[k] = (zv * zv / SS_MV_CHI2_MED - 1.0f) / (tv * tv);     /* ss_mv_q */
 }
 
-/* ss_mv_beta from the median of the samples (cu_select_median_buf). */
-__global__ void k_mv_beta(const cu_sel_ws_t *__restrict__ ws, cu_results_t *res)
+/* ss_mv_apply, with raw, of β = ss_mv_beta from the median of the samples
+ * (cu_select_median_buf's ws), which every thread takes and the first
+ * writes to res->mv_beta */
+__global__ void k_mv_apply(const cu_sel_ws_t *__restrict__ ws, cu_results_t *res,
+                           float *__restrict__ z, const float *__restrict__ D,
+                           float *__restrict__ raw, size_t n)
 {
     const float m = ws->st[0].result;
-    res->mv_beta = ws->ncomp >= SS_MV_MIN_SAMPLES && m > 0.0f ? m : 0.0f;
-}
-
-/* ss_mv_apply, with raw */
-__global__ void k_mv_apply(const cu_results_t *__restrict__ res, float *__restrict__ z,
-                           const float *__restrict__ D, float *__restrict__ raw, size_t n)
-{
+    const float beta = ws->ncomp >= SS_MV_MIN_SAMPLES && m > 0.0f ? m : 0.0f;
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0)
+        res->mv_beta = beta;
     if (i >= n)
         return;
-    const float beta = res->mv_beta;
     const float zv = z[i], tv = D[i];
     raw[i] = zv;
     if (beta > 0.0f && isfinite(zv) && isfinite(tv))
@@ -92,14 +85,6 @@ __global__ void k_mv_apply(const cu_results_t *__restrict__ res, float *__restri
 }
 
 } // namespace
-
-extern "C" cudaError_t cu_mv_clip(const float *a, const float *A, float *out, size_t n,
-                                  int restore, cudaStream_t s)
-{
-    if (n > 0)
-        k_mv_clip<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(a, A, out, n, restore);
-    return cudaGetLastError();
-}
 
 extern "C" cudaError_t cu_mv_template(const float *t, int w, int h, float *D, cudaStream_t s)
 {
@@ -122,17 +107,10 @@ extern "C" cudaError_t cu_mv_gather(const cu_params_t *p, const float *z, const 
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t cu_mv_beta(const cu_sel_ws_t *ws, cu_results_t *res, cudaStream_t s)
+extern "C" cudaError_t cu_mv_apply(const cu_sel_ws_t *ws, cu_results_t *res, float *z,
+                                   const float *D, float *raw, size_t n, cudaStream_t s)
 {
-    k_mv_beta<<<1, 1, 0, s>>>(ws, res);
-    return cudaGetLastError();
-}
-
-extern "C" cudaError_t cu_mv_apply(const cu_results_t *res, float *z, const float *D, float *raw,
-                                   size_t n, cudaStream_t s)
-{
-    if (n == 0)
-        return cudaSuccess;
-    k_mv_apply<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(res, z, D, raw, n);
+    const size_t blocks = (n + 255) / 256;
+    k_mv_apply<<<(unsigned)(blocks > 0 ? blocks : 1), 256, 0, s>>>(ws, res, z, D, raw, n);
     return cudaGetLastError();
 }

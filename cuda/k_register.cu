@@ -139,15 +139,18 @@ constexpr hp_rows_fn HP_ROWS4[] = {
 };
 
 /* Column pass: a thread per column and segment of SS_HP_SEG rows
- * (ss_hp_col_seg), neighbouring threads on neighbouring columns. */
+ * (ss_hp_col_seg_to, writing what MODE says: ss_hp_store),
+ * neighbouring threads on neighbouring columns. */
+template <int MODE>
 __global__ void k_hp_cols(const float *__restrict__ in, const float *__restrict__ hs,
-                          const float *__restrict__ hc, int w, int h, int r,
-                          float *__restrict__ out)
+                          const float *__restrict__ hc, int w, int h, int r, float *out,
+                          const float *aux, float *out2)
 {
     const int x = blockIdx.x * blockDim.x + threadIdx.x, y0 = blockIdx.y * SS_HP_SEG;
     if (x >= w)
         return;
-    ss_hp_col_seg(in, hs, hc, w, h, r, x, y0, min(y0 + SS_HP_SEG, h), out);
+    const ss_hp_epi_t e = { MODE, aux, out2 };
+    ss_hp_col_seg_to(in, hs, hc, w, h, r, x, y0, min(y0 + SS_HP_SEG, h), out, e);
 }
 
 __global__ void k_bin2(const float *__restrict__ in, int w, int h, float *__restrict__ out)
@@ -213,12 +216,6 @@ __global__ void k_peaks(const float *__restrict__ a, int w, int h, const double 
     const unsigned int k = atomicAdd(count, 1u);
     if (k < (unsigned int)cap)
         out[k] = ss_peak_t{ v, x, y };
-}
-
-__global__ void k_zero(unsigned int *count)
-{
-    if (threadIdx.x == 0)
-        *count = 0;
 }
 
 /* Pixels a thread of k_corr9 loads before it adds their products. */
@@ -321,13 +318,6 @@ __global__ void k_argmax9(cu_results_t *res)
         res->corr[k] = 0.0;
 }
 
-__global__ void k_refine_start(cu_results_t *res)
-{
-    if (threadIdx.x != 0)
-        return;
-    for (int k = 0; k < 18; k++)
-        res->corr[k] = 0.0;
-}
 /* The decisions of the fine registration (fine_core.h): the start (from
  * the parameter block, or from_coarse: from the coarse step's result), a
  * pass's step and the conclusion (errors and match test), each by one
@@ -604,8 +594,9 @@ extern "C" cudaError_t cu_regin(const cu_params_t *p, const float *frame, const 
     return cu_hipass(sc[2], w, h, r, sc, out, s);
 }
 
-extern "C" cudaError_t cu_hipass(const float *in, int w, int h, int r, float *const *sc,
-                                 float *out, cudaStream_t s)
+extern "C" cudaError_t cu_hipass_to(const float *in, int w, int h, int r, float *const *sc,
+                                    float *out, int mode, const float *aux, float *out2,
+                                    cudaStream_t s)
 {
     if (r < 0)
         r = 0;
@@ -617,8 +608,19 @@ extern "C" cudaError_t cu_hipass(const float *in, int w, int h, int r, float *co
         k_hp_rows<<<grid2(w, h), dim3(TX, TY), 0, s>>>(in, w, h, r, sc[0], sc[1]);
     }
     const dim3 gc((unsigned)((w + 127) / 128), (unsigned)((h + SS_HP_SEG - 1) / SS_HP_SEG));
-    k_hp_cols<<<gc, 128, 0, s>>>(in, sc[0], sc[1], w, h, r, out);
+    if (mode == SS_HPE_CLIP)
+        k_hp_cols<SS_HPE_CLIP><<<gc, 128, 0, s>>>(in, sc[0], sc[1], w, h, r, out, aux, out2);
+    else if (mode == SS_HPE_RESTORE)
+        k_hp_cols<SS_HPE_RESTORE><<<gc, 128, 0, s>>>(in, sc[0], sc[1], w, h, r, out, aux, out2);
+    else
+        k_hp_cols<SS_HPE_PLAIN><<<gc, 128, 0, s>>>(in, sc[0], sc[1], w, h, r, out, aux, out2);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_hipass(const float *in, int w, int h, int r, float *const *sc,
+                                 float *out, cudaStream_t s)
+{
+    return cu_hipass_to(in, w, h, r, sc, out, SS_HPE_PLAIN, NULL, NULL, s);
 }
 
 extern "C" cudaError_t cu_bin2(const float *in, int w, int h, float *out, cudaStream_t s)
@@ -638,7 +640,6 @@ extern "C" cudaError_t cu_reference_prep(const float *ref, int w, int h, float *
 extern "C" cudaError_t cu_peaks(const float *level, int w, int h, const double *noise,
                                 ss_peak_t *dev, unsigned int *dev_count, int cap, cudaStream_t s)
 {
-    k_zero<<<1, 32, 0, s>>>(dev_count);
     if (w > 2 && h > 2)
         k_peaks<<<grid2(w, h), dim3(TX, TY), 0, s>>>(level, w, h, noise, dev, dev_count, cap);
     return cudaGetLastError();
@@ -651,7 +652,6 @@ constexpr int CORR_PER_THREAD = 4;
 extern "C" cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, const int *lw,
                                  const int *lh, int L, cu_results_t *res, cudaStream_t s)
 {
-    k_refine_start<<<1, 32, 0, s>>>(res);
     for (int l = L - 1; l >= 0; l--) {
         const int step = 1;         /* every pixel (register_coarse.c says why) */
         const long long n = (long long)((lw[l] + step - 1) / step) * ((lh[l] + step - 1) / step);

@@ -90,17 +90,17 @@ __device__ __forceinline__ bool samp_get(const cu_sampler_t &s, long long j, flo
 }
 
 /* A grid-stride walk over samples 0..n-1 (thread t of block b takes
- * b·blockDim + t + k·step) with WALK_U loads in flight per thread while
- * WALK_U steps remain (the rest one at a time: a small sample walks as
- * before): get(j, &v) loads sample j (false: none there), then use(ok, v)
- * takes each in turn. Every lane of a warp calls use() equally often (the
- * warp-aggregated appends rely on it); the order of use() across threads
- * is any, so what use() builds must not depend on it. One load at a time,
- * the passes waited out a load's latency per sample (PERFORMANCE.md has
- * the timings). */
+ * b·blockDim + t + k·step) in rounds: WALK_U loads in flight per thread
+ * while WALK_U steps remain, then one at a time (a small sample walks as
+ * before). get(j, &v) loads sample j (false: none there); round(ok, v, nu)
+ * takes the round's nu samples. Every lane of a warp takes part in every
+ * round (the warp-aggregated appends rely on it); the order of the rounds
+ * across threads is any, so what they build must not depend on it. One
+ * load at a time, the passes waited out a load's latency per sample
+ * (PERFORMANCE.md has the timings). */
 constexpr int WALK_U = 8;
-template <class Get, class Use>
-__device__ __forceinline__ void walk_samples(long long n, Get get, Use use)
+template <class Get, class Round>
+__device__ __forceinline__ void walk_rounds(long long n, Get get, Round round)
 {
     const long long step = (long long)gridDim.x * blockDim.x;
     long long base = (long long)blockIdx.x * blockDim.x;
@@ -113,30 +113,48 @@ __device__ __forceinline__ void walk_samples(long long n, Get get, Use use)
             v[u] = 0.0f;
             ok[u] = j < n && get(j, &v[u]);
         }
-#pragma unroll
-        for (int u = 0; u < WALK_U; u++)
-            use(ok[u], v[u]);
+        round(ok, v, WALK_U);
     }
     for (; base < n; base += step) {                /* the rest, one at a time */
         const long long j = base + threadIdx.x;
         float v = 0.0f;
         const bool ok = j < n && get(j, &v);
-        use(ok, v);
+        round(&ok, &v, 1);
     }
 }
 
-/* Appends v (where ok) to buf at a warp-aggregated position from *cnt;
- * every lane of the warp calls it. */
-__device__ __forceinline__ void warp_append(bool ok, float v, float *buf, unsigned int *cnt)
+/* walk_rounds with use(ok, v) called on each sample in turn. */
+template <class Get, class Use>
+__device__ __forceinline__ void walk_samples(long long n, Get get, Use use)
 {
-    const int lane = threadIdx.x & 31;
-    const unsigned int bal = __ballot_sync(0xffffffffu, ok);
-    unsigned int pos = 0;
-    if (lane == 0 && bal)
-        pos = atomicAdd(cnt, (unsigned int)__popc(bal));
-    pos = __shfl_sync(0xffffffffu, pos, 0);
-    if (ok)
-        buf[pos + __popc(bal & ((1u << lane) - 1u))] = v;
+    walk_rounds(n, get, [&](const bool *ok, const float *v, int nu) {
+        for (int u = 0; u < nu; u++)
+            use(ok[u], v[u]);
+    });
+}
+
+/* walk_samples that also appends each sample taken (ok) to buf at a
+ * position from *cnt: one atomic per warp and round, the warp's samples
+ * of a round contiguous in buf (their order there is any). */
+template <class Get, class Use>
+__device__ __forceinline__ void walk_append(long long n, Get get, Use use, float *buf,
+                                            unsigned int *cnt)
+{
+    const unsigned int below = (1u << cu_lane()) - 1u;
+    walk_rounds(n, get, [&](const bool *ok, const float *v, int nu) {
+        unsigned int bal[WALK_U], tot = 0;
+        for (int u = 0; u < nu; u++) {
+            bal[u] = __ballot_sync(0xffffffffu, ok[u]);
+            tot += (unsigned int)__popc(bal[u]);
+        }
+        unsigned int pos = cu_warp_reserve(tot, cnt);
+        for (int u = 0; u < nu; u++) {
+            if (ok[u])
+                buf[pos + (unsigned int)__popc(bal[u] & below)] = v[u];
+            pos += (unsigned int)__popc(bal[u]);
+            use(ok[u], v[u]);
+        }
+    });
 }
 
 /* The window sums of mode 2 (noise_core.h) of this thread's samples,
@@ -196,36 +214,44 @@ __device__ __forceinline__ void block_scan(long long mine, long long *part)
     __syncthreads();
 }
 
-/* The count of this thread's PER bins [t·PER, t·PER + PER) of hist
- * (shared memory, or the global histogram through a volatile pointer). */
-template <int PER, typename H>
-__device__ __forceinline__ long long sel_my_bins(H hist)
+/* This thread's PER bins [t·PER, t·PER + PER) of the global histogram
+ * into hv, loaded together (volatile: other blocks' atomics wrote them);
+ * returns their count. */
+template <int PER>
+__device__ __forceinline__ long long sel_my_bins(volatile const unsigned int *hist,
+                                                 unsigned int (&hv)[PER])
 {
-    long long mine = 0;
+#pragma unroll
     for (int q = 0; q < PER; q++)
-        mine += hist[threadIdx.x * PER + q];
+        hv[q] = hist[threadIdx.x * PER + q];
+    long long mine = 0;
+#pragma unroll
+    for (int q = 0; q < PER; q++)
+        mine += hv[q];
     return mine;
 }
 
-/* The bin that holds rank, given this thread's bins' count mine and the
- * inclusive scan incl of the counts (block_scan): true on exactly the
- * thread whose bins hold it, with the bin in *bin and the rank within it
- * in *sub. */
-template <int PER, typename H>
-__device__ __forceinline__ bool sel_find_bin(H hist, long long mine, long long incl,
-                                             long long rank, int *bin, long long *sub)
+/* The bin that holds rank, given this thread's bins hv (their count
+ * mine) and the inclusive scan incl of the counts (block_scan): true on
+ * exactly the thread whose bins hold it, with the bin in *bin and the
+ * rank within it in *sub. From registers: re-reading the bins one at a
+ * time cost the last block a chain of L2 round trips. */
+template <int PER>
+__device__ __forceinline__ bool sel_find_bin(const unsigned int (&hv)[PER], long long mine,
+                                             long long incl, long long rank, int *bin,
+                                             long long *sub)
 {
     long long before = incl - mine;
     if (!(rank >= before && rank < before + mine))
         return false;
-    int b = threadIdx.x * PER;
-    for (int q = 0; q < PER; q++, b++) {
-        const long long hq = hist[b];
-        if (rank < before + hq)
-            break;
-        before += hq;
-    }
-    *bin = b;
+    int q = 0;
+#pragma unroll
+    for (int k = 0; k < PER - 1; k++)
+        if (q == k && rank >= before + (long long)hv[k]) {
+            before += hv[k];
+            q = k + 1;
+        }
+    *bin = (int)threadIdx.x * PER + q;
     *sub = rank - before;
     return true;
 }
@@ -270,12 +296,11 @@ __device__ __forceinline__ void sel_pass_hist(const cu_sampler_t *__restrict__ s
         return;
     }
     const cu_sampler_t s = *sp;
-    walk_samples(samp_count(s), [&](long long j, float *v) { return samp_get(s, j, v); },
-                 [&](bool ok, float v) {
-                     if (buf)
-                         warp_append(ok, v, buf, &ws->ncomp);
-                     count(ok, v);
-                 });
+    auto get = [&](long long j, float *v) { return samp_get(s, j, v); };
+    if (buf)
+        walk_append(samp_count(s), get, count, buf, &ws->ncomp);
+    else
+        walk_samples(samp_count(s), get, count);
 }
 
 /* Phase 2: the block's histogram added into ws->hist (one atomic per
@@ -300,7 +325,8 @@ __device__ __forceinline__ void sel_pass_narrow(cu_sel_ws_t *ws, cu_sel_state_t 
     constexpr int PER = CU_SEL_BINS / SEL_THREADS;     /* bins per thread in the scan */
     const int t = threadIdx.x;
     volatile unsigned int *hist = ws->hist;
-    const long long mine = sel_my_bins<PER>(hist);
+    unsigned int hv[PER];
+    const long long mine = sel_my_bins<PER>(hist, hv);
     block_scan<SEL_THREADS>(mine, part);
     long long n = st.n, rank = st.rank;
     if (pass == 0) {
@@ -310,7 +336,7 @@ __device__ __forceinline__ void sel_pass_narrow(cu_sel_ws_t *ws, cu_sel_state_t 
     int bin;
     long long sub;
     if (n > 0) {
-        if (sel_find_bin<PER>(hist, mine, part[t], rank, &bin, &sub)) {
+        if (sel_find_bin<PER>(hv, mine, part[t], rank, &bin, &sub)) {
             stp->prefix = st.prefix | (unsigned int)bin << shift;
             stp->mask = st.mask | bmask << shift;
             stp->rank = sub;
@@ -398,49 +424,112 @@ __global__ void k_sel_clip(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
  * frame sizes of 512² or so) in one launch: one cluster of SEL_CL blocks
  * of CL_THREADS. Each block gathers its share of the finite samples into
  * its shared memory once; every pass, each block counts its own into its
- * histogram, the cluster adds the histograms through distributed shared
- * memory (cl_sum_hist), and every block narrows the same prefix itself
- * (no hand-over through global memory). Where the grid-wide
- * passes pay seven launches and seven hand-overs (and the one-block
- * kernel this replaced paid one SM's issue rate for every sample), this
- * pays one launch and spreads the samples over SEL_CL SMs. Same passes, same counts (integers, in any
+ * histogram and its 64 group sums, one cluster barrier makes them
+ * visible, and every block narrows the same prefix itself from the
+ * others' through distributed shared memory (cl_narrow; no hand-over
+ * through global memory). Where the grid-wide passes pay seven launches
+ * and seven hand-overs (and the one-block kernel this replaced paid one
+ * SM's issue rate for every sample), this pays one launch and spreads the
+ * samples over SEL_CL SMs. Same passes, same counts (integers, in any
  * order), same ranks: the same float. */
 constexpr int SEL_CL = 8;
 constexpr int CL_THREADS = 512;
+constexpr int CL_GROUP = 32;                        /* bins a group sum covers */
+constexpr int CL_GROUPS = CU_SEL_BINS / CL_GROUP;   /* 64: two a lane of one warp */
+static_assert(CL_THREADS * 4 == CU_SEL_BINS, "a thread per 16-byte word of the histogram");
+static_assert(CL_GROUPS == 64, "cl_narrow's lanes take groups l and l + 32");
 
-/* The cluster's summed histogram of the pass into tot (every bin), from
- * the blocks' histograms hb; slice (this block's share of the bins)
- * holds the sums of this block's share for the others to read. Every
- * thread of every block calls it after the barrier that completes the
- * pass's counts. Two steps of 16-byte remote loads, so that each bin
- * crosses the SM-to-SM network twice in all instead of once per block:
- * each block adds its slice over the ranks, and after a second barrier
- * reads the others' slices. */
-__device__ __forceinline__ void cl_sum_hist(const cg::cluster_group &cl, const unsigned int *hb,
-                                            unsigned int *slice, unsigned int *tot)
+/* A pass's counts in one block: the histogram and its group sums. Two of
+ * them alternate by pass, so that a block counts into one while the
+ * others may still read the other (the one cluster barrier a pass). */
+struct cl_hist {
+    unsigned int bin[CU_SEL_BINS];
+    unsigned int group[CL_GROUPS];
+};
+
+/* Inclusive scan of v over a warp's lanes (all of them call it). */
+__device__ __forceinline__ unsigned int warp_incl_u(unsigned int v)
 {
-    constexpr int Q = CU_SEL_BINS / SEL_CL / 4;     /* 16-byte words per slice */
-    static_assert(SEL_CL * Q <= CL_THREADS, "a thread per 16-byte word of the histogram");
-    const int t = threadIdx.x;
-    const unsigned int me = cl.block_rank();
-    if (t < Q) {
-        uint4 s = make_uint4(0u, 0u, 0u, 0u);
-        for (int r = 0; r < SEL_CL; r++) {
-            const uint4 v = reinterpret_cast<const uint4 *>(cl.map_shared_rank(hb, r))[me * Q + t];
-            s.x += v.x;
-            s.y += v.y;
-            s.z += v.z;
-            s.w += v.w;
-        }
-        reinterpret_cast<uint4 *>(slice)[t] = s;
+    const unsigned int lane = cu_lane();
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned int u = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= (unsigned int)o)
+            v += u;
     }
-    cl.sync();                                      /* every slice summed */
-    if (t < SEL_CL * Q) {
-        const int r = t / Q, q = t % Q;
-        reinterpret_cast<uint4 *>(tot)[t] =
-            reinterpret_cast<const uint4 *>(cl.map_shared_rank(slice, r))[q];
+    return v;
+}
+
+/* The group sums of this block's histogram h (its counts complete: after
+ * a block barrier): thread t's 4 bins, added over the 8 threads of a
+ * group. Every thread calls it. */
+__device__ __forceinline__ void cl_group_sums(cl_hist *h)
+{
+    const uint4 q = reinterpret_cast<const uint4 *>(h->bin)[threadIdx.x];
+    unsigned int g = q.x + q.y + q.z + q.w;
+#pragma unroll
+    for (int o = 1; o < CL_GROUP / 4; o <<= 1)
+        g += __shfl_xor_sync(0xffffffffu, g, o);
+    if ((threadIdx.x & (CL_GROUP / 4 - 1)) == 0)
+        h->group[threadIdx.x / (CL_GROUP / 4)] = g;
+}
+
+/* What a pass decides (s_* in shared memory, for the whole block). */
+struct cl_state {
+    unsigned int prefix, mask;
+    long long rank, n;
+};
+
+/* The pass's decision, by warp 0 of each block after the cluster barrier
+ * that completes every block's counts h (the same cl_hist slot in each):
+ * the cluster's group sums (each rank's, 8 remote loads a lane), the
+ * group that holds the rank, then that group's 32 bins over the ranks,
+ * and the bin; st narrowed as sel_pass_narrow narrows it (pass 0: n, the
+ * lower median's rank; no sample: n 0). Every block decides the same from
+ * the same counts. */
+__device__ __forceinline__ void cl_narrow(const cg::cluster_group &cl, const cl_hist *h,
+                                          int pass, int shift, unsigned int bmask,
+                                          cl_state *st)
+{
+    const unsigned int lane = cu_lane();
+    unsigned int g0 = 0, g1 = 0;
+#pragma unroll
+    for (int r = 0; r < SEL_CL; r++) {
+        const cl_hist *hr = cl.map_shared_rank(h, r);
+        g0 += hr->group[lane];
+        g1 += hr->group[lane + 32];
     }
-    __syncthreads();
+    const unsigned int i0 = warp_incl_u(g0), t0 = __shfl_sync(0xffffffffu, i0, 31);
+    const unsigned int i1 = warp_incl_u(g1) + t0, tot = __shfl_sync(0xffffffffu, i1, 31);
+    long long n = st->n, rank = st->rank;
+    if (pass == 0) {
+        n = tot;
+        rank = n > 0 ? (n - 1) / 2 : 0;
+    }
+    if (n == 0) {
+        if (lane == 0)
+            st->n = 0;
+        return;
+    }
+    const unsigned int m0 = __ballot_sync(0xffffffffu, (unsigned long long)rank < i0);
+    const unsigned int m1 = __ballot_sync(0xffffffffu, (unsigned long long)rank < i1);
+    const int gl = m0 ? __ffs(m0) - 1 : __ffs(m1) - 1, grp = m0 ? gl : gl + 32;
+    const unsigned int gi = __shfl_sync(0xffffffffu, m0 ? i0 : i1, gl);
+    const unsigned int gc = __shfl_sync(0xffffffffu, m0 ? g0 : g1, gl);
+    const long long sub0 = rank - (long long)(gi - gc);     /* the rank within the group */
+    unsigned int f = 0;
+#pragma unroll
+    for (int r = 0; r < SEL_CL; r++)
+        f += cl.map_shared_rank(h, r)->bin[grp * CL_GROUP + lane];
+    const unsigned int fi = warp_incl_u(f);
+    const int bl = __ffs(__ballot_sync(0xffffffffu, (unsigned long long)sub0 < fi)) - 1;
+    const unsigned int before = __shfl_sync(0xffffffffu, fi - f, bl);
+    if (lane == 0) {
+        st->prefix |= (unsigned int)(grp * CL_GROUP + bl) << shift;
+        st->mask |= bmask << shift;
+        st->rank = sub0 - (long long)before;
+        st->n = n;
+    }
 }
 
 /* Mode 2, once the median m and the MAD are known: the window sums over
@@ -473,13 +562,10 @@ k_sel_cluster(const cu_sampler_t *__restrict__ sp, const float *__restrict__ buf
               const unsigned int *__restrict__ count, unsigned int bufcap, cu_sel_ws_t *ws,
               int mode, float *out_f, double *out_d)
 {
-    constexpr int PER = CU_SEL_BINS / CL_THREADS;
     extern __shared__ float sv[];                   /* this block's finite samples */
-    __shared__ __align__(16) unsigned int hist[CU_SEL_BINS], tot[CU_SEL_BINS];
-    __shared__ __align__(16) unsigned int slice[CU_SEL_BINS / SEL_CL];
-    __shared__ long long part[CL_THREADS];
-    __shared__ unsigned int s_prefix, s_mask, s_cnt;
-    __shared__ long long s_rank, s_n;
+    __shared__ __align__(16) cl_hist hist[2];       /* by pass parity */
+    __shared__ cl_state s_st;
+    __shared__ unsigned int s_cnt;
     __shared__ unsigned long long s_clip[3];        /* rank 0's: the cluster's window sums */
     const cg::cluster_group cl = cg::this_cluster();
     const bool lead = cl.block_rank() == 0;
@@ -488,73 +574,66 @@ k_sel_cluster(const cu_sampler_t *__restrict__ sp, const float *__restrict__ buf
         s_cnt = 0;
     if (t < 3)
         s_clip[t] = 0;                              /* before the first cluster barrier */
+    for (int b = t; b < CU_SEL_BINS; b += CL_THREADS)
+        hist[0].bin[b] = hist[1].bin[b] = 0;
     __syncthreads();
     long long n_src;
     if (buf) {
         n_src = (long long)min(*count, bufcap);
-        walk_samples(n_src, [&](long long j, float *v) {
+        walk_append(n_src, [&](long long j, float *v) {
             *v = buf[j];
             return true;
-        }, [&](bool ok, float v) { warp_append(ok, v, sv, &s_cnt); });
+        }, [](bool, float) {}, sv, &s_cnt);
     } else {
         const cu_sampler_t s = *sp;
         n_src = samp_count(s);
-        walk_samples(n_src, [&](long long j, float *v) { return samp_get(s, j, v); },
-                             [&](bool ok, float v) { warp_append(ok, v, sv, &s_cnt); });
+        walk_append(n_src, [&](long long j, float *v) { return samp_get(s, j, v); },
+                    [](bool, float) {}, sv, &s_cnt);
     }
     __syncthreads();
     const int n_loc = (int)s_cnt;
     float centre = 0.0f, result = __int_as_float(0x7fc00000);
     bool any = false;
     long long n_all = 0;                            /* the cluster's finite samples */
+    int slot = 0;                                   /* hist[slot]: this pass's counts */
     for (int which = 0; which < (mode < 0 ? 1 : 2); which++) {
-        unsigned int prefix = 0, mask = 0;
-        long long rank = 0, n = 0;
-        for (int pass = 0; pass < 3; pass++) {
+        cl_state st = { 0u, 0u, 0, 0 };
+        for (int pass = 0; pass < 3; pass++, slot ^= 1) {
             const int shift = pass_shift(pass);
             const unsigned int bmask = pass_mask(pass);
-            for (int b = t; b < CU_SEL_BINS; b += CL_THREADS)
-                hist[b] = 0;
-            __syncthreads();
+            cl_hist *h = &hist[slot];
             for (int j = t; j < n_loc; j += CL_THREADS) {
                 float v = sv[j];
                 if (which)
                     v = fabsf(v - centre);
                 const unsigned int k = float_key(v);
-                if ((k & mask) == prefix)
-                    atomicAdd(&hist[(k >> shift) & bmask], 1u);
+                if ((k & st.mask) == st.prefix)
+                    atomicAdd(&h->bin[(k >> shift) & bmask], 1u);
             }
-            cl.sync();                              /* every block's counts, visible */
-            cl_sum_hist(cl, hist, slice, tot);
-            const long long mine = sel_my_bins<PER>(tot);
-            block_scan<CL_THREADS>(mine, part);
-            if (pass == 0) {
-                n = part[CL_THREADS - 1];
-                rank = n > 0 ? (n - 1) / 2 : 0;
-                if (which == 0)
-                    n_all = n;
+            __syncthreads();
+            cl_group_sums(h);
+            /* every block's counts visible; every block done reading the
+             * other slot (the last pass's), which is cleared for the next */
+            cl.sync();
+            for (int b = t; b < CU_SEL_BINS; b += CL_THREADS)
+                hist[slot ^ 1].bin[b] = 0;
+            if (t < 32) {
+                cl_state w = st;
+                cl_narrow(cl, h, pass, shift, bmask, &w);
+                if (t == 0)
+                    s_st = w;
             }
-            if (n == 0)
+            __syncthreads();
+            st = s_st;
+            if (pass == 0 && which == 0)
+                n_all = st.n;
+            if (st.n == 0)
                 break;                              /* no finite sample (every block) */
-            int bin;
-            long long sub;
-            if (sel_find_bin<PER>(tot, mine, part[t], rank, &bin, &sub)) {
-                s_prefix = prefix | (unsigned int)bin << shift;
-                s_mask = mask | bmask << shift;
-                s_rank = sub;
-                s_n = n;
-            }
-            __syncthreads();
-            prefix = s_prefix;
-            mask = s_mask;
-            rank = s_rank;
-            n = s_n;
-            __syncthreads();
         }
-        any = n > 0;
+        any = st.n > 0;
         if (!any)
             break;
-        result = key_float(prefix);
+        result = key_float(st.prefix);
         if (which == 0)
             centre = result;                        /* the median, for the MAD */
     }

@@ -85,7 +85,7 @@ __device__ void pick_bin(const unsigned int *hist, int *need, unsigned long long
  * into *ntop. Up to a block's worth of peaks each ranks itself among all;
  * more go through an exact MSB-first radix selection of the k-th largest
  * key (8 passes of 8 bits), then the keys at or above it are ranked. */
-__global__ void k_top_peaks(const ss_peak_t *__restrict__ in, const unsigned int *count, int cap,
+__global__ void k_top_peaks(const ss_peak_t *__restrict__ in, unsigned int *count, int cap,
                             int w, ss_peak_t *top, int *ntop)
 {
     __shared__ unsigned int hist[256];
@@ -93,6 +93,9 @@ __global__ void k_top_peaks(const ss_peak_t *__restrict__ in, const unsigned int
     __shared__ int need, nsel;
     __shared__ unsigned long long keys[VOTE_THREADS];
     const int m = (int)min(*count, (unsigned int)cap);
+    __syncthreads();                    /* every thread has the count: */
+    if (threadIdx.x == 0)
+        *count = 0;                     /* cleared for the next k_peaks */
     const int k = min(m, SS_COARSE_STARS);
     if (m <= (int)blockDim.x) {
         /* few peaks (the usual case): each ranks itself among all */
@@ -175,7 +178,8 @@ __device__ __forceinline__ bool vote_pair(const ss_peak_t *ref, const ss_peak_t 
 
 /* ss_coarse_vote of the frame's top peaks (cur, *nc) against the
  * reference's (ref, *nr) with R = p's search range; the result into
- * res->coarse (its shift also into rdx/rdy: the refinement's start).
+ * res->coarse (its shift also into rdx/rdy: the refinement's start), and
+ * res->corr cleared for the refinement.
  * hist ((2·SS_COARSE_MAX_R + 1)² ints, all zeros before and after) holds
  * the histogram when it does not fit in shared memory. */
 __global__ void k_vote(const cu_params_t *__restrict__ p, const ss_peak_t *__restrict__ ref_g,
@@ -200,6 +204,9 @@ __global__ void k_vote(const cu_params_t *__restrict__ p, const ss_peak_t *__res
     for (int i = threadIdx.x; i < nc; i += blockDim.x)
         cur[i] = cur_g[i];
     cu_coarse_t *v = &res->coarse;
+    constexpr int NCORR = (int)(sizeof res->corr / sizeof res->corr[0]);
+    if (threadIdx.x < NCORR)
+        res->corr[threadIdx.x] = 0.0;   /* cu_refine's sums start from zero */
     if (threadIdx.x == 0) {
         best_key = 0ull;
         second_s = 0ull;
@@ -277,7 +284,7 @@ __global__ void k_vote(const cu_params_t *__restrict__ p, const ss_peak_t *__res
 
 } // namespace
 
-extern "C" cudaError_t cu_top_peaks(const ss_peak_t *peaks, const unsigned int *count, int w,
+extern "C" cudaError_t cu_top_peaks(const ss_peak_t *peaks, unsigned int *count, int w,
                                     ss_peak_t *top, int *ntop, cudaStream_t s)
 {
     k_top_peaks<<<1, VOTE_THREADS, 0, s>>>(peaks, count, SS_COARSE_PEAK_CAP, w, top, ntop);

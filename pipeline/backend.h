@@ -238,6 +238,12 @@ typedef struct ss_backend_ops {
      * until its own processing has returned. */
     ss_err_t (*prefetch)(ss_backend_t *b, const ss_frame_t *next);
 
+    /* Optional (NULL: the work runs as it is enqueued): start the work
+     * enqueued so far and return at once, so that it runs while the
+     * driver does host work (the last frame's tracking) before its next
+     * op. */
+    ss_err_t (*launch)(ss_backend_t *b);
+
     /* Optional (NULL: the driver reads the residual with read_plane):
      * start copying CLEAN into dst — host memory from host_alloc, w·h
      * floats — after the work enqueued so far, and return at once, with a

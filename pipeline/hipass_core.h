@@ -65,6 +65,31 @@ SS_HP_FN float ss_hp_out(float v, double s, long long c)
     return isfinite(v) && c > 0 ? (float)((double)v - s / (double)c) : NAN;
 }
 
+/* What the column pass writes with output i, of input value v and
+ * high-pass value o: SS_HPE_PLAIN out[i] = o; SS_HPE_CLIP out[i] = o and
+ * out2[i] = ss_mv_clip's v − fmaxf(o, 0); SS_HPE_RESTORE out2[i] =
+ * ss_mv_restore's o + fmaxf(aux[i], 0) alone (out unused). The GPU fuses
+ * the star map's clip and restore into its high-passes this way
+ * (ss_star_template; cuda/backend_cuda.c, st_mv_template); the CPU keeps
+ * them apart. */
+enum { SS_HPE_PLAIN = 0, SS_HPE_CLIP = 1, SS_HPE_RESTORE = 2 };
+typedef struct ss_hp_epi {
+    int mode;
+    const float *aux;               /* RESTORE: A, the first high-pass */
+    float *out2;                    /* CLIP, RESTORE: the plane they write */
+} ss_hp_epi_t;
+
+SS_HP_FN void ss_hp_store(ss_hp_epi_t e, float *out, size_t i, float v, float o)
+{
+    if (e.mode == SS_HPE_RESTORE) {
+        e.out2[i] = o + fmaxf(e.aux[i], 0.0f);
+        return;
+    }
+    out[i] = o;
+    if (e.mode == SS_HPE_CLIP)
+        e.out2[i] = v - fmaxf(o, 0.0f);
+}
+
 /* The column pass of column x over outputs y in [y0, y1) of a w × h
  * frame (y1 - y0 ≤ SS_HP_SEG): the running sums of hs (double) and hc
  * (integer) within ±r rows, and out = ss_hp_out(in, ·, ·). The steps
@@ -74,10 +99,10 @@ SS_HP_FN float ss_hp_out(float v, double s, long long c)
  * start from +0, so they never hold -0 and adding a zero leaves them as
  * they are; PERFORMANCE.md has the timings). The steps go SS_HP_CHUNK at a
  * time, which bounds a GPU thread's registers; the additions are the
- * same. */
+ * same. e: what is written with each output (ss_hp_store). */
 #define SS_HP_CHUNK 5
-SS_HP_FN void ss_hp_col_seg(const float *in, const float *hs, const float *hc, int w, int h,
-                            int r, int x, int y0, int y1, float *out)
+SS_HP_FN void ss_hp_col_seg_to(const float *in, const float *hs, const float *hc, int w, int h,
+                               int r, int x, int y0, int y1, float *out, ss_hp_epi_t e)
 {
     double s = 0.0;
     long long c = 0;
@@ -87,7 +112,7 @@ SS_HP_FN void ss_hp_col_seg(const float *in, const float *hs, const float *hc, i
         c += (long long)hc[i];
     }
     const size_t i0 = (size_t)y0 * (size_t)w + (size_t)x;
-    out[i0] = ss_hp_out(in[i0], s, c);
+    ss_hp_store(e, out, i0, in[i0], ss_hp_out(in[i0], s, c));
     SS_HP_UNROLL
     for (int k0 = 1; k0 < SS_HP_SEG; k0 += SS_HP_CHUNK) {
         float as[SS_HP_CHUNK], ac[SS_HP_CHUNK], ss[SS_HP_CHUNK], sc[SS_HP_CHUNK], v[SS_HP_CHUNK];
@@ -113,9 +138,17 @@ SS_HP_FN void ss_hp_col_seg(const float *in, const float *hs, const float *hc, i
             s -= sub ? (double)ss[q] : 0.0;
             c -= sub ? (long long)sc[q] : 0;
             if (live)
-                out[(size_t)y * (size_t)w + (size_t)x] = ss_hp_out(v[q], s, c);
+                ss_hp_store(e, out, (size_t)y * (size_t)w + (size_t)x, v[q], ss_hp_out(v[q], s, c));
         }
     }
+}
+
+/* The column pass that writes the high-pass alone. */
+SS_HP_FN void ss_hp_col_seg(const float *in, const float *hs, const float *hc, int w, int h,
+                            int r, int x, int y0, int y1, float *out)
+{
+    const ss_hp_epi_t plain = { SS_HPE_PLAIN, 0, 0 };
+    ss_hp_col_seg_to(in, hs, hc, w, h, r, x, y0, y1, out, plain);
 }
 
 #endif
