@@ -143,6 +143,8 @@ struct ss_pipeline {
     /* results whose residual is still arriving (ss_pipeline_start) */
     ss_result_t *inflight[SS_PIPELINE_INFLIGHT];
     int n_inflight;
+    /* the result whose tracking is still to run (tracks_pending; post_run) */
+    ss_result_t *post_res;
 };
 
 const char *ss_status_name(ss_frame_status_t s)
@@ -292,6 +294,8 @@ int ss_pipeline_check_calibration(const ss_pipeline_cfg_t *cfg, ss_roi_t region,
 
 /* ---- history bookkeeping ---------------------------------------------- */
 
+static ss_err_t post_run(ss_pipeline_t *p);
+
 static void history_clear(ss_pipeline_t *p)
 {
     p->n_hist = 0;
@@ -317,6 +321,7 @@ static void reset_state(ss_pipeline_t *p)
 
 void ss_pipeline_reset(ss_pipeline_t *p, const char *why)
 {
+    (void)post_run(p);                  /* the last frame tracked on the old history */
     SS_LOG(SS_LOG_NOTICE, TAG, "feed %s: history reset (%s)", p->feed, why ? why : "requested");
     reset_state(p);
     p->stats.resets++;
@@ -342,6 +347,27 @@ static int history_next_slot(ss_pipeline_t *p)
 
 /* ---- residuals in flight ----------------------------------------------- */
 
+/* A result that start returned fails after all (error e, reason why): it
+ * becomes an ERROR without its residual and detections, the counters
+ * corrected when start had counted it. Returns the error for finish. */
+static ss_err_t late_failure(ss_pipeline_t *p, ss_result_t *res, int counted, ss_err_t e,
+                             const char *why)
+{
+    if (counted) {
+        p->stats.status[res->status]--;
+        p->stats.detections -= (uint64_t)res->dets.count;
+        p->stats.detections_truncated -= (uint64_t)res->dets.truncated;
+        p->stats.status[SS_STATUS_ERROR]++;
+    }
+    res->status = SS_STATUS_ERROR;
+    res->has_residual = res->has_residual16 = res->has_stamps = 0;
+    snprintf(res->reason, sizeof res->reason, "%s: %s", why, ss_strerror(e));
+    ss_detlist_clear(&res->dets);
+    SS_LOG(SS_LOG_WARNING, TAG, "feed %s: frame %llu failed: %s", p->feed,
+           (unsigned long long)res->meta.seq, res->reason);
+    return e == SS_ERR_BROKEN ? SS_ERR_BROKEN : SS_ERR_BACKEND;
+}
+
 /* Wait for res's residual download and take it off the in-flight list.
  * On failure the result becomes an ERROR (counters corrected). */
 static ss_err_t settle(ss_pipeline_t *p, ss_result_t *res, int counted)
@@ -357,24 +383,34 @@ static ss_err_t settle(ss_pipeline_t *p, ss_result_t *res, int counted)
     ss_err_t e = p->be ? p->ops->read_wait(p->be, res->residual_ticket) : SS_ERR_BACKEND;
     if (e == SS_OK)
         return SS_OK;
-    if (counted) {
-        p->stats.status[res->status]--;
-        p->stats.detections -= (uint64_t)res->dets.count;
-        p->stats.detections_truncated -= (uint64_t)res->dets.truncated;
-        p->stats.status[SS_STATUS_ERROR]++;
-    }
-    res->status = SS_STATUS_ERROR;
-    res->has_residual = res->has_residual16 = res->has_stamps = 0;
-    snprintf(res->reason, sizeof res->reason, "residual download: %s", ss_strerror(e));
-    ss_detlist_clear(&res->dets);
-    SS_LOG(SS_LOG_WARNING, TAG, "feed %s: frame %llu failed: %s", p->feed,
-           (unsigned long long)res->meta.seq, res->reason);
-    return e == SS_ERR_BROKEN ? SS_ERR_BROKEN : SS_ERR_BACKEND;
+    return late_failure(p, res, counted, e, "residual download");
+}
+
+static void track(ss_pipeline_t *p, ss_result_t *res);
+static ss_err_t clean_tracks(ss_pipeline_t *p, ss_result_t *res);
+
+/* The tracking that start left pending (post_res, tracks_pending): the
+ * tracker's step and the slow tracks' cleaning of the stored frames, in
+ * frame order and before anything that changes what they read. A failed
+ * cleaning fails that frame (late_failure) and is returned. */
+static ss_err_t post_run(ss_pipeline_t *p)
+{
+    ss_result_t *res = p->post_res;
+    if (!res)
+        return SS_OK;
+    p->post_res = NULL;
+    res->tracks_pending = 0;
+    const double t0 = ss_now_mono();
+    track(p, res);
+    const ss_err_t e = clean_tracks(p, res);
+    res->total_ms += (ss_now_mono() - t0) * 1e3;
+    return e == SS_OK ? SS_OK : late_failure(p, res, 1, e, "cleaning the stored frames");
 }
 
 /* Before the backend goes (rebuild, reconfigure, destroy). */
 static void settle_all(ss_pipeline_t *p)
 {
+    (void)post_run(p);
     while (p->n_inflight > 0)
         (void)settle(p, p->inflight[p->n_inflight - 1], 1);
 }
@@ -803,6 +839,8 @@ static void result_begin(ss_result_t *res, const ss_frame_t *f)
     res->has_residual = res->has_residual16 = res->has_stamps = 0;
     res->stamps.count = res->stamps.truncated = 0;
     res->stamps.npix = 0;
+    res->tracks.count = res->tracks.truncated = 0;
+    res->tracks_pending = 0;
     ss_detlist_clear(&res->dets);
     for (int s = 0; s < SS_STAGE__COUNT; s++)
         res->stage_ms[s] = -1.0;
@@ -858,6 +896,7 @@ static void track(ss_pipeline_t *p, ss_result_t *res)
 
 static ss_err_t fail_frame(ss_pipeline_t *p, ss_result_t *res, ss_err_t e, const char *why)
 {
+    (void)post_run(p);                  /* the frame before, tracked first */
     if (res->residual_pending)          /* a later step failed: the copy is of no use */
         (void)settle(p, res, 0);
     res->has_residual = res->has_residual16 = res->has_stamps = 0;
@@ -1891,170 +1930,264 @@ ss_err_t ss_pipeline_process(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t 
 
 ss_err_t ss_pipeline_finish(ss_pipeline_t *p, ss_result_t *res)
 {
-    return settle(p, res, 1);
+    const ss_err_t e = p->post_res == res ? post_run(p) : SS_OK;
+    const ss_err_t s = settle(p, res, 1);
+    return e != SS_OK ? e : s;
 }
 
-ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *res)
+/* What ss_pipeline_start's steps share of one frame. */
+typedef struct {
+    ss_roi_t roi;                   /* the region processed (start_ingest) */
+    int n;                          /* history frames in use */
+    int async;                      /* the residual's download runs beside the work (async_read,
+                                     * taken once: the download joins n_inflight) */
+    int go;                         /* registered: on to the prediction and the history */
+    int predicted;                  /* res holds a residual and detections */
+} start_t;
+
+/* §1 for frame f up to its ingest: the processed region *roi (a new one,
+ * or the first frame, makes a new backend; raw frames of other sizes and
+ * regions within the slack keep the history), the overscan and the dark's
+ * scale; then the last frame's tracking, with enough to track on the host
+ * while this frame's first stages run on the device (ops->launch). On
+ * failure the frame has failed (fail_frame) and its code is returned. */
+static ss_err_t start_ingest(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *res,
+                             ss_roi_t *roi)
 {
-    double t0 = ss_now_mono();
     char err[SS_PATH_MAX + 200];
-    if (res->residual_pending)          /* the caller skipped finish: complete it now */
-        (void)settle(p, res, 1);
-    result_begin(res, f);
-    p->stats.processed++;
-    int predicted = 0;
-
-    /* geometry: a new processed region (or the first frame) makes a new
-     * backend; raw frames of other sizes, and regions within the slack,
-     * keep the history */
-    ss_roi_t roi;
-    int held_w, held_h;
+    int held_w, held_h, use_os;
     ss_calib_frame_t cf = { .dark_scale = 1.0 };
-    if (frame_roi(&p->cfg, f, &roi, &held_w, &held_h, err, sizeof err) != 0)
+    if (frame_roi(&p->cfg, f, roi, &held_w, &held_h, err, sizeof err) != 0)
         return fail_frame(p, res, SS_ERR_SIZE, err);
-    if ((size_t)roi.w * (size_t)roi.h > res->residual_capacity)
+    if ((size_t)roi->w * (size_t)roi->h > res->residual_capacity)
         return fail_frame(p, res, SS_ERR_SIZE, "frame larger than the configured maximum");
-    ss_err_t ge = settle_geometry(p, f, roi, held_w, held_h, res, &cf.valid_w, &cf.valid_h, err,
-                                  sizeof err);
-    if (ge != SS_OK)
-        return fail_frame(p, res, ge, err);
-    roi = p->geo.roi;
-    res->width = roi.w;
-    res->height = roi.h;
-    res->origin_x = roi.x;
-    res->origin_y = roi.y;
-
-    int use_os;
-    if ((ge = overscan(p, f, &use_os, err, sizeof err)) != SS_OK)
-        return fail_frame(p, res, ge, err);
+    ss_err_t e = settle_geometry(p, f, *roi, held_w, held_h, res, &cf.valid_w, &cf.valid_h, err,
+                                 sizeof err);
+    if (e != SS_OK)
+        return fail_frame(p, res, e, err);
+    *roi = p->geo.roi;
+    res->width = roi->w;
+    res->height = roi->h;
+    res->origin_x = roi->x;
+    res->origin_y = roi->y;
+    if ((e = overscan(p, f, &use_os, err, sizeof err)) != SS_OK)
+        return fail_frame(p, res, e, err);
     cf.row_bias = use_os ? p->row_bias : NULL;
     cf.dark_scale = dark_scale(p, f);
     TRY(p->ops->ingest(p->be, f, &cf));
+    if (!p->post_res)
+        return SS_OK;
+    if (p->ops->launch && p->cfg.track.enabled &&
+        p->post_res->dets.count >= SS_PIPELINE_OVERLAP_DETS)
+        TRY(p->ops->launch(p->be));
+    TRY(post_run(p));
+    return SS_OK;
+}
 
+/* §2's first usable frame becomes the reference (the first of a mean
+ * reference's frames); one without a valid pixel is refused, its
+ * registration failed. *go: it became the reference. On failure the frame
+ * has failed (fail_frame). */
+static ss_err_t take_reference(ss_pipeline_t *p, ss_result_t *res, int *go)
+{
     ss_shift_t *s = &res->shift;
-    const int n = SS_MIN(p->n_hist, p->cfg.history);
-    const int async = async_read(p, res), f32 = p->out.f32;
-    if (!p->have_ref) {
-        /* a reference needs valid pixels: an all-invalid frame is refused */
-        float spread;
-        TRY(p->ops->noise(p->be, SS_PLANE_FILTERED, REF_CHECK_STRIDE, &spread));
-        if (!isfinite(spread)) {
-            res->status = SS_STATUS_REG_FAILED;
-            ss_strlcpy(res->reason, "registration failed: no valid pixels for a reference",
-                       sizeof res->reason);
-            p->fail_run++;
-            goto done;
-        }
-        TRY(new_reference(p));
-        p->have_ref = 1;
-        s->ok = 1;
-        if (p->ref_sum)     /* the first of the M frames of a mean reference */
-            TRY(ref_mean_add(p, s));
-        res->status = SS_STATUS_REFERENCE;
-        res->rereferenced = 1;
-        ss_strlcpy(res->reason, "first good frame after start or reset", sizeof res->reason);
-        sky_for_frame(p, res);
-    } else if (backend_plans(p, n)) {
-        TRY(planned_frame(p, res, n, async, &predicted));
+    float spread;
+    TRY(p->ops->noise(p->be, SS_PLANE_FILTERED, REF_CHECK_STRIDE, &spread));
+    if (!isfinite(spread)) {
+        res->status = SS_STATUS_REG_FAILED;
+        ss_strlcpy(res->reason, "registration failed: no valid pixels for a reference",
+                   sizeof res->reason);
+        p->fail_run++;
+        return SS_OK;
+    }
+    TRY(new_reference(p));
+    p->have_ref = 1;
+    s->ok = 1;
+    if (p->ref_sum)
+        TRY(ref_mean_add(p, s));
+    res->status = SS_STATUS_REFERENCE;
+    res->rereferenced = 1;
+    ss_strlcpy(res->reason, "first good frame after start or reset", sizeof res->reason);
+    sky_for_frame(p, res);
+    *go = 1;
+    return SS_OK;
+}
+
+/* §2 for a frame with st->n history frames, on one of three paths: the
+ * first usable frame becomes the reference (take_reference); the backend
+ * plans the frame up to its detection (planned_frame: st->predicted); or
+ * the host registers it against the reference. st->go: the frame goes on
+ * to its prediction and the history (0: its registration failed). On
+ * failure the frame has failed (fail_frame). */
+static ss_err_t start_register(ss_pipeline_t *p, ss_result_t *res, start_t *st)
+{
+    ss_shift_t *s = &res->shift;
+    if (!p->have_ref)
+        return take_reference(p, res, &st->go);
+    if (backend_plans(p, st->n)) {
+        TRY(planned_frame(p, res, st->n, st->async, &st->predicted));
         if (res->status != SS_STATUS_OK)
-            goto done;
+            return SS_OK;
         if (!sigma_ok(res->sigma))
             return fail_frame(p, res, SS_ERR_BACKEND, NO_SIGMA);
-    } else {
-        TRY(register_frame(p, &res->coarse, s));
-        if (!reg_verdict(p, res))
-            goto done;
-        if (p->ref_sum && !p->ref_done)
-            TRY(ref_mean_add(p, s));
+        st->go = 1;
+        return SS_OK;
     }
+    TRY(register_frame(p, &res->coarse, s));
+    if (!reg_verdict(p, res))
+        return SS_OK;
+    if (p->ref_sum && !p->ref_done)
+        TRY(ref_mean_add(p, s));
+    st->go = 1;
+    return SS_OK;
+}
 
-    /* prediction, cleanup and detection once the history is deep enough */
-    if (res->status == SS_STATUS_OK && n < ss_cfg_min_history(&p->cfg))
-        res->status = SS_STATUS_WARMUP;
-    if (res->status == SS_STATUS_OK && !predicted) {
-        int slots[SS_MAX_HISTORY], ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY];
-        const ss_reweight_t *rw;
-        TRY(compute_weights(p, s, n, slots, ix, iy, res->weights, &rw));
-        res->n_weights = n;
-        res->history_len = n;
-        TRY(predict(p, res, slots, ix, iy, n, rw));
-        /* history frames stored before object removal may still hold a
-         * slow mover: found, taken out, and the frame predicted again */
-        ss_slow_hist_t sh;
-        const int slow = p->cfg.remove_objects && unscreened_history(p, res, n, ix, iy, &sh) > 0;
-        /* r' is final (with slow movers, only after them): its download
-         * runs alongside the matched filter and the detection, or after
-         * them, and, pending, alongside the next frame's first stages */
-        if (f32 && async && !slow)
+/* §3–§7 on the host's path for an ok frame with n history frames (async:
+ * start_t's): the
+ * weights, the prediction, the slow movers that history frames stored
+ * before object removal still hold (found, taken out, the frame predicted
+ * again), σ and the detection. The residual's download starts once r' is
+ * final (with slow movers, only after them), so that it runs alongside the
+ * matched filter and the detection, or after them and, pending, alongside
+ * the next frame's first stages. On failure the frame has failed
+ * (fail_frame). */
+static ss_err_t host_predict(ss_pipeline_t *p, ss_result_t *res, int n, int async)
+{
+    int slots[SS_MAX_HISTORY], ix[SS_MAX_HISTORY], iy[SS_MAX_HISTORY];
+    const ss_reweight_t *rw;
+    const int f32 = p->out.f32;
+    TRY(compute_weights(p, &res->shift, n, slots, ix, iy, res->weights, &rw));
+    res->n_weights = n;
+    res->history_len = n;
+    TRY(predict(p, res, slots, ix, iy, n, rw));
+    ss_slow_hist_t sh;
+    const int slow = p->cfg.remove_objects && unscreened_history(p, res, n, ix, iy, &sh) > 0;
+    if (f32 && async && !slow)
+        TRY(residual_begin(p, res));
+    TRY(find(p, res));
+    if (!sigma_ok(res->sigma))
+        return fail_frame(p, res, SS_ERR_BACKEND, NO_SIGMA);
+    if (slow) {
+        TRY(slow_movers(p, res, &sh, n));
+        if (f32 && async)
             TRY(residual_begin(p, res));
-        TRY(find(p, res));
-        if (!sigma_ok(res->sigma))
-            return fail_frame(p, res, SS_ERR_BACKEND, NO_SIGMA);
-        if (slow) {
-            TRY(slow_movers(p, res, &sh, n));
-            if (f32 && async)
-                TRY(residual_begin(p, res));
-        }
-        predicted = 1;
     }
-    if (predicted) {
-        TRY(forms_begin(p, res, async));
-        to_input_frame(&res->dets, roi, &res->meta);
-        if (f32 && !async)
-            TRY(p->ops->read_plane(p->be, SS_PLANE_CLEAN, 0, res->residual));
-        res->has_residual = f32;
-        p->sigma_prev = res->sigma;
-    }
+    return SS_OK;
+}
 
-    /* into the history (objects removed), then re-reference if needed */
-    int slot = history_next_slot(p);
-    int remove = res->status == SS_STATUS_OK && p->cfg.remove_objects;
+/* A registered frame's prediction once the history is deep enough (else
+ * it is a warm-up; the planned path made it already: st->predicted), then
+ * its residual's forms and its detections in input-frame pixels. On
+ * failure the frame has failed (fail_frame). */
+static ss_err_t start_predict(ss_pipeline_t *p, ss_result_t *res, start_t *st)
+{
+    if (res->status == SS_STATUS_OK && st->n < ss_cfg_min_history(&p->cfg))
+        res->status = SS_STATUS_WARMUP;
+    if (res->status == SS_STATUS_OK && !st->predicted) {
+        const ss_err_t e = host_predict(p, res, st->n, st->async);
+        if (e != SS_OK)
+            return e;
+        st->predicted = 1;
+    }
+    if (!st->predicted)
+        return SS_OK;
+    const int async = st->async, f32 = p->out.f32;
+    TRY(forms_begin(p, res, async));
+    to_input_frame(&res->dets, st->roi, &res->meta);
+    if (f32 && !async)
+        TRY(p->ops->read_plane(p->be, SS_PLANE_CLEAN, 0, res->residual));
+    res->has_residual = f32;
+    p->sigma_prev = res->sigma;
+    return SS_OK;
+}
+
+/* A new reference at frame f, which moved more than reference.reref_px
+ * from the last one: the history's and the slow movers' offsets move with
+ * it, and a mean reference starts again from it. On failure the frame has
+ * failed (fail_frame). */
+static ss_err_t rereference(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *res)
+{
+    const ss_shift_t *s = &res->shift;
+    TRY(new_reference(p));
+    p->ref_off_x += s->sx;
+    p->ref_off_y += s->sy;
+    for (int k = 0; k < p->n_hist; k++) {
+        p->hist[k].sx -= s->sx;
+        p->hist[k].sy -= s->sy;
+    }
+    for (int k = 0; k < p->n_slow; k++) {
+        p->slow[k].x -= s->sx;
+        p->slow[k].y -= s->sy;
+    }
+    res->rereferenced = 1;
+    p->stats.rereferences++;
+    if (p->ref_sum) {
+        ss_shift_t zero = { .ok = 1 };
+        p->ref_n = 0;
+        p->ref_done = 0;
+        TRY(ref_mean_add(p, &zero));
+    }
+    SS_LOG(SS_LOG_INFO, TAG, "feed %s: re-referenced at frame %llu (|s| = %.2f px)", p->feed,
+           (unsigned long long)f->meta.seq, hypot(s->sx, s->sy));
+    return SS_OK;
+}
+
+/* A registered frame into the history (its objects removed when it is ok
+ * and object removal is on), then re-referenced if it moved too far. On
+ * failure the frame has failed (fail_frame). */
+static ss_err_t start_store(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *res)
+{
+    const ss_shift_t *s = &res->shift;
+    const int slot = history_next_slot(p);
+    const int remove = res->status == SS_STATUS_OK && p->cfg.remove_objects;
     TRY(p->ops->history_store(p->be, slot, remove, (int)floor(ss_cfg_mask_radius(&p->cfg))));
     history_push(p, slot, s->sx, s->sy, remove);
     p->hist[0].mjd = ss_frame_mid_mjd(&res->meta);
     p->hist[0].tframe = ss_tracker_frames(p->tracker) + 1;
     remember_removed(p, &p->hist[0], res, remove, (int)floor(ss_cfg_mask_radius(&p->cfg)));
-    if (res->status != SS_STATUS_REFERENCE && hypot(s->sx, s->sy) > p->cfg.reref_px) {
-        TRY(new_reference(p));
-        p->ref_off_x += s->sx;
-        p->ref_off_y += s->sy;
-        for (int k = 0; k < p->n_hist; k++) {
-            p->hist[k].sx -= s->sx;
-            p->hist[k].sy -= s->sy;
-        }
-        for (int k = 0; k < p->n_slow; k++) {
-            p->slow[k].x -= s->sx;
-            p->slow[k].y -= s->sy;
-        }
-        res->rereferenced = 1;
-        p->stats.rereferences++;
-        if (p->ref_sum) {   /* a new mean starts from this frame */
-            ss_shift_t zero = { .ok = 1 };
-            p->ref_n = 0;
-            p->ref_done = 0;
-            TRY(ref_mean_add(p, &zero));
-        }
-        SS_LOG(SS_LOG_INFO, TAG, "feed %s: re-referenced at frame %llu (|s| = %.2f px)", p->feed,
-               (unsigned long long)f->meta.seq, hypot(s->sx, s->sy));
-    }
+    if (res->status != SS_STATUS_REFERENCE && hypot(s->sx, s->sy) > p->cfg.reref_px)
+        return rereference(p, f, res);
+    return SS_OK;
+}
 
-done:
-    if (!predicted) {
-        /* Frames without a prediction (reference, warm-up, failed
-         * registration) still get a residual of their size, all invalid,
-         * so that every processed frame has one: consumers see each frame
-         * and its status, nothing silently skipped. */
+/* The end of every frame that did not fail: a frame without a prediction
+ * (reference, warm-up, failed registration) still gets a residual of its
+ * size, all invalid, so that consumers see each frame and its status,
+ * nothing silently skipped; then the magnitudes, the counters, the stage
+ * times, and its tracking left to the next frame's start or its finish. */
+static ss_err_t start_done(ss_pipeline_t *p, ss_result_t *res, double t0, int predicted)
+{
+    if (!predicted)
         forms_invalid(p, res);
-    }
     photometry(p, res);
-    track(p, res);
-    TRY(clean_tracks(p, res));
     p->stats.status[res->status]++;
     p->stats.detections += (uint64_t)res->dets.count;
     p->stats.detections_truncated += (uint64_t)res->dets.truncated;
     p->ops->stage_times(p->be, res->stage_ms);
     res->total_ms = (ss_now_mono() - t0) * 1e3;
+    res->tracks_pending = 1;
+    p->post_res = res;
     return SS_OK;
+}
+
+ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *f, ss_result_t *res)
+{
+    const double t0 = ss_now_mono();
+    if (p->post_res == res)             /* the caller skipped finish: complete it now */
+        (void)post_run(p);
+    (void)settle(p, res, 1);            /* (nothing when no residual is pending) */
+    result_begin(res, f);
+    p->stats.processed++;
+    start_t st = { .go = 0 };
+    ss_err_t e = start_ingest(p, f, res, &st.roi);
+    if (e != SS_OK)
+        return e;
+    st.n = SS_MIN(p->n_hist, p->cfg.history);
+    st.async = async_read(p, res);
+    if ((e = start_register(p, res, &st)) == SS_OK && st.go &&
+        (e = start_predict(p, res, &st)) == SS_OK)
+        e = start_store(p, f, res);
+    return e != SS_OK ? e : start_done(p, res, t0, st.predicted);
 }
 
 void ss_pipeline_prefetch(ss_pipeline_t *p, const ss_frame_t *next)
@@ -2082,6 +2215,7 @@ static int needs_rebuild(const ss_pipeline_cfg_t *a, const ss_pipeline_cfg_t *b)
 int ss_pipeline_reconfigure(ss_pipeline_t *p, const ss_pipeline_cfg_t *cfg, char *err,
                             size_t err_len)
 {
+    (void)post_run(p);                  /* the last frame tracked with the old settings */
     ss_tracker_set_cfg(p->tracker, &cfg->track);
     if (!needs_rebuild(&p->cfg, cfg)) {
         p->cfg = *cfg;

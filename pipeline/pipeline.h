@@ -74,10 +74,16 @@ typedef struct ss_result {
     ss_detlist_t dets;
     ss_tracklist_t tracks;          /* confirmed tracks linked, coasting or ended at this
                                      * frame (pipeline.track; empty when off) */
+    int tracks_pending;             /* 1: the tracks, the detections' track ids and
+                                     * the stored frames' cleaning are still to come
+                                     * (ss_pipeline_start): final after
+                                     * ss_pipeline_finish */
     ss_phot_zp_t zp;                /* the zero point the detections' magnitudes used
                                      * (photometry.h; source NONE: no magnitudes) */
     double stage_ms[SS_STAGE__COUNT];
-    double total_ms;                /* wall time of ss_pipeline_process */
+    double total_ms;                /* wall time of ss_pipeline_process: of its start,
+                                     * plus its tracking wherever that ran (final after
+                                     * ss_pipeline_finish) */
     /* a decoded message's number on its topic (PROTOCOL.md §2, "Gaps"),
      * valid when has_topic_seq; not set by the pipeline */
     uint64_t topic_seq;
@@ -150,19 +156,37 @@ void ss_pipeline_set_zeropoint(ss_pipeline_t *p, const ss_phot_zp_t *fitted);
 int ss_pipeline_result_init(ss_pipeline_t *p, ss_result_t *r, size_t max_pixels, int max_dets);
 
 /* ss_pipeline_process split in two, so that frame t+1 can start while the
- * residual of frame t is still on its way from the device:
+ * residual of frame t is still on its way from the device, and frame t's
+ * tracking runs on the host while frame t+1's first stages run on the
+ * device:
  *   ss_pipeline_start(p, f1, r1); ss_pipeline_finish(p, r0); ... use r0
  * start returns what ss_pipeline_process returns, with everything of res
- * final except, when res->residual_pending is set, the residual pixels;
- * finish waits for them (a no-op when nothing is pending) and returns
- * SS_OK, or SS_ERR_BACKEND / SS_ERR_BROKEN when the copy failed (the
- * result then says ERROR, the counters are corrected). Up to
+ * final except, when res->residual_pending is set, the residual pixels,
+ * and, when res->tracks_pending is set, the tracking: res->tracks, the
+ * detections' track ids, and the cleaning of the stored frames along slow
+ * tracks. The tracking of a frame runs in the next frame's start, once
+ * that frame's first stages are on their way (or earlier, before anything
+ * that changes what it reads: a reset, a new geometry, a reconfigure, a
+ * failed frame, the pipeline's end), else in its finish, so that frames
+ * are tracked in order and before the next prediction, as
+ * ss_pipeline_process tracks them. finish waits for the residual (a no-op
+ * when nothing is pending), completes the tracking, and returns SS_OK, or
+ * SS_ERR_BACKEND / SS_ERR_BROKEN when the copy or the cleaning failed
+ * (the result then says ERROR, the counters are corrected). Up to
  * SS_PIPELINE_INFLIGHT results may be pending; a result buffer must not
  * be reused or freed before its finish. Rebuilds, reconfigures and
  * ss_pipeline_destroy complete pending results first (their finish then
  * returns how that went). Without a backend read_begin, or with a
  * residual not from ss_pipeline_result_init, start reads synchronously. */
 #define SS_PIPELINE_INFLIGHT 4
+/* The detections from which a frame's tracking is worth overlapping with
+ * the next frame's first stages: start then launches those stages
+ * (backend launch) before it tracks, a second launch for that frame.
+ * The host's work after a frame's wait, mostly the tracking, grows with
+ * the detections: 0.66–0.77 ms for the bench's 4096² frames of 392 on the
+ * GPU host, 0.012 ms for its 512² frames of 6 (docs/PERFORMANCE.md,
+ * 2026-11-26); below this count, a frame stays one launch. */
+#define SS_PIPELINE_OVERLAP_DETS 32
 ss_err_t ss_pipeline_start(ss_pipeline_t *p, const ss_frame_t *frame, ss_result_t *res);
 ss_err_t ss_pipeline_finish(ss_pipeline_t *p, ss_result_t *res);
 

@@ -1073,10 +1073,72 @@ END_TEST
  * its input-frame pixel — also when a region of interest is processed
  * (detections are moved back to input-frame pixels first). A mover's
  * RA/Dec agrees with the sky position of its true pixel. */
+/* The start/finish tests' world: a 256² field of seed with 4 movers of
+ * the given SNR, a CPU pipeline with 6 history frames. */
+static void movers_cfg(ss_synth_cfg_t *sc, ss_pipeline_cfg_t *pc, uint64_t seed, double snr)
+{
+    field_cfg(sc, 256, 256, seed);
+    sc->n_movers = 4;
+    sc->mover_snr = snr;
+    pipe_cfg(pc);
+    pc->history = 6;
+}
+
+/* Tracks of two results: the same reports (ids, states, positions, speed). */
+static void same_tracks(const ss_result_t *a, const ss_result_t *b)
+{
+    ck_assert_int_eq(a->tracks.count, b->tracks.count);
+    for (int i = 0; i < a->tracks.count; i++) {
+        const ss_track_t *ta = &a->tracks.items[i], *tb = &b->tracks.items[i];
+        ck_assert_uint_eq(ta->id, tb->id);
+        ck_assert_int_eq(ta->state, tb->state);
+        ck_assert_int_eq(ta->n, tb->n);
+        ck_assert(ta->x == tb->x && ta->y == tb->y && ta->vx == tb->vx && ta->vy == tb->vy);
+    }
+}
+
+/* A reset while a frame's tracking is still pending (ss_pipeline_start
+ * leaves it to the next start or the finish) tracks that frame first, on
+ * the history it was processed with: every result, before and after the
+ * reset, has the tracks ss_pipeline_process gives with the reset between
+ * the same two frames. */
+START_TEST(test_reset_tracks_pending_first)
+{
+    ss_synth_cfg_t sc;
+    ss_pipeline_cfg_t pc;
+    movers_cfg(&sc, &pc, 91, 12.0);
+    run_t a, b;
+    run_open(&a, &sc, &pc);
+    run_open(&b, &sc, &pc);
+    int tracks_seen = 0;
+    for (int t = 0; t < 16; t++) {
+        ck_assert_int_eq(ss_synth_next(a.syn, &a.frame, NULL), SS_OK);
+        ck_assert_int_eq(ss_pipeline_process(a.pipe, &a.frame, &a.res), SS_OK);
+        ck_assert_int_eq(ss_synth_next(b.syn, &b.frame, NULL), SS_OK);
+        ck_assert_int_eq(ss_pipeline_start(b.pipe, &b.frame, &b.res), SS_OK);
+        ck_assert_int_eq(b.res.tracks_pending, 1);
+        if (t == 10) {
+            ss_pipeline_reset(a.pipe, "test");
+            ss_pipeline_reset(b.pipe, "test");     /* frame 10 still to track */
+            ck_assert_int_eq(b.res.tracks_pending, 0);
+        }
+        ck_assert_int_eq(ss_pipeline_finish(b.pipe, &b.res), SS_OK);
+        ck_assert_int_eq(b.res.status, a.res.status);
+        same_tracks(&a.res, &b.res);
+        tracks_seen += a.res.tracks.count;
+    }
+    ck_assert_int_gt(tracks_seen, 0);
+    run_close(&a);
+    run_close(&b);
+}
+END_TEST
+
 /* ss_pipeline_start / ss_pipeline_finish: frame t starts before frame
  * t-1's residual is collected (the daemon's hand-over under load), with
- * result buffers from the backend's allocator. Every result equals the
- * one ss_pipeline_process gives on an identical pipeline; a result still
+ * result buffers from the backend's allocator. Frame t-1's tracking runs
+ * in frame t's start (tracks_pending until then). Every result, its
+ * tracks and the detections' track ids included, equals the one
+ * ss_pipeline_process gives on an identical pipeline; a result still
  * pending when the pipeline goes is completed by the destroy. */
 static int n_allocs, n_frees;
 static void *count_alloc(size_t n, void *u)
@@ -1104,7 +1166,10 @@ static void same_result(const ss_result_t *a, const ss_result_t *b)
     for (int i = 0; i < a->dets.count; i++) {
         ck_assert(a->dets.items[i].x == b->dets.items[i].x);
         ck_assert(a->dets.items[i].y == b->dets.items[i].y);
+        ck_assert_uint_eq(a->dets.items[i].track, b->dets.items[i].track);
     }
+    ck_assert_int_eq(b->tracks_pending, 0);
+    same_tracks(a, b);
     const size_t npix = (size_t)a->width * (size_t)a->height;
     ck_assert(memcmp(a->residual, b->residual, npix * sizeof(float)) == 0);
 }
@@ -1113,11 +1178,7 @@ START_TEST(test_start_finish)
 {
     ss_synth_cfg_t sc;
     ss_pipeline_cfg_t pc;
-    field_cfg(&sc, 256, 256, 77);
-    sc.n_movers = 4;
-    sc.mover_snr = 10.0;
-    pipe_cfg(&pc);
-    pc.history = 6;
+    movers_cfg(&sc, &pc, 77, 10.0);
     run_t a;                    /* the reference: ss_pipeline_process, malloc'ed results */
     run_open(&a, &sc, &pc);
     ss_result_t ares[2];
@@ -1135,7 +1196,7 @@ START_TEST(test_start_finish)
         ck_assert_int_eq(ss_pipeline_result_init(p, &bres[k], 256 * 256, 2000), 0);
 
     const int frames = 14;
-    int pending_seen = 0, ok = 0;
+    int pending_seen = 0, ok = 0, tracks_seen = 0;
     for (int t = 0; t < frames; t++) {
         ck_assert_int_eq(ss_synth_next(a.syn, &a.frame, NULL), SS_OK);
         ck_assert_int_eq(ss_pipeline_process(a.pipe, &a.frame, &ares[t % 2]), SS_OK);
@@ -1143,18 +1204,23 @@ START_TEST(test_start_finish)
         ck_assert_int_eq(ss_synth_next(syn, &fr, NULL), SS_OK);
         ss_result_t *cur = &bres[t % 2];
         ck_assert_int_eq(ss_pipeline_start(p, &fr, cur), SS_OK);
-        /* a residual computed (status ok) comes back asynchronously */
+        /* a residual computed (status ok) comes back asynchronously; the
+         * tracking waits for the next start */
         ck_assert_int_eq(cur->residual_pending, cur->status == SS_STATUS_OK);
+        ck_assert_int_eq(cur->tracks_pending, 1);
         pending_seen += cur->residual_pending;
         ok += cur->status == SS_STATUS_OK;
         if (t > 0) {
             ss_result_t *prev = &bres[(t + 1) % 2];
+            ck_assert_int_eq(prev->tracks_pending, 0);
             ck_assert_int_eq(ss_pipeline_finish(p, prev), SS_OK);
             same_result(&ares[(t + 1) % 2], prev);
+            tracks_seen += prev->tracks.count;
         }
     }
     ck_assert_int_ge(ok, 5);
     ck_assert_int_eq(pending_seen, ok);
+    ck_assert_int_gt(tracks_seen, 0);       /* the tracks compared were there */
     /* the last one pending when the pipeline goes: completed by destroy */
     ss_result_t *last = &bres[(frames - 1) % 2];
     ck_assert_int_eq(last->residual_pending, 1);
@@ -1815,6 +1881,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_fixed_roi_varying_raw_size);
     tcase_add_test(tc, test_radec);
     tcase_add_test(tc, test_start_finish);
+    tcase_add_test(tc, test_reset_tracks_pending_first);
     tcase_add_loop_test(tc, test_backend_plan_agrees, 0, 2);
     tcase_add_test(tc, test_outputs_in_chain);
     suite_add_tcase(s, tc);
