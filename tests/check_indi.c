@@ -679,28 +679,35 @@ static void check_indi_feed(const char *log, const char *feed, const char *jsonl
                   feed, movers, want_movers);
 }
 
-/* Start a capture that serves port and the local socket unix, and wait
- * until it is set up (its ready file). */
-static pid_t serve(const char *dir, int frames, int port, const char *unix_name, char *ready,
-                   char *go, size_t n)
+/* A capture.py serving other clients: its pid and the files that drive it
+ * (DIR.ready it writes once set up; DIR.go starts its exposures; DIR.stop,
+ * after its frames, lets it stop the server). */
+typedef struct served {
+    pid_t pid;
+    char ready[900], go[900], stop[900];
+} served_t;
+
+/* Start a capture of frames into dir that serves port and the local socket
+ * unix, and wait until it is set up (its ready file). */
+static void serve(served_t *sv, const char *dir, int frames, int port, const char *unix_name)
 {
     char fr[16], ps[16];
     snprintf(fr, sizeof fr, "%d", frames);
     snprintf(ps, sizeof ps, "%d", port);
-    snprintf(ready, n, "%s.ready", dir);
-    snprintf(go, n, "%s.go", dir);
+    snprintf(sv->ready, sizeof sv->ready, "%s.ready", dir);
+    snprintf(sv->go, sizeof sv->go, "%s.go", dir);
+    snprintf(sv->stop, sizeof sv->stop, "%s.stop", dir);
     const char *args[] = { "--out", dir, "--mode", "static", "--frames", fr, "--port", ps,
-                           "--unix", unix_name, "--ready-file", ready, "--go-file", go,
-                           "--timeout", "90", NULL };
-    pid_t pid = spawn_capture(args);
+                           "--unix", unix_name, "--ready-file", sv->ready, "--go-file", sv->go,
+                           "--stop-file", sv->stop, "--timeout", "90", NULL };
+    sv->pid = spawn_capture(args);
     const double end = now_s() + DMN_WAIT_S;
-    while (access(ready, F_OK) != 0) {
+    while (access(sv->ready, F_OK) != 0) {
         int st;
-        ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0, "capture.py for %s exited early", dir);
+        ck_assert_msg(waitpid(sv->pid, &st, WNOHANG) == 0, "capture.py for %s exited early", dir);
         ck_assert_msg(now_s() < end, "capture.py for %s not ready in %.0f s", dir, DMN_WAIT_S);
         sleep_s(0.05);
     }
-    return pid;
 }
 
 static void touch(const char *path)
@@ -710,14 +717,46 @@ static void touch(const char *path)
     fclose(f);
 }
 
+#define DMN_STALL_AT 20         /* the first server's frame before which skysieved stops */
+#define DMN_TAKE_S 90.0         /* the wait for both feeds to take a server's frames */
+
+/* Both feeds' debug lines of the frames they took: 1 once each has taken
+ * n (since the start), 0 after DMN_TAKE_S. */
+static int feeds_took(const char *log, int n)
+{
+    return wait_for(log, "feed tcp: CCD Simulator.CCD1 (.fits) ", n, DMN_TAKE_S) &&
+           wait_for(log, "feed local: CCD Simulator.CCD1 (.fits) ", n, DMN_TAKE_S);
+}
+
+/* Stop skysieved (SIGSTOP) from capture frame DMN_STALL_AT until the
+ * capture into dir has taken all its frames (truth.txt) and 2 s more: the
+ * last frames wait in indiserver's queues for the stalled client. Nothing
+ * here may end the test while the daemon is stopped. */
+static void stall_daemon(pid_t dmn, const char *dir)
+{
+    char frame[900], truth[900];
+    snprintf(frame, sizeof frame, "%s/frame_%03d.fits", dir, DMN_STALL_AT);
+    snprintf(truth, sizeof truth, "%s/truth.txt", dir);
+    const double end = now_s() + DMN_TAKE_S;
+    while (access(frame, F_OK) != 0 && now_s() < end)
+        sleep_s(0.01);
+    kill(dmn, SIGSTOP);
+    while (access(truth, F_OK) != 0 && now_s() < end)
+        sleep_s(0.05);
+    sleep_s(2.0);
+    kill(dmn, SIGCONT);
+}
+
 /* skysieved listens passively, over TCP (feed "tcp") and over the local
  * socket (feed "local"), while capture.py, another client, takes the
- * frames; then that server stops and a new one starts on the same port
- * and socket: both feeds reconnect and take its frames too. */
+ * frames; skysieved stalls while the last ones go out (stall_daemon), and
+ * the server stays up until both feeds have taken them (capture.py's
+ * --stop-file). Then that server stops and a new one starts on the same
+ * port and socket: both feeds reconnect and take its frames too. */
 START_TEST(test_indi_daemon)
 {
     char dir[700], a[800], b[800], cfg[800], log[800], jt[800], jl[800], feeds[2048] = "";
-    char ready[900], go[900], unix_name[96];
+    char unix_name[96];
     snprintf(dir, sizeof dir, "%s/daemon", tmp_root[0] ? tmp_root : "/tmp");
     ck_assert_msg(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s", dir);
     join_path(a, sizeof a, dir, "a");
@@ -730,24 +769,31 @@ START_TEST(test_indi_daemon)
     snprintf(unix_name, sizeof unix_name, "/tmp/skysieve-indi-test-%d", (int)getpid());
     const double t0 = now_s();
 
-    pid_t cap = serve(a, DMN_FRAMES, port, unix_name, ready, go, sizeof ready);
+    served_t sv;
+    serve(&sv, a, DMN_FRAMES, port, unix_name);
     indi_feed(feeds, sizeof feeds, "tcp", "127.0.0.1", port, "", jt, "");
     indi_feed(feeds, sizeof feeds, "local", "localhost", port, unix_name, jl, "");
-    write_indi_config(cfg, "info", feeds);
+    write_indi_config(cfg, "debug", feeds);
     pid_t dmn = start_daemon(cfg, log);
     ck_assert_msg(wait_for(log, "connected to indiserver", 2, DMN_WAIT_S),
                   "skysieved did not connect both feeds (see %s)", log);
-    touch(go);                  /* the other client takes the frames */
-    ck_assert_int_eq(wait_capture(cap), 0);
+    touch(sv.go);               /* the other client takes the frames */
+    stall_daemon(dmn, a);
+    const int took_a = feeds_took(log, DMN_FRAMES);
+    touch(sv.stop);
+    ck_assert_int_eq(wait_capture(sv.pid), 0);
 
     /* the server is gone: a new one on the same port and socket */
-    cap = serve(b, DMN_FRAMES_B, port, unix_name, ready, go, sizeof ready);
+    serve(&sv, b, DMN_FRAMES_B, port, unix_name);
     ck_assert_msg(wait_for(log, "connected to indiserver", 4, DMN_WAIT_S),
                   "skysieved did not reconnect both feeds to the restarted server (see %s)", log);
-    touch(go);
-    ck_assert_int_eq(wait_capture(cap), 0);
+    touch(sv.go);
+    const int took_b = feeds_took(log, DMN_FRAMES + DMN_FRAMES_B);
+    touch(sv.stop);
+    ck_assert_int_eq(wait_capture(sv.pid), 0);
     ck_assert_int_eq(stop_daemon(dmn), 0);
-    fprintf(stderr, "indi daemon test: %.1f s\n", now_s() - t0);
+    fprintf(stderr, "indi daemon test: %.1f s; both feeds took the first server's frames: %s, "
+            "the second's: %s\n", now_s() - t0, took_a ? "yes" : "no", took_b ? "yes" : "no");
 
     truth_row_t truth[MAX_FRAMES];
     ck_assert_int_eq(read_truth(a, truth, MAX_FRAMES), DMN_FRAMES);
@@ -1024,7 +1070,7 @@ END_TEST
 START_TEST(test_indi_active)
 {
     char dir[700], a[800], cfg[800], log[800], jt[800], feeds[2048] = "";
-    char ready[900], go[900], unix_name[96];
+    char unix_name[96];
     snprintf(dir, sizeof dir, "%s/active", tmp_root[0] ? tmp_root : "/tmp");
     ck_assert_msg(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s", dir);
     join_path(a, sizeof a, dir, "a");
@@ -1034,15 +1080,16 @@ START_TEST(test_indi_active)
     const int port = free_port();
     snprintf(unix_name, sizeof unix_name, "/tmp/skysieve-indi-active-%d", (int)getpid());
     const double t0 = now_s();
-    pid_t cap = serve(a, 0, port, unix_name, ready, go, sizeof ready);
+    served_t sv;
+    serve(&sv, a, 0, port, unix_name);
     indi_feed(feeds, sizeof feeds, "active", "127.0.0.1", port, "", jt,
               ", \"active\": true, \"exposure\": 0.2");
     write_indi_config(cfg, "debug", feeds);
     pid_t dmn = start_daemon(cfg, log);
     const int got = wait_for(log, "CCD Simulator.CCD1 (.fits) ", ACTIVE_FRAMES, DMN_WAIT_S);
     const int dmn_rc = stop_daemon(dmn);
-    touch(go);
-    const int cap_rc = wait_capture(cap);
+    touch(sv.go);
+    const int cap_rc = wait_capture(sv.pid);
     fprintf(stderr, "indi active test: %.1f s\n", now_s() - t0);
     const char *line = "feed active final:";
     const long long rec = final_counter(log, line, "received");
@@ -1094,7 +1141,7 @@ int main(void)
     tcase_add_test(tc, test_indi_sparse);
     suite_add_tcase(s, tc);
     TCase *td = tcase_create("daemon");
-    tcase_set_timeout(td, 2 * CAPTURE_TIMEOUT_S);
+    tcase_set_timeout(td, 2 * CAPTURE_TIMEOUT_S + 2 * DMN_TAKE_S);
     tcase_add_test(td, test_indi_daemon);
     suite_add_tcase(s, td);
     TCase *tf = tcase_create("fake");

@@ -15,7 +15,9 @@ PR_SET_PDEATHSIG).
 
 With --frames 0 and --go-file it sets the simulator up (optics, pointing,
 gsc stand-in) and takes no exposure: another client (skysieved in active
-mode) takes them until the go file appears; no truth.txt.
+mode) takes them until the go file appears; no truth.txt. With --stop-file
+the server stays up after the frames until that file appears: indiserver
+discards what it has not yet sent to a slower client when it stops.
 
 Modes: `static`, the pointing never changes; `jitter`, the pointing moves
 between frames so that the star field moves by whole pixels, at most
@@ -687,6 +689,12 @@ def capture(args):
         for line in summary:
             log(line)
         log("%d frames in %.1f s -> %s" % (args.frames, time.monotonic() - t0, args.out))
+        if args.stop_file:
+            # indiserver drops what it still holds for a client when it
+            # stops: keep it up until the other clients have taken the frames
+            log("waiting for %s before stopping the server" % args.stop_file)
+            client.wait(lambda: client.blobs.clear() or os.path.exists(args.stop_file),
+                        max(1.0, deadline - time.monotonic()), "the stop file %s" % args.stop_file)
     except Failure:
         if server is not None:
             log("indiserver log (last lines):\n%s" % server.log_tail())
@@ -720,6 +728,9 @@ def main():
     ap.add_argument("--ready-file", default="",
                     help="once set up, write 'PORT UNIX' here (renamed into place)")
     ap.add_argument("--go-file", default="", help="wait for this file before the first exposure")
+    ap.add_argument("--stop-file", default="",
+                    help="after the frames, keep the server up until this file exists (other "
+                    "clients still reading them)")
     args = ap.parse_args()
     if args.frames < 0 or (args.frames == 0 and not args.go_file) or not 0 < args.jitter <= 40 or args.exposure <= 0 or \
             not 1 <= args.stars <= len(skyfield.STARS):
