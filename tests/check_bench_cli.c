@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ss_test.h"
+
 static char dir[64];
 
 /* Run skysieve-bench with args: its exit code; stdout into out, stderr
@@ -47,9 +49,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(rmtree(dir), 0);
 }
 
 enum { OUT_MAX = 65536 };

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "pipeline/frame_fits.h"
+#include "ss_test.h"
 
 enum { W = 40, H = 30, TW = 32, N = 7 };    /* TRIMSEC [1:32,1:30], BIASSEC [33:40,1:30] */
 
@@ -132,9 +133,7 @@ static void make_dir(void)
 
 static void remove_dir(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(rmtree(dir), 0);
 }
 
 /* bias: per-row overscan off, then the clipped median is the pattern

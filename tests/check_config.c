@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "ss_test.h"
 
 static ss_config_t cfg, ref;
 static char err[512];
@@ -968,9 +969,7 @@ START_TEST(test_check_paths)
              "\"%s\"}, \"jsonl\": {\"path\": \"%s/d.jsonl\"}}}]}", root, p, p, root);
     ck_assert_msg(load(json) == SS_OK, "%s", err);
     ck_assert_msg(ss_config_check_paths(&cfg, err, sizeof err) == SS_OK, "%s", err);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(rmtree(root), 0);
 }
 END_TEST
 

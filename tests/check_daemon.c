@@ -385,9 +385,8 @@ static void dmn_cleanup(dmn_t *d)
         if (system(cmd) != 0)
             fprintf(stderr, "cannot keep %s\n", d->log);
     }
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", d->dir);
+    if (rmtree(d->dir) != 0)
+        fprintf(stderr, "cannot remove %s: %s\n", d->dir, strerror(errno));
     if (zctx) {
         zmq_ctx_term(zctx);
         zctx = NULL;

@@ -21,6 +21,7 @@
 #include "daemon/cfgsnap.h"
 #include "daemon/dirwatch.h"
 #include "daemon/queue.h"
+#include "ss_test.h"
 
 /* ======================================================================
  * queue
@@ -195,9 +196,7 @@ static void make_tmpdir(void)
 
 static void rm_tmpdir(void)
 {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tdir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(rmtree(tdir), 0);
 }
 
 static void write_file(const char *name, const char *text)

@@ -42,6 +42,7 @@
 #include "pipeline/frame_fits.h"
 #include "tools/eval_track.h"
 #include "tools/synth.h"
+#include "ss_test.h"
 
 static char g_exe[1024];
 static char g_dir[64];
@@ -179,9 +180,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    ck_assert_int_eq(run_cmd(cmd), 0);
+    ck_assert_int_eq(rmtree(g_dir), 0);
 }
 
 /* SNR bins of 4 5 6 7 8 10 15 20: indices of 4, 10, 20 */

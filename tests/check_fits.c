@@ -23,6 +23,7 @@
 #include "daemon/daemon.h"
 #include "pipeline/frame_fits.h"
 #include "pipeline/pipeline.h"
+#include "ss_test.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -36,9 +37,7 @@ static void make_tmpdir(void)
 
 static void rm_tmpdir(void)
 {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(rmtree(tmpdir), 0);
 }
 
 static const char *tpath(const char *name)

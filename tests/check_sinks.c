@@ -17,6 +17,7 @@
 
 #include "daemon/daemon.h"
 #include "pipeline/wcs.h"
+#include "ss_test.h"
 
 /* A result with a point, a cosmic, a streak, a vanished point and two
  * track reports (three points, and one). */
@@ -146,9 +147,7 @@ START_TEST(test_ds9_files)
     ck_assert_int_eq(files, 2);
     ck_assert_int_eq(hidden, 0);
     ck_assert_int_eq(ss_sink_ds9_write("/nonexistent/dir", &r, "cam1"), -1);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(rmtree(dir), 0);
     ss_result_free(&r);
 }
 END_TEST

@@ -45,9 +45,7 @@ static void make_tmp(void)
 
 static void rm_tmp(void)
 {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(rmtree(tmpdir), 0);
 }
 
 START_TEST(test_solve_tycho2)

@@ -35,6 +35,7 @@
 #include "pipeline/frame_fits.h"
 #include "config/config.h"
 #include "tools/synth.h"
+#include "ss_test.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -1825,8 +1826,7 @@ START_TEST(test_cli)
     ck_assert_int_ne(access(path, F_OK), 0);
     snprintf(cmd, sizeof cmd, "'%s' --help | grep -q -- --mover-snr", exe);
     ck_assert_int_eq(run_cmd(cmd), 0);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(run_cmd(cmd), 0);
+    ck_assert_int_eq(rmtree(dir), 0);
 }
 END_TEST
 
@@ -1935,8 +1935,7 @@ START_TEST(test_cli_station_knobs)
     }
     snprintf(path, sizeof path, "%s/x", dir);
     ck_assert_int_ne(access(path, F_OK), 0);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(run_cmd(cmd), 0);
+    ck_assert_int_eq(rmtree(dir), 0);
 }
 END_TEST
 
@@ -2034,8 +2033,7 @@ START_TEST(test_cli_motion)
     ck_assert_int_ne(access(path, F_OK), 0);
     snprintf(cmd, sizeof cmd, "'%s' --help | grep -q -- --mover-speed-list", exe);
     ck_assert_int_eq(run_cmd(cmd), 0);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(run_cmd(cmd), 0);
+    ck_assert_int_eq(rmtree(dir), 0);
 }
 END_TEST
 

@@ -2,13 +2,17 @@
  * ss_test.h — helpers the Check suites share: a small deterministic PRNG
  * (splitmix64, so every test draws the same numbers on every machine),
  * Gaussian deviates, the OpenMP thread count for thread-independence
- * checks, and the monotonic clock and a sleep for the process tests. Header-only (static functions), included by the test files.
+ * checks, the monotonic clock and a sleep for the process tests, and the
+ * removal of a test's temporary directory. Header-only (static functions),
+ * included by the test files.
  */
 #ifndef SS_TEST_H
 #define SS_TEST_H
 
+#include <ftw.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -27,6 +31,19 @@ static inline void sleep_s(double s)
 {
     struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
     nanosleep(&ts, NULL);
+}
+
+static inline int rmtree_entry(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+    (void)st, (void)type, (void)f;
+    return remove(path);
+}
+
+/* Remove path and everything under it (depth first, links not followed):
+ * 0, or -1 with errno from the first entry that could not be removed. */
+static inline int rmtree(const char *path)
+{
+    return nftw(path, rmtree_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* The PRNG state; a test seeds it by assignment. */
