@@ -231,174 +231,264 @@ static ss_outputs_t bench_outputs(void)
     return o;
 }
 
+/* A case's resources, shared by its passes: the backend, its frames, the
+ * configuration, two result buffers whose residuals sit in the backend's
+ * host memory (pinned on CUDA) as a daemon's result pool has them (the
+ * end-to-end pass starts frame t before it finishes frame t-1), and the
+ * detections the streak merging is timed on. */
+typedef struct case_res {
+    const ss_backend_ops_t *ops;
+    ss_frame_t fr[PRERENDER];
+    ss_pipeline_cfg_t cfg;
+    ss_result_t rbuf[2];
+    ss_detlist_t scratch;
+} case_res_t;
+
+/* What a pass adds up over its timed frames. */
+typedef struct pass_acc {
+    double stage_sum[SS_STAGE__COUNT];
+    int stage_n[SS_STAGE__COUNT];
+    double gpu_ms, wall;
+    int timed;
+} pass_acc_t;
+
+enum { PASS_TIMED, PASS_GRAPH, PASS_E2E };  /* per-stage times; graph mode; end to end */
+
+/* Case bc's resources into r (r zeroed first, so case_close may follow a
+ * failure). 0, or -1 after a message. */
+static int case_open(const bench_case_t *bc, int device, case_res_t *r)
+{
+    memset(r, 0, sizeof *r);
+    r->ops = bc->cuda ? ss_backend_cuda_ops() : &ss_backend_cpu;
+    if (!r->ops) {
+        fprintf(stderr, "bench: built without CUDA\n");
+        return -1;
+    }
+    const int S = bc->size;
+    if (prerender(r->ops, S, 12345, r->fr) != 0) {
+        fprintf(stderr, "bench: cannot render %dx%d frames\n", S, S);
+        return -1;
+    }
+    r->cfg = bench_cfg(bc->cuda, bc->history, device);
+    if (phases_override >= 0)
+        r->cfg.mf_phases = phases_override;
+    if (model_error_override >= 0)
+        r->cfg.model_error = model_error_override != 0;
+    if (guided_mask_override >= 0)
+        r->cfg.guided_mask = guided_mask_override != 0;
+    if (ss_result_init_with(&r->rbuf[0], (size_t)S * S, 4096, &r->ops->host_alloc) != 0 ||
+        ss_result_init_with(&r->rbuf[1], (size_t)S * S, 4096, &r->ops->host_alloc) != 0 ||
+        ss_detlist_init(&r->scratch, 4096) != 0) {
+        fprintf(stderr, "bench: out of memory for %dx%d results\n", S, S);
+        return -1;
+    }
+    return 0;
+}
+
+static void case_close(case_res_t *r)
+{
+    ss_result_free(&r->rbuf[0]);
+    ss_result_free(&r->rbuf[1]);
+    ss_detlist_free(&r->scratch);
+    if (r->ops)
+        free_frames(r->ops, r->fr);
+}
+
+#ifdef SKYSIEVE_HAVE_CUDA
+/* Before frame t of a CUDA pass: the backend's mode (timed in
+ * PASS_TIMED, graphs otherwise) and, end to end, the next frame
+ * prefetched. 0, or -1. */
+static int cuda_before_frame(ss_pipeline_t *pl, case_res_t *r, int pass, int t, uint64_t seq)
+{
+    const ss_backend_ops_t *bops = NULL;
+    ss_backend_t *be = ss_pipeline_backend(pl, &bops);
+    if (!be)
+        return 0;
+    ss_cuda_set_mode(be, pass == PASS_TIMED, 1);
+    if (pass != PASS_E2E)
+        return 0;
+    ss_frame_t *next = &r->fr[(t + 1) % PRERENDER];
+    next->meta.seq = seq + 1;
+    return ss_cuda_prefetch(be, next) == SS_OK ? 0 : -1;
+}
+
+/* The host waits and graph launches so far, added to o's per-frame
+ * figures with sign (-1 before the timed frames, +1 after them). */
+static void cuda_count_launches(ss_pipeline_t *pl, int pass, double sign, int frames,
+                                bench_out_t *o)
+{
+    const ss_backend_ops_t *bops = NULL;
+    long wt = 0, ln = 0;
+    ss_cuda_graph_stats(ss_pipeline_backend(pl, &bops), NULL, &ln, &wt);
+    if (pass == PASS_GRAPH) {
+        o->waits += sign * (double)wt / frames;
+        o->launches += sign * (double)ln / frames;
+    } else {
+        o->launches_e2e += sign * (double)ln / frames;
+    }
+}
+
+/* A timed graph-mode frame's figures: the host time inside each op, the
+ * host's streak merging (timed on a copy of res's detections), the GPU
+ * compute time. */
+static void cuda_graph_frame(ss_pipeline_t *pl, case_res_t *r, const ss_result_t *res, int frames,
+                             pass_acc_t *acc, bench_out_t *o)
+{
+    const ss_backend_ops_t *bops = NULL;
+    ss_backend_t *be = ss_pipeline_backend(pl, &bops);
+    double hm[SS_STAGE__COUNT];
+    ss_cuda_host_ms(be, hm);
+    memcpy(r->scratch.items, res->dets.items, (size_t)res->dets.count * sizeof(ss_detection_t));
+    r->scratch.count = res->dets.count;
+    const double m0 = ss_now_mono();
+    ss_merge_streaks(&r->scratch, r->cfg.streak_gap, fmax(3.0, 2.0 * r->cfg.psf_sigma));
+    o->merge_ms += (ss_now_mono() - m0) * 1e3 / frames;
+    for (int s = 0; s < SS_STAGE__COUNT; s++)
+        o->host_ms[s] += hm[s] / frames;
+    acc->gpu_ms += ss_cuda_frame_ms(be);
+}
+#endif
+
+/* Frame t of a pass into rp: processed whole, or end to end started,
+ * then frame t-1's result (in the other buffer) finished. Its wall time
+ * into *ms. */
+static ss_err_t pass_frame(ss_pipeline_t *pl, case_res_t *r, int pass, int t, ss_frame_t *cur,
+                           ss_result_t *rp, double *ms)
+{
+    const double f0 = ss_now_mono();
+    ss_err_t e = pass == PASS_E2E ? ss_pipeline_start(pl, cur, rp)
+                                  : ss_pipeline_process(pl, cur, rp);
+    if (e == SS_OK && pass == PASS_E2E && t > 0)
+        e = ss_pipeline_finish(pl, &r->rbuf[(t + 1) % 2]);
+    *ms = (ss_now_mono() - f0) * 1e3;
+    return e;
+}
+
+/* A timed frame's result res, its wall time ms, added up. */
+static void pass_count(int pass, const ss_result_t *res, double ms, pass_acc_t *acc,
+                       bench_out_t *o)
+{
+    if (res->status == SS_STATUS_OK) {
+        o->ok_frames++;
+        o->dets += res->dets.count;
+    }
+    if (pass == PASS_TIMED)
+        for (int s = 0; s < SS_STAGE__COUNT; s++)
+            if (res->stage_ms[s] >= 0.0) {
+                acc->stage_sum[s] += res->stage_ms[s];
+                acc->stage_n[s]++;
+            }
+    if (pass != PASS_E2E) {
+        acc->wall += ms;
+        acc->timed++;
+    }
+}
+
+/* A pass's figures into o, from acc and its timed frames' span t0..t1. */
+static void pass_figures(const bench_case_t *bc, int pass, int frames, const pass_acc_t *acc,
+                         double t0, double t1, bench_out_t *o)
+{
+    if (pass == PASS_TIMED) {
+        double sum = 0.0;
+        for (int s = 0; s < SS_STAGE__COUNT; s++)
+            if (acc->stage_n[s] > 0) {
+                o->stage_ms[s] = acc->stage_sum[s] / frames;
+                if (s != SS_STAGE_UPLOAD && s != SS_STAGE_DOWNLOAD)
+                    sum += o->stage_ms[s];
+            }
+        o->timed_sum_ms = sum;
+        if (!bc->cuda)
+            o->total_ms = acc->wall / acc->timed;
+    } else if (pass == PASS_GRAPH) {
+        o->total_ms = acc->gpu_ms / acc->timed;
+        o->wall_ms = acc->wall / acc->timed;
+    } else {
+        o->e2e_fps = frames / (t1 - t0);
+    }
+}
+
+/* One pass of case bc on a pipeline of its own: the warm-up, then
+ * `frames` timed frames, its figures into o; *seq numbers the frames
+ * across passes. 0, or -1 after a message. */
+static int run_pass(const bench_case_t *bc, case_res_t *r, int pass, int frames, uint64_t *seq,
+                    bench_out_t *o)
+{
+    char err[256];
+    ss_pipeline_t *pl = ss_pipeline_new(&r->cfg, "bench", err, sizeof err);
+    if (!pl) {
+        fprintf(stderr, "bench: %s\n", err);
+        return -1;
+    }
+    const ss_outputs_t outs = bench_outputs();
+    ss_pipeline_set_outputs(pl, &outs);
+    const int warm = case_warmup(bc);
+    pass_acc_t acc = { 0 };
+    double t0 = 0.0;
+    int rc = 0;
+    for (int t = 0; t < warm + frames; t++) {
+        ss_frame_t *cur = &r->fr[t % PRERENDER];
+        cur->meta.seq = ++*seq;
+        if (t == warm)
+            t0 = ss_now_mono();
+#ifdef SKYSIEVE_HAVE_CUDA
+        if (bc->cuda && cuda_before_frame(pl, r, pass, t, *seq) != 0) {
+            fprintf(stderr, "bench: frame %d: the prefetch failed\n", t);
+            rc = -1;
+            break;
+        }
+#endif
+        ss_result_t *rp = &r->rbuf[pass == PASS_E2E ? t % 2 : 0];
+        double ms;
+        const ss_err_t e = pass_frame(pl, r, pass, t, cur, rp, &ms);
+        if (e != SS_OK) {
+            fprintf(stderr, "bench: frame %d: %s (%s)\n", t, ss_strerror(e), rp->reason);
+            rc = -1;
+            break;
+        }
+        if (verbose)
+            fprintf(stderr, "frame %d: %s %s\n", t, ss_status_name(rp->status), rp->reason);
+#ifdef SKYSIEVE_HAVE_CUDA
+        if (bc->cuda && pass != PASS_TIMED && (t == warm - 1 || t == warm + frames - 1))
+            cuda_count_launches(pl, pass, t == warm - 1 ? -1.0 : 1.0, frames, o);
+#endif
+        if (t < warm)
+            continue;
+        pass_count(pass, rp, ms, &acc, o);
+#ifdef SKYSIEVE_HAVE_CUDA
+        if (bc->cuda && pass == PASS_GRAPH)
+            cuda_graph_frame(pl, r, rp, frames, &acc, o);
+#endif
+    }
+    if (rc == 0 && pass == PASS_E2E &&
+        ss_pipeline_finish(pl, &r->rbuf[(warm + frames - 1) % 2]) != SS_OK) {
+        fprintf(stderr, "bench: the last frame's result failed\n");
+        rc = -1;
+    }
+    if (rc == 0)
+        pass_figures(bc, pass, frames, &acc, t0, ss_now_mono(), o);
+    ss_pipeline_destroy(&pl);
+    return rc;
+}
+
 /* Run one configuration: its passes (timed, graph mode, end to end on
- * CUDA; one on the CPU) over `frames` frames after the warm-up, into o.
- * 0, or -1 after a message. */
+ * CUDA; the timed one on the CPU) over `frames` frames after the warm-up,
+ * into o. 0, or -1 after a message. */
 static int run_case(const bench_case_t *bc, int frames, int device, bench_out_t *o)
 {
     memset(o, 0, sizeof *o);
     for (int s = 0; s < SS_STAGE__COUNT; s++)
         o->stage_ms[s] = -1.0;
-    const ss_backend_ops_t *ops = bc->cuda ? ss_backend_cuda_ops() : &ss_backend_cpu;
-    if (!ops) {
-        fprintf(stderr, "bench: built without CUDA\n");
-        return -1;
-    }
-    const int S = bc->size;
-    ss_frame_t fr[PRERENDER];
-    if (prerender(ops, S, 12345, fr) != 0) {
-        fprintf(stderr, "bench: cannot render %dx%d frames\n", S, S);
-        return -1;
-    }
-    o->bytes_model = bytes_model(S, bc->history, 2);
-
-    ss_pipeline_cfg_t cfg = bench_cfg(bc->cuda, bc->history, device);
-    if (phases_override >= 0)
-        cfg.mf_phases = phases_override;
-    if (model_error_override >= 0)
-        cfg.model_error = model_error_override != 0;
-    if (guided_mask_override >= 0)
-        cfg.guided_mask = guided_mask_override != 0;
-    char err[256];
-    /* two result buffers, their residuals in the backend's host memory
-     * (pinned on CUDA) as a daemon's result pool has them: the end-to-end
-     * pass starts frame t before it finishes frame t-1 */
-    ss_result_t rbuf[2];
-    ss_detlist_t scratch;
-    if (ss_result_init_with(&rbuf[0], (size_t)S * S, 4096, &ops->host_alloc) != 0 ||
-        ss_result_init_with(&rbuf[1], (size_t)S * S, 4096, &ops->host_alloc) != 0 ||
-        ss_detlist_init(&scratch, 4096) != 0)
-        return -1;
-    const int warm = case_warmup(bc);
+    o->bytes_model = bytes_model(bc->size, bc->history, 2);
+    case_res_t r;
+    int rc = case_open(bc, device, &r);
     const int passes = bc->cuda ? 3 : 1;
     uint64_t seq = 0;
-    for (int pass = 0; pass < passes; pass++) {
-        ss_pipeline_t *pl = ss_pipeline_new(&cfg, "bench", err, sizeof err);
-        if (!pl) {
-            fprintf(stderr, "bench: %s\n", err);
-            return -1;
-        }
-        const ss_outputs_t outs = bench_outputs();
-        ss_pipeline_set_outputs(pl, &outs);
-        /* pass 0: per-stage times (CPU wall clock; GPU timed mode)
-         * pass 1: GPU graph mode, compute ms and wall ms per frame
-         * pass 2: GPU end to end with prefetching */
-        double stage_sum[SS_STAGE__COUNT] = { 0 };
-        int stage_n[SS_STAGE__COUNT] = { 0 };
-        double t0 = 0.0, gpu_ms = 0.0, wall = 0.0;
-        int timed = 0;
-        for (int t = 0; t < warm + frames; t++) {
-            ss_frame_t *cur = &fr[t % PRERENDER];
-            cur->meta.seq = ++seq;
-            if (t == warm)
-                t0 = ss_now_mono();
-#ifdef SKYSIEVE_HAVE_CUDA
-            const ss_backend_ops_t *bops = NULL;
-            ss_backend_t *be = ss_pipeline_backend(pl, &bops);
-            if (bc->cuda && be) {
-                ss_cuda_set_mode(be, pass == 0, 1);
-                if (pass == 2) {
-                    ss_frame_t *next = &fr[(t + 1) % PRERENDER];
-                    next->meta.seq = seq + 1;
-                    if (ss_cuda_prefetch(be, next) != SS_OK)
-                        return -1;
-                }
-            }
-#endif
-            /* pass 2 pipelines the results as the daemon does: frame t
-             * starts, then frame t-1's residual is waited for */
-            ss_result_t *rp = &rbuf[pass == 2 ? t % 2 : 0];
-            const double f0 = ss_now_mono();
-            ss_err_t e = pass == 2 ? ss_pipeline_start(pl, cur, rp) : ss_pipeline_process(pl, cur, rp);
-            if (e == SS_OK && pass == 2 && t > 0)
-                e = ss_pipeline_finish(pl, &rbuf[(t + 1) % 2]);
-            const double f1 = ss_now_mono();
-            const ss_result_t res = *rp;
-            if (e != SS_OK) {
-                fprintf(stderr, "bench: frame %d: %s (%s)\n", t, ss_strerror(e), res.reason);
-                return -1;
-            }
-            if (verbose)
-                fprintf(stderr, "frame %d: %s %s\n", t, ss_status_name(res.status), res.reason);
-#ifdef SKYSIEVE_HAVE_CUDA
-            if (bc->cuda && pass >= 1 && (t == warm - 1 || t == warm + frames - 1)) {
-                /* round trips and launches over the timed frames */
-                const ss_backend_ops_t *bops3 = NULL;
-                long wt = 0, ln = 0;
-                ss_cuda_graph_stats(ss_pipeline_backend(pl, &bops3), NULL, &ln, &wt);
-                const double sign = t == warm - 1 ? -1.0 : 1.0;
-                if (pass == 1) {
-                    o->waits += sign * (double)wt / frames;
-                    o->launches += sign * (double)ln / frames;
-                } else {
-                    o->launches_e2e += sign * (double)ln / frames;
-                }
-            }
-#endif
-            if (t < warm)
-                continue;
-            if (res.status == SS_STATUS_OK) {
-                o->ok_frames++;
-                o->dets += res.dets.count;
-            }
-            if (pass == 0) {
-                for (int s = 0; s < SS_STAGE__COUNT; s++)
-                    if (res.stage_ms[s] >= 0.0) {
-                        stage_sum[s] += res.stage_ms[s];
-                        stage_n[s]++;
-                    }
-                wall += (f1 - f0) * 1e3;
-                timed++;
-            }
-#ifdef SKYSIEVE_HAVE_CUDA
-            if (pass == 1) {
-                const ss_backend_ops_t *bops2 = NULL;
-                ss_backend_t *be2 = ss_pipeline_backend(pl, &bops2);
-                double hm[SS_STAGE__COUNT];
-                ss_cuda_host_ms(be2, hm);
-                /* the driver's host-side streak merging, timed on a copy */
-                memcpy(scratch.items, res.dets.items, (size_t)res.dets.count * sizeof(ss_detection_t));
-                scratch.count = res.dets.count;
-                const double m0 = ss_now_mono();
-                ss_merge_streaks(&scratch, cfg.streak_gap, fmax(3.0, 2.0 * cfg.psf_sigma));
-                o->merge_ms += (ss_now_mono() - m0) * 1e3 / frames;
-                for (int s = 0; s < SS_STAGE__COUNT; s++)
-                    o->host_ms[s] += hm[s] / frames;
-                gpu_ms += ss_cuda_frame_ms(be2);
-                wall += (f1 - f0) * 1e3;
-                timed++;
-            }
-#endif
-        }
-        if (pass == 2 && ss_pipeline_finish(pl, &rbuf[(warm + frames - 1) % 2]) != SS_OK)
-            return -1;
-        const double t1 = ss_now_mono();
-        if (pass == 0) {
-            double sum = 0.0;
-            for (int s = 0; s < SS_STAGE__COUNT; s++)
-                if (stage_n[s] > 0) {
-                    o->stage_ms[s] = stage_sum[s] / frames;
-                    if (s != SS_STAGE_UPLOAD && s != SS_STAGE_DOWNLOAD)
-                        sum += o->stage_ms[s];
-                }
-            o->timed_sum_ms = sum;
-            if (!bc->cuda)
-                o->total_ms = wall / timed;
-        } else if (pass == 1) {
-            o->total_ms = gpu_ms / timed;
-            o->wall_ms = wall / timed;
-        } else {
-            o->e2e_fps = frames / (t1 - t0);
-        }
-        ss_pipeline_destroy(&pl);
-    }
+    for (int pass = 0; pass < passes && rc == 0; pass++)
+        rc = run_pass(bc, &r, pass, frames, &seq, o);
     o->ok_frames /= passes;
     o->dets /= passes;
-    ss_result_free(&rbuf[0]);
-    ss_result_free(&rbuf[1]);
-    ss_detlist_free(&scratch);
-    free_frames(ops, fr);
-    return 0;
+    case_close(&r);
+    return rc;
 }
 
 #ifdef SKYSIEVE_HAVE_CUDA
