@@ -153,9 +153,11 @@ static const char *source_dir(void)
 
 /* ---- capture ---------------------------------------------------------------- */
 
-/* Start capture.py with args (NULL-terminated, after the script); it dies
- * with this process (PR_SET_PDEATHSIG: it then stops indiserver itself). */
-static pid_t spawn_capture(const char *const *args)
+/* Start capture.py with args (NULL-terminated, after the script), its
+ * output into the file log (the test shows its end when it fails:
+ * show_capture_log); it dies with this process (PR_SET_PDEATHSIG: it then
+ * stops indiserver itself). */
+static pid_t spawn_capture(const char *const *args, const char *log)
 {
     char script[1024];
     const char *argv[32];
@@ -174,6 +176,12 @@ static pid_t spawn_capture(const char *const *args)
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent)        /* the test died before prctl */
             _exit(127);
+        const int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) {
+            fprintf(stderr, "capture log %s: %s\n", log, strerror(errno));
+            _exit(127);
+        }
+        close(fd);
         execv(PYTHON, (char *const *)argv);
         fprintf(stderr, "exec %s %s: %s\n", PYTHON, script, strerror(errno));
         _exit(127);
@@ -212,7 +220,38 @@ static int wait_capture(pid_t pid)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Run capture.py into dir; returns its exit status (wait_capture). */
+/* The last CAPTURE_LOG_LINES lines of a capture's log on stderr. */
+#define CAPTURE_LOG_LINES 40
+static void show_capture_log(const char *log)
+{
+    FILE *f = fopen(log, "r");
+    if (!f) {
+        fprintf(stderr, "capture log %s: %s\n", log, strerror(errno));
+        return;
+    }
+    static char ring[CAPTURE_LOG_LINES][512];
+    long n = 0;
+    while (fgets(ring[n % CAPTURE_LOG_LINES], sizeof ring[0], f))
+        n++;
+    fclose(f);
+    fprintf(stderr, "---- %s, its last %ld lines:\n", log, SS_MIN(n, CAPTURE_LOG_LINES));
+    for (long k = SS_MAX(0, n - CAPTURE_LOG_LINES); k < n; k++)
+        fputs(ring[k % CAPTURE_LOG_LINES], stderr);
+    fprintf(stderr, "----\n");
+}
+
+/* Wait for the capture pid (wait_capture); its log shown when it did not
+ * exit 0. Returns its exit status. */
+static int finish_capture(pid_t pid, const char *log)
+{
+    const int rc = wait_capture(pid);
+    if (rc != 0)
+        show_capture_log(log);
+    return rc;
+}
+
+/* Run capture.py into dir, its log in dir/capture.log; returns its exit
+ * status (finish_capture). */
 static int run_capture(const seq_t *sq, const char *dir)
 {
     char frames[16], timeout[16], stars[16];
@@ -221,7 +260,9 @@ static int run_capture(const seq_t *sq, const char *dir)
     snprintf(timeout, sizeof timeout, "%d", CAPTURE_TIMEOUT_S);
     const char *args[] = { "--out", dir, "--mode", sq->mode, "--frames", frames, "--stars", stars,
                            "--timeout", timeout, NULL };
-    return wait_capture(spawn_capture(args));
+    char log[1100];
+    join_path(log, sizeof log, dir, "capture.log");
+    return finish_capture(spawn_capture(args, log), log);
 }
 
 /* truth.txt -> rows; returns the number of frames. */
@@ -317,7 +358,7 @@ static void get_frames(const seq_t *sq, char *dir, size_t n)
     int rc = run_capture(sq, dir);
     ck_assert_msg(rc != EXIT_MISSING, "%s: capture.py found software missing (its message above): "
                   "install the Debian packages indi-bin and python3-numpy", mode);
-    ck_assert_msg(rc == 0, "%s: capture.py failed (exit %d; its reason is above): the INDI "
+    ck_assert_msg(rc == 0, "%s: capture.py failed (exit %d; its log's end is above): the INDI "
                   "simulator gave no usable frames", mode, rc);
 }
 
@@ -351,7 +392,11 @@ static void run_sequence(const seq_t *sq)
     frame_out_t out[MAX_FRAMES];
     int ref = -1;                /* the current reference frame */
     double ms = 0.0;
-    fprintf(stderr, "%s: %dx%d frames, min_history %d\n"
+    char *table = NULL;             /* shown when the sequence fails */
+    size_t table_len = 0;
+    FILE *tab = open_memstream(&table, &table_len);
+    ck_assert_ptr_nonnull(tab);
+    fprintf(tab, "%s: %dx%d frames, min_history %d\n"
             "frame  status     shift (x, y)        expected    dets  mover (x, y)  nearest  reason\n",
             mode, w, h, min_history);
     for (int k = 0; k < n; k++) {
@@ -401,7 +446,7 @@ static void run_sequence(const seq_t *sq)
             snprintf(near, sizeof near, "%.2f px", o->mover_dist);
         else if (o->status == SS_STATUS_OK)
             snprintf(near, sizeof near, "none");
-        fprintf(stderr, "%5d  %-9s  %-18s  %-10s  %4d  (%4d, %4d)  %-7s  %s\n", k,
+        fprintf(tab, "%5d  %-9s  %-18s  %-10s  %4d  (%4d, %4d)  %-7s  %s\n", k,
                 ss_status_name(o->status), shift, expect, o->n_pos, truth[k].mover_x,
                 truth[k].mover_y, near, o->reason);
     }
@@ -445,6 +490,10 @@ static void run_sequence(const seq_t *sq)
         FAIL("; the mover was detected (within %.0f px) in %d of %d ok frames, fewer than %.0f %%",
              MOVER_TOL_PX, n_mover, n_ok, 100.0 * MOVER_MIN_SHARE);
 #undef FAIL
+    fclose(tab);
+    if (msg[0])
+        fputs(table, stderr);
+    free(table);
     fprintf(stderr, "%s: %d ok frames (first: %d), mover detected in %d, %d regfail/error, "
             "%d shifts off\n", mode, n_ok, first_ok, n_mover, n_bad, n_shift);
 
@@ -684,7 +733,7 @@ static void check_indi_feed(const char *log, const char *feed, const char *jsonl
  * after its frames, lets it stop the server). */
 typedef struct served {
     pid_t pid;
-    char ready[900], go[900], stop[900];
+    char ready[900], go[900], stop[900], log[900];
 } served_t;
 
 /* Start a capture of frames into dir that serves port and the local socket
@@ -697,15 +746,19 @@ static void serve(served_t *sv, const char *dir, int frames, int port, const cha
     snprintf(sv->ready, sizeof sv->ready, "%s.ready", dir);
     snprintf(sv->go, sizeof sv->go, "%s.go", dir);
     snprintf(sv->stop, sizeof sv->stop, "%s.stop", dir);
+    snprintf(sv->log, sizeof sv->log, "%s.capture.log", dir);
     const char *args[] = { "--out", dir, "--mode", "static", "--frames", fr, "--port", ps,
                            "--unix", unix_name, "--ready-file", sv->ready, "--go-file", sv->go,
                            "--stop-file", sv->stop, "--timeout", "90", NULL };
-    sv->pid = spawn_capture(args);
+    sv->pid = spawn_capture(args, sv->log);
     const double end = now_s() + DMN_WAIT_S;
     while (access(sv->ready, F_OK) != 0) {
         int st;
-        ck_assert_msg(waitpid(sv->pid, &st, WNOHANG) == 0, "capture.py for %s exited early", dir);
-        ck_assert_msg(now_s() < end, "capture.py for %s not ready in %.0f s", dir, DMN_WAIT_S);
+        const int gone = waitpid(sv->pid, &st, WNOHANG) != 0;
+        if (gone || now_s() > end) {
+            show_capture_log(sv->log);
+            ck_abort_msg("capture.py for %s %s", dir, gone ? "exited early" : "not ready in time");
+        }
         sleep_s(0.05);
     }
 }
@@ -781,7 +834,7 @@ START_TEST(test_indi_daemon)
     stall_daemon(dmn, a);
     const int took_a = feeds_took(log, DMN_FRAMES);
     touch(sv.stop);
-    ck_assert_int_eq(wait_capture(sv.pid), 0);
+    ck_assert_int_eq(finish_capture(sv.pid, sv.log), 0);
 
     /* the server is gone: a new one on the same port and socket */
     serve(&sv, b, DMN_FRAMES_B, port, unix_name);
@@ -790,7 +843,7 @@ START_TEST(test_indi_daemon)
     touch(sv.go);
     const int took_b = feeds_took(log, DMN_FRAMES + DMN_FRAMES_B);
     touch(sv.stop);
-    ck_assert_int_eq(wait_capture(sv.pid), 0);
+    ck_assert_int_eq(finish_capture(sv.pid, sv.log), 0);
     ck_assert_int_eq(stop_daemon(dmn), 0);
     fprintf(stderr, "indi daemon test: %.1f s; both feeds took the first server's frames: %s, "
             "the second's: %s\n", now_s() - t0, took_a ? "yes" : "no", took_b ? "yes" : "no");
@@ -1089,7 +1142,7 @@ START_TEST(test_indi_active)
     const int got = wait_for(log, "CCD Simulator.CCD1 (.fits) ", ACTIVE_FRAMES, DMN_WAIT_S);
     const int dmn_rc = stop_daemon(dmn);
     touch(sv.go);
-    const int cap_rc = wait_capture(sv.pid);
+    const int cap_rc = finish_capture(sv.pid, sv.log);
     fprintf(stderr, "indi active test: %.1f s\n", now_s() - t0);
     const char *line = "feed active final:";
     const long long rec = final_counter(log, line, "received");
