@@ -21,8 +21,11 @@
  *     truth (whole pixels, from capture.py's truth.txt);
  *   - the mover: a positive detection within MOVER_TOL_PX of its pixel in
  *     at least MOVER_MIN_SHARE of the ok frames.
- * Every frame's status, reason, shift, detections and the mover's match
- * are printed; a failure message lists each requirement that failed.
+ * A line of counts is printed per sequence; a sequence that fails also
+ * prints every frame's status, reason, shift, detections and the mover's
+ * match, and its failure message lists each requirement that failed.
+ * capture.py's output goes to a log beside the frames, shown (its end)
+ * only when a capture fails, so that a failure stays near the top.
  *
  * Without indi-bin the suite FAILS and says what to install (CI installs
  * it through tools/install-deps.sh); only with SKYSIEVE_INDI_OPTIONAL=1
