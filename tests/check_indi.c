@@ -37,7 +37,6 @@
  * working on the pipeline).
  */
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -86,7 +85,6 @@ static const seq_t SEQ_JITTER = { "jitter", "jitter", 30 };
  * structured blocks vote"). Ten stars of SNR 60 to 2600 are plenty for a
  * registration that uses whatever stars there are. */
 static const seq_t SEQ_SPARSE = { "sparse", "jitter", 10 };
-#define N_SEQ 3
 
 typedef struct truth_row {
     char file[64];
@@ -290,24 +288,6 @@ static int read_truth(const char *dir, truth_row_t *rows, int max)
     }
     fclose(f);
     return n;
-}
-
-/* Remove what capture.py wrote into a directory, and the directory. */
-static void remove_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[1400];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path)
-            unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
 }
 
 /* Append to the string in buf (n bytes), truncating. */
@@ -858,9 +838,7 @@ START_TEST(test_indi_daemon)
     const int min_history = ss_cfg_min_history(&pc);
     check_indi_feed(log, "tcp", jt, truth, min_history, "TCP");
     check_indi_feed(log, "local", jl, truth, min_history, "local socket");
-    remove_dir(a);
-    remove_dir(b);
-    remove_dir(dir);
+    rmtree(dir);
 }
 END_TEST
 
@@ -1109,10 +1087,7 @@ START_TEST(test_indi_fake_server)
                   "BLOB received and rejected as data_size, the %d good ones accepted", rec, acc,
                   rej, cut, FAKE_GOOD);
     ck_assert_msg(proc == FAKE_GOOD, "processed %lld of %d frames", proc, FAKE_GOOD);
-    unlink(cfg);
-    unlink(log);
-    unlink(jt);
-    rmdir(dir);
+    rmtree(dir);
 }
 END_TEST
 
@@ -1161,8 +1136,7 @@ START_TEST(test_indi_active)
     ck_assert_msg(rec >= ACTIVE_FRAMES && acc == rec && proc == acc && conns == 1,
                   "received %lld accepted %lld processed %lld connects %lld", rec, acc, proc,
                   conns);
-    remove_dir(a);
-    remove_dir(dir);
+    rmtree(dir);
 }
 END_TEST
 
@@ -1212,20 +1186,7 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    if (tmp_root[0]) {
-        char sub[600];
-        const seq_t *all[N_SEQ] = { &SEQ_STATIC, &SEQ_JITTER, &SEQ_SPARSE };
-        for (int i = 0; i < N_SEQ; i++) {
-            snprintf(sub, sizeof sub, "%s/%s", tmp_root, all[i]->name);
-            remove_dir(sub);
-        }
-        const char *daemon_dirs[] = { "daemon/a", "daemon/b", "daemon", "fake", "active/a",
-                                      "active" };
-        for (int i = 0; i < 6; i++) {   /* left by a failed daemon test */
-            snprintf(sub, sizeof sub, "%s/%s", tmp_root, daemon_dirs[i]);
-            remove_dir(sub);
-        }
-        rmdir(tmp_root);
-    }
+    if (tmp_root[0] && rmtree(tmp_root) != 0)     /* also what a failed test left */
+        fprintf(stderr, "check_indi: cannot remove %s: %s\n", tmp_root, strerror(errno));
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
