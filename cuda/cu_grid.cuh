@@ -3,7 +3,7 @@
  * each block writes its partials, and the block that finishes last adds
  * them in a fixed order (k_fine_sums, k_sel_pass, k_sel_clip, the guide's
  * mean and the seeing sums of k_guided.cu); a warp's appends to a
- * compacted array.
+ * compacted array; a warp's inclusive scan.
  */
 #ifndef SS_CU_GRID_CUH
 #define SS_CU_GRID_CUH
@@ -34,6 +34,23 @@ __device__ __forceinline__ unsigned int cu_lane(void)
     unsigned int l;
     asm("mov.u32 %0, %%laneid;" : "=r"(l));
     return l;
+}
+
+/* Inclusive scan of v over the lanes of a warp: lane l gets the sum over
+ * lanes 0..l, added in the same order on every call (Kogge-Stone: lane l
+ * adds lane l - o's partial for o = 1, 2, 4, 8, 16). Every lane of the
+ * warp calls it; T is any type __shfl_up_sync takes. */
+template <typename T>
+__device__ __forceinline__ T cu_warp_incl(T v)
+{
+    const unsigned int lane = cu_lane();
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const T u = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= (unsigned int)o)
+            v += u;
+    }
+    return v;
 }
 
 /* The first of tot slots (tot the same on every lane: the warp's appends)

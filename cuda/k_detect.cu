@@ -28,6 +28,7 @@
  * them into detections with ss_measure_finish.
  */
 #include "cu_internal.h"
+#include "cu_grid.cuh"
 #include "pipeline/peak_core.h"
 
 #include <math.h>
@@ -271,19 +272,6 @@ __device__ __forceinline__ int2 pair_unpack(unsigned long long v)
     return make_int2((int)(v & 0xffffffffull), (int)(v >> 32));
 }
 
-/* Inclusive scan of v over the lanes of a warp (every lane calls it). */
-__device__ __forceinline__ unsigned long long warp_incl(unsigned long long v)
-{
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const unsigned long long u = __shfl_up_sync(0xffffffffu, v, o);
-        if (lane >= o)
-            v += u;
-    }
-    return v;
-}
-
 /* Exclusive scan of the chunk counts cnt[c] = (kept positive roots,
  * negative ones), c < nchunks, in place; the totals into res->np, nn.
  * One block of SCAN_THREADS over tiles of SCAN_THREADS·SCAN_K chunks:
@@ -311,7 +299,7 @@ __global__ void __launch_bounds__(SCAN_THREADS) k_ccl_scan(int nchunks, int2 *cn
         }
 #pragma unroll
         for (int k = 0; k < SCAN_K; k++) {
-            const unsigned long long x = warp_incl(own[k]);
+            const unsigned long long x = cu_warp_incl(own[k]);
             inc[k] = run + x;
             run += __shfl_sync(0xffffffffu, x, 31);
         }
@@ -319,7 +307,7 @@ __global__ void __launch_bounds__(SCAN_THREADS) k_ccl_scan(int nchunks, int2 *cn
             wsum[wid] = run;
         __syncthreads();
         if (wid == 0)
-            wsum[lane] = warp_incl(wsum[lane]);
+            wsum[lane] = cu_warp_incl(wsum[lane]);
         __syncthreads();
         const unsigned long long before = carry + (wid > 0 ? wsum[wid - 1] : 0ull);
 #pragma unroll
@@ -381,14 +369,7 @@ __global__ void k_ccl_number(const cu_params_t *__restrict__ p, const float *__r
         }
     }
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-    int ip = tp, in = tn;
-    for (int o = 1; o < 32; o <<= 1) {
-        const int a = __shfl_up_sync(0xffffffffu, ip, o), b = __shfl_up_sync(0xffffffffu, in, o);
-        if (lane >= o) {
-            ip += a;
-            in += b;
-        }
-    }
+    const int ip = cu_warp_incl(tp), in = cu_warp_incl(tn);
     if (lane == 31) {
         wp[wid] = ip;
         wn[wid] = in;

@@ -283,12 +283,7 @@ __global__ void k_box(box_args a, int w, int h, int r, int bh)
         double off[S];
 #pragma unroll
         for (int s = 0; s < S; s++) {
-            double v = run[s];
-            for (int o = 1; o < 32; o <<= 1) {
-                const double u = __shfl_up_sync(0xffffffffu, v, o);
-                if (lane >= o)
-                    v += u;
-            }
+            const double v = cu_warp_incl(run[s]);
             if (lane == 31)
                 wtot[wid][s] = v;
             off[s] = v - run[s];

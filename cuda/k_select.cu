@@ -190,22 +190,12 @@ __device__ __forceinline__ void block_scan(long long mine, long long *part)
     static_assert(N % 32 == 0 && N <= 1024, "whole warps, at most 32");
     __shared__ long long wsum[N / 32];
     const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
-    long long x = mine;
-    for (int o = 1; o < 32; o <<= 1) {
-        const long long y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o)
-            x += y;
-    }
+    const long long x = cu_warp_incl(mine);
     if (lane == 31)
         wsum[wid] = x;
     __syncthreads();
     if (wid == 0) {
-        long long w = lane < N / 32 ? wsum[lane] : 0;
-        for (int o = 1; o < 32; o <<= 1) {
-            const long long y = __shfl_up_sync(0xffffffffu, w, o);
-            if (lane >= o)
-                w += y;
-        }
+        const long long w = cu_warp_incl(lane < N / 32 ? wsum[lane] : 0ll);
         if (lane < N / 32)
             wsum[lane] = w;
     }
@@ -447,19 +437,6 @@ struct cl_hist {
     unsigned int group[CL_GROUPS];
 };
 
-/* Inclusive scan of v over a warp's lanes (all of them call it). */
-__device__ __forceinline__ unsigned int warp_incl_u(unsigned int v)
-{
-    const unsigned int lane = cu_lane();
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const unsigned int u = __shfl_up_sync(0xffffffffu, v, o);
-        if (lane >= (unsigned int)o)
-            v += u;
-    }
-    return v;
-}
-
 /* The group sums of this block's histogram h (its counts complete: after
  * a block barrier): thread t's 4 bins, added over the 8 threads of a
  * group. Every thread calls it. */
@@ -499,8 +476,8 @@ __device__ __forceinline__ void cl_narrow(const cg::cluster_group &cl, const cl_
         g0 += hr->group[lane];
         g1 += hr->group[lane + 32];
     }
-    const unsigned int i0 = warp_incl_u(g0), t0 = __shfl_sync(0xffffffffu, i0, 31);
-    const unsigned int i1 = warp_incl_u(g1) + t0, tot = __shfl_sync(0xffffffffu, i1, 31);
+    const unsigned int i0 = cu_warp_incl(g0), t0 = __shfl_sync(0xffffffffu, i0, 31);
+    const unsigned int i1 = cu_warp_incl(g1) + t0, tot = __shfl_sync(0xffffffffu, i1, 31);
     long long n = st->n, rank = st->rank;
     if (pass == 0) {
         n = tot;
@@ -521,7 +498,7 @@ __device__ __forceinline__ void cl_narrow(const cg::cluster_group &cl, const cl_
 #pragma unroll
     for (int r = 0; r < SEL_CL; r++)
         f += cl.map_shared_rank(h, r)->bin[grp * CL_GROUP + lane];
-    const unsigned int fi = warp_incl_u(f);
+    const unsigned int fi = cu_warp_incl(f);
     const int bl = __ffs(__ballot_sync(0xffffffffu, (unsigned long long)sub0 < fi)) - 1;
     const unsigned int before = __shfl_sync(0xffffffffu, fi - f, bl);
     if (lane == 0) {

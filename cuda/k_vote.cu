@@ -9,6 +9,7 @@
  * and the vote at most SS_COARSE_STARS² pairs.
  */
 #include "cu_internal.h"
+#include "cu_grid.cuh"
 #include "pipeline/vote_core.h"
 
 namespace {
@@ -61,12 +62,7 @@ __device__ void pick_bin(const unsigned int *hist, int *need, unsigned long long
     int mine = 0;
     for (int j = 0; j < 8; j++)
         mine += (int)hist[top - j];
-    int incl = mine;
-    for (int o = 1; o < 32; o <<= 1) {
-        const int v = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o)
-            incl += v;
-    }
+    const int incl = cu_warp_incl(mine);
     const int n = *need;
     __syncwarp();                   /* every lane has read *need before it changes */
     const unsigned int hit = __ballot_sync(0xffffffffu, incl >= n);
