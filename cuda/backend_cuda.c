@@ -29,7 +29,9 @@
  * needs (the registration's result, σ, accumulators) and the parameter
  * block travel by kernel copies through mapped pinned memory
  * (cu_copy_small, cu_copy_counted), not on the copy engines, where they
- * would queue behind a frame's upload or a residual's download. With the
+ * would queue behind a frame's upload or a residual's download; those of
+ * the middle of a segment on the output lane (cx_copy_out), beside the
+ * steps after them. With the
  * prediction planned on the device (predict_planned: the weights from the
  * device's shift, k_plan) a frame through the driver runs as one wait and,
  * when the frame was prefetched, one graph launch: [previous history
@@ -199,7 +201,7 @@ static cudaError_t st_coarse(ss_backend_t *b, cudaStream_t s, int v)
     SK(cu_vote(b->d_params, r->top[1], &r->ntop[1], r->top[0], &r->ntop[0], b->d_vote_hist, r, s));
     if (b->L > 0)
         SK(cu_refine(b->d_ref_lvl, b->d_cur_lvl, b->lw, b->lh, b->L, r, s));
-    return cu_copy_small(&b->m_res->coarse, &r->coarse, sizeof(cu_coarse_t), s);
+    return cx_copy_out(b, s, &b->m_res->coarse, &r->coarse, sizeof(cu_coarse_t));
 }
 
 /* v = passes | FINE_FROM_COARSE: the whole fine registration, its state
@@ -210,7 +212,7 @@ static cudaError_t st_fine(ss_backend_t *b, cudaStream_t s, int v)
     SK(cu_fine(b->d_params, b->d_plane[SS_PLANE_HIPASS], b->d_plane[SS_PLANE_REFERENCE], b->w,
                b->h, v & 0xffff, (v & FINE_FROM_COARSE) != 0, b->d_partials, b->d_counter,
                b->d_res, s));
-    return cu_copy_small(&b->m_res->fine_st, &b->d_res->fine_st, sizeof(ss_fine_state_t), s);
+    return cx_copy_out(b, s, &b->m_res->fine_st, &b->d_res->fine_st, sizeof(ss_fine_state_t));
 }
 
 /* The device's plan from the registration's result (k_plan). */
@@ -277,6 +279,19 @@ static cudaError_t st_matched(ss_backend_t *b, cudaStream_t s, int v)
                       b->d_plane[SS_PLANE_CLEAN], b->w, b->h, b->d_plane[SS_PLANE_SNR], s);
 }
 
+/* §6b, the star map's two high-passes of radius r (ss_star_template's
+ * first half) from PREDICTION: A into d_gs[2], the clip B into d_gs[3],
+ * the restore S into d_gs[4] (d_gs[0], d_gs[1] their scratch). They read
+ * nothing the detection's steps write: noise_enqueue puts them on the side
+ * lane, beside the noise and the matched filter. */
+static cudaError_t st_mv_hipass(ss_backend_t *b, cudaStream_t s, int r)
+{
+    float *A = b->d_gs[2], *B = b->d_gs[3], *S = b->d_gs[4];
+    SK(cu_hipass_to(b->d_plane[SS_PLANE_PREDICTION], b->w, b->h, r, b->d_gs, A, SS_HPE_CLIP,
+                    NULL, B, s));
+    return cu_hipass_to(B, b->w, b->h, r, b->d_gs, NULL, SS_HPE_RESTORE, A, S, s);
+}
+
 /* §6b, v = r·64 + R: the star map as ss_star_template (radius r; d_gs[0],
  * d_gs[1] the high-pass's scratch; A in d_gs[2] and the clip B in d_gs[3]
  * from the first high-pass's column pass, the restore S from the second's
@@ -284,16 +299,17 @@ static cudaError_t st_matched(ss_backend_t *b, cudaStream_t s, int v)
  * radius R into d_gs[3], the template D into STAR, the fit's samples
  * compacted into d_selbuf (free once the noise is selected) and their
  * median into d_sel (st_mv_apply, next, takes β from it). v | DEV_SIGMA:
- * the star map's σ from the device. */
+ * the star map's σ from the device; v | MV_HP_DONE: the high-passes ran
+ * already (st_mv_hipass on the side lane). */
+#define MV_HP_DONE (1 << 25)
 static cudaError_t st_mv_template(ss_backend_t *b, cudaStream_t s, int v)
 {
     const float *sg = dev_sigma(b, v);
+    const int r = (v & (DEV_SIGMA - 1)) >> 6;
+    if (!(v & MV_HP_DONE))
+        SK(st_mv_hipass(b, s, r));
     v &= DEV_SIGMA - 1;
-    const int r = v >> 6;
-    float *A = b->d_gs[2], *B = b->d_gs[3], *S = b->d_gs[4];
-    SK(cu_hipass_to(b->d_plane[SS_PLANE_PREDICTION], b->w, b->h, r, b->d_gs, A, SS_HPE_CLIP,
-                    NULL, B, s));
-    SK(cu_hipass_to(B, b->w, b->h, r, b->d_gs, NULL, SS_HPE_RESTORE, A, S, s));
+    float *B = b->d_gs[3], *S = b->d_gs[4];
     SK(cu_matched(b->d_params, v & 63, 1, sg, S, b->w, b->h, B, s));
     SK(cu_mv_template(B, b->w, b->h, b->d_plane[SS_PLANE_STAR], s));
     SK(cu_mv_gather(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR], b->w, b->h,
@@ -309,8 +325,8 @@ static cudaError_t st_mv_apply(ss_backend_t *b, cudaStream_t s, int v)
     SK(cu_mv_apply(b->d_sel, b->d_res, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR],
                    b->d_plane[SS_PLANE_SNR_RAW], b->npix, s));
     /* count and β reach the host with the detection's wait (cuda_frame_stats) */
-    return cu_copy_small(&b->m_res->mv_count, &b->d_res->mv_count,
-                         sizeof b->d_res->mv_count + sizeof b->d_res->mv_beta, s);
+    return cx_copy_out(b, s, &b->m_res->mv_count, &b->d_res->mv_count,
+                       sizeof b->d_res->mv_count + sizeof b->d_res->mv_beta);
 }
 
 /* How many accumulators come back with the detection's segment: as many
@@ -325,7 +341,7 @@ static int acc_inline(const ss_backend_t *b)
 static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
 {
     if (v & 2)
-        SK(cu_copy_small(&b->m_res->sigma, &b->d_res->sigma, sizeof(float), s));
+        SK(cx_copy_out(b, s, &b->m_res->sigma, &b->d_res->sigma, sizeof(float)));
     const float *zg = b->d_plane[v & 1 ? SS_PLANE_SNR_RAW : SS_PLANE_SNR];
     SK(cu_detect(b->d_params, zg, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_CLEAN],
                  b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_parent, b->d_u8,
@@ -524,6 +540,10 @@ static void destroy_locked(ss_backend_t **pb)
         cudaStreamSynchronize(b->xs);
     if (b->ds)      /* a residual still on its way lands before its buffer may go */
         cudaStreamSynchronize(b->ds);
+    if (b->os)
+        cudaStreamSynchronize(b->os);
+    if (b->ps)
+        cudaStreamSynchronize(b->ps);
     (void)cudaGetLastError();
     for (int g = 0; g < b->ngraphs; g++)
         if (b->graphs[g].exec)
@@ -539,7 +559,7 @@ static void destroy_locked(ss_backend_t **pb)
     }
     cudaEvent_t evs[] = { b->ev_done, b->ev_param, b->ev_up[0], b->ev_up[1], b->ev_free[0],
                           b->ev_free[1], b->ev_ready, b->ev_rd[0], b->ev_rd[1], b->ev_rd[2],
-                          b->ev_rd[3], b->ev_boxes, b->ev_mark };
+                          b->ev_rd[3], b->ev_boxes, b->ev_mark, b->ev_fork, b->ev_join };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
             cudaEventDestroy(evs[i]);
@@ -549,6 +569,10 @@ static void destroy_locked(ss_backend_t **pb)
         cudaStreamDestroy(b->xs);
     if (b->ds)
         cudaStreamDestroy(b->ds);
+    if (b->os)
+        cudaStreamDestroy(b->os);
+    if (b->ps)
+        cudaStreamDestroy(b->ps);
     (void)cudaGetLastError();
     free(b);
     *pb = NULL;
@@ -617,6 +641,10 @@ static ss_err_t create_locked(const ss_pipeline_cfg_t *cfg, const ss_geometry_t 
     CC(cudaGetDeviceProperties(&prop, b->device));
     b->sms = prop.multiProcessorCount;
     b->gshare = cfg->device_feeds > 1 ? cfg->device_feeds : 1;
+    /* the lanes fill an idle GPU beside one feed's chain; where feeds
+     * share it, the others fill it (8 feeds of 512² were 9 % slower with
+     * the lanes: docs/PERFORMANCE.md, 2026-11-26 14:43Z) */
+    b->lanes = b->gshare == 1;
     b->sel_cluster_max = cu_select_cluster_max();  /* its set-up, outside any capture */
     CC(cudaStreamCreateWithFlags(&b->cs, cudaStreamNonBlocking));
     CC(cudaStreamCreateWithFlags(&b->xs, cudaStreamNonBlocking));
@@ -624,6 +652,10 @@ static ss_err_t create_locked(const ss_pipeline_cfg_t *cfg, const ss_geometry_t 
     CC(cudaEventCreateWithFlags(&b->ev_done, cudaEventDisableTiming));
     CC(cudaEventCreateWithFlags(&b->ev_ready, cudaEventDisableTiming));
     CC(cudaEventCreateWithFlags(&b->ev_mark, cudaEventDisableTiming));
+    CC(cudaStreamCreateWithFlags(&b->os, cudaStreamNonBlocking));
+    CC(cudaStreamCreateWithFlags(&b->ps, cudaStreamNonBlocking));
+    CC(cudaEventCreateWithFlags(&b->ev_fork, cudaEventDisableTiming));
+    CC(cudaEventCreateWithFlags(&b->ev_join, cudaEventDisableTiming));
     for (int i = 0; i < RD_RING; i++)
         CC(cudaEventCreateWithFlags(&b->ev_rd[i], cudaEventDisableTiming));
     CC(cudaEventCreateWithFlags(&b->ev_param, cudaEventDisableTiming));
@@ -1091,6 +1123,7 @@ static ss_err_t cuda_whiten(ss_backend_t *b, const int *slots, const int *ix, co
         return e;
     if (rw)
         b->h_params->rw = *rw;
+    b->mv_hp_r = 0;                 /* PREDICTION is rewritten */
     if ((e = cx_enqueue_with(b, st_whiten, rw != NULL, SS_STAGE_WHITEN,
                              rw ? STEP_REWEIGHT : STEP_PLAN)))
         return e;
@@ -1131,7 +1164,17 @@ static ss_err_t noise_enqueue(ss_backend_t *b, ss_plane_t which, int stride, int
         (cu_sampler_t){ b->d_plane[which], NULL, b->w, b->h, CU_SAMP_PLANE, stride };
     b->sigma_dev = dev;
     b->stats_pending |= dev;
-    return cx_enqueue(b, st_noise, stride | (dev ? DEV_SIGMA : 0), SS_STAGE_NOISE);
+    if (dev && which == SS_PLANE_CLEAN && b->cfg->model_error) {
+        /* the star map's high-passes beside this σ and the matched filter
+         * (the modelvar op that follows takes them: mv_hp_r) */
+        const int r = ss_mv_radius(b->cfg->psf_sigma);
+        const ss_err_t e = cx_enqueue_with(b, st_mv_hipass, r, SS_STAGE_MATCHED, STEP_SIDE);
+        if (e)
+            return e;
+        b->mv_hp_r = r;
+    }
+    return cx_enqueue_with(b, st_noise, stride | (dev ? DEV_SIGMA : 0), SS_STAGE_NOISE,
+                           STEP_BESIDE);
 }
 
 static ss_err_t cuda_noise(ss_backend_t *b, ss_plane_t which, int stride, float *sigma)
@@ -1170,6 +1213,7 @@ static ss_err_t cuda_predict_planned(ss_backend_t *b, const ss_wplan_t *wp, cons
         hp->gm_in = *gm;
     put_slots(b, slots, n);
     const int stride = SS_MAX(b->cfg->noise_stride, 1);
+    b->mv_hp_r = 0;                 /* PREDICTION is rewritten */
     if ((e = fine_enqueue(b, 0.0, 0.0, 1)) ||
         (e = cx_enqueue_with(b, st_plan, 0, SS_STAGE_WHITEN, STEP_PLAN_IN)) ||
         (wp->lsq && (e = cx_enqueue(b, st_lsq, n | LSQ_ON_DEVICE, SS_STAGE_WHITEN))) ||
@@ -1234,7 +1278,8 @@ static ss_err_t cuda_matched(ss_backend_t *b, double psf_sigma, int phases, floa
     hp->mf_phases = n;
     hp->mf_R = R;
     hp->mf_sigma = host_sigma(b, sigma);
-    if ((e = cx_enqueue(b, st_matched, R | sigma_variant(b, sigma), SS_STAGE_MATCHED)))
+    if ((e = cx_enqueue_with(b, st_matched, R | sigma_variant(b, sigma), SS_STAGE_MATCHED,
+                             STEP_BESIDE)))
         return e;
     b->grow_raw = 0;
     return cx_op_end(b);
@@ -1254,8 +1299,10 @@ static ss_err_t cuda_modelvar(ss_backend_t *b, int r, double psf_sigma, float si
     hp->mv_sigma = host_sigma(b, sigma);
     hp->mv_stride = stride < 1 ? 1 : stride;
     hp->mv_tmin = tmin;
-    if ((e = cx_enqueue(b, st_mv_template, (r * 64 + R) | sigma_variant(b, sigma),
-                     SS_STAGE_MATCHED)) ||
+    const int hp_done = b->mv_hp_r == r ? MV_HP_DONE : 0;
+    b->mv_hp_r = 0;
+    if ((e = cx_enqueue(b, st_mv_template, (r * 64 + R) | sigma_variant(b, sigma) | hp_done,
+                        SS_STAGE_MATCHED)) ||
         (e = cx_enqueue(b, st_mv_apply, 0, SS_STAGE_MATCHED)))
         return e;
     b->grow_raw = 1;                /* SNR_RAW is this z before its division (β = 0: z itself) */

@@ -37,6 +37,7 @@ typedef struct step {
     step_fn fn;
     int variant;
     int stage;                  /* ss_stage_id_t for the timed mode */
+    unsigned lane;              /* STEP_SIDE, STEP_BESIDE or 0 */
 } step_t;
 
 /* What a step asks of the segment it runs in (cx_enqueue_with): cx_flush acts
@@ -46,12 +47,22 @@ enum {
     STEP_REWEIGHT = 2,          /* the parameter block's whole plan goes up too */
     STEP_PLAN = 4,              /* ... its plan without the re-weighting block */
     STEP_PLAN_IN = 8,           /* ... the inputs of the device's plan (k_plan) */
+    /* where the step runs (run_steps): by default on cs, after the side
+     * lane's work (joined). STEP_SIDE: on the side lane ps, after what cs
+     * has so far, beside the steps after it; it may write only the star
+     * map's scratch (d_gs[0..4]). STEP_BESIDE: on cs without the join:
+     * the step neither reads nor writes d_gs, PREDICTION or what a side
+     * step writes. */
+    STEP_SIDE = 16,
+    STEP_BESIDE = 32,
 };
+#define STEP_LANES (STEP_SIDE | STEP_BESIDE)
 
 typedef struct graph_entry {
     int nsteps;
     step_fn fn[MAX_STEPS];
     int variant[MAX_STEPS];
+    unsigned lane[MAX_STEPS];
     cudaGraphExec_t exec;
     unsigned long last_used;
 } graph_entry_t;
@@ -76,6 +87,18 @@ struct ss_backend {
 
     cudaStream_t cs, xs;            /* compute, copy (uploads) */
     cudaStream_t ds;                /* downloads of read_begin (the other copy engine) */
+    /* the output lane: a step's small results to the host's mapped mirror
+     * (cx_copy_out) beside the steps after it, joined back into cs at the
+     * end of the segment (out_open: a copy since the last join) */
+    cudaStream_t os;
+    cudaEvent_t ev_fork, ev_join;
+    int out_open;
+    cudaStream_t ps;                /* the side lane (STEP_SIDE) */
+    int lanes;                      /* the lanes are used (a feed alone on its device:
+                                     * gshare 1); else every step runs in order on cs */
+    int mv_hp_r;                    /* the star map's high-passes of radius mv_hp_r are
+                                     * enqueued on the side lane for this PREDICTION
+                                     * (st_mv_hipass; 0: none) */
     cudaEvent_t ev_done, ev_param;
     cudaEvent_t ev_up[2], ev_free[2];
     cudaEvent_t ev_ready;           /* CLEAN computed: a download may start */
@@ -269,6 +292,14 @@ ss_err_t cx_flush(ss_backend_t *b);
  * first). A step that writes CLEAN flushes a pending one out first. */
 ss_err_t cx_defer_download(ss_backend_t *b, void *dst, const void *src, size_t bytes,
                            uint64_t ticket);
+/* Inside a step running on s: the copy of bytes from device src to the
+ * host's mapped mirror dst (cu_copy_small) on the output lane, after
+ * what s has so far, so that the steps after it do not wait for it. The
+ * segment's end waits for it (ev_done, and so the host). Only for values
+ * the rest of the segment leaves alone or rewrites and copies again.
+ * Without b->lanes, or timed, it is a copy on s. */
+cudaError_t cx_copy_out(ss_backend_t *b, cudaStream_t s, void *dst, const void *src,
+                        size_t bytes);
 /* Flush and wait for this segment only (its last copy to the host). */
 ss_err_t cx_flush_wait(ss_backend_t *b);
 ss_err_t cx_wait_done(ss_backend_t *b);

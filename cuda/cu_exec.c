@@ -71,6 +71,8 @@ int cx_is_sticky(cudaError_t e)
 void cx_drop_pending(ss_backend_t *b)
 {
     b->npending = 0;
+    b->out_open = 0;
+    b->mv_hp_r = 0;
     b->seg_needs = 0;
     b->seg_raw_buf = -1;
     if (b->dl.pending) {
@@ -168,8 +170,8 @@ ss_err_t cx_enqueue_with(ss_backend_t *b, step_fn fn, int variant, int stage, un
         if (e)
             return e;
     }
-    b->pending[b->npending++] = (step_t){ fn, variant, stage };
-    b->seg_needs |= needs;
+    b->pending[b->npending++] = (step_t){ fn, variant, stage, needs & STEP_LANES };
+    b->seg_needs |= needs & ~(unsigned)STEP_LANES;
     return SS_OK;
 }
 
@@ -222,6 +224,59 @@ static ss_err_t issue_download(ss_backend_t *b)
     return SS_OK;
 }
 
+cudaError_t cx_copy_out(ss_backend_t *b, cudaStream_t s, void *dst, const void *src,
+                        size_t bytes)
+{
+    if (!b->lanes || b->timed)
+        return cu_copy_small(dst, src, bytes, s);
+    SK(cudaEventRecord(b->ev_fork, s));
+    SK(cudaStreamWaitEvent(b->os, b->ev_fork, 0));
+    b->out_open = 1;
+    return cu_copy_small(dst, src, bytes, b->os);
+}
+
+/* cs waits for what stream s has so far. */
+static cudaError_t join(ss_backend_t *b, cudaStream_t s)
+{
+    SK(cudaEventRecord(b->ev_join, s));
+    return cudaStreamWaitEvent(b->cs, b->ev_join, 0);
+}
+
+/* The pending steps, each on its lane (STEP_SIDE, where b->lanes), then
+ * cs waits for the side and output lanes. Captured, the lanes' work
+ * becomes branches of the graph that join where a step needs them and at
+ * its end. Timed, every step runs on cs between its stage's events, so
+ * that the stages' times do not overlap. */
+static cudaError_t run_steps(ss_backend_t *b, int timed)
+{
+    int side_open = 0;
+    for (int k = 0; k < b->npending; k++) {
+        const step_t *st = &b->pending[k];
+        cudaStream_t s = b->cs;
+        if (!b->lanes || timed) {
+            /* in order on cs */
+        } else if (st->lane & STEP_SIDE) {
+            SK(cudaEventRecord(b->ev_fork, b->cs));
+            SK(cudaStreamWaitEvent(b->ps, b->ev_fork, 0));
+            s = b->ps;
+            side_open = 1;
+        } else if (side_open && !(st->lane & STEP_BESIDE)) {
+            SK(join(b, b->ps));
+            side_open = 0;
+        }
+        timer_t_ *t = timed ? cx_timer_start(b, s, st->stage, 0) : NULL;
+        SK(st->fn(b, s, st->variant));
+        cx_timer_stop(b, t, s);
+    }
+    if (side_open)
+        SK(join(b, b->ps));
+    if (b->out_open) {
+        b->out_open = 0;
+        SK(join(b, b->os));
+    }
+    return cudaSuccess;
+}
+
 static graph_entry_t *graph_find(ss_backend_t *b)
 {
     for (int g = 0; g < b->ngraphs; g++) {
@@ -230,7 +285,8 @@ static graph_entry_t *graph_find(ss_backend_t *b)
             continue;
         int same = 1;
         for (int k = 0; k < ge->nsteps && same; k++)
-            same = ge->fn[k] == b->pending[k].fn && ge->variant[k] == b->pending[k].variant;
+            same = ge->fn[k] == b->pending[k].fn && ge->variant[k] == b->pending[k].variant &&
+                   ge->lane[k] == b->pending[k].lane;
         if (same)
             return ge;
     }
@@ -256,8 +312,7 @@ static ss_err_t capture_steps(ss_backend_t *b, graph_entry_t **out)
     ge->nsteps = 0;
     CK(b, cudaStreamBeginCapture(b->cs, cudaStreamCaptureModeRelaxed));
     b->capturing = 1;
-    for (int k = 0; k < b->npending; k++)
-        CK(b, b->pending[k].fn(b, b->cs, b->pending[k].variant));
+    CK(b, run_steps(b, 0));
     cudaGraph_t g = NULL;
     b->capturing = 0;
     CK(b, cudaStreamEndCapture(b->cs, &g));
@@ -268,6 +323,7 @@ static ss_err_t capture_steps(ss_backend_t *b, graph_entry_t **out)
     for (int k = 0; k < b->npending; k++) {
         ge->fn[k] = b->pending[k].fn;
         ge->variant[k] = b->pending[k].variant;
+        ge->lane[k] = b->pending[k].lane;
     }
     *out = ge;
     return SS_OK;
@@ -310,11 +366,7 @@ ss_err_t cx_flush(ss_backend_t *b)
     /* the host may rewrite both mirrors once this event has passed */
     CK(b, cudaEventRecord(b->ev_param, b->cs));
     if (b->timed) {
-        for (int k = 0; k < b->npending; k++) {
-            timer_t_ *t = cx_timer_start(b, b->cs, b->pending[k].stage, 0);
-            CK(b, b->pending[k].fn(b, b->cs, b->pending[k].variant));
-            cx_timer_stop(b, t, b->cs);
-        }
+        CK(b, run_steps(b, 1));
     } else if (b->use_graphs) {
         graph_entry_t *ge = graph_find(b);
         if (!ge) {
@@ -329,8 +381,7 @@ ss_err_t cx_flush(ss_backend_t *b)
         b->launches++;
     } else {
         timer_t_ *t = cx_timer_start(b, b->cs, -1, 0);
-        for (int k = 0; k < b->npending; k++)
-            CK(b, b->pending[k].fn(b, b->cs, b->pending[k].variant));
+        CK(b, run_steps(b, 0));
         cx_timer_stop(b, t, b->cs);
     }
     b->npending = 0;
