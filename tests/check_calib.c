@@ -773,9 +773,5 @@ static Suite *calib_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(calib_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ss_run_suite(calib_suite());
 }

@@ -753,9 +753,5 @@ static Suite *eval_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(eval_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf == 0 ? 0 : 1;
+    return ss_run_suite(eval_suite());
 }

@@ -13,18 +13,7 @@
 #include <string.h>
 
 #include "pipeline/stages.h"
-
-/* ---- a small deterministic PRNG (splitmix64) ---------------------------- */
-
-static uint64_t rng_state;
-static uint64_t rng_u64(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static double rng_unif(void) { return (double)(rng_u64() >> 11) * 0x1.0p-53; }
+#include "ss_test.h"
 
 #define HI 5.0f
 #define LO 2.5f
@@ -391,9 +380,5 @@ static Suite *label_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(label_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ss_run_suite(label_suite());
 }

@@ -1297,9 +1297,5 @@ static Suite *measure_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(measure_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ss_run_suite(measure_suite());
 }

@@ -262,9 +262,5 @@ static Suite *modelvar_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(modelvar_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ss_run_suite(modelvar_suite());
 }

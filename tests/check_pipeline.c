@@ -17,6 +17,7 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/wcs.h"
 #include "tools/synth.h"
+#include "ss_test.h"
 
 /* A synthetic sequence run through a CPU pipeline, one frame at a time. */
 typedef struct run {
@@ -1899,9 +1900,5 @@ static Suite *pipeline_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(pipeline_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ss_run_suite(pipeline_suite());
 }

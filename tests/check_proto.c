@@ -31,6 +31,7 @@
 #include "pipeline/pipeline.h"
 
 #include "adzmq_sender.h"
+#include "ss_test.h"
 
 #define GOLDEN_MAX_PARTS 6
 #define RESIDUAL_PARTS_TEXT_T \
@@ -2689,9 +2690,5 @@ static Suite *proto_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(proto_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ss_run_suite(proto_suite());
 }

@@ -1189,9 +1189,5 @@ static Suite *registration_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(registration_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ss_run_suite(registration_suite());
 }

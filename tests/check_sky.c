@@ -19,6 +19,7 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/wcs.h"
 #include "tools/synth.h"
+#include "ss_test.h"
 
 #define SW 320
 #define SH 320
@@ -156,9 +157,5 @@ static Suite *sky_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(sky_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ss_run_suite(sky_suite());
 }

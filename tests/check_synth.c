@@ -2082,9 +2082,5 @@ static Suite *synth_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(synth_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf == 0 ? 0 : 1;
+    return ss_run_suite(synth_suite());
 }

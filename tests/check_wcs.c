@@ -14,6 +14,7 @@
 
 #include "pipeline/frame_fits.h"
 #include "pipeline/wcs.h"
+#include "ss_test.h"
 
 #define D2R (M_PI / 180.0)
 #define R2D (180.0 / M_PI)
@@ -525,9 +526,5 @@ static Suite *wcs_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(wcs_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ss_run_suite(wcs_suite());
 }

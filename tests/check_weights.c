@@ -906,9 +906,5 @@ static Suite *weights_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(weights_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ss_run_suite(weights_suite());
 }

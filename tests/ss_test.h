@@ -2,17 +2,19 @@
  * ss_test.h — helpers the Check suites share: a small deterministic PRNG
  * (splitmix64, so every test draws the same numbers on every machine),
  * Gaussian deviates, the OpenMP thread count for thread-independence
- * checks, the monotonic clock and a sleep for the process tests, and the
- * removal of a test's temporary directory. Header-only (static functions),
- * included by the test files.
+ * checks, the monotonic clock and a sleep for the process tests, the
+ * removal of a test's temporary directory, and a suite's main. Header-only
+ * (static functions), included by the test files.
  */
 #ifndef SS_TEST_H
 #define SS_TEST_H
 
+#include <check.h>
 #include <ftw.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -80,6 +82,17 @@ static inline void set_threads(int n)
 #else
     (void)n;
 #endif
+}
+
+/* A suite's main: run every test of s (CK_NORMAL output; CK_FORK and
+ * CK_RUN_CASE as Check reads them), free it; the exit status. */
+static inline int ss_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
 #endif
