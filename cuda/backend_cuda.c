@@ -346,9 +346,8 @@ static cudaError_t st_detect(ss_backend_t *b, cudaStream_t s, int v)
     SK(cu_detect(b->d_params, zg, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_CLEAN],
                  b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_parent, b->d_u8,
                  b->d_chunk, b->d_acc, b->max_comp, b->d_res, s));
-    SK(cu_copy_small(&b->m_res->np, &b->d_res->np, 2 * sizeof(int), s));
-    return cu_copy_counted(b->m_acc, b->d_acc, sizeof(cu_acc_t), &b->d_res->np, &b->d_res->nn,
-                           acc_inline(b), s);
+    return cu_copy_counted(b->m_acc, b->d_acc, sizeof(cu_acc_t), &b->m_res->np, &b->d_res->np,
+                           &b->d_res->nn, acc_inline(b), s);
 }
 
 /* More components than accumulators: measure the most significant
@@ -361,9 +360,8 @@ static cudaError_t st_detect_overflow(ss_backend_t *b, cudaStream_t s, int v)
                           b->d_plane[SS_PLANE_RESIDUAL], b->w, b->h, b->d_labels, b->d_pkey,
                           b->d_parea, b->ncomp_max, b->d_topk, b->d_acc, b->max_comp,
                           b->d_res, s));
-    SK(cu_copy_small(&b->m_res->n_elig, &b->d_res->n_elig, sizeof(int), s));
-    return cu_copy_counted(b->m_acc, b->d_acc, sizeof(cu_acc_t), &b->d_res->n_elig, NULL,
-                           acc_inline(b), s);
+    return cu_copy_counted(b->m_acc, b->d_acc, sizeof(cu_acc_t), &b->m_res->n_elig,
+                           &b->d_res->n_elig, NULL, acc_inline(b), s);
 }
 
 /* The noise of frame - median for the sharp-outlier cleaning

@@ -399,9 +399,11 @@ cudaError_t cu_cut_stamps(const float *plane, int w, const cu_box_t *boxes, int 
 cudaError_t cu_copy_small(void *dst, const void *src, size_t bytes, cudaStream_t s);
 /* The first min(*count_a + *count_b, cap) elements of elem_bytes each
  * (a multiple of 4; count_b NULL: 0), the count read on the device: a
- * read-back sized by what the frame found, without a host round trip. */
-cudaError_t cu_copy_counted(void *dst, const void *src, size_t elem_bytes, const int *count_a,
-                            const int *count_b, int cap, cudaStream_t s);
+ * read-back sized by what the frame found, without a host round trip.
+ * The counts themselves go to counts_dst[0] (and [1] with count_b) in
+ * the same launch. */
+cudaError_t cu_copy_counted(void *dst, const void *src, size_t elem_bytes, int *counts_dst,
+                            const int *count_a, const int *count_b, int cap, cudaStream_t s);
 
 /* k_modelvar.cu (§6b, modelvar.c): D = ss_mv_template(t); the fit's samples
  * ss_mv_gather(z, D) compacted into q (room for cap) in no particular order,

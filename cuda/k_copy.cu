@@ -30,10 +30,13 @@ __global__ void k_copy_bytes(const unsigned char *__restrict__ src, unsigned cha
         dst[i] = src[i];
 }
 
-/* n = min(*ca (+ *cb), cap) elements of `words` words each. */
+/* n = min(*ca (+ *cb), cap) elements of `words` words each; the counts
+ * to cdst. */
 __global__ void k_copy_counted(const unsigned int *__restrict__ src, unsigned int *__restrict__ dst,
-                               size_t words, const int *ca, const int *cb, int cap)
+                               size_t words, int *cdst, const int *ca, const int *cb, int cap)
 {
+    if (blockIdx.x == 0 && threadIdx.x < (cb ? 2u : 1u))
+        cdst[threadIdx.x] = threadIdx.x ? *cb : *ca;
     const int c = *ca + (cb ? *cb : 0);
     const size_t n = (size_t)(c < 0 ? 0 : c < cap ? c : cap) * words;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -62,18 +65,18 @@ extern "C" cudaError_t cu_copy_small(void *dst, const void *src, size_t bytes, c
 }
 
 extern "C" cudaError_t cu_copy_counted(void *dst, const void *src, size_t elem_bytes,
-                                       const int *count_a, const int *count_b, int cap,
-                                       cudaStream_t s)
+                                       int *counts_dst, const int *count_a, const int *count_b,
+                                       int cap, cudaStream_t s)
 {
     if (cap <= 0)
-        return cudaSuccess;
+        return cu_copy_small(counts_dst, count_a, (count_b ? 2 : 1) * sizeof(int), s);
     if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | elem_bytes) &
          3u) != 0)
         return cudaErrorInvalidValue;
     const size_t words = elem_bytes / 4, blocks = ((size_t)cap * words + 255) / 256;
     const unsigned g = (unsigned)(blocks < 64 ? blocks : 64);
     k_copy_counted<<<g, 256, 0, s>>>(static_cast<const unsigned int *>(src),
-                                     static_cast<unsigned int *>(dst), words, count_a, count_b,
-                                     cap);
+                                     static_cast<unsigned int *>(dst), words, counts_dst,
+                                     count_a, count_b, cap);
     return cudaGetLastError();
 }
