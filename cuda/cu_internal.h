@@ -31,6 +31,40 @@
 #include "pipeline/plan_core.h"
 #include "pipeline/stages.h"
 
+#ifdef __CUDACC__
+#include <utility>
+
+/* Programmatic dependent launch (Hopper). Every kernel launch goes through
+ * cu_launch, which lets the kernel be scheduled before the work before it
+ * in its stream has finished; every kernel calls cu_pdl_wait first, which
+ * waits until that work has completed and its writes are visible, so the
+ * order is the stream's as before. What it saves is the launch gap between
+ * dependent kernels (docs/PERFORMANCE.md, 2026-11-26). */
+__device__ __forceinline__ void cu_pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+template <typename... ExpTypes, typename... ActTypes>
+static inline cudaError_t cu_launch(void (*kernel)(ExpTypes...), dim3 grid, dim3 block,
+                                    size_t smem, cudaStream_t s, ActTypes &&...args)
+{
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, std::forward<ActTypes>(args)...);
+}
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -28,6 +28,7 @@ __global__ void k_calibrate(const cu_params_t *__restrict__ p, ss_roi_t roi,
                             const float *__restrict__ flat, const uint8_t *__restrict__ bad,
                             float *__restrict__ out)
 {
+    cu_pdl_wait();
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x >= roi.w || y >= roi.h)
         return;
@@ -142,6 +143,7 @@ constexpr int MED_RUN = 8;
 
 __global__ void k_median3x3(const float *__restrict__ in, int w, int h, float *__restrict__ out)
 {
+    cu_pdl_wait();
     const int x = blockIdx.x * TX + threadIdx.x, y0 = (blockIdx.y * TY + threadIdx.y) * MED_RUN;
     if (x >= w || y0 >= h)
         return;
@@ -192,6 +194,7 @@ __global__ void k_hot_hits(const cu_params_t *__restrict__ p, const float *__res
                            const float *__restrict__ med, const float *__restrict__ sigma, int w,
                            int h, uint16_t *__restrict__ hits, uint8_t *__restrict__ learned)
 {
+    cu_pdl_wait();
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x >= w || y >= h)
         return;
@@ -231,6 +234,7 @@ __global__ void k_hot_hits(const cu_params_t *__restrict__ p, const float *__res
 __global__ void k_hot_apply(const uint8_t *__restrict__ learned, float *__restrict__ frame,
                             float *__restrict__ med, size_t n)
 {
+    cu_pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         if (learned[i]) {
@@ -242,6 +246,7 @@ __global__ void k_hot_apply(const uint8_t *__restrict__ learned, float *__restri
 __global__ void k_badmask(const uint8_t *__restrict__ bad, const uint8_t *__restrict__ learned,
                           size_t n, uint8_t *__restrict__ out)
 {
+    cu_pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         out[i] = (uint8_t)((bad && bad[i]) || learned[i]);
@@ -249,6 +254,7 @@ __global__ void k_badmask(const uint8_t *__restrict__ bad, const uint8_t *__rest
 
 __global__ void k_fault_write(int *p)
 {
+    cu_pdl_wait();
     *p = 1;
 }
 
@@ -271,11 +277,21 @@ extern "C" cudaError_t cu_calibrate(const cu_params_t *p, ss_dtype_t dt, ss_roi_
 {
     const dim3 g = grid2(roi.w, roi.h), b(TX, TY);
     switch (dt) {
-    case SS_DT_U8: k_calibrate<uint8_t><<<g, b, 0, s>>>(p, roi, bias, dark, flat, bad, out); break;
-    case SS_DT_U16: k_calibrate<uint16_t><<<g, b, 0, s>>>(p, roi, bias, dark, flat, bad, out); break;
-    case SS_DT_I16: k_calibrate<int16_t><<<g, b, 0, s>>>(p, roi, bias, dark, flat, bad, out); break;
-    case SS_DT_I32: k_calibrate<int32_t><<<g, b, 0, s>>>(p, roi, bias, dark, flat, bad, out); break;
-    case SS_DT_F32: k_calibrate<float><<<g, b, 0, s>>>(p, roi, bias, dark, flat, bad, out); break;
+    case SS_DT_U8:
+        cu_launch(k_calibrate<uint8_t>, g, b, 0, s, p, roi, bias, dark, flat, bad, out);
+        break;
+    case SS_DT_U16:
+        cu_launch(k_calibrate<uint16_t>, g, b, 0, s, p, roi, bias, dark, flat, bad, out);
+        break;
+    case SS_DT_I16:
+        cu_launch(k_calibrate<int16_t>, g, b, 0, s, p, roi, bias, dark, flat, bad, out);
+        break;
+    case SS_DT_I32:
+        cu_launch(k_calibrate<int32_t>, g, b, 0, s, p, roi, bias, dark, flat, bad, out);
+        break;
+    case SS_DT_F32:
+        cu_launch(k_calibrate<float>, g, b, 0, s, p, roi, bias, dark, flat, bad, out);
+        break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
@@ -285,7 +301,7 @@ extern "C" cudaError_t cu_median3x3(const float *in, int w, int h, float *out, c
 {
     const int run_h = TY * MED_RUN;
     const dim3 g((unsigned)((w + TX - 1) / TX), (unsigned)((h + run_h - 1) / run_h));
-    k_median3x3<<<g, dim3(TX, TY), 0, s>>>(in, w, h, out);
+    cu_launch(k_median3x3, g, dim3(TX, TY), 0, s, in, w, h, out);
     return cudaGetLastError();
 }
 
@@ -293,21 +309,22 @@ extern "C" cudaError_t cu_hot_hits(const cu_params_t *p, const float *frame, con
                                    const float *sigma, int w, int h, uint16_t *hits,
                                    uint8_t *learned, cudaStream_t s)
 {
-    k_hot_hits<<<grid2(w, h), dim3(TX, TY), 0, s>>>(p, frame, med, sigma, w, h, hits, learned);
+    cu_launch(k_hot_hits, grid2(w, h), dim3(TX, TY), 0, s, p, frame, med, sigma, w, h, hits,
+              learned);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t cu_hot_apply(const uint8_t *learned, float *frame, float *med, size_t n,
                                     cudaStream_t s)
 {
-    k_hot_apply<<<grid1(n, 256), 256, 0, s>>>(learned, frame, med, n);
+    cu_launch(k_hot_apply, grid1(n, 256), 256, 0, s, learned, frame, med, n);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t cu_badmask(const uint8_t *bad, const uint8_t *learned, size_t n,
                                   uint8_t *out, cudaStream_t s)
 {
-    k_badmask<<<grid1(n, 256), 256, 0, s>>>(bad, learned, n, out);
+    cu_launch(k_badmask, grid1(n, 256), 256, 0, s, bad, learned, n, out);
     return cudaGetLastError();
 }
 

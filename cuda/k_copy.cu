@@ -17,6 +17,7 @@ namespace {
 __global__ void k_copy_words(const unsigned int *__restrict__ src, unsigned int *__restrict__ dst,
                              size_t n)
 {
+    cu_pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         dst[i] = src[i];
@@ -25,6 +26,7 @@ __global__ void k_copy_words(const unsigned int *__restrict__ src, unsigned int 
 __global__ void k_copy_bytes(const unsigned char *__restrict__ src, unsigned char *__restrict__ dst,
                              size_t n)
 {
+    cu_pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         dst[i] = src[i];
@@ -35,6 +37,7 @@ __global__ void k_copy_bytes(const unsigned char *__restrict__ src, unsigned cha
 __global__ void k_copy_counted(const unsigned int *__restrict__ src, unsigned int *__restrict__ dst,
                                size_t words, int *cdst, const int *ca, const int *cb, int cap)
 {
+    cu_pdl_wait();
     if (blockIdx.x == 0 && threadIdx.x < (cb ? 2u : 1u))
         cdst[threadIdx.x] = threadIdx.x ? *cb : *ca;
     const int c = *ca + (cb ? *cb : 0);
@@ -56,11 +59,11 @@ extern "C" cudaError_t cu_copy_small(void *dst, const void *src, size_t bytes, c
     const size_t blocks = (n + 255) / 256;
     const unsigned g = (unsigned)(blocks < 64 ? blocks : 64);
     if (words)
-        k_copy_words<<<g, 256, 0, s>>>(static_cast<const unsigned int *>(src),
-                                       static_cast<unsigned int *>(dst), n);
+        cu_launch(k_copy_words, g, 256, 0, s, static_cast<const unsigned int *>(src),
+                  static_cast<unsigned int *>(dst), n);
     else
-        k_copy_bytes<<<g, 256, 0, s>>>(static_cast<const unsigned char *>(src),
-                                       static_cast<unsigned char *>(dst), n);
+        cu_launch(k_copy_bytes, g, 256, 0, s, static_cast<const unsigned char *>(src),
+                  static_cast<unsigned char *>(dst), n);
     return cudaGetLastError();
 }
 
@@ -75,8 +78,7 @@ extern "C" cudaError_t cu_copy_counted(void *dst, const void *src, size_t elem_b
         return cudaErrorInvalidValue;
     const size_t words = elem_bytes / 4, blocks = ((size_t)cap * words + 255) / 256;
     const unsigned g = (unsigned)(blocks < 64 ? blocks : 64);
-    k_copy_counted<<<g, 256, 0, s>>>(static_cast<const unsigned int *>(src),
-                                     static_cast<unsigned int *>(dst), words, counts_dst,
-                                     count_a, count_b, cap);
+    cu_launch(k_copy_counted, g, 256, 0, s, static_cast<const unsigned int *>(src),
+              static_cast<unsigned int *>(dst), words, counts_dst, count_a, count_b, cap);
     return cudaGetLastError();
 }

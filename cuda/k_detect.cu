@@ -102,6 +102,7 @@ __device__ void merge(int *parent, int a, int b)
 __global__ void k_ccl_local(const cu_params_t *__restrict__ p, const float *__restrict__ z, int w,
                             int h, int *__restrict__ parent, uint8_t *__restrict__ seed)
 {
+    cu_pdl_wait();
     __shared__ int L[2][T * T];
     __shared__ signed char C[T * T];
     const float lo = p->thresh_low;
@@ -167,6 +168,7 @@ __global__ void k_ccl_local(const cu_params_t *__restrict__ p, const float *__re
 __global__ void k_ccl_merge(const cu_params_t *__restrict__ p, const float *__restrict__ z, int w,
                             int h, int *parent)
 {
+    cu_pdl_wait();
     const float lo = p->thresh_low;
     const int negative = p->negative;
     const int x0 = blockIdx.x * T, y0 = blockIdx.y * T;
@@ -208,6 +210,7 @@ __global__ void k_ccl_flatten(const cu_params_t *__restrict__ p, const float *__
                               const float *__restrict__ z, size_t npix, int *parent,
                               uint8_t *__restrict__ seed)
 {
+    cu_pdl_wait();
     const float lo = p->thresh_low, hi = p->thresh;
     const int negative = p->negative;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < npix;
@@ -226,6 +229,7 @@ __global__ void k_ccl_count(const cu_params_t *__restrict__ p, const float *__re
                             size_t npix, const int *__restrict__ parent,
                             const uint8_t *__restrict__ seed, int *__restrict__ cnt)
 {
+    cu_pdl_wait();
     __shared__ int sp[CH_THREADS / 32], sn[CH_THREADS / 32];
     const float lo = p->thresh_low;
     const int negative = p->negative;
@@ -284,6 +288,7 @@ constexpr int SCAN_K = 4;
 __global__ void __launch_bounds__(SCAN_THREADS) k_ccl_scan(int nchunks, int2 *cnt,
                                                            cu_results_t *res)
 {
+    cu_pdl_wait();
     constexpr int NW = SCAN_THREADS / 32;
     static_assert(NW == 32, "a lane of warp 0 per warp");
     __shared__ unsigned long long wsum[NW];
@@ -352,6 +357,7 @@ __global__ void k_ccl_number(const cu_params_t *__restrict__ p, const float *__r
                              const cu_results_t *__restrict__ res, int32_t *__restrict__ labels,
                              cu_acc_t *__restrict__ acc)
 {
+    cu_pdl_wait();
     __shared__ int wp[CH_THREADS / 32], wn[CH_THREADS / 32];
     const float lo = p->thresh_low;
     const int negative = p->negative;
@@ -471,6 +477,7 @@ __global__ void k_ccl_relabel(const float *__restrict__ z, const float *__restri
                               const cu_results_t *__restrict__ res, int32_t *labels,
                               cu_acc_t *acc)
 {
+    cu_pdl_wait();
     const size_t npix = (size_t)w * (size_t)h;
     const int np = res->np, nn = res->nn, maxc = p->max_comp;
     const int keep_p = min(np, maxc), keep_n = min(nn, maxc - keep_p);
@@ -512,6 +519,7 @@ __global__ void k_ovf_clear(const cu_params_t *__restrict__ p,
                             const cu_results_t *__restrict__ res, unsigned long long *pkey,
                             int *parea, cu_topk_t *tk)
 {
+    cu_pdl_wait();
     const int nc = res->np + res->nn;
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < nc; c += gridDim.x * blockDim.x) {
         pkey[c] = 0ull;             /* below every pixel's key */
@@ -536,6 +544,7 @@ __global__ void k_ovf_peak(const float *__restrict__ z, size_t npix,
                            const cu_results_t *__restrict__ res, unsigned long long *pkey,
                            int *parea)
 {
+    cu_pdl_wait();
     const int np = res->np;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < npix;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -554,6 +563,7 @@ __global__ void k_ovf_hist(const cu_params_t *__restrict__ p, const cu_results_t
                            const unsigned long long *__restrict__ pkey,
                            const int *__restrict__ parea, cu_topk_t *tk, int shift)
 {
+    cu_pdl_wait();
     __shared__ unsigned int sh[256];
     if (tk->all)
         return;
@@ -578,6 +588,7 @@ __global__ void k_ovf_hist(const cu_params_t *__restrict__ p, const cu_results_t
  * eligible and stops the selection when they all fit. */
 __global__ void k_ovf_pick(const cu_params_t *__restrict__ p, cu_topk_t *tk, int shift)
 {
+    cu_pdl_wait();
     if (tk->all)
         return;
     if (shift == 56) {
@@ -609,6 +620,7 @@ __global__ void k_ovf_slots(const cu_params_t *__restrict__ p, cu_results_t *res
                             const unsigned long long *__restrict__ pkey, int *parea,
                             cu_topk_t *tk, cu_acc_t *acc, int w, int h)
 {
+    cu_pdl_wait();
     const int np = res->np, nc = np + res->nn, min_area = max(p->min_area, 1);
     const int all = tk->all;
     const unsigned long long t = tk->prefix;
@@ -631,6 +643,7 @@ __global__ void k_ovf_acc(const float *__restrict__ z, const float *__restrict__
                           const cu_params_t *__restrict__ p,
                           const cu_results_t *__restrict__ res, cu_acc_t *acc)
 {
+    cu_pdl_wait();
     const size_t npix = (size_t)w * (size_t)h;
     const int np = res->np;
     const float hi = p->thresh;
@@ -655,6 +668,7 @@ __global__ void k_acc_finish(const cu_params_t *__restrict__ p,
                              const float *__restrict__ z, int w, int h, cu_acc_t *acc,
                              int overflow)
 {
+    cu_pdl_wait();
     const int n = min(overflow ? res->n_elig : res->np + res->nn, p->max_comp);
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
         cu_acc_t *a = &acc[k];
@@ -684,16 +698,17 @@ extern "C" cudaError_t cu_detect(const cu_params_t *p, const float *zg, const fl
     const size_t npix = (size_t)w * (size_t)h;
     const dim3 tiles((unsigned)((w + T - 1) / T), (unsigned)((h + T - 1) / T));
     const int nchunks = (int)((npix + CH - 1) / CH);
-    k_ccl_local<<<tiles, dim3(T, TY), 0, s>>>(p, zg, w, h, parent, seed);
-    k_ccl_merge<<<tiles, 2 * T, 0, s>>>(p, zg, w, h, parent);
-    k_ccl_flatten<<<grid1(npix, 256), 256, 0, s>>>(p, zg, z, npix, parent, seed);
-    k_ccl_count<<<nchunks, CH_THREADS, 0, s>>>(p, zg, npix, parent, seed, chunk_cnt);
+    cu_launch(k_ccl_local, tiles, dim3(T, TY), 0, s, p, zg, w, h, parent, seed);
+    cu_launch(k_ccl_merge, tiles, 2 * T, 0, s, p, zg, w, h, parent);
+    cu_launch(k_ccl_flatten, grid1(npix, 256), 256, 0, s, p, zg, z, npix, parent, seed);
+    cu_launch(k_ccl_count, nchunks, CH_THREADS, 0, s, p, zg, npix, parent, seed, chunk_cnt);
     int2 *pairs = reinterpret_cast<int2 *>(chunk_cnt);     /* cudaMalloc'd: 8-byte aligned */
-    k_ccl_scan<<<1, SCAN_THREADS, 0, s>>>(nchunks, pairs, res);
-    k_ccl_number<<<nchunks, CH_THREADS, 0, s>>>(p, zg, w, h, parent, seed, chunk_cnt, res, labels,
-                                                acc);
-    k_ccl_relabel<<<grid1(npix, 256), 256, 0, s>>>(z, rc, r, w, h, parent, p, res, labels, acc);
-    k_acc_finish<<<grid1((size_t)max_comp, 256), 256, 0, s>>>(p, res, rc, z, w, h, acc, 0);
+    cu_launch(k_ccl_scan, 1, SCAN_THREADS, 0, s, nchunks, pairs, res);
+    cu_launch(k_ccl_number, nchunks, CH_THREADS, 0, s, p, zg, w, h, parent, seed, chunk_cnt, res,
+              labels, acc);
+    cu_launch(k_ccl_relabel, grid1(npix, 256), 256, 0, s, z, rc, r, w, h, parent, p, res, labels,
+              acc);
+    cu_launch(k_acc_finish, grid1((size_t)max_comp, 256), 256, 0, s, p, res, rc, z, w, h, acc, 0);
     return cudaGetLastError();
 }
 
@@ -705,14 +720,14 @@ extern "C" cudaError_t cu_detect_overflow(const cu_params_t *p, const float *z, 
 {
     const size_t npix = (size_t)w * (size_t)h;
     const unsigned gc = grid1((size_t)ncomp_max, 256), gp = grid1(npix, 256);
-    k_ovf_clear<<<gc, 256, 0, s>>>(p, res, pkey, parea, tk);
-    k_ovf_peak<<<gp, 256, 0, s>>>(z, npix, labels, res, pkey, parea);
+    cu_launch(k_ovf_clear, gc, 256, 0, s, p, res, pkey, parea, tk);
+    cu_launch(k_ovf_peak, gp, 256, 0, s, z, npix, labels, res, pkey, parea);
     for (int shift = 56; shift >= 0; shift -= 8) {
-        k_ovf_hist<<<gc, 256, 0, s>>>(p, res, pkey, parea, tk, shift);
-        k_ovf_pick<<<1, 1, 0, s>>>(p, tk, shift);
+        cu_launch(k_ovf_hist, gc, 256, 0, s, p, res, pkey, parea, tk, shift);
+        cu_launch(k_ovf_pick, 1, 1, 0, s, p, tk, shift);
     }
-    k_ovf_slots<<<gc, 256, 0, s>>>(p, res, pkey, parea, tk, acc, w, h);
-    k_ovf_acc<<<gp, 256, 0, s>>>(z, rc, r, w, h, labels, parea, p, res, acc);
-    k_acc_finish<<<grid1((size_t)max_comp, 256), 256, 0, s>>>(p, res, rc, z, w, h, acc, 1);
+    cu_launch(k_ovf_slots, gc, 256, 0, s, p, res, pkey, parea, tk, acc, w, h);
+    cu_launch(k_ovf_acc, gp, 256, 0, s, z, rc, r, w, h, labels, parea, p, res, acc);
+    cu_launch(k_acc_finish, grid1((size_t)max_comp, 256), 256, 0, s, p, res, rc, z, w, h, acc, 1);
     return cudaGetLastError();
 }

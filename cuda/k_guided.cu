@@ -170,6 +170,7 @@ __global__ void k_gf_mean(const float *__restrict__ I, const float *__restrict__
                           float *__restrict__ Lout, double *__restrict__ partials,
                           unsigned int *counter, float *__restrict__ c)
 {
+    cu_pdl_wait();
     __shared__ double rs[RED_THREADS / 32], rn[RED_THREADS / 32];
     double s = 0.0, n = 0.0;
     for (int y = blockIdx.x; y < h; y += gridDim.x) {
@@ -232,6 +233,7 @@ __global__ void k_gf_mean(const float *__restrict__ I, const float *__restrict__
 template <int MODE>
 __global__ void k_box(box_args a, int w, int h, int r, int bh)
 {
+    cu_pdl_wait();
     constexpr int C = chans<MODE>::C, S = C + 1;
     extern __shared__ double pre[];     /* [S][Lw] */
     __shared__ double wtot[BOX_TW / 32][S];
@@ -347,7 +349,7 @@ cudaError_t kbox(const box_args &a, int w, int h, int r, cudaStream_t s)
         if (e != cudaSuccess)
             return e;
     }
-    k_box<MODE><<<grid, BOX_TW, sm, s>>>(a, w, h, r, bh);
+    cu_launch(k_box<MODE>, grid, BOX_TW, sm, s, a, w, h, r, bh);
     return cudaGetLastError();
 }
 
@@ -722,6 +724,7 @@ template <int MODE, bool VEC>
 __global__ void __launch_bounds__(GT, 4)
     k_gbox(gargs a, int w, int h, int r, int R4, int TW, int bh)
 {
+    cu_pdl_wait();
     constexpr int CD = gmode<MODE>::CD, NF = gmode<MODE>::NF;
     constexpr bool P1 = gmode<MODE>::P1;
     __shared__ double sP[CD][GL];       /* prefix sums of the row (swz64) */
@@ -912,7 +915,8 @@ cudaError_t gbox(const gargs &a, int w, int h, int r, int share, cudaStream_t s)
     const int nb0 = (int)(slots / strips > 0 ? slots / strips : 1);
     const int bh = (h + nb0 - 1) / nb0;
     const int nb = (h + bh - 1) / bh;
-    k_gbox<MODE, VEC><<<dim3((unsigned)strips, (unsigned)nb), nt, 0, s>>>(a, w, h, r, R4, TW, bh);
+    cu_launch(k_gbox<MODE, VEC>, dim3((unsigned)strips, (unsigned)nb), nt, 0, s, a, w, h, r, R4, TW,
+              bh);
     return cudaGetLastError();
 }
 
@@ -947,6 +951,7 @@ __global__ void k_seeing_moments(const float *__restrict__ I, const float *__res
                                  int h, float *c, double *__restrict__ partials,
                                  unsigned int *counter)
 {
+    cu_pdl_wait();
     constexpr int NS = SS_SEEING_NSUMS;
     __shared__ double ws[RED_THREADS / 32][NS];
     double m[NS];
@@ -999,6 +1004,7 @@ __global__ void k_seeing_moments(const float *__restrict__ I, const float *__res
 __global__ void k_seeing_apply(const float *__restrict__ I, const float *__restrict__ p, int w,
                                int h, const float *__restrict__ c2, float *__restrict__ out)
 {
+    cu_pdl_wait();
     const float cc = *c2;
     const size_t n = (size_t)w * (size_t)h;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -1042,6 +1048,7 @@ __global__ void k_gm_rows(const cu_params_t *__restrict__ prm, const float *__re
                           const float *__restrict__ p, int w, int h, float *__restrict__ t0,
                           float *__restrict__ t1, float *__restrict__ t4)
 {
+    cu_pdl_wait();
     const ss_gmask_t *m = &prm->gf_mask;
     const int R = m->R, rb = m->rb;
     const size_t n = (size_t)w * (size_t)h;
@@ -1072,6 +1079,7 @@ __global__ void k_gm_cols(const cu_params_t *__restrict__ prm, const float *__re
                           const float *__restrict__ t4, float *__restrict__ busy,
                           float *__restrict__ resp)
 {
+    cu_pdl_wait();
     const ss_gmask_t *m = &prm->gf_mask;
     const int R = m->R, rb = m->rb;
     const size_t n = (size_t)w * (size_t)h;
@@ -1100,6 +1108,7 @@ __global__ void k_gm_seed(const cu_params_t *__restrict__ prm, int w, int h,
                           const float *__restrict__ resp, const float *__restrict__ busy,
                           float *__restrict__ seed)
 {
+    cu_pdl_wait();
     const int d2 = prm->gf_mask.d2, d = (int)floor(sqrt((double)d2));
     const size_t n = (size_t)w * (size_t)h;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -1113,6 +1122,7 @@ __global__ void k_gm_dilate(const cu_params_t *__restrict__ prm, const float *__
                             int w, int h, const float *__restrict__ seed,
                             const float *__restrict__ busy, float *__restrict__ pm)
 {
+    cu_pdl_wait();
     const int d2 = prm->gf_mask.d2, d = (int)floor(sqrt((double)d2));
     const size_t n = (size_t)w * (size_t)h;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -1132,10 +1142,10 @@ cudaError_t gmask(const cu_params_t *prm, const float *I, const float *p, int w,
 {
     const size_t n = (size_t)w * (size_t)h, g = (n + 255) / 256;
     const unsigned nb = (unsigned)(g < 8192 ? g : 8192);
-    k_gm_rows<<<nb, 256, 0, s>>>(prm, I, p, w, h, sc[0], sc[1], sc[5]);
-    k_gm_cols<<<nb, 256, 0, s>>>(prm, p, w, h, sc[0], sc[1], sc[5], sc[2], pm);
-    k_gm_seed<<<nb, 256, 0, s>>>(prm, w, h, pm, sc[2], sc[0]);
-    k_gm_dilate<<<nb, 256, 0, s>>>(prm, p, w, h, sc[0], sc[2], pm);
+    cu_launch(k_gm_rows, nb, 256, 0, s, prm, I, p, w, h, sc[0], sc[1], sc[5]);
+    cu_launch(k_gm_cols, nb, 256, 0, s, prm, p, w, h, sc[0], sc[1], sc[5], sc[2], pm);
+    cu_launch(k_gm_seed, nb, 256, 0, s, prm, w, h, pm, sc[2], sc[0]);
+    cu_launch(k_gm_dilate, nb, 256, 0, s, prm, p, w, h, sc[0], sc[2], pm);
     return cudaGetLastError();
 }
 
@@ -1146,6 +1156,7 @@ bool al16(const void *q)
 
 __global__ void k_copy(const float *__restrict__ in, float *__restrict__ out, size_t n)
 {
+    cu_pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         out[i] = in[i];
@@ -1167,10 +1178,12 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
     if (laplacian && (mode & 2)) {
         /* the guide's mean first (it reads pin: p' is finite where p is),
          * then c2 and p' = pin − c2·Q into sc[4], the input from here on */
-        k_gf_mean<true><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
-        k_seeing_moments<<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, c, partials, counter);
+        cu_launch(k_gf_mean<true>, mb, RED_THREADS, 0, s, I, pin, w, h, nullptr, partials, counter,
+                  c);
+        cu_launch(k_seeing_moments, mb, RED_THREADS, 0, s, I, pin, w, h, c, partials, counter);
         const size_t n = (size_t)w * (size_t)h, g = (n + 255) / 256;
-        k_seeing_apply<<<(unsigned)(g < 4096 ? g : 4096), 256, 0, s>>>(I, pin, w, h, c + 1, sc[4]);
+        cu_launch(k_seeing_apply, (unsigned)(g < 4096 ? g : 4096), 256, 0, s, I, pin, w, h, c + 1,
+                  sc[4]);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return e;
         pin = sc[4];
@@ -1179,9 +1192,11 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
         /* the generic box kernel, with the Laplacian as a plane */
         float *L = laplacian ? sc[3] : NULL;
         if (L)
-            k_gf_mean<true><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, L, partials, counter, c);
+            cu_launch(k_gf_mean<true>, mb, RED_THREADS, 0, s, I, pin, w, h, L, partials, counter,
+                      c);
         else
-            k_gf_mean<false><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
+            cu_launch(k_gf_mean<false>, mb, RED_THREADS, 0, s, I, pin, w, h, nullptr, partials,
+                      counter, c);
         if (masked && (e = gmask(p, I, pin, w, h, out, sc, s)) != cudaSuccess)
             return e;
         box_args a = {};
@@ -1204,9 +1219,11 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
         return laplacian ? kbox<M_R2>(a, w, h, r, s) : kbox<M_R1>(a, w, h, r, s);
     }
     if (laplacian)
-        k_gf_mean<true><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
+        cu_launch(k_gf_mean<true>, mb, RED_THREADS, 0, s, I, pin, w, h, nullptr, partials, counter,
+                  c);
     else
-        k_gf_mean<false><<<mb, RED_THREADS, 0, s>>>(I, pin, w, h, NULL, partials, counter, c);
+        cu_launch(k_gf_mean<false>, mb, RED_THREADS, 0, s, I, pin, w, h, nullptr, partials, counter,
+                  c);
     if (masked && (e = gmask(p, I, pin, w, h, out, sc, s)) != cudaSuccess)
         return e;
     const bool vec = w % 4 == 0 && al16(I) && al16(pin) && al16(sc[0]) && al16(sc[1]) &&
@@ -1236,6 +1253,6 @@ extern "C" cudaError_t cu_guided(const cu_params_t *p, const float *I, const flo
 extern "C" cudaError_t cu_copy_plane(const float *in, float *out, size_t n, cudaStream_t s)
 {
     size_t g = (n + 255) / 256;
-    k_copy<<<(unsigned)(g < 4096 ? (g ? g : 1) : 4096), 256, 0, s>>>(in, out, n);
+    cu_launch(k_copy, (unsigned)(g < 4096 ? (g ? g : 1) : 4096), 256, 0, s, in, out, n);
     return cudaGetLastError();
 }

@@ -101,6 +101,7 @@ __global__ void k_matched(const cu_params_t *__restrict__ p, int R, int star,
                           const float *__restrict__ dev_sigma, const float *__restrict__ in, int w,
                           int h, float *__restrict__ z)
 {
+    cu_pdl_wait();
     extern __shared__ float sm[];
     __shared__ float k[SS_MF_MAX_PHASES][CU_KTAPS], k2[SS_MF_MAX_PHASES][CU_KTAPS];
     const int n = star ? 1 : p->mf_phases;
@@ -215,6 +216,6 @@ extern "C" cudaError_t cu_matched(const cu_params_t *p, int R, int star, const f
             return e;
     }
     const dim3 grid((unsigned)((w + MT - 1) / MT), (unsigned)((h + MT - 1) / MT));
-    k_matched<<<grid, dim3(MT, MTY), sm, s>>>(p, R, star, dev_sigma, in, w, h, z);
+    cu_launch(k_matched, grid, dim3(MT, MTY), sm, s, p, R, star, dev_sigma, in, w, h, z);
     return cudaGetLastError();
 }

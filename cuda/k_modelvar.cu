@@ -24,6 +24,7 @@ inline dim3 grid2(int w, int h)
 /* ss_mv_template */
 __global__ void k_mv_template(const float *__restrict__ t, int w, int h, float *__restrict__ D)
 {
+    cu_pdl_wait();
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x >= w || y >= h)
         return;
@@ -46,6 +47,7 @@ __global__ void k_mv_gather(const cu_params_t *__restrict__ p, const float *__re
                             const float *__restrict__ D, int w, int h, float *__restrict__ q,
                             unsigned int cap, unsigned int *count)
 {
+    cu_pdl_wait();
     const int st = p->mv_stride;
     const int gx = blockIdx.x * TX + threadIdx.x, gy = blockIdx.y * TY + threadIdx.y;
     const long long x = (long long)gx * st, y = (long long)gy * st;
@@ -71,6 +73,7 @@ __global__ void k_mv_apply(const cu_sel_ws_t *__restrict__ ws, cu_results_t *res
                            float *__restrict__ z, const float *__restrict__ D,
                            float *__restrict__ raw, size_t n)
 {
+    cu_pdl_wait();
     const float m = ws->st[0].result;
     const float beta = ws->ncomp >= SS_MV_MIN_SAMPLES && m > 0.0f ? m : 0.0f;
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -88,7 +91,7 @@ __global__ void k_mv_apply(const cu_sel_ws_t *__restrict__ ws, cu_results_t *res
 
 extern "C" cudaError_t cu_mv_template(const float *t, int w, int h, float *D, cudaStream_t s)
 {
-    k_mv_template<<<grid2(w, h), dim3(TX, TY), 0, s>>>(t, w, h, D);
+    cu_launch(k_mv_template, grid2(w, h), dim3(TX, TY), 0, s, t, w, h, D);
     return cudaGetLastError();
 }
 
@@ -103,7 +106,7 @@ extern "C" cudaError_t cu_mv_gather(const cu_params_t *p, const float *z, const 
     cudaError_t e = cudaMemsetAsync(count, 0, sizeof *count, s);
     if (e != cudaSuccess)
         return e;
-    k_mv_gather<<<grid2(w, h), dim3(TX, TY), 0, s>>>(p, z, D, w, h, q, cap, count);
+    cu_launch(k_mv_gather, grid2(w, h), dim3(TX, TY), 0, s, p, z, D, w, h, q, cap, count);
     return cudaGetLastError();
 }
 
@@ -111,6 +114,6 @@ extern "C" cudaError_t cu_mv_apply(const cu_sel_ws_t *ws, cu_results_t *res, flo
                                    const float *D, float *raw, size_t n, cudaStream_t s)
 {
     const size_t blocks = (n + 255) / 256;
-    k_mv_apply<<<(unsigned)(blocks > 0 ? blocks : 1), 256, 0, s>>>(ws, res, z, D, raw, n);
+    cu_launch(k_mv_apply, (unsigned)(blocks > 0 ? blocks : 1), 256, 0, s, ws, res, z, D, raw, n);
     return cudaGetLastError();
 }

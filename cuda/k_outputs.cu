@@ -12,6 +12,7 @@ namespace {
 
 __global__ void k_to_f16(const float *__restrict__ in, uint16_t *__restrict__ out, size_t n)
 {
+    cu_pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         out[i] = ss_f16_bits(in[i]);
@@ -21,6 +22,7 @@ __global__ void k_to_f16(const float *__restrict__ in, uint16_t *__restrict__ ou
 __global__ void k_cut_stamps(const float *__restrict__ plane, int w,
                              const cu_box_t *__restrict__ boxes, float *__restrict__ out)
 {
+    cu_pdl_wait();
     const cu_box_t bx = boxes[blockIdx.y];
     const size_t n = (size_t)bx.w * (size_t)bx.h;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -40,7 +42,8 @@ extern "C" cudaError_t cu_to_f16(const float *in, size_t n, uint16_t *out, cudaS
     if (n == 0)
         return cudaSuccess;
     const size_t blocks = (n + THREADS - 1) / THREADS;
-    k_to_f16<<<(unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS), THREADS, 0, s>>>(in, out, n);
+    cu_launch(k_to_f16, (unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS), THREADS, 0, s, in,
+              out, n);
     return cudaGetLastError();
 }
 
@@ -51,6 +54,6 @@ extern "C" cudaError_t cu_cut_stamps(const float *plane, int w, const cu_box_t *
         return cudaSuccess;
     const size_t bx = (max_box_pixels + THREADS - 1) / THREADS;
     const dim3 grid((unsigned)(bx < 64 ? bx : 64), (unsigned)n);
-    k_cut_stamps<<<grid, THREADS, 0, s>>>(plane, w, boxes, out);
+    cu_launch(k_cut_stamps, grid, THREADS, 0, s, plane, w, boxes, out);
     return cudaGetLastError();
 }

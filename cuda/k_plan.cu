@@ -169,6 +169,7 @@ __device__ void plan_offsets(cu_params_t *p, const cu_results_t *r, cu_plan_out_
 __global__ void __launch_bounds__(32) k_plan(cu_params_t *p, const cu_results_t *r,
                                              cu_plan_out_t *out)
 {
+    cu_pdl_wait();
     __shared__ plan_smem_t sm;
     if (p->wp.lsq) {
         plan_offsets(p, r, out);
@@ -331,6 +332,7 @@ __global__ void __launch_bounds__(LS_THREADS)
 k_lsq_solve(cu_params_t *p, const cu_results_t *r, const double *__restrict__ Rp, double *Mg,
             int smem, cu_plan_out_t *out)
 {
+    cu_pdl_wait();
     extern __shared__ double dsm[];
     __shared__ double s_reg, f[SS_MAX_HISTORY];
     __shared__ int s_reg_ok;
@@ -371,7 +373,7 @@ k_lsq_solve(cu_params_t *p, const cu_results_t *r, const double *__restrict__ Rp
 extern "C" cudaError_t cu_plan(cu_params_t *p, const cu_results_t *res, cu_plan_out_t *out,
                                cudaStream_t s)
 {
-    k_plan<<<1, 32, 0, s>>>(p, res, out);
+    cu_launch(k_plan, 1, 32, 0, s, p, res, out);
     return cudaGetLastError();
 }
 
@@ -381,6 +383,6 @@ extern "C" cudaError_t cu_lsq_solve(cu_params_t *p, const cu_results_t *res, int
 {
     const size_t bytes = ((size_t)n * n + n) * sizeof(double);
     const int smem = bytes <= 40 * 1024;
-    k_lsq_solve<<<1, LS_THREADS, smem ? bytes : 0, s>>>(p, res, Rp, scratch, smem, out);
+    cu_launch(k_lsq_solve, 1, LS_THREADS, smem ? bytes : 0, s, p, res, Rp, scratch, smem, out);
     return cudaGetLastError();
 }

@@ -44,6 +44,7 @@ __global__ void k_clean(const cu_params_t *__restrict__ p, const float *__restri
                         const float *__restrict__ med, const float *__restrict__ sigma, int w,
                         int h, float *__restrict__ out)
 {
+    cu_pdl_wait();
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x >= w || y >= h)
         return;
@@ -56,6 +57,7 @@ __global__ void k_clean(const cu_params_t *__restrict__ p, const float *__restri
 __global__ void k_hp_rows(const float *__restrict__ in, int w, int h, int r,
                           float *__restrict__ hs, float *__restrict__ hc)
 {
+    cu_pdl_wait();
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x >= w || y >= h)
         return;
@@ -73,6 +75,7 @@ __global__ void __launch_bounds__(TX * TY)
 k_hp_rows4(const float *__restrict__ in, int w, int h, int vec, float *__restrict__ hs,
            float *__restrict__ hc)
 {
+    cu_pdl_wait();
     constexpr int Q = (R + 3) / 4, NF = 8 * Q + 4;   /* loaded: x0 - 4Q .. x0 + 4Q + 3 */
     constexpr int NT = 2 * R + 1, OFF = 4 * Q - R;   /* the taps: f[OFF .. OFF + NT + 2] */
     const int x0 = 4 * (int)(blockIdx.x * TX + threadIdx.x), y = blockIdx.y * TY + threadIdx.y;
@@ -146,6 +149,7 @@ __global__ void k_hp_cols(const float *__restrict__ in, const float *__restrict_
                           const float *__restrict__ hc, int w, int h, int r, float *out,
                           const float *aux, float *out2)
 {
+    cu_pdl_wait();
     const int x = blockIdx.x * blockDim.x + threadIdx.x, y0 = blockIdx.y * SS_HP_SEG;
     if (x >= w)
         return;
@@ -155,6 +159,7 @@ __global__ void k_hp_cols(const float *__restrict__ in, const float *__restrict_
 
 __global__ void k_bin2(const float *__restrict__ in, int w, int h, float *__restrict__ out)
 {
+    cu_pdl_wait();
     const int bw = w / 2, bh = h / 2;
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x >= bw || y >= bh)
@@ -176,6 +181,7 @@ __global__ void k_reference_prep(const float *__restrict__ ref, int w, int h,
                                  float *__restrict__ S, float *__restrict__ gx,
                                  float *__restrict__ gy)
 {
+    cu_pdl_wait();
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x >= w || y >= h)
         return;
@@ -193,6 +199,7 @@ __global__ void k_reference_prep(const float *__restrict__ ref, int w, int h,
 __global__ void k_peaks(const float *__restrict__ a, int w, int h, const double *__restrict__ noise,
                         ss_peak_t *out, unsigned int *count, int cap)
 {
+    cu_pdl_wait();
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x < 1 || y < 1 || x > w - 2 || y > h - 2)
         return;
@@ -231,6 +238,7 @@ __global__ void __launch_bounds__(RED_THREADS, 2)
 k_corr9(const float *__restrict__ ref, const float *__restrict__ cur, int w, int h, int step,
         cu_results_t *res)
 {
+    cu_pdl_wait();
     __shared__ double red[RED_THREADS / 32][18];
     if (!res->coarse.ok)
         return;
@@ -303,6 +311,7 @@ k_corr9(const float *__restrict__ ref, const float *__restrict__ cur, int w, int
  * dx), the new level's shift, and the sums cleared for the next level. */
 __global__ void k_argmax9(cu_results_t *res)
 {
+    cu_pdl_wait();
     if (threadIdx.x != 0 || !res->coarse.ok)
         return;
     double m[9];
@@ -327,6 +336,7 @@ __global__ void k_argmax9(cu_results_t *res)
  * either direction); one thread decides. */
 __global__ void k_fine_begin(const cu_params_t *__restrict__ p, cu_results_t *res, int from_coarse)
 {
+    cu_pdl_wait();
     if (threadIdx.x != 0)
         return;
     const double sx0 = from_coarse ? (double)res->coarse.rdx : p->fine_sx0;
@@ -417,6 +427,7 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
                             unsigned int *counter, const ss_fine_state_t *st,
                             double *__restrict__ out)
 {
+    cu_pdl_wait();
     constexpr int B = SS_FINE_BANDS, NS = SS_FINE_NSUMS;
     /* a pass only where the iteration wants one (the same answer for
      * every block: st does not change during the kernel) */
@@ -554,12 +565,14 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
  * frames ran 0.3 ms slower). */
 __global__ void k_fine_iterate(cu_results_t *res)
 {
+    cu_pdl_wait();
     if (res->fine_st.phase == SS_FINE_PASS)
         fine_decide(res);
 }
 
 __global__ void k_fine_conclude(cu_results_t *res)
 {
+    cu_pdl_wait();
     if (res->fine_st.phase == SS_FINE_PROBE)
         fine_conclude(res);
 }
@@ -573,6 +586,7 @@ inline dim3 grid2(int w, int h)
  * those that differ (NaN matches NaN) into *bad. */
 __global__ void k_div5_check(unsigned long long *bad)
 {
+    cu_pdl_wait();
     unsigned long long n = 0;
     const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
     for (unsigned long long u = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
@@ -590,7 +604,7 @@ extern "C" cudaError_t cu_regin(const cu_params_t *p, const float *frame, const 
                                 const float *clean_sigma, int w, int h, int r, float *const *sc,
                                 float *out, cudaStream_t s)
 {
-    k_clean<<<grid2(w, h), dim3(TX, TY), 0, s>>>(p, frame, med, clean_sigma, w, h, sc[2]);
+    cu_launch(k_clean, grid2(w, h), dim3(TX, TY), 0, s, p, frame, med, clean_sigma, w, h, sc[2]);
     return cu_hipass(sc[2], w, h, r, sc, out, s);
 }
 
@@ -603,17 +617,19 @@ extern "C" cudaError_t cu_hipass_to(const float *in, int w, int h, int r, float 
     if (r < (int)(sizeof HP_ROWS4 / sizeof HP_ROWS4[0])) {
         const int vec = w % 4 == 0 && aligned16(in) && aligned16(sc[0]) && aligned16(sc[1]);
         const dim3 g((unsigned)((w + 4 * TX - 1) / (4 * TX)), (unsigned)((h + TY - 1) / TY));
-        HP_ROWS4[r]<<<g, dim3(TX, TY), 0, s>>>(in, w, h, vec, sc[0], sc[1]);
+        cu_launch(HP_ROWS4[r], g, dim3(TX, TY), 0, s, in, w, h, vec, sc[0], sc[1]);
     } else {
-        k_hp_rows<<<grid2(w, h), dim3(TX, TY), 0, s>>>(in, w, h, r, sc[0], sc[1]);
+        cu_launch(k_hp_rows, grid2(w, h), dim3(TX, TY), 0, s, in, w, h, r, sc[0], sc[1]);
     }
     const dim3 gc((unsigned)((w + 127) / 128), (unsigned)((h + SS_HP_SEG - 1) / SS_HP_SEG));
     if (mode == SS_HPE_CLIP)
-        k_hp_cols<SS_HPE_CLIP><<<gc, 128, 0, s>>>(in, sc[0], sc[1], w, h, r, out, aux, out2);
+        cu_launch(k_hp_cols<SS_HPE_CLIP>, gc, 128, 0, s, in, sc[0], sc[1], w, h, r, out, aux, out2);
     else if (mode == SS_HPE_RESTORE)
-        k_hp_cols<SS_HPE_RESTORE><<<gc, 128, 0, s>>>(in, sc[0], sc[1], w, h, r, out, aux, out2);
+        cu_launch(k_hp_cols<SS_HPE_RESTORE>, gc, 128, 0, s, in, sc[0], sc[1], w, h, r, out, aux,
+                  out2);
     else
-        k_hp_cols<SS_HPE_PLAIN><<<gc, 128, 0, s>>>(in, sc[0], sc[1], w, h, r, out, aux, out2);
+        cu_launch(k_hp_cols<SS_HPE_PLAIN>, gc, 128, 0, s, in, sc[0], sc[1], w, h, r, out, aux,
+                  out2);
     return cudaGetLastError();
 }
 
@@ -626,14 +642,14 @@ extern "C" cudaError_t cu_hipass(const float *in, int w, int h, int r, float *co
 extern "C" cudaError_t cu_bin2(const float *in, int w, int h, float *out, cudaStream_t s)
 {
     if (w / 2 > 0 && h / 2 > 0)
-        k_bin2<<<grid2(w / 2, h / 2), dim3(TX, TY), 0, s>>>(in, w, h, out);
+        cu_launch(k_bin2, grid2(w / 2, h / 2), dim3(TX, TY), 0, s, in, w, h, out);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t cu_reference_prep(const float *ref, int w, int h, float *S, float *gx,
                                          float *gy, cudaStream_t s)
 {
-    k_reference_prep<<<grid2(w, h), dim3(TX, TY), 0, s>>>(ref, w, h, S, gx, gy);
+    cu_launch(k_reference_prep, grid2(w, h), dim3(TX, TY), 0, s, ref, w, h, S, gx, gy);
     return cudaGetLastError();
 }
 
@@ -641,7 +657,8 @@ extern "C" cudaError_t cu_peaks(const float *level, int w, int h, const double *
                                 ss_peak_t *dev, unsigned int *dev_count, int cap, cudaStream_t s)
 {
     if (w > 2 && h > 2)
-        k_peaks<<<grid2(w, h), dim3(TX, TY), 0, s>>>(level, w, h, noise, dev, dev_count, cap);
+        cu_launch(k_peaks, grid2(w, h), dim3(TX, TY), 0, s, level, w, h, noise, dev, dev_count,
+                  cap);
     return cudaGetLastError();
 }
 /* Pixels a thread of k_corr9 sums at least, before the block's reduction
@@ -661,9 +678,9 @@ extern "C" cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, c
             gb = CU_RED_BLOCKS;
         if (gb < 1)
             gb = 1;
-        k_corr9<<<(unsigned)gb, RED_THREADS, 0, s>>>(ref_lvl[l], cur_lvl[l], lw[l], lh[l], step,
-                                                     res);
-        k_argmax9<<<1, 32, 0, s>>>(res);
+        cu_launch(k_corr9, (unsigned)gb, RED_THREADS, 0, s, ref_lvl[l], cur_lvl[l], lw[l], lh[l],
+                  step, res);
+        cu_launch(k_argmax9, 1, 32, 0, s, res);
     }
     return cudaGetLastError();
 }
@@ -674,15 +691,15 @@ extern "C" cudaError_t cu_fine(const cu_params_t *p, const float *cur, const flo
 {
     static_assert(SS_FINE_BANDS * SS_FINE_BANDS <= CU_RED_BLOCKS, "partials hold the tiles");
     const dim3 grid(SS_FINE_BANDS, SS_FINE_BANDS);
-    k_fine_begin<<<1, 32, 0, s>>>(p, res, from_coarse);
+    cu_launch(k_fine_begin, 1, 32, 0, s, p, res, from_coarse);
     for (int it = 0; it < passes; it++) {
-        k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, w, h, 0, partials, counter,
-                                                 &res->fine_st, res->fine);
-        k_fine_iterate<<<1, 32, 0, s>>>(res);
+        cu_launch(k_fine_sums, grid, RED_THREADS, 0, s, cur, ref, w, h, 0, partials, counter,
+                  &res->fine_st, res->fine);
+        cu_launch(k_fine_iterate, 1, 32, 0, s, res);
     }
-    k_fine_sums<<<grid, RED_THREADS, 0, s>>>(cur, ref, w, h, 1, partials, counter,
-                                             &res->fine_st, res->fine_probe);
-    k_fine_conclude<<<1, 2 * SS_FINE_BANDS, 0, s>>>(res);
+    cu_launch(k_fine_sums, grid, RED_THREADS, 0, s, cur, ref, w, h, 1, partials, counter,
+              &res->fine_st, res->fine_probe);
+    cu_launch(k_fine_conclude, 1, 2 * SS_FINE_BANDS, 0, s, res);
     return cudaGetLastError();
 }
 

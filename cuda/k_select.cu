@@ -353,6 +353,7 @@ __device__ __forceinline__ void sel_pass_narrow(cu_sel_ws_t *ws, cu_sel_state_t 
 __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws, int which,
                            int pass, int mode, float *out_f, double *out_d, float *buf)
 {
+    cu_pdl_wait();
     __shared__ unsigned int sh[CU_SEL_BINS];
     __shared__ long long part[SEL_THREADS];
     for (int b = threadIdx.x; b < CU_SEL_BINS; b += blockDim.x)
@@ -381,6 +382,7 @@ __global__ void k_sel_pass(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws,
 __global__ void k_sel_clip(const cu_sampler_t *__restrict__ sp, cu_sel_ws_t *ws, float *out_f,
                            const float *buf)
 {
+    cu_pdl_wait();
     const float m = ws->st[0].result;
     const float s = (float)(1.4826 * (double)ws->st[1].result);
     const bool any = ws->st[0].n > 0;
@@ -539,6 +541,7 @@ k_sel_cluster(const cu_sampler_t *__restrict__ sp, const float *__restrict__ buf
               const unsigned int *__restrict__ count, unsigned int bufcap, cu_sel_ws_t *ws,
               int mode, float *out_f, double *out_d)
 {
+    cu_pdl_wait();
     extern __shared__ float sv[];                   /* this block's finite samples */
     __shared__ __align__(16) cl_hist hist[2];       /* by pass parity */
     __shared__ cl_state s_st;
@@ -690,9 +693,8 @@ extern "C" cudaError_t cu_select_cluster(const cu_sampler_t *samp, const float *
     const long long cap = (nmax + per_round - 1) / per_round * CL_THREADS;
     if (nmax > cu_select_cluster_max())
         return cudaErrorInvalidValue;
-    k_sel_cluster<<<SEL_CL, CL_THREADS, (size_t)cap * sizeof(float), s>>>(samp, buf, count,
-                                                                           bufcap, ws, mode,
-                                                                           out_f, out_d);
+    cu_launch(k_sel_cluster, SEL_CL, CL_THREADS, (size_t)cap * sizeof(float), s, samp, buf, count,
+              bufcap, ws, mode, out_f, out_d);
     return cudaGetLastError();
 }
 
@@ -700,6 +702,7 @@ extern "C" cudaError_t cu_select_cluster(const cu_sampler_t *samp, const float *
  * cap. */
 static __global__ void k_sel_count(const unsigned int *count, unsigned int cap, cu_sel_ws_t *ws)
 {
+    cu_pdl_wait();
     ws->ncomp = min(*count, cap);
 }
 
@@ -710,10 +713,10 @@ extern "C" cudaError_t cu_select_median_buf(const float *buf, const unsigned int
     cudaError_t e = cudaMemsetAsync(ws, 0, sizeof *ws, s);
     if (e != cudaSuccess)
         return e;
-    k_sel_count<<<1, 1, 0, s>>>(count, cap, ws);
+    cu_launch(k_sel_count, 1, 1, 0, s, count, cap, ws);
     for (int pass = 0; pass < 3; pass++)
-        k_sel_pass<<<grid, SEL_THREADS, 0, s>>>(NULL, ws, 0, pass, -1, NULL, NULL,
-                                                const_cast<float *>(buf));
+        cu_launch(k_sel_pass, grid, SEL_THREADS, 0, s, nullptr, ws, 0, pass, -1, nullptr, nullptr,
+                  const_cast<float *>(buf));
     return cudaGetLastError();
 }
 
@@ -726,9 +729,9 @@ extern "C" cudaError_t cu_select_mad(const cu_sampler_t *samp, cu_sel_ws_t *ws, 
         return e;
     for (int which = 0; which < 2; which++)
         for (int pass = 0; pass < 3; pass++)
-            k_sel_pass<<<grid, SEL_THREADS, 0, s>>>(samp, ws, which, pass, mode, out_f, out_d,
-                                                    buf);
+            cu_launch(k_sel_pass, grid, SEL_THREADS, 0, s, samp, ws, which, pass, mode, out_f,
+                      out_d, buf);
     if (mode == 2)
-        k_sel_clip<<<grid, SEL_THREADS, 0, s>>>(samp, ws, out_f, buf);
+        cu_launch(k_sel_clip, grid, SEL_THREADS, 0, s, samp, ws, out_f, buf);
     return cudaGetLastError();
 }

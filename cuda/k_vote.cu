@@ -84,6 +84,7 @@ __device__ void pick_bin(const unsigned int *hist, int *need, unsigned long long
 __global__ void k_top_peaks(const ss_peak_t *__restrict__ in, unsigned int *count, int cap,
                             int w, ss_peak_t *top, int *ntop)
 {
+    cu_pdl_wait();
     __shared__ unsigned int hist[256];
     __shared__ unsigned long long prefix, sel[SS_COARSE_STARS];
     __shared__ int need, nsel;
@@ -182,6 +183,7 @@ __global__ void k_vote(const cu_params_t *__restrict__ p, const ss_peak_t *__res
                        const int *nrp, const ss_peak_t *__restrict__ cur_g, const int *ncp, int *hist,
                        cu_results_t *res)
 {
+    cu_pdl_wait();
     __shared__ ss_peak_t ref[SS_COARSE_STARS], cur[SS_COARSE_STARS];
     __shared__ unsigned long long best_key;
     __shared__ unsigned long long second_s, votes_s;
@@ -283,7 +285,7 @@ __global__ void k_vote(const cu_params_t *__restrict__ p, const ss_peak_t *__res
 extern "C" cudaError_t cu_top_peaks(const ss_peak_t *peaks, unsigned int *count, int w,
                                     ss_peak_t *top, int *ntop, cudaStream_t s)
 {
-    k_top_peaks<<<1, VOTE_THREADS, 0, s>>>(peaks, count, SS_COARSE_PEAK_CAP, w, top, ntop);
+    cu_launch(k_top_peaks, 1, VOTE_THREADS, 0, s, peaks, count, SS_COARSE_PEAK_CAP, w, top, ntop);
     return cudaGetLastError();
 }
 
@@ -291,6 +293,6 @@ extern "C" cudaError_t cu_vote(const cu_params_t *p, const ss_peak_t *ref, const
                                const ss_peak_t *cur, const int *nc, int *hist, cu_results_t *res,
                                cudaStream_t s)
 {
-    k_vote<<<1, VOTE_THREADS, 0, s>>>(p, ref, nr, cur, nc, hist, res);
+    cu_launch(k_vote, 1, VOTE_THREADS, 0, s, p, ref, nr, cur, nc, hist, res);
     return cudaGetLastError();
 }

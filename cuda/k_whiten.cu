@@ -190,6 +190,7 @@ template <typename T>
 __global__ void k_whiten(const cu_params_t *__restrict__ p, const float *__restrict__ cur, int w,
                          int h, float *__restrict__ P, float *__restrict__ r)
 {
+    cu_pdl_wait();
     __shared__ const void *hs[SS_MAX_HISTORY];
     __shared__ int ixs[SS_MAX_HISTORY], iys[SS_MAX_HISTORY];
     __shared__ double as[SS_MAX_HISTORY];
@@ -231,6 +232,7 @@ __global__ void __launch_bounds__(TX * TY, 8)
                   float *__restrict__ P, float *__restrict__ r, uint32_t *__restrict__ list,
                   unsigned int *__restrict__ count)
 {
+    cu_pdl_wait();
     __shared__ const void *hs[SS_MAX_HISTORY];
     __shared__ int ixs[SS_MAX_HISTORY], iys[SS_MAX_HISTORY];
     __shared__ double as[SS_MAX_HISTORY];
@@ -280,6 +282,7 @@ __global__ void k_whiten_fix(const cu_params_t *__restrict__ p, const float *__r
                              const uint32_t *__restrict__ list,
                              const unsigned int *__restrict__ count)
 {
+    cu_pdl_wait();
     __shared__ const void *hs[SS_MAX_HISTORY];
     __shared__ int ixs[SS_MAX_HISTORY], iys[SS_MAX_HISTORY];
     const int n = p->n;
@@ -307,6 +310,7 @@ template <typename T>
 __global__ void k_lsq(const cu_params_t *__restrict__ p, int n, const float *__restrict__ cur,
                       int w, int h, double *__restrict__ Rp)
 {
+    cu_pdl_wait();
     extern __shared__ float Y[];                    /* (n+1) rows of LSQ_TP+1 */
     __shared__ const void *hs[SS_MAX_HISTORY];
     __shared__ int ixs[SS_MAX_HISTORY], iys[SS_MAX_HISTORY];
@@ -398,6 +402,7 @@ __global__ void k_lsq(const cu_params_t *__restrict__ p, int n, const float *__r
 __global__ void k_dilate_rows(const cu_params_t *__restrict__ p, const int32_t *__restrict__ labels,
                               int w, int h, uint8_t *__restrict__ m)
 {
+    cu_pdl_wait();
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x >= w || y >= h)
         return;
@@ -445,6 +450,7 @@ __global__ void k_store(const cu_params_t *__restrict__ p, const float *__restri
                         const float *__restrict__ med, const float *__restrict__ csig, int w,
                         int h)
 {
+    cu_pdl_wait();
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
     if (x >= w || y >= h)
         return;
@@ -487,12 +493,12 @@ static cudaError_t whiten_t(const cu_params_t *p, const float *cur, int w, int h
             return e;
     }
     if (reweight)
-        k_whiten_list<T><<<g, b, 0, s>>>(p, cur, w, h, P, r, list, count);
+        cu_launch(k_whiten_list<T>, g, b, 0, s, p, cur, w, h, P, r, list, count);
     else
-        k_whiten<T><<<g, b, 0, s>>>(p, cur, w, h, P, r);
+        cu_launch(k_whiten<T>, g, b, 0, s, p, cur, w, h, P, r);
     if (reweight)
-        k_whiten_fix<T><<<(unsigned)(fix_blocks > 0 ? fix_blocks : 1), FIX_THREADS, 0, s>>>(
-            p, cur, w, h, P, r, list, count);
+        cu_launch(k_whiten_fix<T>, (unsigned)(fix_blocks > 0 ? fix_blocks : 1), FIX_THREADS, 0, s,
+                  p, cur, w, h, P, r, list, count);
     return cudaGetLastError();
 }
 
@@ -531,19 +537,19 @@ extern "C" cudaError_t cu_lsq_moments(const cu_params_t *p, ss_dtype_t hdt, int 
     switch (hdt) {
     case SS_DT_U8:
         cudaFuncSetAttribute(k_lsq<uint8_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-        k_lsq<uint8_t><<<g, LSQ_THREADS, sm, s>>>(p, n, cur, w, h, Rp);
+        cu_launch(k_lsq<uint8_t>, g, LSQ_THREADS, sm, s, p, n, cur, w, h, Rp);
         break;
     case SS_DT_U16:
         cudaFuncSetAttribute(k_lsq<uint16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-        k_lsq<uint16_t><<<g, LSQ_THREADS, sm, s>>>(p, n, cur, w, h, Rp);
+        cu_launch(k_lsq<uint16_t>, g, LSQ_THREADS, sm, s, p, n, cur, w, h, Rp);
         break;
     case SS_DT_I16:
         cudaFuncSetAttribute(k_lsq<int16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-        k_lsq<int16_t><<<g, LSQ_THREADS, sm, s>>>(p, n, cur, w, h, Rp);
+        cu_launch(k_lsq<int16_t>, g, LSQ_THREADS, sm, s, p, n, cur, w, h, Rp);
         break;
     case SS_DT_F32:
         cudaFuncSetAttribute(k_lsq<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-        k_lsq<float><<<g, LSQ_THREADS, sm, s>>>(p, n, cur, w, h, Rp);
+        cu_launch(k_lsq<float>, g, LSQ_THREADS, sm, s, p, n, cur, w, h, Rp);
         break;
     default: return cudaErrorInvalidValue;
     }
@@ -556,12 +562,20 @@ extern "C" cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, co
                                         cudaStream_t s)
 {
     const dim3 g = grid2(w, h), b(TX, TY);
-    k_dilate_rows<<<g, b, 0, s>>>(p, labels, w, h, scratch);
+    cu_launch(k_dilate_rows, g, b, 0, s, p, labels, w, h, scratch);
     switch (hdt) {
-    case SS_DT_U8: k_store<uint8_t><<<g, b, 0, s>>>(p, frame, P, scratch, med, clean_sigma, w, h); break;
-    case SS_DT_U16: k_store<uint16_t><<<g, b, 0, s>>>(p, frame, P, scratch, med, clean_sigma, w, h); break;
-    case SS_DT_I16: k_store<int16_t><<<g, b, 0, s>>>(p, frame, P, scratch, med, clean_sigma, w, h); break;
-    case SS_DT_F32: k_store<float><<<g, b, 0, s>>>(p, frame, P, scratch, med, clean_sigma, w, h); break;
+    case SS_DT_U8:
+        cu_launch(k_store<uint8_t>, g, b, 0, s, p, frame, P, scratch, med, clean_sigma, w, h);
+        break;
+    case SS_DT_U16:
+        cu_launch(k_store<uint16_t>, g, b, 0, s, p, frame, P, scratch, med, clean_sigma, w, h);
+        break;
+    case SS_DT_I16:
+        cu_launch(k_store<int16_t>, g, b, 0, s, p, frame, P, scratch, med, clean_sigma, w, h);
+        break;
+    case SS_DT_F32:
+        cu_launch(k_store<float>, g, b, 0, s, p, frame, P, scratch, med, clean_sigma, w, h);
+        break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
