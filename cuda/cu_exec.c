@@ -249,13 +249,12 @@ static cudaError_t join(ss_backend_t *b, cudaStream_t s)
  * that the stages' times do not overlap. */
 static cudaError_t run_steps(ss_backend_t *b, int timed)
 {
+    const int lanes = b->lanes && !timed;
     int side_open = 0;
     for (int k = 0; k < b->npending; k++) {
         const step_t *st = &b->pending[k];
         cudaStream_t s = b->cs;
-        if (!b->lanes || timed) {
-            /* in order on cs */
-        } else if (st->lane & STEP_SIDE) {
+        if (lanes && (st->lane & STEP_SIDE)) {
             SK(cudaEventRecord(b->ev_fork, b->cs));
             SK(cudaStreamWaitEvent(b->ps, b->ev_fork, 0));
             s = b->ps;
