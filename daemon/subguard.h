@@ -47,8 +47,9 @@ ss_subguard_t *ss_subguard_new(void *zctx, void *xpub);
 
 /* Read the monitor's events and the (un)subscriptions the XPUB passed up,
  * without blocking, and ban a peer that passes lim (through zap, which may
- * be NULL: then only its connections are shut). Each (un)subscription also
- * goes to subs (may be NULL). Returns 1 when subs changed. */
+ * be NULL: then only its connections are shut). Each unsubscription and
+ * each subscription it does not refuse also goes to subs (may be NULL).
+ * Returns 1 when subs changed. */
 int ss_subguard_poll(ss_subguard_t *g, void *xpub, ss_zap_t *zap,
                      const ss_subguard_limits_t *lim, ss_outsubs_t *subs);
 
