@@ -276,24 +276,16 @@ extern "C" cudaError_t cu_calibrate(const cu_params_t *p, ss_dtype_t dt, ss_roi_
                                     const uint8_t *bad, float *out, cudaStream_t s)
 {
     const dim3 g = grid2(roi.w, roi.h), b(TX, TY);
+    decltype(&k_calibrate<float>) k;
     switch (dt) {
-    case SS_DT_U8:
-        cu_launch(k_calibrate<uint8_t>, g, b, 0, s, p, roi, bias, dark, flat, bad, out);
-        break;
-    case SS_DT_U16:
-        cu_launch(k_calibrate<uint16_t>, g, b, 0, s, p, roi, bias, dark, flat, bad, out);
-        break;
-    case SS_DT_I16:
-        cu_launch(k_calibrate<int16_t>, g, b, 0, s, p, roi, bias, dark, flat, bad, out);
-        break;
-    case SS_DT_I32:
-        cu_launch(k_calibrate<int32_t>, g, b, 0, s, p, roi, bias, dark, flat, bad, out);
-        break;
-    case SS_DT_F32:
-        cu_launch(k_calibrate<float>, g, b, 0, s, p, roi, bias, dark, flat, bad, out);
-        break;
+    case SS_DT_U8: k = k_calibrate<uint8_t>; break;
+    case SS_DT_U16: k = k_calibrate<uint16_t>; break;
+    case SS_DT_I16: k = k_calibrate<int16_t>; break;
+    case SS_DT_I32: k = k_calibrate<int32_t>; break;
+    case SS_DT_F32: k = k_calibrate<float>; break;
     default: return cudaErrorInvalidValue;
     }
+    cu_launch(k, g, b, 0, s, p, roi, bias, dark, flat, bad, out);
     return cudaGetLastError();
 }
 

@@ -534,25 +534,16 @@ extern "C" cudaError_t cu_lsq_moments(const cu_params_t *p, ss_dtype_t hdt, int 
     const unsigned gx = (unsigned)(ntiles < 528 ? ntiles : 528);
     const dim3 g(gx, gy);
     const size_t sm = lsq_smem(n);
+    decltype(&k_lsq<float>) k;
     switch (hdt) {
-    case SS_DT_U8:
-        cudaFuncSetAttribute(k_lsq<uint8_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-        cu_launch(k_lsq<uint8_t>, g, LSQ_THREADS, sm, s, p, n, cur, w, h, Rp);
-        break;
-    case SS_DT_U16:
-        cudaFuncSetAttribute(k_lsq<uint16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-        cu_launch(k_lsq<uint16_t>, g, LSQ_THREADS, sm, s, p, n, cur, w, h, Rp);
-        break;
-    case SS_DT_I16:
-        cudaFuncSetAttribute(k_lsq<int16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-        cu_launch(k_lsq<int16_t>, g, LSQ_THREADS, sm, s, p, n, cur, w, h, Rp);
-        break;
-    case SS_DT_F32:
-        cudaFuncSetAttribute(k_lsq<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-        cu_launch(k_lsq<float>, g, LSQ_THREADS, sm, s, p, n, cur, w, h, Rp);
-        break;
+    case SS_DT_U8: k = k_lsq<uint8_t>; break;
+    case SS_DT_U16: k = k_lsq<uint16_t>; break;
+    case SS_DT_I16: k = k_lsq<int16_t>; break;
+    case SS_DT_F32: k = k_lsq<float>; break;
     default: return cudaErrorInvalidValue;
     }
+    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    cu_launch(k, g, LSQ_THREADS, sm, s, p, n, cur, w, h, Rp);
     return cudaGetLastError();
 }
 
@@ -563,20 +554,14 @@ extern "C" cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, co
 {
     const dim3 g = grid2(w, h), b(TX, TY);
     cu_launch(k_dilate_rows, g, b, 0, s, p, labels, w, h, scratch);
+    decltype(&k_store<float>) k;
     switch (hdt) {
-    case SS_DT_U8:
-        cu_launch(k_store<uint8_t>, g, b, 0, s, p, frame, P, scratch, med, clean_sigma, w, h);
-        break;
-    case SS_DT_U16:
-        cu_launch(k_store<uint16_t>, g, b, 0, s, p, frame, P, scratch, med, clean_sigma, w, h);
-        break;
-    case SS_DT_I16:
-        cu_launch(k_store<int16_t>, g, b, 0, s, p, frame, P, scratch, med, clean_sigma, w, h);
-        break;
-    case SS_DT_F32:
-        cu_launch(k_store<float>, g, b, 0, s, p, frame, P, scratch, med, clean_sigma, w, h);
-        break;
+    case SS_DT_U8: k = k_store<uint8_t>; break;
+    case SS_DT_U16: k = k_store<uint16_t>; break;
+    case SS_DT_I16: k = k_store<int16_t>; break;
+    case SS_DT_F32: k = k_store<float>; break;
     default: return cudaErrorInvalidValue;
     }
+    cu_launch(k, g, b, 0, s, p, frame, P, scratch, med, clean_sigma, w, h);
     return cudaGetLastError();
 }
