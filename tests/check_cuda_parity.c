@@ -602,6 +602,16 @@ START_TEST(test_div5)
 }
 END_TEST
 
+/* Whether frame t of test_registration_parity runs: all nine, or with
+ * SKYSIEVE_PARITY_QUICK set (compute-sanitizer's racecheck, which takes
+ * minutes a frame there) the reference, one plain frame, the two wide
+ * searches and the blank frame. */
+static int registration_frame_runs(int t)
+{
+    const char *q = getenv("SKYSIEVE_PARITY_QUICK");
+    return !(q && *q) || t == 0 || t == 1 || t == 5 || t == 6 || t == 8;
+}
+
 /* _i = 0: the derived high-pass radius (5 px); 1: registration.highpass
  * 60 (a box wider than the search, the frames' edges inside every
  * window). */
@@ -624,9 +634,12 @@ START_TEST(test_registration_parity)
     const size_t bytes = (size_t)W * H * 2;
     ss_frame_t f = { .pixels = malloc(bytes), .capacity = bytes };
     ck_assert_ptr_nonnull(f.pixels);
-    int fine_ok = 0;
+    int fine_ok = 0, fine_runs = 0;
     for (int t = 0; t < 9; t++) {
         ck_assert_int_eq(ss_synth_next(syn, &f, NULL), SS_OK);
+        if (!registration_frame_runs(t))
+            continue;
+        fine_runs += t > 0 && t < 8;
         if (t == 8) {       /* a blank frame: sky and noise only */
             for (size_t i = 0; i < (size_t)W * H; i++)
                 ((uint16_t *)f.pixels)[i] = (uint16_t)(1000.0 + 30.0 * rng_gauss());
@@ -676,7 +689,8 @@ START_TEST(test_registration_parity)
         for (int lsq = 0; lsq < 2; lsq++)
             plan_matches(&p, &cg, &sg, cfg.noise_stride, t, lsq);
     }
-    ck_assert_int_ge(fine_ok, 5);
+    /* at most two of the frames registered (7, or 3 quick) fail */
+    ck_assert_int_ge(fine_ok, fine_runs - 2);
     free(f.pixels);
     ss_synth_destroy(&syn);
     pair_free(&p);
