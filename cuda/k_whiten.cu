@@ -44,28 +44,28 @@ template <typename T> struct hv;
 template <> struct hv<uint8_t> {
     static __device__ __forceinline__ double get(const void *p, size_t i)
     {
-        const uint8_t v = static_cast<const uint8_t *>(p)[i];
+        const uint8_t v = __ldg(static_cast<const uint8_t *>(p) + i);
         return v == UINT8_MAX ? (double)NAN : (double)v;
     }
 };
 template <> struct hv<uint16_t> {
     static __device__ __forceinline__ double get(const void *p, size_t i)
     {
-        const uint16_t v = static_cast<const uint16_t *>(p)[i];
+        const uint16_t v = __ldg(static_cast<const uint16_t *>(p) + i);
         return v == UINT16_MAX ? (double)NAN : (double)v;
     }
 };
 template <> struct hv<int16_t> {
     static __device__ __forceinline__ double get(const void *p, size_t i)
     {
-        const int16_t v = static_cast<const int16_t *>(p)[i];
+        const int16_t v = __ldg(static_cast<const int16_t *>(p) + i);
         return v == INT16_MAX ? (double)NAN : (double)v;
     }
 };
 template <> struct hv<float> {
     static __device__ __forceinline__ double get(const void *p, size_t i)
     {
-        return (double)static_cast<const float *>(p)[i];
+        return (double)__ldg(static_cast<const float *>(p) + i);
     }
 };
 
@@ -160,6 +160,7 @@ __device__ __forceinline__ void predict(const void *const *hs, const int *ixs, c
         in[j] = rows_ok && x < w && x + dxmin >= 0 && x + dxmax < w;
         acc[j] = 0.0;
     }
+#pragma unroll 4
     for (int k = 0; k < n; k++) {
         const T *row = static_cast<const T *>(hs[k]) + (size_t)(y + iys[k]) * (size_t)w +
                        (ptrdiff_t)(x0 + ixs[k]);
@@ -222,12 +223,12 @@ __global__ void k_whiten(const cu_params_t *__restrict__ p, const float *__restr
 
 /* The same plain sums, and the pixels they cannot predict while the
  * current pixel is valid go on the list (NaN for now; k_whiten_fix
- * finishes them). Bounded to the strict kernel's 32 registers, so that
- * it runs at the same occupancy (the pass is memory-bound); the list
- * costs a mask and one offset per thread. Every thread of a block stays
- * to its barriers. */
+ * finishes them). At most 64 registers, room for predict's four history
+ * frames of loads in flight (at 32 they spilled); the list costs a mask
+ * and one offset per thread. Every thread of a block stays to its
+ * barriers. */
 template <typename T>
-__global__ void __launch_bounds__(TX * TY, 8)
+__global__ void __launch_bounds__(TX * TY, 4)
     k_whiten_list(const cu_params_t *__restrict__ p, const float *__restrict__ cur, int w, int h,
                   float *__restrict__ P, float *__restrict__ r, uint32_t *__restrict__ list,
                   unsigned int *__restrict__ count)
