@@ -387,14 +387,18 @@ static cudaError_t st_regin(ss_backend_t *b, cudaStream_t s, int r)
 /* clean = 1: clean sharp outliers before storing, with the noise selected
  * at ingest; 2: the same with the noise selected again here (a plane it
  * reads was written since). */
-static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int clean)
+/* The history store, v = clean (0 none, 1 with σ, 2 σ selected first)
+ * | STORE_TILE (one pass: cu_history_store's tile). */
+#define STORE_TILE 4
+static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int v)
 {
+    const int clean = v & 3;
     if (clean == 2)
         SK(select_clean_sigma(b, s));
     return cu_history_store(b->d_params, b->geo.hist_dtype, b->d_plane[SS_PLANE_FRAME],
                             b->d_plane[SS_PLANE_PREDICTION], b->d_labels,
                             b->d_plane[SS_PLANE_FILTERED], clean ? &b->d_res->clean_sigma : NULL,
-                            b->w, b->h, b->d_u8, s);
+                            b->w, b->h, b->d_u8, (v & STORE_TILE) != 0, s);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1490,7 +1494,8 @@ static ss_err_t cuda_history_store(ss_backend_t *b, int slot, int remove, int ra
     hp->clean_k = b->cfg->clean_k;
     hp->clean_ratio = b->cfg->clean_ratio;
     b->clean_sigma_stale = 0;
-    if ((e = cx_enqueue(b, st_store, clean, SS_STAGE_HISTORY)))
+    const int tile = !hp->store_remove || hp->store_radius <= CU_STORE_RMAX ? STORE_TILE : 0;
+    if ((e = cx_enqueue(b, st_store, clean | tile, SS_STAGE_HISTORY)))
         return e;
     return cx_op_end(b);
 }

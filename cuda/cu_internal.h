@@ -388,11 +388,15 @@ cudaError_t cu_whiten(const cu_params_t *p, ss_dtype_t hdt, const float *cur, in
 cudaError_t cu_lsq_moments(const cu_params_t *p, ss_dtype_t hdt, int n, const float *cur,
                            int w, int h, double *Rp, cudaStream_t s);
 /* clean_sigma != NULL: clean sharp outliers (ss_clean_sharp, med = the
- * 3×3 median plane) from the frame before storing it. */
+ * 3×3 median plane) from the frame before storing it. tile: one pass
+ * (k_store_tile), for a removal radius (p->store_radius) up to
+ * CU_STORE_RMAX or no removal; else the footprint's row dilation goes
+ * through scratch first (k_dilate_rows, k_store). */
 /* gold: ss_history_store (with ss_clean_sharp) */
+#define CU_STORE_RMAX 16
 cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, const float *frame,
                              const float *P, const int32_t *labels, const float *med,
-                             const float *clean_sigma, int w, int h, uint8_t *scratch,
+                             const float *clean_sigma, int w, int h, uint8_t *scratch, int tile,
                              cudaStream_t s);
 
 /* k_guided.cu: the one-channel (mode 0, ss_guided_filter) or the

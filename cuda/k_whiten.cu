@@ -474,6 +474,93 @@ __global__ void k_store(const cu_params_t *__restrict__ p, const float *__restri
     static_cast<T *>(p->store_dst)[i] = store_conv<T>(v);
 }
 
+constexpr int ST_ROWS = 4;              /* k_store_tile: output rows a thread */
+constexpr int ST_TH = TY * ST_ROWS;     /* a tile's rows (its columns: TX) */
+static_assert(TX == 32 && TX + 2 * CU_STORE_RMAX <= 64, "a row's mask is one 64-bit word");
+
+/* k_store_tile's footprint of output row q of the tile: bit c for column
+ * x0 + c (k_dilate_rows then k_store's column loop, as bit masks). Warp
+ * wid builds the masks of the tile's rows and their apron of r rows:
+ * the positive labels of the row's TX + 2r columns from x0 - r (two
+ * ballots), dilated along the row by shifts; then the first TX threads
+ * dilate them along the columns into fp[]. Outside the frame nothing is
+ * a label. Every thread of the block calls it. */
+__device__ __forceinline__ void store_footprint(const int32_t *__restrict__ labels, int w, int h,
+                                                int x0, int y0, int r, unsigned *rows,
+                                                unsigned *fp)
+{
+    const int lane = threadIdx.x, wid = threadIdx.y;
+    for (int rr = wid; rr < ST_TH + 2 * r; rr += TY) {
+        const int y = y0 - r + rr, xa = x0 - r + lane, xb = xa + TX;
+        const int32_t *row = labels + (size_t)min(max(y, 0), h - 1) * (size_t)w;
+        const bool yin = y >= 0 && y < h;
+        const bool a = yin && xa >= 0 && xa < w && row[xa] > 0;
+        const bool b = yin && lane < 2 * r && xb < w && row[xb] > 0;
+        const unsigned long long m = (unsigned long long)__ballot_sync(0xffffffffu, a) |
+                                     (unsigned long long)__ballot_sync(0xffffffffu, b) << 32;
+        unsigned long long d = 0;
+        for (int k = 0; k <= 2 * r; k++)
+            d |= m >> k;
+        if (lane == 0)
+            rows[rr] = (unsigned)d;
+    }
+    __syncthreads();
+    const int q = wid * TX + lane;
+    if (q < ST_TH) {
+        unsigned f = 0;
+        for (int k = 0; k <= 2 * r; k++)
+            f |= rows[q + k];
+        fp[q] = f;
+    }
+    __syncthreads();
+}
+
+/* The history store with its object removal in one pass (radius up to
+ * CU_STORE_RMAX): a block stores a tile of TX columns and ST_TH rows,
+ * k_store's choice at each pixel with store_footprint's footprint; the
+ * pixels and their medians are loaded before the labels. */
+template <typename T>
+__global__ void __launch_bounds__(TX * TY)
+    k_store_tile(const cu_params_t *__restrict__ p, const float *__restrict__ frame,
+                 const float *__restrict__ P, const int32_t *__restrict__ labels,
+                 const float *__restrict__ med, const float *__restrict__ csig, int w, int h)
+{
+    cu_pdl_wait();
+    __shared__ unsigned rows[ST_TH + 2 * CU_STORE_RMAX], fp[ST_TH];
+    const int x0 = blockIdx.x * TX, y0 = blockIdx.y * ST_TH, x = x0 + threadIdx.x;
+    float fv[ST_ROWS], md[ST_ROWS];
+#pragma unroll
+    for (int k = 0; k < ST_ROWS; k++) {
+        const int y = y0 + threadIdx.y + k * TY;
+        const bool in = x < w && y < h;
+        const size_t i = (size_t)y * (size_t)w + (size_t)x;
+        fv[k] = in ? frame[i] : 0.0f;
+        md[k] = in && csig ? med[i] : 0.0f;
+    }
+    const int r = p->store_remove ? min(max(p->store_radius, 0), CU_STORE_RMAX) : -1;
+    if (r >= 0) {
+        store_footprint(labels, w, h, x0, y0, r, rows, fp);
+    } else if (threadIdx.y * TX + threadIdx.x < ST_TH) {
+        fp[threadIdx.y * TX + threadIdx.x] = 0u;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < ST_ROWS; k++) {
+        const int q = threadIdx.y + k * TY, y = y0 + q;
+        if (x >= w || y >= h)
+            continue;
+        const size_t i = (size_t)y * (size_t)w + (size_t)x;
+        float v;
+        if ((fp[q] >> threadIdx.x) & 1u)
+            v = P[i];
+        else
+            v = csig ? cu_clean_v(frame, fv[k], md[k], *csig, p->clean_k, p->clean_ratio, w, h,
+                                  x, y)
+                     : fv[k];
+        static_cast<T *>(p->store_dst)[i] = store_conv<T>(v);
+    }
+}
+
 inline dim3 grid2(int w, int h)
 {
     return dim3((unsigned)((w + TX - 1) / TX), (unsigned)((h + TY - 1) / TY));
@@ -551,9 +638,23 @@ extern "C" cudaError_t cu_lsq_moments(const cu_params_t *p, ss_dtype_t hdt, int 
 extern "C" cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, const float *frame,
                                         const float *P, const int32_t *labels, const float *med,
                                         const float *clean_sigma, int w, int h, uint8_t *scratch,
-                                        cudaStream_t s)
+                                        int tile, cudaStream_t s)
 {
-    const dim3 g = grid2(w, h), b(TX, TY);
+    const dim3 b(TX, TY);
+    if (tile) {
+        decltype(&k_store_tile<float>) k;
+        switch (hdt) {
+        case SS_DT_U8: k = k_store_tile<uint8_t>; break;
+        case SS_DT_U16: k = k_store_tile<uint16_t>; break;
+        case SS_DT_I16: k = k_store_tile<int16_t>; break;
+        case SS_DT_F32: k = k_store_tile<float>; break;
+        default: return cudaErrorInvalidValue;
+        }
+        const dim3 g((unsigned)((w + TX - 1) / TX), (unsigned)((h + ST_TH - 1) / ST_TH));
+        cu_launch(k, g, b, 0, s, p, frame, P, labels, med, clean_sigma, w, h);
+        return cudaGetLastError();
+    }
+    const dim3 g = grid2(w, h);
     cu_launch(k_dilate_rows, g, b, 0, s, p, labels, w, h, scratch);
     decltype(&k_store<float>) k;
     switch (hdt) {

@@ -1581,8 +1581,12 @@ START_TEST(test_history_store_parity)
     }
     write_both(&p, SS_PLANE_LABELS, 0, lab);
     const size_t hb = n * ss_dtype_size(ht);
+    /* radii up to CU_STORE_RMAX (16) take the one-pass tile kernel, 17
+     * the two passes; the frame is not a whole number of tiles */
+    static const int radii[] = { 0, 4, 16, 17 };
     for (int remove = 0; remove <= 1; remove++)
-        for (int radius = 0; radius <= 4; radius += 4) {
+        for (int ri = 0; ri < 4; ri++) {
+            const int radius = radii[ri];
             ck_assert_int_eq(ss_backend_cpu.history_store(p.c, 1, remove, radius), SS_OK);
             ck_assert_int_eq(p.go->history_store(p.g, 1, remove, radius), SS_OK);
             cmp_bytes(&p, SS_PLANE_HISTORY, 1, hb, "history slot");
