@@ -311,7 +311,7 @@ static cudaError_t st_mv_template(ss_backend_t *b, cudaStream_t s, int v)
     v &= DEV_SIGMA - 1;
     float *B = b->d_gs[3], *S = b->d_gs[4];
     SK(cu_matched(b->d_params, v & 63, 1, sg, S, b->w, b->h, B, s));
-    SK(cu_mv_template(B, b->w, b->h, b->d_plane[SS_PLANE_STAR], s));
+    SK(cu_mv_template(B, b->w, b->h, b->d_plane[SS_PLANE_STAR], &b->d_res->mv_count, s));
     SK(cu_mv_gather(b->d_params, b->d_plane[SS_PLANE_SNR], b->d_plane[SS_PLANE_STAR], b->w, b->h,
                     b->d_selbuf, (unsigned int)b->npix, &b->d_res->mv_count, s));
     return select_median_buf(b, b->d_selbuf, &b->d_res->mv_count, (long long)b->npix, s);

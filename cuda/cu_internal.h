@@ -34,12 +34,14 @@
 #ifdef __CUDACC__
 #include <utility>
 
-/* Programmatic dependent launch (Hopper). Every kernel launch goes through
- * cu_launch, which lets the kernel be scheduled before the work before it
- * in its stream has finished; every kernel calls cu_pdl_wait first, which
- * waits until that work has completed and its writes are visible, so the
- * order is the stream's as before. What it saves is the launch gap between
- * dependent kernels (docs/PERFORMANCE.md, 2026-11-26). */
+/* Programmatic dependent launch (Hopper). Every kernel of the chain is
+ * launched through cu_launch, which lets it be scheduled before the work
+ * before it in its stream has finished, and calls cu_pdl_wait first,
+ * which waits until that work has completed and its writes are visible,
+ * so the order is the stream's as before. What it saves is the launch gap
+ * between dependent kernels (docs/PERFORMANCE.md, 2026-11-26). The two
+ * test-only kernels (k_fault_write, k_div5_check) keep <<<>>> and no
+ * wait. */
 __device__ __forceinline__ void cu_pdl_wait(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -443,13 +445,15 @@ cudaError_t cu_copy_small(void *dst, const void *src, size_t bytes, cudaStream_t
 cudaError_t cu_copy_counted(void *dst, const void *src, size_t elem_bytes, int *counts_dst,
                             const int *count_a, const int *count_b, int cap, cudaStream_t s);
 
-/* k_modelvar.cu (§6b, modelvar.c): D = ss_mv_template(t); the fit's samples
- * ss_mv_gather(z, D) compacted into q (room for cap) in no particular order,
- * their number in *count (may exceed cap; zeroed first); res->mv_beta =
- * ss_mv_beta of them from their median (ws, after cu_select_median_buf)
- * and z = ss_mv_apply(z, D, res->mv_beta, raw), one launch. */
+/* k_modelvar.cu (§6b, modelvar.c): D = ss_mv_template(t), and *count
+ * zeroed for the gather that follows; the fit's samples ss_mv_gather(z, D)
+ * compacted into q (room for cap) in no particular order, their number
+ * added to *count (may exceed cap); res->mv_beta = ss_mv_beta of them
+ * from their median (ws, after cu_select_median_buf) and z =
+ * ss_mv_apply(z, D, res->mv_beta, raw), one launch. */
 /* gold: ss_mv_template */
-cudaError_t cu_mv_template(const float *t, int w, int h, float *D, cudaStream_t s);
+cudaError_t cu_mv_template(const float *t, int w, int h, float *D, unsigned int *count,
+                           cudaStream_t s);
 /* gold: ss_mv_gather */
 cudaError_t cu_mv_gather(const cu_params_t *p, const float *z, const float *D, int w, int h,
                          float *q, unsigned int cap, unsigned int *count, cudaStream_t s);

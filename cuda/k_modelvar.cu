@@ -21,11 +21,15 @@ inline dim3 grid2(int w, int h)
     return dim3((unsigned)((w + TX - 1) / TX), (unsigned)((h + TY - 1) / TY));
 }
 
-/* ss_mv_template */
-__global__ void k_mv_template(const float *__restrict__ t, int w, int h, float *__restrict__ D)
+/* ss_mv_template; the first thread zeroes the gather's count (no memset
+ * node between the two launches) */
+__global__ void k_mv_template(const float *__restrict__ t, int w, int h, float *__restrict__ D,
+                              unsigned int *count)
 {
     cu_pdl_wait();
     const int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
+    if (x == 0 && y == 0)
+        *count = 0u;
     if (x >= w || y >= h)
         return;
     const size_t i = (size_t)y * (size_t)w + (size_t)x;
@@ -89,9 +93,10 @@ __global__ void k_mv_apply(const cu_sel_ws_t *__restrict__ ws, cu_results_t *res
 
 } // namespace
 
-extern "C" cudaError_t cu_mv_template(const float *t, int w, int h, float *D, cudaStream_t s)
+extern "C" cudaError_t cu_mv_template(const float *t, int w, int h, float *D, unsigned int *count,
+                                      cudaStream_t s)
 {
-    cu_launch(k_mv_template, grid2(w, h), dim3(TX, TY), 0, s, t, w, h, D);
+    cu_launch(k_mv_template, grid2(w, h), dim3(TX, TY), 0, s, t, w, h, D, count);
     return cudaGetLastError();
 }
 
@@ -103,9 +108,6 @@ extern "C" cudaError_t cu_mv_gather(const cu_params_t *p, const float *z, const 
                                     int h, float *q, unsigned int cap, unsigned int *count,
                                     cudaStream_t s)
 {
-    cudaError_t e = cudaMemsetAsync(count, 0, sizeof *count, s);
-    if (e != cudaSuccess)
-        return e;
     cu_launch(k_mv_gather, grid2(w, h), dim3(TX, TY), 0, s, p, z, D, w, h, q, cap, count);
     return cudaGetLastError();
 }
