@@ -1558,6 +1558,8 @@ static ss_err_t cuda_write_plane(ss_backend_t *b, ss_plane_t p, int slot, const 
     }
     if (p == SS_PLANE_FRAME || p == SS_PLANE_FILTERED)
         b->clean_sigma_stale = 1;   /* the store selects its noise again */
+    if (p == SS_PLANE_PREDICTION)
+        b->mv_hp_r = 0;             /* the star map's high-passes ahead read the old one */
     if (p == SS_PLANE_REFERENCE)
         b->ref_peaks_valid = 0;
     if (p == SS_PLANE_SNR || p == SS_PLANE_SNR_RAW)

@@ -484,7 +484,8 @@ static_assert(TX == 32 && TX + 2 * CU_STORE_RMAX <= 64, "a row's mask is one 64-
  * the positive labels of the row's TX + 2r columns from x0 - r (two
  * ballots), dilated along the row by shifts; then the first TX threads
  * dilate them along the columns into fp[]. Outside the frame nothing is
- * a label. Every thread of the block calls it. */
+ * a label. Every thread of the block calls it; fp[] is complete after
+ * the caller's next barrier. */
 __device__ __forceinline__ void store_footprint(const int32_t *__restrict__ labels, int w, int h,
                                                 int x0, int y0, int r, unsigned *rows,
                                                 unsigned *fp)
@@ -512,7 +513,6 @@ __device__ __forceinline__ void store_footprint(const int32_t *__restrict__ labe
             f |= rows[q + k];
         fp[q] = f;
     }
-    __syncthreads();
 }
 
 /* The history store with its object removal in one pass (radius up to
