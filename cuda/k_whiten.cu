@@ -568,6 +568,20 @@ inline dim3 grid2(int w, int h)
 
 } // namespace
 
+/* f(T()) for the history's element type T that hdt names; bad for any
+ * other type. */
+template <class R, class F>
+static R by_hist_type(ss_dtype_t hdt, R bad, F f)
+{
+    switch (hdt) {
+    case SS_DT_U8: return f(uint8_t());
+    case SS_DT_U16: return f(uint16_t());
+    case SS_DT_I16: return f(int16_t());
+    case SS_DT_F32: return f(float());
+    default: return bad;
+    }
+}
+
 template <typename T>
 static cudaError_t whiten_t(const cu_params_t *p, const float *cur, int w, int h, float *P,
                             float *r, int reweight, uint32_t *list, unsigned int *count,
@@ -594,15 +608,9 @@ extern "C" cudaError_t cu_whiten(const cu_params_t *p, ss_dtype_t hdt, const flo
                                  int h, float *P, float *r, int reweight, uint32_t *list,
                                  unsigned int *count, int fix_blocks, cudaStream_t s)
 {
-#define SS_WHITEN_T(T) whiten_t<T>(p, cur, w, h, P, r, reweight, list, count, fix_blocks, s)
-    switch (hdt) {
-    case SS_DT_U8: return SS_WHITEN_T(uint8_t);
-    case SS_DT_U16: return SS_WHITEN_T(uint16_t);
-    case SS_DT_I16: return SS_WHITEN_T(int16_t);
-    case SS_DT_F32: return SS_WHITEN_T(float);
-    default: return cudaErrorInvalidValue;
-    }
-#undef SS_WHITEN_T
+    return by_hist_type(hdt, cudaErrorInvalidValue, [&](auto t) {
+        return whiten_t<decltype(t)>(p, cur, w, h, P, r, reweight, list, count, fix_blocks, s);
+    });
 }
 
 static size_t lsq_smem(int n)
@@ -622,14 +630,10 @@ extern "C" cudaError_t cu_lsq_moments(const cu_params_t *p, ss_dtype_t hdt, int 
     const unsigned gx = (unsigned)(ntiles < 528 ? ntiles : 528);
     const dim3 g(gx, gy);
     const size_t sm = lsq_smem(n);
-    decltype(&k_lsq<float>) k;
-    switch (hdt) {
-    case SS_DT_U8: k = k_lsq<uint8_t>; break;
-    case SS_DT_U16: k = k_lsq<uint16_t>; break;
-    case SS_DT_I16: k = k_lsq<int16_t>; break;
-    case SS_DT_F32: k = k_lsq<float>; break;
-    default: return cudaErrorInvalidValue;
-    }
+    using lsq_fn = decltype(&k_lsq<float>);
+    const lsq_fn k = by_hist_type(hdt, lsq_fn(), [](auto t) { return lsq_fn(k_lsq<decltype(t)>); });
+    if (!k)
+        return cudaErrorInvalidValue;
     cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     cu_launch(k, g, LSQ_THREADS, sm, s, p, n, cur, w, h, Rp);
     return cudaGetLastError();
@@ -642,28 +646,22 @@ extern "C" cudaError_t cu_history_store(const cu_params_t *p, ss_dtype_t hdt, co
 {
     const dim3 b(TX, TY);
     if (tile) {
-        decltype(&k_store_tile<float>) k;
-        switch (hdt) {
-        case SS_DT_U8: k = k_store_tile<uint8_t>; break;
-        case SS_DT_U16: k = k_store_tile<uint16_t>; break;
-        case SS_DT_I16: k = k_store_tile<int16_t>; break;
-        case SS_DT_F32: k = k_store_tile<float>; break;
-        default: return cudaErrorInvalidValue;
-        }
+        using tile_fn = decltype(&k_store_tile<float>);
+        const tile_fn k = by_hist_type(hdt, tile_fn(),
+                                       [](auto t) { return tile_fn(k_store_tile<decltype(t)>); });
+        if (!k)
+            return cudaErrorInvalidValue;
         const dim3 g((unsigned)((w + TX - 1) / TX), (unsigned)((h + ST_TH - 1) / ST_TH));
         cu_launch(k, g, b, 0, s, p, frame, P, labels, med, clean_sigma, w, h);
         return cudaGetLastError();
     }
+    using store_fn = decltype(&k_store<float>);
+    const store_fn k = by_hist_type(hdt, store_fn(),
+                                    [](auto t) { return store_fn(k_store<decltype(t)>); });
+    if (!k)
+        return cudaErrorInvalidValue;
     const dim3 g = grid2(w, h);
     cu_launch(k_dilate_rows, g, b, 0, s, p, labels, w, h, scratch);
-    decltype(&k_store<float>) k;
-    switch (hdt) {
-    case SS_DT_U8: k = k_store<uint8_t>; break;
-    case SS_DT_U16: k = k_store<uint16_t>; break;
-    case SS_DT_I16: k = k_store<int16_t>; break;
-    case SS_DT_F32: k = k_store<float>; break;
-    default: return cudaErrorInvalidValue;
-    }
     cu_launch(k, g, b, 0, s, p, frame, P, scratch, med, clean_sigma, w, h);
     return cudaGetLastError();
 }
