@@ -384,11 +384,10 @@ static cudaError_t st_regin(ss_backend_t *b, cudaStream_t s, int r)
                     s);
 }
 
-/* clean = 1: clean sharp outliers before storing, with the noise selected
- * at ingest; 2: the same with the noise selected again here (a plane it
- * reads was written since). */
-/* The history store, v = clean (0 none, 1 with σ, 2 σ selected first)
- * | STORE_TILE (one pass: cu_history_store's tile). */
+/* The history store, v = clean | STORE_TILE. clean = 1: clean sharp
+ * outliers before storing, with the noise selected at ingest; 2: the same
+ * with the noise selected again here (a plane it reads was written
+ * since). STORE_TILE: in one pass (cu_history_store's tile). */
 #define STORE_TILE 4
 static cudaError_t st_store(ss_backend_t *b, cudaStream_t s, int v)
 {

@@ -79,11 +79,6 @@ int ss_outsubs_note(ss_outsubs_t *s, int subscribe, const void *topic, size_t le
     return 1;
 }
 
-int ss_outsubs_count(const ss_outsubs_t *s)
-{
-    return s ? s->n : 0;
-}
-
 /* Whether a held prefix is a prefix of "<type>.<feed>" at least
  * min_len bytes long. */
 static int asks(const ss_outsubs_t *s, const char *type, const char *feed, size_t min_len)

@@ -34,9 +34,6 @@ void ss_outsubs_destroy(ss_outsubs_t **s);
  * 1 when the set changed. */
 int ss_outsubs_note(ss_outsubs_t *s, int subscribe, const void *topic, size_t len);
 
-/* The number of topic prefixes held. */
-int ss_outsubs_count(const ss_outsubs_t *s);
-
 /* The forms subscribed for feed: SS_WANT_* bits. */
 unsigned ss_outsubs_wanted(const ss_outsubs_t *s, const char *feed);
 
