@@ -3,7 +3,7 @@
  * each block writes its partials, and the block that finishes last adds
  * them in a fixed order (k_fine_sums, k_sel_pass, k_sel_clip, the guide's
  * mean and the seeing sums of k_guided.cu); a warp's appends to a
- * compacted array; a warp's inclusive scan.
+ * compacted array; a warp's inclusive scan; a warp's totals of many series.
  */
 #ifndef SS_CU_GRID_CUH
 #define SS_CU_GRID_CUH
@@ -51,6 +51,42 @@ __device__ __forceinline__ T cu_warp_incl(T v)
             v += u;
     }
     return v;
+}
+
+/* One step of cu_warp_totals: lanes with bit H set keep the upper half
+ * of v[0 .. 2H) and send the lower, the others the reverse; each adds
+ * the half it receives from lane l ^ H into the half it keeps, now v[0 .. H). */
+template <int H>
+__device__ __forceinline__ void cu_warp_halve(double (&v)[32], unsigned int lane)
+{
+    const bool hi = (lane & (unsigned int)H) != 0u;
+#pragma unroll
+    for (int k = 0; k < H; k++) {
+        const double keep = hi ? v[H + k] : v[k], send = hi ? v[k] : v[H + k];
+        v[k] = keep + __shfl_xor_sync(0xffffffffu, send, H);
+    }
+}
+
+/* The warp's totals of N ≤ 32 series a[0 .. N) (each lane its own
+ * values): lane k < N returns series k's total, the other lanes zero.
+ * Five halving exchanges, 31 shuffles of a double, where a tree for each
+ * series takes 5·N; the same additions in the same order on every call.
+ * Every lane of the warp calls it. */
+template <int N>
+__device__ __forceinline__ double cu_warp_totals(const double (&a)[N])
+{
+    static_assert(N >= 1 && N <= 32, "one series a lane");
+    const unsigned int lane = cu_lane();
+    double v[32];
+#pragma unroll
+    for (int k = 0; k < 32; k++)
+        v[k] = k < N ? a[k] : 0.0;
+    cu_warp_halve<16>(v, lane);
+    cu_warp_halve<8>(v, lane);
+    cu_warp_halve<4>(v, lane);
+    cu_warp_halve<2>(v, lane);
+    cu_warp_halve<1>(v, lane);
+    return v[0];
 }
 
 /* The first of tot slots (tot the same on every lane: the warp's appends)

@@ -285,18 +285,15 @@ k_corr9(const float *__restrict__ ref, const float *__restrict__ cur, int w, int
         }
     }
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    double sc[18];                      /* red's order: sum, count */
 #pragma unroll
-    for (int k = 0; k < 9; k++)
-        for (int o = 16; o > 0; o >>= 1) {
-            s[k] += __shfl_down_sync(0xffffffffu, s[k], o);
-            c[k] += __shfl_down_sync(0xffffffffu, c[k], o);
-        }
-    if (lane == 0)
-#pragma unroll
-        for (int k = 0; k < 9; k++) {
-            red[wid][2 * k] = s[k];
-            red[wid][2 * k + 1] = (double)c[k];
-        }
+    for (int k = 0; k < 9; k++) {
+        sc[2 * k] = s[k];
+        sc[2 * k + 1] = (double)c[k];
+    }
+    const double tot = cu_warp_totals<18>(sc);
+    if (lane < 18)
+        red[wid][lane] = tot;
     __syncthreads();
     if (threadIdx.x < 18) {
         double v = 0.0;
@@ -521,14 +518,9 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
         }
     }
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-#pragma unroll
-    for (int k = 0; k < NS; k++)
-        for (int o = 16; o > 0; o >>= 1)
-            a[k] += __shfl_down_sync(0xffffffffu, a[k], o);
-    if (lane == 0)
-#pragma unroll
-        for (int k = 0; k < NS; k++)
-            red[wid][k] = a[k];
+    const double tot = cu_warp_totals<NS>(a);
+    if (lane < NS)
+        red[wid][lane] = tot;
     __syncthreads();
     /* partials in tile order: r·B + c */
     const size_t blk = (size_t)r * B + c;
