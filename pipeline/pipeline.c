@@ -1184,8 +1184,15 @@ static ss_err_t frame_stats(ss_pipeline_t *p, ss_result_t *res)
     return e;
 }
 
-/* Why a frame whose σ cannot scale an SNR map fails. */
-static const char NO_SIGMA[] = "no valid residual pixels (noise undefined)";
+/* Why a frame whose σ cannot scale an SNR map fails: no residual pixel
+ * to measure it on, or σ = 0, which only a frame equal to its prediction
+ * at most sampled pixels gives (a camera that re-sends one frame). */
+static const char *sigma_why(float sigma)
+{
+    return sigma == 0.0f ? "residual noise is zero: the frame repeats its prediction "
+                           "(a camera re-sending one frame?)"
+                         : "no valid residual pixels (noise undefined)";
+}
 
 /* Whether σ can scale an SNR map (a frame without it fails). */
 static int sigma_ok(float sigma)
@@ -2029,7 +2036,7 @@ static ss_err_t start_register(ss_pipeline_t *p, ss_result_t *res, start_t *st)
         if (res->status != SS_STATUS_OK)
             return SS_OK;
         if (!sigma_ok(res->sigma))
-            return fail_frame(p, res, SS_ERR_BACKEND, NO_SIGMA);
+            return fail_frame(p, res, SS_ERR_BACKEND, sigma_why(res->sigma));
         st->go = 1;
         return SS_OK;
     }
@@ -2066,7 +2073,7 @@ static ss_err_t host_predict(ss_pipeline_t *p, ss_result_t *res, int n, int asyn
         TRY(residual_begin(p, res));
     TRY(find(p, res));
     if (!sigma_ok(res->sigma))
-        return fail_frame(p, res, SS_ERR_BACKEND, NO_SIGMA);
+        return fail_frame(p, res, SS_ERR_BACKEND, sigma_why(res->sigma));
     if (slow) {
         TRY(slow_movers(p, res, &sh, n));
         if (f32 && async)

@@ -336,6 +336,49 @@ START_TEST(test_reference_and_warmup)
 }
 END_TEST
 
+/* A camera that re-sends one frame: once the history holds only copies
+ * of it, the residual is zero, σ is 0 and the frame fails, its reason
+ * saying so (not "no valid residual pixels", which names another cause);
+ * a new frame after them is processed as usual. */
+START_TEST(test_repeated_frame_says_so)
+{
+    ss_synth_cfg_t sc;
+    ss_pipeline_cfg_t pc;
+    field_cfg(&sc, 256, 256, 7);
+    sc.n_stars = 300;
+    pipe_cfg(&pc);
+    pc.history = 8;
+    run_t r;
+    run_open(&r, &sc, &pc);
+    ck_assert_int_eq(ss_synth_next(r.syn, &r.frame, &r.truth), SS_OK);
+    const size_t bytes = (size_t)r.frame.width * (size_t)r.frame.height * ss_dtype_size(r.frame.dtype);
+    void *copy = malloc(bytes);
+    ck_assert_ptr_nonnull(copy);
+    memcpy(copy, r.frame.pixels, bytes);
+    const uint64_t seq0 = r.frame.meta.seq;
+    int failed = 0, ok = 0;
+    for (int f = 0; f < 16; f++) {
+        memcpy(r.frame.pixels, copy, bytes);
+        r.frame.meta.seq = seq0 + (uint64_t)f;
+        const ss_err_t e = ss_pipeline_process(r.pipe, &r.frame, &r.res);
+        if (r.res.status == SS_STATUS_ERROR) {
+            ck_assert_int_eq(e, SS_ERR_BACKEND);
+            ck_assert_msg(strstr(r.res.reason, "repeats its prediction") != NULL, "frame %d: %s",
+                          f, r.res.reason);
+            failed++;
+        }
+        ok += r.res.status == SS_STATUS_OK;
+    }
+    ck_assert_int_gt(failed, 0);
+    ck_assert_int_eq(ok, 0);
+    run_step(&r);                       /* the sequence's next frame: new noise */
+    ck_assert_int_eq(r.res.status, SS_STATUS_OK);
+    ck_assert(isfinite(r.res.sigma) && r.res.sigma > 0);
+    free(copy);
+    run_close(&r);
+}
+END_TEST
+
 /* detect.max through the driver: each ok frame reports at most that
  * many detections, most significant first, and the pipeline's
  * detections_truncated counter is the sum of the frames' truncated. */
@@ -1870,6 +1913,7 @@ static Suite *pipeline_suite(void)
     TCase *tc = tcase_create("driver");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_reference_and_warmup);
+    tcase_add_test(tc, test_repeated_frame_says_so);
     tcase_add_test(tc, test_truncated_counter);
     tcase_add_test(tc, test_failures_and_slew);
     tcase_add_test(tc, test_geometry_change_and_bad_frames);
