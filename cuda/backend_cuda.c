@@ -210,8 +210,8 @@ static cudaError_t st_coarse(ss_backend_t *b, cudaStream_t s, int v)
 static cudaError_t st_fine(ss_backend_t *b, cudaStream_t s, int v)
 {
     SK(cu_fine(b->d_params, b->d_plane[SS_PLANE_HIPASS], b->d_plane[SS_PLANE_REFERENCE], b->w,
-               b->h, v & 0xffff, (v & FINE_FROM_COARSE) != 0, b->d_partials, b->d_counter,
-               b->d_res, s));
+               b->h, v & 0xffff, (v & FINE_FROM_COARSE) != 0, b->gshare, b->d_partials,
+               b->d_counter, b->d_res, s));
     return cx_copy_out(b, s, &b->m_res->fine_st, &b->d_res->fine_st, sizeof(ss_fine_state_t));
 }
 

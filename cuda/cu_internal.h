@@ -341,12 +341,13 @@ cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, const int *l
  * and the match test, into res->fine_st (ss_fine_report words it). The
  * start is p->fine_sx0/sy0, or with from_coarse the coarse step's result
  * on the device (res->coarse.rdx/rdy), and then nothing runs when its vote did
- * not hold. Passes the state no longer wants return at once.
- * partials: CU_RED_BLOCKS × SS_FINE_NSUMS. */
+ * not hold. Passes the state no longer wants return at once. share:
+ * the feeds on the GPU (pipeline.device_feeds), which sets the warps a
+ * tile. partials: CU_RED_BLOCKS × SS_FINE_NSUMS. */
 /* gold: ss_register_fine (each pass: ss_fine_sums) */
 cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref, int w, int h,
-                    int passes, int from_coarse, double *partials, unsigned int *counter,
-                    cu_results_t *res, cudaStream_t s);
+                    int passes, int from_coarse, int share, double *partials,
+                    unsigned int *counter, cu_results_t *res, cudaStream_t s);
 
 /* k_vote.cu */
 /* The first min(*count, SS_COARSE_PEAK_CAP, SS_COARSE_STARS) of the found

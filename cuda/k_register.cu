@@ -403,26 +403,28 @@ __device__ void fine_conclude(cu_results_t *res)
 
 /* Pixels a thread of k_fine_sums loads before it adds their terms. */
 constexpr int FINE_UNROLL = 4;
+constexpr int FINE_WARPS = RED_THREADS / 32;        /* warps a block */
 
 /* The fine-registration pass (ss_fine_sums): the frame cut into 16×16
- * tiles, one block a tile (row band r = blockIdx.y, column band c =
- * blockIdx.x); per-thread double sums, a block reduction, the tile's
+ * tiles (row band r, column band c), wpt warps a tile (1, 2, 4 or 8),
+ * FINE_WARPS / wpt tiles a block; per-thread double sums, each warp's
+ * totals (cu_warp_totals), the tile's warps added in order into its
  * partials, and the last block of the grid adds each row band's and each
  * column band's partials in a fixed order and writes them to out
- * ([rows|columns][band][sum]). One block a tile: more blocks a tile, each
- * with fewer pixels, were slower at every size (each block's reduction of
- * its 25 sums, and the last block's longer chain; docs/PERFORMANCE.md,
- * 2026-11-25, 20:32–20:41Z). The shift is the iteration's estimate in
- * st (probe: plus SS_FINE_PROBE_PX on both axes); a pass the iteration
- * does not want returns at once. The reference's S and gradients come
- * from its five-point cross (ss_ref_cross, the neighbours from cache):
- * two planes read from memory instead of five. A thread takes its pixels
- * FINE_UNROLL at a time, their loads first, then their terms in the
- * order of one pixel at a time (the same sums). */
-__global__ void k_fine_sums(const float *__restrict__ cur, const float *__restrict__ ref, int w,
-                            int h, int probe, double *__restrict__ partials,
-                            unsigned int *counter, const ss_fine_state_t *st,
-                            double *__restrict__ out)
+ * ([rows|columns][band][sum]). A frame alone on the GPU takes 8 warps a
+ * tile, the most blocks; feeds that share it fewer (cu_fine): a block's
+ * reductions and hand-over cost SM-time that small tiles do not pay for
+ * (docs/PERFORMANCE.md, 2026-11-26). The shift is the iteration's
+ * estimate in st (probe: plus SS_FINE_PROBE_PX on both axes); a pass the
+ * iteration does not want returns at once. The reference's S and
+ * gradients come from its five-point cross (ss_ref_cross, the neighbours
+ * from cache): two planes read from memory instead of five. A thread
+ * takes its pixels FINE_UNROLL at a time, their loads first, then their
+ * terms in the order of one pixel at a time (the same sums). */
+__global__ void __launch_bounds__(RED_THREADS)
+k_fine_sums(const float *__restrict__ cur, const float *__restrict__ ref, int w, int h, int probe,
+            int wpt, double *__restrict__ partials, unsigned int *counter,
+            const ss_fine_state_t *st, double *__restrict__ out)
 {
     cu_pdl_wait();
     constexpr int B = SS_FINE_BANDS, NS = SS_FINE_NSUMS;
@@ -432,7 +434,7 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
         return;
     const double off = probe ? SS_FINE_PROBE_PX : 0.0;
     const double sx = st->sx + off, sy = st->sy + off;
-    __shared__ double red[RED_THREADS / 32][NS];
+    __shared__ double red[FINE_WARPS][NS];
     double a[NS];
 #pragma unroll
     for (int k = 0; k < NS; k++)
@@ -445,7 +447,10 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
     const int ix = (int)ixf, iy = (int)iyf;
     const int xa = max(1, -ix), xb = min(w - 1, w - 1 - ix);
     const int ya = max(1, -iy), yb = min(h - 1, h - 1 - iy);
-    const int r = blockIdx.y, c = blockIdx.x;
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const int tpb = FINE_WARPS / wpt, tile = blockIdx.x * tpb + wid / wpt;
+    const int r = tile / B, c = tile % B;
+    const int G = 32 * wpt, tt = (wid % wpt) * 32 + lane;   /* the tile's threads, this one */
     const long long rows = yb - ya, cols = xb - xa;
     const int y0 = ya + (int)(((long long)r * rows + B - 1) / B);
     const int y1 = ya + (int)(((long long)(r + 1) * rows + B - 1) / B);
@@ -453,13 +458,13 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
     const int x1 = xa + (int)(((long long)(c + 1) * cols + B - 1) / B);
     const int iw = x1 - x0, ih = y1 - y0;
     const long long total = sane && rows > 0 && cols > 0 && iw > 0 && ih > 0 ? (long long)iw * ih : 0;
-    for (long long j0 = threadIdx.x; j0 < total; j0 += FINE_UNROLL * (long long)blockDim.x) {
+    for (long long j0 = tt; j0 < total; j0 += FINE_UNROLL * (long long)G) {
         /* the pixels' loads first: the frame's 2×2 (c0[0], c0[1], c1[0],
          * c1[1]), then the reference's cross (centre, left, right, up, down) */
         float v[FINE_UNROLL][9];
 #pragma unroll
         for (int u = 0; u < FINE_UNROLL; u++) {
-            const long long j = j0 + u * (long long)blockDim.x;
+            const long long j = j0 + u * (long long)G;
             const unsigned int jj = (unsigned int)(j < total ? j : j0);  /* < 2^31 */
             const int y = y0 + (int)(jj / (unsigned int)iw);
             const int x = x0 + (int)(jj % (unsigned int)iw);
@@ -477,7 +482,7 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
         }
 #pragma unroll
         for (int u = 0; u < FINE_UNROLL; u++) {
-            if (j0 + u * (long long)blockDim.x >= total)
+            if (j0 + u * (long long)G >= total)
                 break;
             const float *q4 = v[u];
             const double val = (1.0 - fy) * ((1.0 - fx) * q4[0] + fx * q4[1]) +
@@ -517,18 +522,18 @@ __global__ void k_fine_sums(const float *__restrict__ cur, const float *__restri
             a[SS_FS_YDY] += q * ddy;
         }
     }
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     const double tot = cu_warp_totals<NS>(a);
     if (lane < NS)
         red[wid][lane] = tot;
     __syncthreads();
-    /* partials in tile order: r·B + c */
-    const size_t blk = (size_t)r * B + c;
-    if (threadIdx.x < NS) {
+    /* partials in tile order (r·B + c): each of the block's tiles adds its
+     * warps' totals in order */
+    if ((int)threadIdx.x < tpb * NS) {
+        const int tl = threadIdx.x / NS, k = threadIdx.x % NS;
         double v = 0.0;
-        for (int qq = 0; qq < (int)(blockDim.x >> 5); qq++)
-            v += red[qq][threadIdx.x];
-        partials[blk * NS + threadIdx.x] = v;
+        for (int q = 0; q < wpt; q++)
+            v += red[tl * wpt + q][k];
+        partials[(size_t)(blockIdx.x * tpb + tl) * NS + k] = v;
     }
     if (!cu_last_block(counter))
         return;
@@ -677,19 +682,36 @@ extern "C" cudaError_t cu_refine(float *const *ref_lvl, float *const *cur_lvl, c
     return cudaGetLastError();
 }
 
+/* Warps a tile of k_fine_sums: 8 for a frame alone on the GPU; with
+ * `share` feeds on it, as few (down to 1) as leave each thread about
+ * FINE_UNROLL·share of the tile's pixels. */
+static int fine_warps(int w, int h, int share)
+{
+    if (share <= 1)
+        return FINE_WARPS;
+    const long long px = (long long)(w / SS_FINE_BANDS) * (h / SS_FINE_BANDS);
+    int wpt = FINE_WARPS;
+    while (wpt > 1 && px < (long long)wpt * 32 * FINE_UNROLL * share)
+        wpt /= 2;
+    return wpt;
+}
+
 extern "C" cudaError_t cu_fine(const cu_params_t *p, const float *cur, const float *ref, int w,
-                               int h, int passes, int from_coarse, double *partials,
+                               int h, int passes, int from_coarse, int share, double *partials,
                                unsigned int *counter, cu_results_t *res, cudaStream_t s)
 {
-    static_assert(SS_FINE_BANDS * SS_FINE_BANDS <= CU_RED_BLOCKS, "partials hold the tiles");
-    const dim3 grid(SS_FINE_BANDS, SS_FINE_BANDS);
+    constexpr int T = SS_FINE_BANDS * SS_FINE_BANDS;
+    static_assert(T <= CU_RED_BLOCKS, "partials hold the tiles");
+    static_assert(T % FINE_WARPS == 0, "whole blocks of tiles at one warp a tile");
+    const int wpt = fine_warps(w, h, share);
+    const unsigned grid = (unsigned)(T * wpt / FINE_WARPS);
     cu_launch(k_fine_begin, 1, 32, 0, s, p, res, from_coarse);
     for (int it = 0; it < passes; it++) {
-        cu_launch(k_fine_sums, grid, RED_THREADS, 0, s, cur, ref, w, h, 0, partials, counter,
+        cu_launch(k_fine_sums, grid, RED_THREADS, 0, s, cur, ref, w, h, 0, wpt, partials, counter,
                   &res->fine_st, res->fine);
         cu_launch(k_fine_iterate, 1, 32, 0, s, res);
     }
-    cu_launch(k_fine_sums, grid, RED_THREADS, 0, s, cur, ref, w, h, 1, partials, counter,
+    cu_launch(k_fine_sums, grid, RED_THREADS, 0, s, cur, ref, w, h, 1, wpt, partials, counter,
               &res->fine_st, res->fine_probe);
     cu_launch(k_fine_conclude, 1, 2 * SS_FINE_BANDS, 0, s, res);
     return cudaGetLastError();

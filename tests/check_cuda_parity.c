@@ -614,7 +614,8 @@ static int registration_frame_runs(int t)
 
 /* _i = 0: the derived high-pass radius (5 px); 1: registration.highpass
  * 60 (a box wider than the search, the frames' edges inside every
- * window). */
+ * window); 2: the derived radius with pipeline.device_feeds 8 (the fine
+ * sums one warp a tile instead of eight). */
 START_TEST(test_registration_parity)
 {
     enum { W = 512, H = 448 };
@@ -626,7 +627,8 @@ START_TEST(test_registration_parity)
     ck_assert_ptr_nonnull(syn);
     ss_pipeline_cfg_t cfg;
     base_cfg(&cfg);
-    cfg.reg_hipass = _i ? 60 : 0;
+    cfg.reg_hipass = _i == 1 ? 60 : 0;
+    cfg.device_feeds = _i == 2 ? 8 : 1;
     ss_geometry_t geo = geometry(W, H, SS_DT_U16, SS_DT_U16, 4);
     pair_t p;
     pair_new(&p, &cfg, &geo, NULL);
@@ -2195,7 +2197,7 @@ static void add_calib(TCase *tc)
 static void add_registration(TCase *tc)
 {
     tcase_add_test(tc, test_div5);
-    tcase_add_loop_test(tc, test_registration_parity, 0, 2);
+    tcase_add_loop_test(tc, test_registration_parity, 0, 3);
     tcase_add_test(tc, test_vote_many_peaks);
 }
 static void add_whiten(TCase *tc)
