@@ -403,7 +403,8 @@ static ss_err_t post_run(ss_pipeline_t *p)
     const double t0 = ss_now_mono();
     track(p, res);
     const ss_err_t e = clean_tracks(p, res);
-    res->total_ms += (ss_now_mono() - t0) * 1e3;
+    res->track_ms = (ss_now_mono() - t0) * 1e3;
+    res->total_ms += res->track_ms;
     return e == SS_OK ? SS_OK : late_failure(p, res, 1, e, "cleaning the stored frames");
 }
 
@@ -824,6 +825,7 @@ static void result_begin(ss_result_t *res, const ss_frame_t *f)
     res->meta = f->meta;
     res->status = SS_STATUS_OK;
     res->reason[0] = '\0';
+    res->track_ms = 0.0;
     memset(&res->coarse, 0, sizeof res->coarse);
     memset(&res->shift, 0, sizeof res->shift);
     res->rereferenced = 0;

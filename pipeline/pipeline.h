@@ -84,6 +84,8 @@ typedef struct ss_result {
     double total_ms;                /* wall time of ss_pipeline_process: of its start,
                                      * plus its tracking wherever that ran (final after
                                      * ss_pipeline_finish) */
+    double track_ms;                /* of which the tracking: the tracker's step and the
+                                     * stored frames' cleaning (final after finish) */
     /* a decoded message's number on its topic (PROTOCOL.md §2, "Gaps"),
      * valid when has_topic_seq; not set by the pipeline */
     uint64_t topic_seq;

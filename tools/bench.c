@@ -9,9 +9,12 @@
  *                  [--feeds K] [--share S] [--verbose] [--help]
  *
  * Input: synthetic u16 star fields (tools/synth.h: stars, jitter, hot
- * pixels, cosmic rays, movers, a streak now and then), a few frames
- * rendered before any timing and rotated, so the generator costs nothing
- * and the caches see new data every frame.
+ * pixels, cosmic rays, movers, a streak now and then), N + 4 frames
+ * rendered before any timing and rotated (fewer where they would take
+ * more than 1 GiB, which the output says), so the generator costs
+ * nothing, the caches see new data every frame and the history never
+ * holds a copy of the frame processed (rotating 4, the movers' jumps back
+ * made tracks and detections grow run by run: docs/PERFORMANCE.md).
  *
  * Each configuration runs the daemon's own path, ss_pipeline_process, after
  * 2N + 4 frames of warm-up (the history full, every graph captured, and
@@ -64,7 +67,8 @@
 #endif
 
 #define MAX_CASES 16
-#define PRERENDER 4                 /* distinct frames rotated through */
+#define ROT_MIN 4                   /* frames rotated through, at least */
+#define ROT_BYTES ((size_t)1 << 30) /* ... and at most this much host memory a pipeline */
 
 typedef struct bench_case {
     int cuda;                       /* 0 cpu, 1 cuda */
@@ -80,6 +84,7 @@ typedef struct bench_out {
     double bytes_model;             /* least device traffic per frame (bytes) */
     double host_ms[SS_STAGE__COUNT];    /* GPU graph mode: wall time inside each op */
     double merge_ms;                /* ss_merge_streaks on the frame's detections (host) */
+    double track_ms;                /* the pipeline's tracking (ss_result_t.track_ms) */
     double waits, launches;         /* GPU graph mode, per frame: host waits, graph launches */
     double launches_e2e;            /* ... graph launches in the pipelined pass (prefetched) */
     int ok_frames, dets;
@@ -179,30 +184,65 @@ static ss_synth_t *bench_synth(int size, uint64_t seed)
     return ss_synth_new(&sc);
 }
 
-/* The host memory of PRERENDER frames (pixels NULL: none). */
-static void free_frames(const ss_backend_ops_t *ops, ss_frame_t *fr)
+/* The frames a pass rotates through (rendered before any timing). */
+typedef struct rotation {
+    ss_frame_t *fr;                 /* n frames; owned */
+    int n;
+} rotation_t;
+
+/* Frame t of the rotation. */
+static ss_frame_t *rot_frame(const rotation_t *rot, int t)
 {
-    for (int k = 0; k < PRERENDER; k++)
-        if (fr[k].pixels)
-            ops->host_alloc.free(fr[k].pixels, ops->host_alloc.user);
+    return &rot->fr[t % rot->n];
 }
 
-/* PRERENDER frames of a size² field (bench_synth, seed) in the backend's
- * host memory (pinned on CUDA). 0, or -1 (what was allocated is freed). */
-static int prerender(const ss_backend_ops_t *ops, int size, uint64_t seed, ss_frame_t *fr)
+/* How many frames of `bytes` a pipeline of `history` frames rotates
+ * through: history + 4, so that the history never holds a copy of the
+ * frame processed (with 4, the tracker links the movers' jumps back to
+ * their start and the detections grow with the run: docs/PERFORMANCE.md,
+ * 2026-11-26), unless that takes more than ROT_BYTES. */
+static int rotation_len(size_t bytes, int history)
+{
+    const long long most = (long long)(ROT_BYTES / (bytes ? bytes : 1));
+    long long n = (long long)history + ROT_MIN;
+    if (n > most)
+        n = most;
+    return n < ROT_MIN ? ROT_MIN : (int)n;
+}
+
+/* The rotation's host memory, and the rotation emptied. */
+static void free_frames(const ss_backend_ops_t *ops, rotation_t *rot)
+{
+    for (int k = 0; rot->fr && k < rot->n; k++)
+        if (rot->fr[k].pixels)
+            ops->host_alloc.free(rot->fr[k].pixels, ops->host_alloc.user);
+    free(rot->fr);
+    *rot = (rotation_t){ 0 };
+}
+
+/* rotation_len frames of a size² field (bench_synth, seed) into rot, in
+ * the backend's host memory (pinned on CUDA). 0, or -1 (what was
+ * allocated is freed). */
+static int prerender(const ss_backend_ops_t *ops, int size, int history, uint64_t seed,
+                     rotation_t *rot)
 {
     const size_t bytes = (size_t)size * size * sizeof(uint16_t);
-    ss_synth_t *syn = bench_synth(size, seed);
+    rot->n = rotation_len(bytes, history);
+    rot->fr = calloc((size_t)rot->n, sizeof rot->fr[0]);
+    ss_synth_t *syn = rot->fr ? bench_synth(size, seed) : NULL;
     int ok = syn != NULL;
-    memset(fr, 0, PRERENDER * sizeof fr[0]);
-    for (int k = 0; k < PRERENDER && ok; k++) {
-        fr[k].pixels = ops->host_alloc.alloc(bytes, ops->host_alloc.user);
-        fr[k].capacity = bytes;
-        ok = fr[k].pixels && ss_synth_next(syn, &fr[k], NULL) == SS_OK;
+    for (int k = 0; k < rot->n && ok; k++) {
+        rot->fr[k].pixels = ops->host_alloc.alloc(bytes, ops->host_alloc.user);
+        rot->fr[k].capacity = bytes;
+        ok = rot->fr[k].pixels && ss_synth_next(syn, &rot->fr[k], NULL) == SS_OK;
     }
     ss_synth_destroy(&syn);
     if (!ok)
-        free_frames(ops, fr);
+        free_frames(ops, rot);
+    else if (rot->n < history + ROT_MIN)
+        printf("# %d² N=%d: %d frames rotated (fewer than N + %d: the history holds copies of "
+               "the frame processed)\n",
+               size, history, rot->n, ROT_MIN);
     return ok ? 0 : -1;
 }
 
@@ -238,7 +278,7 @@ static ss_outputs_t bench_outputs(void)
  * detections the streak merging is timed on. */
 typedef struct case_res {
     const ss_backend_ops_t *ops;
-    ss_frame_t fr[PRERENDER];
+    rotation_t rot;
     ss_pipeline_cfg_t cfg;
     ss_result_t rbuf[2];
     ss_detlist_t scratch;
@@ -265,7 +305,7 @@ static int case_open(const bench_case_t *bc, int device, case_res_t *r)
         return -1;
     }
     const int S = bc->size;
-    if (prerender(r->ops, S, 12345, r->fr) != 0) {
+    if (prerender(r->ops, S, bc->history, 12345, &r->rot) != 0) {
         fprintf(stderr, "bench: cannot render %dx%d frames\n", S, S);
         return -1;
     }
@@ -291,7 +331,7 @@ static void case_close(case_res_t *r)
     ss_result_free(&r->rbuf[1]);
     ss_detlist_free(&r->scratch);
     if (r->ops)
-        free_frames(r->ops, r->fr);
+        free_frames(r->ops, &r->rot);
 }
 
 #ifdef SKYSIEVE_HAVE_CUDA
@@ -307,7 +347,7 @@ static int cuda_before_frame(ss_pipeline_t *pl, case_res_t *r, int pass, int t, 
     ss_cuda_set_mode(be, pass == PASS_TIMED, 1);
     if (pass != PASS_E2E)
         return 0;
-    ss_frame_t *next = &r->fr[(t + 1) % PRERENDER];
+    ss_frame_t *next = rot_frame(&r->rot, t + 1);
     next->meta.seq = seq + 1;
     return ss_cuda_prefetch(be, next) == SS_OK ? 0 : -1;
 }
@@ -343,6 +383,7 @@ static void cuda_graph_frame(ss_pipeline_t *pl, case_res_t *r, const ss_result_t
     const double m0 = ss_now_mono();
     ss_merge_streaks(&r->scratch, r->cfg.streak_gap, fmax(3.0, 2.0 * r->cfg.psf_sigma));
     o->merge_ms += (ss_now_mono() - m0) * 1e3 / frames;
+    o->track_ms += res->track_ms / frames;
     for (int s = 0; s < SS_STAGE__COUNT; s++)
         o->host_ms[s] += hm[s] / frames;
     acc->gpu_ms += ss_cuda_frame_ms(be);
@@ -426,7 +467,7 @@ static int run_pass(const bench_case_t *bc, case_res_t *r, int pass, int frames,
     double t0 = 0.0;
     int rc = 0;
     for (int t = 0; t < warm + frames; t++) {
-        ss_frame_t *cur = &r->fr[t % PRERENDER];
+        ss_frame_t *cur = rot_frame(&r->rot, t);
         cur->meta.seq = ++*seq;
         if (t == warm)
             t0 = ss_now_mono();
@@ -566,10 +607,10 @@ typedef struct feed_run {
 /* Frame t of the end-to-end loop as the daemon's worker runs it: the next
  * frame's upload started, frame t started into rbuf[t % 2], then frame
  * t-1's result finished (a frame whose result fails counts as an error). */
-static ss_err_t e2e_step(ss_pipeline_t *pl, ss_frame_t *fr, int t, uint64_t *seq,
+static ss_err_t e2e_step(ss_pipeline_t *pl, const rotation_t *rot, int t, uint64_t *seq,
                          ss_result_t *rbuf)
 {
-    ss_frame_t *cur = &fr[t % PRERENDER], *next = &fr[(t + 1) % PRERENDER];
+    ss_frame_t *cur = rot_frame(rot, t), *next = rot_frame(rot, t + 1);
     cur->meta.seq = ++*seq;
     next->meta.seq = *seq + 1;
     const ss_backend_ops_t *ops = NULL;
@@ -588,11 +629,11 @@ static void *feed_thread(void *arg)
     const ss_backend_ops_t *ops = ss_backend_cuda_ops();
     const int S = fr_->bc->size, warm = 2 * fr_->bc->history + 4;
     const size_t npix = (size_t)S * S;
-    ss_frame_t fr[PRERENDER];
+    rotation_t rot = { 0 };
     ss_result_t rbuf[2] = { 0 };
     ss_pipeline_t *pl = NULL;
     fr_->rc = -1;
-    const int rendered = prerender(ops, S, 12345 + (uint64_t)fr_->id, fr) == 0;
+    const int rendered = prerender(ops, S, fr_->bc->history, 12345 + (uint64_t)fr_->id, &rot) == 0;
     ss_pipeline_cfg_t cfg = bench_cfg(1, fr_->bc->history, fr_->device);
     cfg.device_feeds = fr_->share;
     char err[256];
@@ -602,10 +643,10 @@ static void *feed_thread(void *arg)
     uint64_t seq = 0;
     ss_err_t e = pl ? SS_OK : SS_ERR_NOMEM;
     for (int t = 0; t < warm && e == SS_OK; t++)
-        e = e2e_step(pl, fr, t, &seq, rbuf);
+        e = e2e_step(pl, &rot, t, &seq, rbuf);
     pthread_barrier_wait(fr_->start);
     for (int t = warm; t < warm + fr_->frames && e == SS_OK; t++) {
-        e = e2e_step(pl, fr, t, &seq, rbuf);
+        e = e2e_step(pl, &rot, t, &seq, rbuf);
         fr_->ok_frames += e == SS_OK && t > warm && rbuf[(t + 1) % 2].status == SS_STATUS_OK;
     }
     if (e == SS_OK)
@@ -617,8 +658,7 @@ static void *feed_thread(void *arg)
     ss_pipeline_destroy(&pl);
     ss_result_free(&rbuf[0]);
     ss_result_free(&rbuf[1]);
-    if (rendered)
-        free_frames(ops, fr);
+    free_frames(ops, &rot);
     return NULL;
 }
 
@@ -938,9 +978,9 @@ static void print_host(const bench_case_t *cases, const bench_out_t *outs, int n
         double in_ops = 0.0;
         for (int s = 0; s < SS_STAGE__COUNT; s++)
             in_ops += o->host_ms[s];
-        printf(" | download %.3f, outside the ops %.3f (of which merge_streaks %.3f) | per frame: "
-               "%.2f host waits, %.2f graph launches (%.2f pipelined)\n",
-               o->host_ms[SS_STAGE_DOWNLOAD], o->wall_ms - in_ops, o->merge_ms, o->waits,
+        printf(" | download %.3f, outside the ops %.3f (of which tracking %.3f, merge_streaks "
+               "%.3f) | per frame: %.2f host waits, %.2f graph launches (%.2f pipelined)\n",
+               o->host_ms[SS_STAGE_DOWNLOAD], o->wall_ms - in_ops, o->track_ms, o->merge_ms, o->waits,
                o->launches, o->launches_e2e);
     }
 }
