@@ -110,8 +110,8 @@ typedef struct trk {
     double S, St, Stt, Su, Stu, Suu, Sv, Stv, Svv, snr_sum;
     int n_mag;                  /* detections with a magnitude: weighted sums of them */
     double Sw, Swm, Swmm;
-    obs_t first, last;
     int np, head;               /* ring of the latest points */
+    obs_t first, last;          /* add_obs writes both at the first detection */
     pt_t pts[SS_TRACK_POINTS];  /* last: trk_reset leaves it as it is */
 } trk_t;
 _Static_assert(offsetof(trk_t, pts) + sizeof(((trk_t *)0)->pts) == sizeof(trk_t),
@@ -154,6 +154,8 @@ struct ss_tracker {
     int n_tent_free;
     obs_t *seeds;
     int n_seeds;
+    double *seed_w, *seed_share;    /* start_tracks: each seed's alike_width and the share
+                                     * of the free SNRs within it (pair_metric's) */
     obs_t *obs;                 /* this frame's candidates */
     int *obs_det;               /* their index in the detection list */
     int *taken;
@@ -367,13 +369,20 @@ static double share_between(const ss_tracker_t *T, double lo, double hi)
     return (double)(c - a) / T->n_free;
 }
 
-/* Whether a detection of SNR snr looks like a track whose n detections
- * average mean (within SNR_WINDOW of their scatter, sqrt((1 +
- * (SNR_REL·mean)²)(1 + 1/n))), into *alike; returns the share of the free
+/* The half width of the SNRs that look like a track whose n detections
+ * average mean: SNR_WINDOW times their scatter, sqrt((1 +
+ * (SNR_REL·mean)²)(1 + 1/n)). */
+static double alike_width(double mean, int n)
+{
+    return SNR_WINDOW * sqrt((1.0 + SNR_REL * SNR_REL * mean * mean) * (1.0 + 1.0 / n));
+}
+
+/* Whether a detection of SNR snr looks like such a track (within
+ * alike_width of mean), into *alike; returns the share of the free
  * candidates that look like it. */
 static double alike_share(const ss_tracker_t *T, double mean, int n, double snr, int *alike)
 {
-    const double w = SNR_WINDOW * sqrt((1.0 + SNR_REL * SNR_REL * mean * mean) * (1.0 + 1.0 / n));
+    const double w = alike_width(mean, n);
     *alike = fabs(snr - mean) <= w;
     return share_between(T, mean - w, mean + w);
 }
@@ -492,8 +501,10 @@ ss_tracker_t *ss_tracker_new(const ss_track_cfg_t *cfg)
     T->conf = calloc(MAX_CONFIRMED, sizeof *T->conf);
     T->tent = calloc(MAX_TENTATIVE, sizeof *T->tent);
     T->seeds = calloc(MAX_SEEDS, sizeof *T->seeds);
+    T->seed_w = calloc(MAX_SEEDS, sizeof *T->seed_w);
+    T->seed_share = calloc(MAX_SEEDS, sizeof *T->seed_share);
     T->tent_free = calloc(MAX_TENTATIVE, sizeof *T->tent_free);
-    if (!T->conf || !T->tent || !T->seeds || !T->tent_free)
+    if (!T->conf || !T->tent || !T->seeds || !T->seed_w || !T->seed_share || !T->tent_free)
         ss_tracker_destroy(&T);
     return T;
 }
@@ -506,6 +517,8 @@ void ss_tracker_destroy(ss_tracker_t **pt)
     free(T->conf);
     free(T->tent);
     free(T->seeds);
+    free(T->seed_w);
+    free(T->seed_share);
     free(T->tent_free);
     free(T->obs);
     free(T->obs_det);
@@ -899,17 +912,18 @@ static double least_alike(const ss_tracker_t *T)
     return 1.0 / SS_MAX(T->n_free, 1);
 }
 
-/* How a seed ranks as o's partner: the squared distance, times the share
+/* How seed s ranks as o's partner: the squared distance, times the share
  * of the free candidates that look like the seed when o does
- * (alike_share; at least least_alike): the area, scaled by the chance
- * that a detection there looks alike, in which a chance partner would be
- * as good. */
-static double pair_metric(const ss_tracker_t *T, const obs_t *s, const obs_t *o)
+ * (alike_share of a track of one, the seed's, which start_tracks keeps
+ * per seed; at least least_alike): the area, scaled by the chance that a
+ * detection there looks alike, in which a chance partner would be as
+ * good. */
+static double pair_metric(const ss_tracker_t *T, int s, const obs_t *o)
 {
-    const double du = o->u - s->u, dv = o->v - s->v;
-    int alike;
-    const double f = alike_share(T, s->snr, 1, o->snr, &alike);
-    return (du * du + dv * dv) * (alike ? fmax(f, least_alike(T)) : 1.0);
+    const obs_t *sd = &T->seeds[s];
+    const double du = o->u - sd->u, dv = o->v - sd->v;
+    const int alike = fabs(o->snr - sd->snr) <= T->seed_w[s];
+    return (du * du + dv * dv) * (alike ? fmax(T->seed_share[s], least_alike(T)) : 1.0);
 }
 
 /* The fewest of the ascending v[0..n) in [a, a + L] for any a in [lo,
@@ -973,7 +987,7 @@ static void offer_seed(const ss_tracker_t *T, const obs_t *o, int s, double leas
     }
     if (!pairable(T, sd, o))
         return;
-    const double e = pair_metric(T, sd, o);
+    const double e = pair_metric(T, s, o);
     if (*n == PAIRS_PER_DET && e >= d2[*n - 1])
         return;
     int i = *n < PAIRS_PER_DET ? (*n)++ : *n - 1;
@@ -1019,12 +1033,14 @@ static int nearest_seeds(const ss_tracker_t *T, const obs_t *o, int best[PAIRS_P
     return n;
 }
 
-/* k as a new track with no detection: every field zero but the ring of
- * points, which is read only below np (zero here). A birth costs the
- * header, not the 1.3 kB ring (docs/PERFORMANCE.md, 2026-11-26). */
+/* k as a new track with no detection: every field zero but first and
+ * last, which add_obs writes at the first detection, and the ring of
+ * points, read only below np (zero here). A birth costs the sums, not the
+ * 1.3 kB ring nor the two observations (docs/PERFORMANCE.md,
+ * 2026-11-26). */
 static void trk_reset(trk_t *k)
 {
-    memset(k, 0, offsetof(trk_t, pts));
+    memset(k, 0, offsetof(trk_t, first));
 }
 
 /* A free slot for a tentative track: one that died (listed once per frame
@@ -1051,6 +1067,11 @@ static int start_tracks(ss_tracker_t *T, int nobs)
         cmax = fmax(cmax, T->seeds[s].snr);
     }
     T->seed_fewest = T->n_seeds > 0 ? seed_window_fewest(T, cmin, cmax) : 0;
+    for (int s = 0; s < T->n_seeds; s++) {
+        const double x = T->seeds[s].snr, w = alike_width(x, 1);
+        T->seed_w[s] = w;
+        T->seed_share[s] = share_between(T, x - w, x + w);
+    }
     T->n_tent_free = 0;
     for (int i = T->n_tent - 1; i >= 0; i--)
         if (!T->tent[i].alive)
