@@ -289,18 +289,25 @@ START_TEST(test_detection_quality)
 }
 END_TEST
 
+/* r on a 256² field of 300 stars (seed 7) through a CPU pipeline with a
+ * history of 8; *pc: that pipeline's config. */
+static void small_run_open(run_t *r, ss_pipeline_cfg_t *pc)
+{
+    ss_synth_cfg_t sc;
+    field_cfg(&sc, 256, 256, 7);
+    sc.n_stars = 300;
+    pipe_cfg(pc);
+    pc->history = 8;
+    run_open(r, &sc, pc);
+}
+
 /* The driver's statuses: the first frame becomes the reference, then
  * warm-up until min_history, then residuals; shifts track the truth. */
 START_TEST(test_reference_and_warmup)
 {
-    ss_synth_cfg_t sc;
     ss_pipeline_cfg_t pc;
-    field_cfg(&sc, 256, 256, 7);
-    sc.n_stars = 300;
-    pipe_cfg(&pc);
-    pc.history = 8;
     run_t r;
-    run_open(&r, &sc, &pc);
+    small_run_open(&r, &pc);
     int minh = ss_cfg_min_history(&pc);
     ck_assert_int_gt(minh, 1);
     double sx0 = 0, sy0 = 0;
@@ -342,14 +349,9 @@ END_TEST
  * a new frame after them is processed as usual. */
 START_TEST(test_repeated_frame_says_so)
 {
-    ss_synth_cfg_t sc;
     ss_pipeline_cfg_t pc;
-    field_cfg(&sc, 256, 256, 7);
-    sc.n_stars = 300;
-    pipe_cfg(&pc);
-    pc.history = 8;
     run_t r;
-    run_open(&r, &sc, &pc);
+    small_run_open(&r, &pc);
     ck_assert_int_eq(ss_synth_next(r.syn, &r.frame, &r.truth), SS_OK);
     const size_t bytes = (size_t)r.frame.width * (size_t)r.frame.height * ss_dtype_size(r.frame.dtype);
     void *copy = malloc(bytes);
