@@ -80,7 +80,8 @@ struct ss_backend {
     size_t npix;
     int device, sms;
     int gshare;                     /* the feeds on the device (cfg->device_feeds at create):
-                                     * the guided filter's grid fills 1/gshare of it */
+                                     * the guided filter's grid fills 1/gshare of it, the
+                                     * fine sums take fewer warps a tile (cu_fine) */
     int broken;
     long errors;
     int capturing;

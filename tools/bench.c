@@ -116,9 +116,13 @@ static void usage(FILE *out)
             "--frames N: timed frames per case (default 3 on the CPU, 60 on CUDA).\n"
             "--feeds K (2-64; 1: none): after each CUDA case, K feeds of it on the GPU at once, each its\n"
             "own pipeline and thread (nothing batched across feeds): frames/s in all.\n"
-            "--share S (1-64): every pipeline sizes the guided filter's grid to 1/S of the GPU\n"
-            "(pipeline.device_feeds, which the daemon sets to its feeds on the device);\n"
-            "default 1, and K for the K feeds, as the daemon would.\n"
+            "--share S (1-64): every pipeline sizes the guided filter's grid to 1/S of the GPU and\n"
+            "the fine registration's blocks for S feeds (pipeline.device_feeds, which the daemon\n"
+            "sets to its feeds on the device); default 1, and K for the K feeds, as the daemon would.\n"
+            "Input: N + 4 synthetic frames rendered before any timing and rotated (fewer where they\n"
+            "would take over 1 GiB, which the output says), so the history never holds a copy of\n"
+            "the frame processed. The CUDA cases' host line gives the time outside the ops and,\n"
+            "of it, the tracking's (the tracker's step and the stored frames' cleaning).\n"
             "--verbose: each frame's status and reason on stderr.\n"
             "Exit status: 0 done, 1 a case or the GPU failed, 2 a bad command line.\n");
 }
