@@ -12,10 +12,12 @@
  * a feed's worker waits for the frame before. Each graph holds B
  * independent chains of K empty kernels of G blocks of 128 threads: B
  * feeds' frames in one launch. With --pdl 1 the kernels are launched as
- * the chain's are (programmatic stream serialisation, each waiting for
- * the one before with griddepcontrol.wait). Prints graphs/s and frames/s
- * (graphs/s × B) over all threads.
+ * the chain's are (cu_launch: programmatic stream serialisation, each
+ * waiting for the one before in cu_pdl_wait). Prints graphs/s and
+ * frames/s (graphs/s × B) over all threads.
  */
+#include "cuda/cu_internal.h"
+
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -31,9 +33,7 @@ struct opts {
 
 __global__ void k_empty(int *sink)
 {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+    cu_pdl_wait();
     if (sink && threadIdx.x == 1023)    /* never: keeps the kernel from being empty code */
         *sink = blockIdx.x;
 }
@@ -47,20 +47,19 @@ __global__ void k_empty(int *sink)
         }                                                                             \
     } while (0)
 
-/* K kernels on stream s, each after the one before. */
+/* K kernels on stream s, each after the one before (--pdl 1: as the
+ * chain launches its kernels). */
 void chain(const opts &o, cudaStream_t s)
 {
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)o.blocks);
-    cfg.blockDim = dim3(128);
-    cfg.stream = s;
-    cfg.attrs = at;
-    cfg.numAttrs = o.pdl ? 1 : 0;
-    for (int k = 0; k < o.kernels; k++)
-        CK(cudaLaunchKernelEx(&cfg, k_empty, (int *)nullptr));
+    const dim3 grid((unsigned)o.blocks), block(128);
+    for (int k = 0; k < o.kernels; k++) {
+        if (o.pdl) {
+            CK(cu_launch(k_empty, grid, block, 0, s, (int *)nullptr));
+        } else {
+            k_empty<<<grid, block, 0, s>>>(nullptr);
+            CK(cudaGetLastError());
+        }
+    }
 }
 
 /* The graph of B chains, captured from s (forked onto B-1 more streams). */
